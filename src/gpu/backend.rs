@@ -1,0 +1,31 @@
+//! The one internal trait every GPU backend implements.
+
+use crate::{GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, ProcessGpuInfo, Result, SourceReport};
+
+/// Whether a backend's source exists on this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Presence {
+    /// It exists (it may still fail when asked).
+    Present,
+    /// It does not exist here; the reason says where it was looked for.
+    Absent(String),
+}
+
+/// A source of GPU figures (NVML, `nvidia-smi`, DXGI, …). Indices are the source's own device
+/// indices; the dispatcher asks backends in priority order.
+pub(crate) trait Backend: Send + Sync {
+    /// Which source this is.
+    fn source(&self) -> GpuQuerySource;
+    /// Whether the source exists (cheap after the first call).
+    fn presence(&self) -> Presence;
+    /// Number of devices the source sees.
+    fn device_count(&self) -> Result<u32>;
+    /// Device-wide memory of one device.
+    fn device_info(&self, index: u32) -> Result<GpuDeviceInfo>;
+    /// The calling process's memory on one device.
+    fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo>;
+    /// Every process holding memory on one device, sorted by pid.
+    fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>>;
+    /// What the source says about itself, for `hmn doctor`.
+    fn report(&self) -> SourceReport;
+}

@@ -1,0 +1,467 @@
+//! NVIDIA through the `nvidia-smi` executable: the fallback when NVML cannot be loaded.
+//!
+//! Every run has a hard timeout (`HYPOMNESIS_NVIDIA_SMI_TIMEOUT`, default 10 s; nvidia-smi is
+//! known to hang on wedged or `NVLink` hosts). After a timeout the source is not run again for
+//! [`COOLDOWN`]: callers get the remembered error at once.
+
+pub(crate) mod parse;
+mod runner;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use parse::{APP_FIELDS, Field, GPU_FIELDS, GPU_FIELDS_WITH_RESERVED, SmiApp, SmiGpu};
+use runner::{RunError, fmt_duration};
+
+use super::backend::{Backend, Presence};
+use crate::{
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HypomnesisError,
+    ProcessGpuInfo, Result, SourceReport, SourceState, procfs,
+};
+
+/// Default limit of one run.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a source that timed out is left alone.
+pub(crate) const COOLDOWN: Duration = Duration::from_secs(60);
+const MIB: u64 = 1 << 20;
+
+/// Where the executable is and how long it may run.
+struct Setup {
+    exe: std::result::Result<PathBuf, String>,
+    explicit: bool,
+    timeout: std::result::Result<Duration, String>,
+}
+
+/// The `nvidia-smi` backend.
+pub(crate) struct SmiBackend {
+    setup: OnceLock<Setup>,
+    timed_out: Mutex<Option<(Instant, String)>>,
+    reserved_rejected: AtomicBool,
+    dropped_rows: AtomicU64,
+}
+
+impl SmiBackend {
+    pub(crate) const fn new() -> Self {
+        Self {
+            setup: OnceLock::new(),
+            timed_out: Mutex::new(None),
+            reserved_rejected: AtomicBool::new(false),
+            dropped_rows: AtomicU64::new(0),
+        }
+    }
+
+    fn setup(&self) -> &Setup {
+        self.setup.get_or_init(|| {
+            let timeout = match std::env::var("HYPOMNESIS_NVIDIA_SMI_TIMEOUT") {
+                Ok(v) if !v.trim().is_empty() => parse::parse_duration(&v)
+                    .map_err(|why| format!("HYPOMNESIS_NVIDIA_SMI_TIMEOUT: {why}")),
+                Ok(_) | Err(std::env::VarError::NotPresent) => Ok(DEFAULT_TIMEOUT),
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    Err("HYPOMNESIS_NVIDIA_SMI_TIMEOUT is not valid UTF-8".to_string())
+                }
+            };
+            match std::env::var_os("HYPOMNESIS_NVIDIA_SMI").filter(|v| !v.is_empty()) {
+                Some(p) => Setup {
+                    exe: Ok(PathBuf::from(p)),
+                    explicit: true,
+                    timeout,
+                },
+                None => Setup {
+                    exe: find_on_path(),
+                    explicit: false,
+                    timeout,
+                },
+            }
+        })
+    }
+
+    /// Run nvidia-smi with `args`; `Ok` only for exit status 0.
+    fn run(&self, args: &[&str]) -> Result<runner::Ran> {
+        let setup = self.setup();
+        let exe = setup
+            .exe
+            .as_ref()
+            .map_err(|why| HypomnesisError::NvidiaSmi(why.clone()))?;
+        let timeout = setup.timeout.clone().map_err(HypomnesisError::NvidiaSmi)?;
+        let mut guard = self
+            .timed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, why)) = guard.as_ref() {
+            if at.elapsed() < COOLDOWN {
+                return Err(HypomnesisError::NvidiaSmi(format!(
+                    "not run again: {why} {:.0} s ago (retried after {} s)",
+                    at.elapsed().as_secs_f64(),
+                    COOLDOWN.as_secs()
+                )));
+            }
+            *guard = None;
+        }
+        drop(guard);
+        let shown = format!("`{} {}`", exe.display(), args.join(" "));
+        match runner::run(exe, args, timeout) {
+            Ok(ran) => Ok(ran),
+            Err(e @ RunError::TimedOut(_)) => {
+                let why = format!("{shown} {e}");
+                *self
+                    .timed_out
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), why.clone()));
+                Err(HypomnesisError::NvidiaSmi(why))
+            }
+            Err(e) => Err(HypomnesisError::NvidiaSmi(format!("{shown} {e}"))),
+        }
+    }
+
+    fn failed_run(args: &[&str], exe: &Path, ran: &runner::Ran) -> HypomnesisError {
+        let said = if ran.stderr.trim().is_empty() {
+            &ran.stdout
+        } else {
+            &ran.stderr
+        };
+        let said: String = said.trim().lines().take(3).collect::<Vec<_>>().join(" / ");
+        HypomnesisError::NvidiaSmi(format!(
+            "`{} {}` exited with {}: {}",
+            exe.display(),
+            args.join(" "),
+            ran.status,
+            if said.is_empty() {
+                "(no output)"
+            } else {
+                said.as_str()
+            }
+        ))
+    }
+
+    fn exe_path(&self) -> PathBuf {
+        self.setup()
+            .exe
+            .clone()
+            .unwrap_or_else(|_| PathBuf::from("nvidia-smi"))
+    }
+
+    /// Every GPU `--query-gpu` lists. `memory.reserved` is asked for until the driver rejects it.
+    fn gpus(&self) -> Result<Vec<SmiGpu>> {
+        loop {
+            let with_reserved = !self.reserved_rejected.load(Ordering::Relaxed);
+            let fields = if with_reserved {
+                GPU_FIELDS_WITH_RESERVED
+            } else {
+                GPU_FIELDS
+            };
+            let query = format!("--query-gpu={fields}");
+            let args = [query.as_str(), "--format=csv,noheader,nounits"];
+            let ran = self.run(&args)?;
+            if !ran.status.success() {
+                if with_reserved && parse::is_field_rejection(&ran.stdout, &ran.stderr) {
+                    crate::debug_log!("nvidia-smi rejects memory.reserved; asking without it");
+                    self.reserved_rejected.store(true, Ordering::Relaxed);
+                    continue;
+                }
+                return Err(Self::failed_run(&args, &self.exe_path(), &ran));
+            }
+            return parse::parse_gpus(&ran.stdout, with_reserved).map_err(|why| {
+                HypomnesisError::NvidiaSmi(format!("unexpected `--query-gpu` output: {why}"))
+            });
+        }
+    }
+
+    fn apps(&self) -> Result<Vec<SmiApp>> {
+        let query = format!("--query-compute-apps={APP_FIELDS}");
+        let args = [query.as_str(), "--format=csv,noheader,nounits"];
+        let ran = self.run(&args)?;
+        if !ran.status.success() {
+            return Err(Self::failed_run(&args, &self.exe_path(), &ran));
+        }
+        parse::parse_apps(&ran.stdout).map_err(|why| {
+            HypomnesisError::NvidiaSmi(format!("unexpected `--query-compute-apps` output: {why}"))
+        })
+    }
+
+    fn gpu(&self, index: u32) -> Result<SmiGpu> {
+        let gpus = self.gpus()?;
+        let count = u32::try_from(gpus.len()).unwrap_or(u32::MAX);
+        gpus.into_iter()
+            .find(|g| g.index == index)
+            .ok_or(HypomnesisError::DeviceIndexOutOfRange { index, count })
+    }
+
+    /// Processes on GPU `index` with known memory (rows printed `[N/A]` are dropped and counted).
+    fn rows(&self, index: u32) -> Result<(SmiGpu, Vec<AppRow>)> {
+        let gpus = self.gpus()?;
+        let count = u32::try_from(gpus.len()).unwrap_or(u32::MAX);
+        let only = gpus.len() == 1;
+        let gpu = gpus
+            .into_iter()
+            .find(|g| g.index == index)
+            .ok_or(HypomnesisError::DeviceIndexOutOfRange { index, count })?;
+        let mut rows = Vec::new();
+        let mut dropped = 0;
+        for a in self.apps()? {
+            let mine = match (&a.pci_bus_id, &gpu.pci_bus_id) {
+                (Some(a), Some(g)) => a.eq_ignore_ascii_case(g),
+                _ => only,
+            };
+            if !mine {
+                continue;
+            }
+            match a.used_mib.ok().and_then(|m| m.checked_mul(MIB)) {
+                Some(bytes) => rows.push((a.pid, bytes, a.name)),
+                None => dropped += 1,
+            }
+        }
+        if dropped > 0 {
+            self.dropped_rows.fetch_add(dropped, Ordering::Relaxed);
+        }
+        rows.sort_by_key(|r| r.0);
+        Ok((gpu, rows))
+    }
+}
+
+/// pid, bytes, name.
+type AppRow = (u32, u64, Option<String>);
+
+/// `nvidia-smi` on `PATH` (plus the vendor's install directories on Windows).
+fn find_on_path() -> std::result::Result<PathBuf, String> {
+    let name = if cfg!(windows) {
+        "nvidia-smi.exe"
+    } else {
+        "nvidia-smi"
+    };
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .filter(|d| d.is_absolute())
+                .collect()
+        })
+        .unwrap_or_default();
+    if cfg!(windows) {
+        if let Some(root) = std::env::var_os("SystemRoot") {
+            dirs.insert(0, PathBuf::from(root).join("System32"));
+        }
+        if let Some(pf) = std::env::var_os("ProgramFiles") {
+            dirs.push(PathBuf::from(pf).join("NVIDIA Corporation").join("NVSMI"));
+        }
+    }
+    dirs.iter()
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+        .ok_or_else(|| {
+            format!("{name} was not found on PATH (set HYPOMNESIS_NVIDIA_SMI to its path)")
+        })
+}
+
+#[cfg(unix)]
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(p: &Path) -> bool {
+    p.is_file()
+}
+
+fn bytes(field: &Field, what: &str, index: u32) -> Result<u64> {
+    match field {
+        Ok(mib) => mib.checked_mul(MIB).ok_or_else(|| {
+            HypomnesisError::NvidiaSmi(format!("GPU {index}: {what} {mib} MiB overflows"))
+        }),
+        Err(token) => Err(HypomnesisError::NvidiaSmi(format!(
+            "GPU {index}: {what} is {token}, not a number"
+        ))),
+    }
+}
+
+fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
+    let total = bytes(&g.total_mib, "memory.total", g.index)?;
+    let free = bytes(&g.free_mib, "memory.free", g.index)?;
+    let used = total.checked_sub(free).ok_or_else(|| {
+        HypomnesisError::NvidiaSmi(format!(
+            "GPU {}: memory.free is larger than memory.total",
+            g.index
+        ))
+    })?;
+    // nvidia-smi's memory.used excludes the reservation on R510+: used is total - free here,
+    // and the reservation is kept only when it fits inside it.
+    let reserved = g
+        .reserved_mib
+        .and_then(std::result::Result::ok)
+        .and_then(|m| m.checked_mul(MIB))
+        .filter(|&r| r <= used);
+    Ok(GpuDeviceInfo {
+        index: g.index,
+        name: g.name,
+        total_bytes: total,
+        free_bytes: free,
+        used_bytes: used,
+        reserved_bytes: reserved,
+        driver_version: g.driver_version,
+        uuid: g.uuid,
+        pci_bus_id: g.pci_bus_id,
+        vendor: Some(GpuVendor::Nvidia),
+        source: GpuQuerySource::NvidiaSmi,
+    })
+}
+
+impl Backend for SmiBackend {
+    fn source(&self) -> GpuQuerySource {
+        GpuQuerySource::NvidiaSmi
+    }
+
+    fn presence(&self) -> Presence {
+        let s = self.setup();
+        match (&s.exe, s.explicit) {
+            (Err(why), false) => Presence::Absent(why.clone()),
+            _ => Presence::Present,
+        }
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        Ok(u32::try_from(self.gpus()?.len()).unwrap_or(u32::MAX))
+    }
+
+    fn device_info(&self, index: u32) -> Result<GpuDeviceInfo> {
+        device_info_of(self.gpu(index)?)
+    }
+
+    fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
+        let (gpu, rows) = self.rows(index)?;
+        let me = std::process::id();
+        if let Some((_, used, _)) = rows.iter().find(|r| r.0 == me) {
+            return Ok(ProcessGpuInfo {
+                used_bytes: *used,
+                is_per_process: true,
+                source: GpuQuerySource::NvidiaSmi,
+            });
+        }
+        if procfs::self_has_cuda_context(procfs::root()) == Some(false) {
+            return Ok(ProcessGpuInfo {
+                used_bytes: 0,
+                is_per_process: true,
+                source: GpuQuerySource::NvidiaSmi,
+            });
+        }
+        // Not listed (another PID namespace, or a graphics-only context nvidia-smi does not list).
+        let d = device_info_of(gpu)?;
+        Ok(ProcessGpuInfo {
+            used_bytes: d.used_bytes,
+            is_per_process: false,
+            source: GpuQuerySource::NvidiaSmi,
+        })
+    }
+
+    fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
+        let (_, rows) = self.rows(index)?;
+        Ok(rows
+            .into_iter()
+            .map(|(pid, used, name)| GpuProcessEntry {
+                pid,
+                name: name.map(|n| procfs::short_name(&n).to_string()),
+                used_bytes: used,
+                source: GpuQuerySource::NvidiaSmi,
+                device_index: index,
+                shared_used_bytes: 0,
+                context: Some(GpuContextKind::Compute),
+            })
+            .collect())
+    }
+
+    fn report(&self) -> SourceReport {
+        let mut details = Vec::new();
+        let s = self.setup();
+        let state = match (&s.exe, s.explicit) {
+            (Err(why), false) => SourceState::Absent(why.clone()),
+            (Err(why), true) => SourceState::Failed(why.clone()),
+            (Ok(exe), _) => {
+                details.push(("executable".into(), exe.display().to_string()));
+                match &s.timeout {
+                    Ok(t) => details.push(("timeout".into(), fmt_duration(*t))),
+                    Err(why) => details.push(("timeout".into(), why.clone())),
+                }
+                if let Ok(ran) = self.run(&["--version"])
+                    && let Some(v) = parse::parse_version(&ran.stdout)
+                {
+                    details.push(("version".into(), v));
+                }
+                match self.gpus() {
+                    Ok(g) => {
+                        details.push(("devices".into(), g.len().to_string()));
+                        details.push((
+                            "memory.reserved field".into(),
+                            if self.reserved_rejected.load(Ordering::Relaxed) {
+                                "rejected by this driver: reserved memory is unknown".into()
+                            } else {
+                                "accepted".into()
+                            },
+                        ));
+                        SourceState::Answered
+                    }
+                    Err(e) => SourceState::Failed(e.to_string()),
+                }
+            }
+        };
+        let dropped = self.dropped_rows.load(Ordering::Relaxed);
+        if dropped > 0 {
+            details.push((
+                "process rows dropped".into(),
+                format!("{dropped} (used_gpu_memory not available)"),
+            ));
+        }
+        SourceReport {
+            source: GpuQuerySource::NvidiaSmi,
+            state,
+            details,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(total: Field, free: Field, reserved: Option<Field>) -> SmiGpu {
+        SmiGpu {
+            index: 0,
+            uuid: None,
+            driver_version: None,
+            pci_bus_id: None,
+            total_mib: total,
+            free_mib: free,
+            reserved_mib: reserved,
+            name: None,
+        }
+    }
+
+    #[test]
+    fn device_info_semantics() {
+        // L40S, load phase: Total 46068, Reserved 609, Used 1235, Free 44225 (MiB).
+        let d = device_info_of(gpu(Ok(46068), Ok(44225), Some(Ok(609)))).unwrap();
+        assert_eq!(d.total_bytes, 46068 * MIB);
+        assert_eq!(d.free_bytes, 44225 * MIB);
+        assert_eq!(
+            d.used_bytes,
+            (46068 - 44225) * MIB,
+            "used = total - free, not nvidia-smi's used"
+        );
+        assert_eq!(d.reserved_bytes, Some(609 * MIB));
+        let d = device_info_of(gpu(Ok(100), Ok(90), Some(Err("[N/A]".into())))).unwrap();
+        assert_eq!(d.reserved_bytes, None);
+        let d = device_info_of(gpu(Ok(100), Ok(90), Some(Ok(11)))).unwrap();
+        assert_eq!(
+            d.reserved_bytes, None,
+            "a reservation larger than used is not believed"
+        );
+        let e =
+            device_info_of(gpu(Err("[Insufficient Permissions]".into()), Ok(1), None)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("memory.total is [Insufficient Permissions]"),
+            "{e}"
+        );
+        assert!(device_info_of(gpu(Ok(1), Ok(2), None)).is_err());
+    }
+}

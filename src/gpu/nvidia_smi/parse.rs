@@ -1,0 +1,402 @@
+//! Pure parsers for `nvidia-smi` output (compiled and tested on every OS).
+#![allow(missing_docs)] // exposed only through the doc(hidden) `__parsers` test surface
+//!
+//! Unknown values (`[N/A]`, `[Not Supported]`, `[Insufficient Permissions]`, `N/A`, …) are kept
+//! as `Err(token)` so callers can say what was printed; they never become 0.
+
+use std::time::Duration;
+
+use crate::ram::parse::clip;
+
+/// A numeric field: the value, or the token that stood in its place.
+pub type Field = Result<u64, String>;
+
+/// Fields asked of `--query-gpu`, in this order. `name` is last so a name containing `", "`
+/// cannot shift the other columns; `memory.reserved` is dropped when the driver rejects it.
+pub(crate) const GPU_FIELDS_WITH_RESERVED: &str =
+    "index,uuid,driver_version,pci.bus_id,memory.total,memory.free,memory.reserved,name";
+/// The same without `memory.reserved` (drivers before R510 reject the whole query with it).
+pub(crate) const GPU_FIELDS: &str =
+    "index,uuid,driver_version,pci.bus_id,memory.total,memory.free,name";
+/// Fields asked of `--query-compute-apps`; the process name last for the same reason.
+pub(crate) const APP_FIELDS: &str = "gpu_bus_id,pid,used_gpu_memory,process_name";
+
+/// One row of `--query-gpu`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmiGpu {
+    pub index: u32,
+    pub uuid: Option<String>,
+    pub driver_version: Option<String>,
+    pub pci_bus_id: Option<String>,
+    pub total_mib: Field,
+    pub free_mib: Field,
+    /// `None` when the field was not asked for.
+    pub reserved_mib: Option<Field>,
+    pub name: Option<String>,
+}
+
+/// One row of `--query-compute-apps`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmiApp {
+    pub pci_bus_id: Option<String>,
+    pub pid: u32,
+    pub used_mib: Field,
+    pub name: Option<String>,
+}
+
+/// Memory lines of one GPU's `FB Memory Usage` block in `nvidia-smi -q`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QMemory {
+    pub pci_bus_id: String,
+    pub total_mib: Field,
+    pub reserved_mib: Option<Field>,
+    pub used_mib: Field,
+    pub free_mib: Field,
+}
+
+/// Whether a value is one of nvidia-smi's "no value" forms.
+fn is_unknown(v: &str) -> bool {
+    v.is_empty() || v.starts_with('[') || v.eq_ignore_ascii_case("N/A")
+}
+
+fn text_field(v: &str) -> Option<String> {
+    let v = v.trim();
+    (!is_unknown(v)).then(|| v.to_string())
+}
+
+/// A MiB figure: `46068`, or `46068 MiB` when `nounits` was not honoured.
+fn mib_field(v: &str) -> Field {
+    let v = v.trim();
+    if is_unknown(v) {
+        return Err(if v.is_empty() {
+            "(empty)".to_string()
+        } else {
+            v.to_string()
+        });
+    }
+    let number = v.strip_suffix("MiB").map_or(v, str::trim_end);
+    number.parse::<u64>().map_err(|_| v.to_string())
+}
+
+fn split_row(line: &str, n: usize) -> Result<Vec<&str>, String> {
+    let parts: Vec<&str> = line.splitn(n, ',').map(str::trim).collect();
+    if parts.len() == n {
+        Ok(parts)
+    } else {
+        Err(format!(
+            "expected {n} comma-separated fields, got {}: {:?}",
+            parts.len(),
+            clip(line)
+        ))
+    }
+}
+
+/// Rows of `--query-gpu=<GPU_FIELDS[_WITH_RESERVED]> --format=csv,noheader,nounits`.
+pub fn parse_gpus(text: &str, with_reserved: bool) -> Result<Vec<SmiGpu>, String> {
+    let n = if with_reserved { 8 } else { 7 };
+    let mut out = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let at = |why: String| format!("line {}: {why}", i + 1);
+        let f = split_row(line, n).map_err(at)?;
+        let get = |k: usize| f.get(k).copied().unwrap_or("");
+        let index = get(0)
+            .parse::<u32>()
+            .map_err(|_| at(format!("GPU index is not a number: {:?}", clip(get(0)))))?;
+        let (reserved_mib, name) = if with_reserved {
+            (Some(mib_field(get(6))), get(7))
+        } else {
+            (None, get(6))
+        };
+        out.push(SmiGpu {
+            index,
+            uuid: text_field(get(1)),
+            driver_version: text_field(get(2)),
+            pci_bus_id: text_field(get(3)),
+            total_mib: mib_field(get(4)),
+            free_mib: mib_field(get(5)),
+            reserved_mib,
+            name: text_field(name),
+        });
+    }
+    Ok(out)
+}
+
+/// Rows of `--query-compute-apps=<APP_FIELDS> --format=csv,noheader,nounits` (may be empty).
+pub fn parse_apps(text: &str) -> Result<Vec<SmiApp>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let at = |why: String| format!("line {}: {why}", i + 1);
+        let f = split_row(line, 4).map_err(at)?;
+        let get = |k: usize| f.get(k).copied().unwrap_or("");
+        let pid = get(1)
+            .parse::<u32>()
+            .map_err(|_| at(format!("pid is not a number: {:?}", clip(get(1)))))?;
+        out.push(SmiApp {
+            pci_bus_id: text_field(get(0)),
+            pid,
+            used_mib: mib_field(get(2)),
+            name: text_field(get(3)),
+        });
+    }
+    Ok(out)
+}
+
+/// Whether nvidia-smi refused a query because it does not know a field.
+pub(crate) fn is_field_rejection(stdout: &str, stderr: &str) -> bool {
+    let needle = "is not a valid field to query";
+    stdout.contains(needle) || stderr.contains(needle)
+}
+
+/// The `FB Memory Usage` block of every GPU in `nvidia-smi -q` (or `-q -d MEMORY`) output.
+/// MIG devices' `Shared FB Memory Usage` blocks are not these and are skipped.
+pub fn parse_q_memory(text: &str) -> Result<Vec<QMemory>, String> {
+    #[derive(Default)]
+    struct Block {
+        total: Option<Field>,
+        reserved: Option<Field>,
+        used: Option<Field>,
+        free: Option<Field>,
+    }
+    let mut out = Vec::new();
+    let mut gpu: Option<String> = None;
+    let mut block: Option<Block> = None;
+    let finish = |gpu: &Option<String>,
+                  block: Option<Block>,
+                  out: &mut Vec<QMemory>|
+     -> Result<(), String> {
+        let (Some(bus), Some(b)) = (gpu, block) else {
+            return Ok(());
+        };
+        let need = |f: Option<Field>, k: &str| {
+            f.ok_or_else(|| format!("GPU {bus}: FB Memory Usage has no {k} line"))
+        };
+        out.push(QMemory {
+            pci_bus_id: bus.clone(),
+            total_mib: need(b.total, "Total")?,
+            reserved_mib: b.reserved,
+            used_mib: need(b.used, "Used")?,
+            free_mib: need(b.free, "Free")?,
+        });
+        Ok(())
+    };
+    for line in text.lines() {
+        let body = line.trim_start();
+        let indent = line.len() - body.len();
+        if body.is_empty() {
+            continue;
+        }
+        if indent == 0 {
+            finish(&gpu, block.take(), &mut out)?;
+            gpu = body.strip_prefix("GPU ").map(|b| b.trim().to_string());
+            continue;
+        }
+        if indent <= 4 {
+            finish(&gpu, block.take(), &mut out)?;
+            if indent == 4 && body.trim_end() == "FB Memory Usage" {
+                block = Some(Block::default());
+            }
+            continue;
+        }
+        if let (Some(b), 8) = (block.as_mut(), indent) {
+            let Some((k, v)) = body.split_once(':') else {
+                continue;
+            };
+            let v = mib_field(v);
+            match k.trim() {
+                "Total" => b.total = Some(v),
+                "Reserved" => b.reserved = Some(v),
+                "Used" => b.used = Some(v),
+                "Free" => b.free = Some(v),
+                _ => {}
+            }
+        }
+    }
+    finish(&gpu, block.take(), &mut out)?;
+    Ok(out)
+}
+
+/// The version from `nvidia-smi --version` (`NVIDIA-SMI version  : 595.80`), or from the
+/// `DRIVER version` line.
+#[must_use]
+pub fn parse_version(text: &str) -> Option<String> {
+    let find = |key: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim().eq_ignore_ascii_case(key)).then(|| v.trim().to_string())
+        })
+    };
+    find("NVIDIA-SMI version")
+        .or_else(|| find("DRIVER version"))
+        .filter(|v| !v.is_empty())
+}
+
+/// A duration such as `10s`, `500ms`, `1.5s`, `2m`, or a bare number of seconds; more than 0 and
+/// at most one day.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let bad = || {
+        format!(
+            "{:?} is not a duration such as 2s, 500ms or 1.5m",
+            clip(text)
+        )
+    };
+    let (number, scale_ms) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1000.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60_000.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3_600_000.0)
+    } else {
+        (t, 1000.0)
+    };
+    let number = number.trim();
+    if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    let v: f64 = number.parse().map_err(|_| bad())?;
+    let ms = v * scale_ms;
+    if !(ms.is_finite() && (1.0..=86_400_000.0).contains(&ms)) {
+        return Err(format!("{:?} is out of range (1ms to 24h)", clip(text)));
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // checked range above
+    Ok(Duration::from_millis(ms.round() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_rows() {
+        let text = "0, GPU-aa, 595.80, 00000000:01:00.0, 46068, 44225, 609, NVIDIA L40S\n\
+                    1, [N/A], 595.80, 00000000:02:00.0, [Insufficient Permissions], [N/A], [N/A], Odd, Name, With Commas\n";
+        let g = parse_gpus(text, true).unwrap();
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[0].index, 0);
+        assert_eq!(g[0].total_mib, Ok(46068));
+        assert_eq!(g[0].free_mib, Ok(44225));
+        assert_eq!(g[0].reserved_mib, Some(Ok(609)));
+        assert_eq!(g[0].name.as_deref(), Some("NVIDIA L40S"));
+        assert_eq!(g[1].uuid, None);
+        assert_eq!(g[1].total_mib, Err("[Insufficient Permissions]".into()));
+        assert_eq!(g[1].name.as_deref(), Some("Odd, Name, With Commas"));
+        let g = parse_gpus(
+            "0, GPU-aa, 470.1, 00000000:01:00.0, 8192 MiB, 100 MiB, RTX\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            (g[0].total_mib.clone(), g[0].reserved_mib.clone()),
+            (Ok(8192), None)
+        );
+        assert_eq!(parse_gpus("\n", true).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn gpu_rows_malformed() {
+        assert!(
+            parse_gpus("0, a, b\n", true)
+                .unwrap_err()
+                .contains("expected 8")
+        );
+        assert!(
+            parse_gpus("x, a, b, c, 1, 2, 3, n\n", true)
+                .unwrap_err()
+                .contains("index is not a number")
+        );
+        let g = parse_gpus("0, a, b, c, -5, 2.5, 3, n\n", true).unwrap();
+        assert_eq!(g[0].total_mib, Err("-5".into()));
+        assert_eq!(g[0].free_mib, Err("2.5".into()));
+    }
+
+    #[test]
+    fn app_rows() {
+        let a = parse_apps("00000000:0C:00.0, 12444, [N/A], C:\\Windows\\explorer.exe\n00000000:01:00.0, 20037, 538, ffmpeg\n").unwrap();
+        assert_eq!(a[0].used_mib, Err("[N/A]".into()));
+        assert_eq!(a[0].name.as_deref(), Some("C:\\Windows\\explorer.exe"));
+        assert_eq!(
+            a[1],
+            SmiApp {
+                pci_bus_id: Some("00000000:01:00.0".into()),
+                pid: 20037,
+                used_mib: Ok(538),
+                name: Some("ffmpeg".into())
+            }
+        );
+        assert_eq!(parse_apps("").unwrap(), vec![]);
+        assert!(
+            parse_apps("00000000:01:00.0, pid, 5, x\n")
+                .unwrap_err()
+                .contains("pid is not a number")
+        );
+        assert!(parse_apps("\u{0}\u{ff} garbage, not csv\n").is_err());
+    }
+
+    #[test]
+    fn q_memory_with_mig_blocks() {
+        let text = "GPU 00000000:00:09.0\n    Product Name   : H100\n    MIG Device\n        Index : 0\n        Shared FB Memory Usage\n            Total : 40448 MiB\n            Reserved : 0 MiB\n            Used : 26 MiB\n            Free : 40423 MiB\n    FB Memory Usage\n        Total                 : 81559 MiB\n        Reserved              : 479 MiB\n        Used                  : 59 MiB\n        Free                  : 81022 MiB\n    BAR1 Memory Usage\n        Total : 131072 MiB\n";
+        let q = parse_q_memory(text).unwrap();
+        assert_eq!(
+            q,
+            vec![QMemory {
+                pci_bus_id: "00000000:00:09.0".into(),
+                total_mib: Ok(81559),
+                reserved_mib: Some(Ok(479)),
+                used_mib: Ok(59),
+                free_mib: Ok(81022)
+            }]
+        );
+        assert!(
+            parse_q_memory("GPU 1\n    FB Memory Usage\n        Total : 5 MiB\n")
+                .unwrap_err()
+                .contains("no Used")
+        );
+    }
+
+    #[test]
+    fn versions_and_rejections() {
+        assert_eq!(
+            parse_version("NVIDIA-SMI version  : 595.80\nNVML version        : 595.80\n")
+                .as_deref(),
+            Some("595.80")
+        );
+        assert_eq!(parse_version("garbage"), None);
+        assert!(is_field_rejection(
+            "Field \"memory.reserved\" is not a valid field to query.\n",
+            ""
+        ));
+        assert!(!is_field_rejection("ok", "ok"));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration(" 10 "), Ok(Duration::from_secs(10)));
+        for bad in [
+            "",
+            "s",
+            "abc",
+            "-1s",
+            "0s",
+            "1e9s",
+            "NaNs",
+            "2 parsecs",
+            "25h",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

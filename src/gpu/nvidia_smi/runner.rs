@@ -1,0 +1,191 @@
+//! Running `nvidia-smi` with a hard timeout and bounded output.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use wait_timeout::ChildExt;
+
+/// Most stdout kept (a 64-GPU host's CSV is a few KiB); the rest is read and discarded.
+const STDOUT_CAP: usize = 4 << 20;
+/// Most stderr kept.
+const STDERR_CAP: usize = 64 << 10;
+/// How long to wait for the pipes to close after the child exited (a grandchild may hold them).
+const PIPE_GRACE: Duration = Duration::from_secs(1);
+
+/// A finished run.
+#[derive(Debug)]
+pub(crate) struct Ran {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Why a run produced no usable output.
+#[derive(Debug)]
+pub(crate) enum RunError {
+    /// The executable could not be started.
+    Spawn(std::io::Error),
+    /// It did not finish in time; it was killed and reaped.
+    TimedOut(Duration),
+    /// It printed more than we keep.
+    TooMuchOutput(usize),
+    /// Waiting for it failed, or its pipes stayed open after it exited.
+    Wait(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Spawn(e) => write!(f, "could not be started: {e}"),
+            Self::TimedOut(d) => write!(
+                f,
+                "did not finish within {} and was killed",
+                fmt_duration(*d)
+            ),
+            Self::TooMuchOutput(n) => write!(f, "printed more than {n} bytes; output discarded"),
+            Self::Wait(why) => f.write_str(why),
+        }
+    }
+}
+
+/// `2s`, `500ms`.
+pub(crate) fn fmt_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// Read a pipe to its end, keeping at most `cap` bytes. `Err(total)` when more came.
+fn drain(mut r: impl Read, cap: usize) -> Result<Vec<u8>, usize> {
+    let mut kept = Vec::new();
+    let mut total = 0_usize;
+    let mut chunk = [0_u8; 16 * 1024];
+    loop {
+        match r.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                total = total.saturating_add(n);
+                if kept.len() < cap {
+                    let take = n.min(cap - kept.len());
+                    kept.extend_from_slice(chunk.get(..take).unwrap_or_default());
+                }
+            }
+        }
+    }
+    if total > cap { Err(total) } else { Ok(kept) }
+}
+
+/// Run `exe args…` with stdin closed; kill and reap it if it runs past `timeout`.
+pub(crate) fn run(exe: &Path, args: &[&str], timeout: Duration) -> Result<Ran, RunError> {
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(RunError::Spawn)?;
+    let (tx, rx) = mpsc::channel();
+    if let Some(out) = child.stdout.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send((true, drain(out, STDOUT_CAP)));
+        });
+    }
+    if let Some(err) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let _ = tx.send((false, drain(err, STDERR_CAP)));
+        });
+    } else {
+        drop(tx);
+    }
+    let started = Instant::now();
+    let status = match child.wait_timeout(timeout) {
+        Ok(Some(status)) => status,
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(RunError::TimedOut(timeout));
+        }
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(RunError::Wait(format!("waiting for it failed: {e}")));
+        }
+    };
+    let mut stdout = None;
+    let mut stderr = None;
+    let deadline = Instant::now() + PIPE_GRACE;
+    while stdout.is_none() || stderr.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((true, r)) => stdout = Some(r),
+            Ok((false, r)) => stderr = Some(r),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(RunError::Wait(format!(
+                    "exited after {:?} but its output pipes stayed open (a child process of it holds them)",
+                    started.elapsed()
+                )));
+            }
+        }
+    }
+    let stdout = stdout
+        .unwrap_or(Ok(Vec::new()))
+        .map_err(RunError::TooMuchOutput)?;
+    let stderr = stderr
+        .unwrap_or(Ok(Vec::new()))
+        .unwrap_or_else(|_| b"(stderr too long)".to_vec());
+    Ok(Ran {
+        status,
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    })
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, timeout: Duration) -> Result<Ran, RunError> {
+        run(Path::new("/bin/sh"), &["-c", script], timeout)
+    }
+
+    #[test]
+    fn output_and_status() {
+        let r = sh("echo out; echo err >&2; exit 3", Duration::from_secs(10)).unwrap();
+        assert_eq!(r.stdout, "out\n");
+        assert_eq!(r.stderr, "err\n");
+        assert_eq!(r.status.code(), Some(3));
+    }
+
+    #[test]
+    fn timeout_kills() {
+        let t = Instant::now();
+        let e = sh("sleep 30", Duration::from_millis(200)).unwrap_err();
+        assert!(matches!(e, RunError::TimedOut(_)), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(5));
+        assert_eq!(e.to_string(), "did not finish within 200ms and was killed");
+    }
+
+    #[test]
+    fn flood_is_bounded() {
+        let e = sh("head -c 6000000 /dev/zero", Duration::from_secs(20)).unwrap_err();
+        assert!(matches!(e, RunError::TooMuchOutput(6_000_000)), "{e}");
+    }
+
+    #[test]
+    fn spawn_failure_names_cause() {
+        let e = run(
+            Path::new("/nonexistent/nvidia-smi"),
+            &[],
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("could not be started"), "{e}");
+    }
+}

@@ -1,0 +1,595 @@
+//! NVML's C ABI: `#[repr(C)]` types, constants, the symbol table, and one small wrapper per
+//! foreign call. The only `unsafe` of the NVML backend lives here.
+//!
+//! Layouts and values follow `nvml.h` (facts-nvml.md §1–§3); sizes are asserted in the tests.
+#![allow(unsafe_code)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::path::Path;
+
+use libloading::Library;
+
+/// `nvmlReturn_t`.
+pub(crate) type NvmlReturn = c_uint;
+
+pub(crate) const NVML_SUCCESS: NvmlReturn = 0;
+pub(crate) const NVML_ERROR_UNINITIALIZED: NvmlReturn = 1;
+pub(crate) const NVML_ERROR_INVALID_ARGUMENT: NvmlReturn = 2;
+pub(crate) const NVML_ERROR_INSUFFICIENT_SIZE: NvmlReturn = 7;
+pub(crate) const NVML_ERROR_DRIVER_NOT_LOADED: NvmlReturn = 9;
+
+/// `NVML_VALUE_NOT_AVAILABLE` as an `unsigned long long`.
+pub(crate) const NVML_VALUE_NOT_AVAILABLE: u64 = u64::MAX;
+
+/// Buffer sizes for string queries (`NVML_DEVICE_NAME_V2_BUFFER_SIZE`, …).
+pub(crate) const DEVICE_NAME_BUFFER: usize = 96;
+pub(crate) const DEVICE_UUID_BUFFER: usize = 96;
+pub(crate) const SYSTEM_VERSION_BUFFER: usize = 80;
+pub(crate) const PROCESS_NAME_BUFFER: usize = 256;
+
+/// The name of an `nvmlReturn_t`, as in `nvml.h`; codes this crate has never seen get a
+/// generic name with the number.
+pub(crate) fn return_name(code: NvmlReturn) -> &'static str {
+    match code {
+        0 => "NVML_SUCCESS",
+        1 => "NVML_ERROR_UNINITIALIZED",
+        2 => "NVML_ERROR_INVALID_ARGUMENT",
+        3 => "NVML_ERROR_NOT_SUPPORTED",
+        4 => "NVML_ERROR_NO_PERMISSION",
+        5 => "NVML_ERROR_ALREADY_INITIALIZED",
+        6 => "NVML_ERROR_NOT_FOUND",
+        7 => "NVML_ERROR_INSUFFICIENT_SIZE",
+        8 => "NVML_ERROR_INSUFFICIENT_POWER",
+        9 => "NVML_ERROR_DRIVER_NOT_LOADED",
+        10 => "NVML_ERROR_TIMEOUT",
+        11 => "NVML_ERROR_IRQ_ISSUE",
+        12 => "NVML_ERROR_LIBRARY_NOT_FOUND",
+        13 => "NVML_ERROR_FUNCTION_NOT_FOUND",
+        14 => "NVML_ERROR_CORRUPTED_INFOROM",
+        15 => "NVML_ERROR_GPU_IS_LOST",
+        16 => "NVML_ERROR_RESET_REQUIRED",
+        17 => "NVML_ERROR_OPERATING_SYSTEM",
+        18 => "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+        19 => "NVML_ERROR_IN_USE",
+        20 => "NVML_ERROR_MEMORY",
+        21 => "NVML_ERROR_NO_DATA",
+        22 => "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED",
+        23 => "NVML_ERROR_INSUFFICIENT_RESOURCES",
+        24 => "NVML_ERROR_FREQ_NOT_SUPPORTED",
+        25 => "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+        26 => "NVML_ERROR_DEPRECATED",
+        27 => "NVML_ERROR_NOT_READY",
+        28 => "NVML_ERROR_GPU_NOT_FOUND",
+        29 => "NVML_ERROR_INVALID_STATE",
+        30 => "NVML_ERROR_RESET_TYPE_NOT_SUPPORTED",
+        999 => "NVML_ERROR_UNKNOWN",
+        _ => "an NVML return code this crate does not know",
+    }
+}
+
+/// `nvmlMemory_t` (v1): 24 bytes. `used` includes the driver reservation.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Memory {
+    pub total: u64,
+    pub free: u64,
+    pub used: u64,
+}
+
+/// `nvmlMemory_v2_t`: 40 bytes, `version` must be [`NVML_MEMORY_V2_VERSION`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct MemoryV2 {
+    pub version: c_uint,
+    pub total: u64,
+    pub reserved: u64,
+    pub free: u64,
+    pub used: u64,
+}
+
+/// `NVML_STRUCT_VERSION(Memory, 2)`: the struct size with the version number in the top byte,
+/// `40 | 2 << 24 = 0x0200_0028`. Real drivers answer any other tag with
+/// `NVML_ERROR_FUNCTION_NOT_FOUND`.
+#[allow(clippy::cast_possible_truncation)] // 40 fits in u32
+pub const NVML_MEMORY_V2_VERSION: u32 = (size_of::<MemoryV2>() as u32) | (2 << 24);
+
+/// `nvmlProcessInfo_v1_t`: 16 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ProcessInfoV1 {
+    pub pid: c_uint,
+    pub used_gpu_memory: u64,
+}
+
+/// `nvmlProcessInfo_v2_t` == `nvmlProcessInfo_t` (used by `_v2` and `_v3`): 24 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ProcessInfoV2 {
+    pub pid: c_uint,
+    pub used_gpu_memory: u64,
+    pub gpu_instance_id: c_uint,
+    pub compute_instance_id: c_uint,
+}
+
+/// The 32-byte element that drivers 535.43–535.86 used for `_v3` without a version bump.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ProcessInfoV3Wide {
+    pub pid: c_uint,
+    pub used_gpu_memory: u64,
+    pub gpu_instance_id: c_uint,
+    pub compute_instance_id: c_uint,
+    pub used_gpu_cc_protected_memory: u64,
+}
+
+/// `nvmlPciInfo_t` (v3 layout): 68 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PciInfo {
+    pub bus_id_legacy: [c_char; 16],
+    pub domain: c_uint,
+    pub bus: c_uint,
+    pub device: c_uint,
+    pub pci_device_id: c_uint,
+    pub pci_subsystem_id: c_uint,
+    pub bus_id: [c_char; 32],
+}
+
+/// One element of a process list, whatever its layout.
+pub(crate) trait ProcessRecord: Copy + Default {
+    fn pid(&self) -> u32;
+    fn used(&self) -> u64;
+}
+
+impl ProcessRecord for ProcessInfoV1 {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+    fn used(&self) -> u64 {
+        self.used_gpu_memory
+    }
+}
+
+impl ProcessRecord for ProcessInfoV2 {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+    fn used(&self) -> u64 {
+        self.used_gpu_memory
+    }
+}
+
+impl ProcessRecord for ProcessInfoV3Wide {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+    fn used(&self) -> u64 {
+        self.used_gpu_memory
+    }
+}
+
+/// `nvmlDevice_t`: an opaque handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Device(*mut c_void);
+
+// SAFETY: an nvmlDevice_t is an opaque token that NVML documents as usable from any thread
+// (NVML is thread-safe); we never dereference it ourselves.
+unsafe impl Send for Device {}
+// SAFETY: as above; sharing the token between threads only passes it back to NVML.
+unsafe impl Sync for Device {}
+
+type FnVoid = unsafe extern "C" fn() -> NvmlReturn;
+type FnErrorString = unsafe extern "C" fn(NvmlReturn) -> *const c_char;
+type FnCount = unsafe extern "C" fn(*mut c_uint) -> NvmlReturn;
+type FnHandleByIndex = unsafe extern "C" fn(c_uint, *mut *mut c_void) -> NvmlReturn;
+type FnMemory = unsafe extern "C" fn(*mut c_void, *mut Memory) -> NvmlReturn;
+type FnMemoryV2 = unsafe extern "C" fn(*mut c_void, *mut MemoryV2) -> NvmlReturn;
+type FnDeviceString = unsafe extern "C" fn(*mut c_void, *mut c_char, c_uint) -> NvmlReturn;
+type FnSystemString = unsafe extern "C" fn(*mut c_char, c_uint) -> NvmlReturn;
+type FnPci = unsafe extern "C" fn(*mut c_void, *mut PciInfo) -> NvmlReturn;
+type FnInt = unsafe extern "C" fn(*mut c_int) -> NvmlReturn;
+type FnProcesses = unsafe extern "C" fn(*mut c_void, *mut c_uint, *mut c_void) -> NvmlReturn;
+type FnProcessName = unsafe extern "C" fn(c_uint, *mut c_char, c_uint) -> NvmlReturn;
+
+/// Element layout a process-list function writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProcessLayout {
+    /// Unversioned function, 16-byte elements.
+    V1,
+    /// `_v2`, or `_v3` with the 24-byte element.
+    V2,
+    /// `_v3` of drivers 535.43–535.86: 32-byte elements.
+    V3Wide,
+}
+
+impl ProcessLayout {
+    pub(crate) fn stride(self) -> usize {
+        match self {
+            Self::V1 => size_of::<ProcessInfoV1>(),
+            Self::V2 => size_of::<ProcessInfoV2>(),
+            Self::V3Wide => size_of::<ProcessInfoV3Wide>(),
+        }
+    }
+}
+
+/// A resolved process-list function with its symbol name and element layout.
+#[derive(Clone, Copy)]
+pub(crate) struct ProcessFn {
+    f: FnProcesses,
+    pub name: &'static str,
+    pub layout: ProcessLayout,
+}
+
+/// Which layout the `_v3` symbols use, from which other symbols the library exports (the rule
+/// nvitop uses): `_v3` + `nvmlDeviceGetConfComputeMemSizeInfo` without
+/// `nvmlDeviceGetRunningProcessDetailList` means a 535.43–535.86 library with 32-byte elements.
+pub(crate) fn v3_layout(has_conf_compute_mem: bool, has_detail_list: bool) -> ProcessLayout {
+    if has_conf_compute_mem && !has_detail_list {
+        ProcessLayout::V3Wide
+    } else {
+        ProcessLayout::V2
+    }
+}
+
+/// The library, kept loaded for the process lifetime, and its resolved symbols.
+pub(crate) struct Nvml {
+    init: FnVoid,
+    pub init_name: &'static str,
+    shutdown: Option<FnVoid>,
+    error_string: Option<FnErrorString>,
+    count: FnCount,
+    pub count_name: &'static str,
+    handle_by_index: FnHandleByIndex,
+    pub handle_name: &'static str,
+    memory: Option<FnMemory>,
+    memory_v2: Option<FnMemoryV2>,
+    name: Option<FnDeviceString>,
+    uuid: Option<FnDeviceString>,
+    pci: Option<(FnPci, &'static str)>,
+    driver_version: Option<FnSystemString>,
+    lib_version: Option<FnSystemString>,
+    cuda_version: Option<FnInt>,
+    pub compute: Option<ProcessFn>,
+    pub graphics: Option<ProcessFn>,
+    process_name: Option<FnProcessName>,
+    // Declared last so it is dropped after the function pointers above (which point into it).
+    _lib: Library,
+}
+
+/// Resolve `name` (a NUL-terminated byte string) to a function pointer of type `T`.
+fn sym<T: Copy>(lib: &Library, name: &'static [u8]) -> Option<T> {
+    // SAFETY: each call site pairs a symbol name with the function type nvml.h declares for it
+    // (the type aliases above); the pointer is only used while `lib` (stored alongside) lives.
+    unsafe { lib.get::<T>(name).ok().map(|s| *s) }
+}
+
+/// The first of several alternative symbols that the library exports, with its name.
+fn first_sym<T: Copy>(lib: &Library, names: &[&'static [u8]]) -> Option<(T, &'static str)> {
+    names.iter().find_map(|n| {
+        sym::<T>(lib, n).map(|f| {
+            (
+                f,
+                std::str::from_utf8(n.strip_suffix(b"\0").unwrap_or(n)).unwrap_or("?"),
+            )
+        })
+    })
+}
+
+impl Nvml {
+    /// Load the library at `path` and resolve its symbols. `nvmlInit*`, the device count and
+    /// the handle lookup are required; everything else is optional.
+    pub(crate) fn load(path: &Path) -> Result<Self, String> {
+        // SAFETY: loading a shared library runs its initialisers; the path is the NVML library the
+        // user or the documented search order names, which is the trust model of every NVML tool.
+        let lib = unsafe { Library::new(path) }.map_err(|e| e.to_string())?;
+        let (init, init_name) = first_sym::<FnVoid>(&lib, &[b"nvmlInit_v2\0", b"nvmlInit\0"])
+            .ok_or("the library exports neither nvmlInit_v2 nor nvmlInit: not an NVML library")?;
+        let (count, count_name) =
+            first_sym::<FnCount>(&lib, &[b"nvmlDeviceGetCount_v2\0", b"nvmlDeviceGetCount\0"])
+                .ok_or("the library exports no nvmlDeviceGetCount")?;
+        let (handle_by_index, handle_name) = first_sym::<FnHandleByIndex>(
+            &lib,
+            &[
+                b"nvmlDeviceGetHandleByIndex_v2\0",
+                b"nvmlDeviceGetHandleByIndex\0",
+            ],
+        )
+        .ok_or("the library exports no nvmlDeviceGetHandleByIndex")?;
+        let layout_v3 = v3_layout(
+            sym::<FnVoid>(&lib, b"nvmlDeviceGetConfComputeMemSizeInfo\0").is_some(),
+            sym::<FnVoid>(&lib, b"nvmlDeviceGetRunningProcessDetailList\0").is_some(),
+        );
+        let procs = |v3: &'static [u8], v2: &'static [u8], v1: &'static [u8]| {
+            [
+                (v3, layout_v3),
+                (v2, ProcessLayout::V2),
+                (v1, ProcessLayout::V1),
+            ]
+            .into_iter()
+            .find_map(|(n, layout)| {
+                first_sym::<FnProcesses>(&lib, &[n]).map(|(f, name)| ProcessFn { f, name, layout })
+            })
+        };
+        let compute = procs(
+            b"nvmlDeviceGetComputeRunningProcesses_v3\0",
+            b"nvmlDeviceGetComputeRunningProcesses_v2\0",
+            b"nvmlDeviceGetComputeRunningProcesses\0",
+        );
+        let graphics = procs(
+            b"nvmlDeviceGetGraphicsRunningProcesses_v3\0",
+            b"nvmlDeviceGetGraphicsRunningProcesses_v2\0",
+            b"nvmlDeviceGetGraphicsRunningProcesses\0",
+        );
+        Ok(Self {
+            init,
+            init_name,
+            shutdown: sym(&lib, b"nvmlShutdown\0"),
+            error_string: sym(&lib, b"nvmlErrorString\0"),
+            count,
+            count_name,
+            handle_by_index,
+            handle_name,
+            memory: sym(&lib, b"nvmlDeviceGetMemoryInfo\0"),
+            memory_v2: sym(&lib, b"nvmlDeviceGetMemoryInfo_v2\0"),
+            name: sym(&lib, b"nvmlDeviceGetName\0"),
+            uuid: sym(&lib, b"nvmlDeviceGetUUID\0"),
+            pci: first_sym(
+                &lib,
+                &[b"nvmlDeviceGetPciInfo_v3\0", b"nvmlDeviceGetPciInfo_v2\0"],
+            ),
+            driver_version: sym(&lib, b"nvmlSystemGetDriverVersion\0"),
+            lib_version: sym(&lib, b"nvmlSystemGetNVMLVersion\0"),
+            cuda_version: first_sym(
+                &lib,
+                &[
+                    b"nvmlSystemGetCudaDriverVersion_v2\0",
+                    b"nvmlSystemGetCudaDriverVersion\0",
+                ],
+            )
+            .map(|(f, _)| f),
+            compute,
+            graphics,
+            process_name: sym(&lib, b"nvmlSystemGetProcessName\0"),
+            _lib: lib,
+        })
+    }
+
+    pub(crate) fn has_memory_v2(&self) -> bool {
+        self.memory_v2.is_some()
+    }
+
+    pub(crate) fn pci_symbol(&self) -> Option<&'static str> {
+        self.pci.map(|(_, n)| n)
+    }
+
+    pub(crate) fn init(&self) -> NvmlReturn {
+        // SAFETY: nvmlInit takes no arguments; the library is loaded.
+        unsafe { (self.init)() }
+    }
+
+    pub(crate) fn shutdown(&self) -> Option<NvmlReturn> {
+        let f = self.shutdown?;
+        // SAFETY: nvmlShutdown takes no arguments; extra calls only return an error code.
+        Some(unsafe { f() })
+    }
+
+    /// NVML's own description of a code, if it gives one.
+    pub(crate) fn error_string(&self, code: NvmlReturn) -> Option<String> {
+        let f = self.error_string?;
+        // SAFETY: nvmlErrorString takes any code and returns a pointer to static storage or NULL.
+        let p = unsafe { f(code) };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: non-null pointers from nvmlErrorString are NUL-terminated static strings. We
+        // copy at most 256 bytes so a missing terminator cannot run us far off.
+        let bytes = unsafe { bounded_cstr(p, 256) };
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    pub(crate) fn device_count(&self) -> Result<u32, NvmlReturn> {
+        let mut n: c_uint = 0;
+        // SAFETY: `n` is a valid, writable c_uint for the duration of the call.
+        let rc = unsafe { (self.count)(&raw mut n) };
+        ok(rc).map(|()| n)
+    }
+
+    pub(crate) fn handle(&self, index: u32) -> Result<Device, NvmlReturn> {
+        let mut h: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `h` is a valid, writable pointer slot for the duration of the call.
+        let rc = unsafe { (self.handle_by_index)(index, &raw mut h) };
+        ok(rc)?;
+        if h.is_null() {
+            return Err(NVML_ERROR_INVALID_ARGUMENT);
+        }
+        Ok(Device(h))
+    }
+
+    /// v1 memory; `None` when the symbol is missing.
+    pub(crate) fn memory(&self, dev: Device) -> Option<Result<Memory, NvmlReturn>> {
+        let f = self.memory?;
+        let mut m = Memory::default();
+        // SAFETY: `m` is a writable nvmlMemory_t (24 bytes, asserted in tests); `dev` came from NVML.
+        let rc = unsafe { f(dev.0, &raw mut m) };
+        Some(ok(rc).map(|()| m))
+    }
+
+    /// v2 memory with the given version tag; `None` when the symbol is missing (pre-R510).
+    pub(crate) fn memory_v2(
+        &self,
+        dev: Device,
+        version: u32,
+    ) -> Option<Result<MemoryV2, NvmlReturn>> {
+        let f = self.memory_v2?;
+        let mut m = MemoryV2 {
+            version,
+            ..MemoryV2::default()
+        };
+        // SAFETY: `m` is a writable nvmlMemory_v2_t (40 bytes, asserted in tests); `dev` came from NVML.
+        let rc = unsafe { f(dev.0, &raw mut m) };
+        Some(ok(rc).map(|()| m))
+    }
+
+    pub(crate) fn device_name(&self, dev: Device) -> Option<Result<Vec<u8>, NvmlReturn>> {
+        let f = self.name?;
+        Some(device_string(f, dev, DEVICE_NAME_BUFFER))
+    }
+
+    pub(crate) fn device_uuid(&self, dev: Device) -> Option<Result<Vec<u8>, NvmlReturn>> {
+        let f = self.uuid?;
+        Some(device_string(f, dev, DEVICE_UUID_BUFFER))
+    }
+
+    pub(crate) fn pci_info(&self, dev: Device) -> Option<Result<PciInfo, NvmlReturn>> {
+        let (f, _) = self.pci?;
+        let mut p = PciInfo::default();
+        // SAFETY: `p` is a writable nvmlPciInfo_t (68 bytes, asserted in tests).
+        let rc = unsafe { f(dev.0, &raw mut p) };
+        Some(ok(rc).map(|()| p))
+    }
+
+    pub(crate) fn driver_version(&self) -> Option<Result<Vec<u8>, NvmlReturn>> {
+        Some(system_string(self.driver_version?, SYSTEM_VERSION_BUFFER))
+    }
+
+    pub(crate) fn lib_version(&self) -> Option<Result<Vec<u8>, NvmlReturn>> {
+        Some(system_string(self.lib_version?, SYSTEM_VERSION_BUFFER))
+    }
+
+    pub(crate) fn cuda_driver_version(&self) -> Option<Result<i32, NvmlReturn>> {
+        let f = self.cuda_version?;
+        let mut v: c_int = 0;
+        // SAFETY: `v` is a writable int for the duration of the call.
+        let rc = unsafe { f(&raw mut v) };
+        Some(ok(rc).map(|()| v))
+    }
+
+    pub(crate) fn process_name(&self, pid: u32) -> Option<Result<Vec<u8>, NvmlReturn>> {
+        let f = self.process_name?;
+        let mut buf = vec![0_u8; PROCESS_NAME_BUFFER];
+        // SAFETY: `buf` is writable for PROCESS_NAME_BUFFER bytes, the length we pass.
+        let rc = unsafe { f(pid, buf.as_mut_ptr().cast(), buffer_len(&buf)) };
+        Some(ok(rc).and_then(|()| until_nul(buf)))
+    }
+}
+
+impl ProcessFn {
+    /// One call of a process-list function with `buf.len()` as the capacity. Returns the code
+    /// and the count NVML wrote back. With an empty `buf`, a NULL array is passed (sizing call).
+    pub(crate) fn call<T: ProcessRecord>(self, dev: Device, buf: &mut [T]) -> (NvmlReturn, u32) {
+        debug_assert_eq!(size_of::<T>(), self.layout.stride());
+        let mut count = buffer_len(buf);
+        let ptr: *mut c_void = if buf.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            buf.as_mut_ptr().cast()
+        };
+        // SAFETY: `ptr` is NULL with capacity 0, or points to `count` writable elements of the
+        // stride this symbol writes (the caller picks T from `self.layout`); NVML writes at most
+        // `count` elements and updates `count`.
+        let rc = unsafe { (self.f)(dev.0, &raw mut count, ptr) };
+        (rc, count)
+    }
+}
+
+fn ok(rc: NvmlReturn) -> Result<(), NvmlReturn> {
+    if rc == NVML_SUCCESS { Ok(()) } else { Err(rc) }
+}
+
+fn buffer_len<T>(buf: &[T]) -> c_uint {
+    c_uint::try_from(buf.len()).unwrap_or(c_uint::MAX)
+}
+
+fn device_string(f: FnDeviceString, dev: Device, size: usize) -> Result<Vec<u8>, NvmlReturn> {
+    let mut buf = vec![0_u8; size];
+    // SAFETY: `buf` is writable for `size` bytes, the length we pass; `dev` came from NVML.
+    let rc = unsafe { f(dev.0, buf.as_mut_ptr().cast(), buffer_len(&buf)) };
+    ok(rc)?;
+    until_nul(buf)
+}
+
+fn system_string(f: FnSystemString, size: usize) -> Result<Vec<u8>, NvmlReturn> {
+    let mut buf = vec![0_u8; size];
+    // SAFETY: `buf` is writable for `size` bytes, the length we pass.
+    let rc = unsafe { f(buf.as_mut_ptr().cast(), buffer_len(&buf)) };
+    ok(rc)?;
+    until_nul(buf)
+}
+
+/// The bytes before the first NUL. A buffer NVML filled without a terminator is garbage:
+/// reported as `NVML_ERROR_INSUFFICIENT_SIZE`-like failure by the caller (see `mod.rs`).
+fn until_nul(mut buf: Vec<u8>) -> Result<Vec<u8>, NvmlReturn> {
+    match buf.iter().position(|&b| b == 0) {
+        Some(n) => {
+            buf.truncate(n);
+            Ok(buf)
+        }
+        None => Err(UNTERMINATED),
+    }
+}
+
+/// Internal pseudo-code (not an NVML value) for "the string came back without a NUL".
+pub(crate) const UNTERMINATED: NvmlReturn = 0xDEAD_0001;
+
+/// Copy a C string of at most `max` bytes.
+///
+/// # Safety
+/// `p` must point to readable memory up to its NUL terminator or `max` bytes, whichever is first.
+unsafe fn bounded_cstr(p: *const c_char, max: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..max {
+        // SAFETY: the caller guarantees `p..p+i` is readable until the first NUL.
+        let b = unsafe { *p.add(i) }.cast_unsigned();
+        if b == 0 {
+            break;
+        }
+        out.push(b);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_match_nvml_h() {
+        assert_eq!(size_of::<Memory>(), 24);
+        assert_eq!(size_of::<MemoryV2>(), 40);
+        assert_eq!(std::mem::offset_of!(MemoryV2, total), 8);
+        assert_eq!(std::mem::offset_of!(MemoryV2, reserved), 16);
+        assert_eq!(std::mem::offset_of!(MemoryV2, free), 24);
+        assert_eq!(std::mem::offset_of!(MemoryV2, used), 32);
+        assert_eq!(size_of::<ProcessInfoV1>(), 16);
+        assert_eq!(size_of::<ProcessInfoV2>(), 24);
+        assert_eq!(std::mem::offset_of!(ProcessInfoV2, gpu_instance_id), 16);
+        assert_eq!(size_of::<ProcessInfoV3Wide>(), 32);
+        assert_eq!(size_of::<PciInfo>(), 68);
+        assert_eq!(std::mem::offset_of!(PciInfo, bus_id), 36);
+        assert_eq!(std::mem::offset_of!(PciInfo, pci_device_id), 28);
+        assert_eq!(NVML_MEMORY_V2_VERSION, 0x0200_0028);
+        assert_eq!(ProcessLayout::V1.stride(), 16);
+        assert_eq!(ProcessLayout::V2.stride(), 24);
+        assert_eq!(ProcessLayout::V3Wide.stride(), 32);
+    }
+
+    #[test]
+    fn v3_layout_rule() {
+        assert_eq!(v3_layout(false, false), ProcessLayout::V2);
+        assert_eq!(v3_layout(true, true), ProcessLayout::V2);
+        assert_eq!(v3_layout(false, true), ProcessLayout::V2);
+        assert_eq!(v3_layout(true, false), ProcessLayout::V3Wide);
+    }
+
+    #[test]
+    fn names_and_strings() {
+        assert_eq!(return_name(9), "NVML_ERROR_DRIVER_NOT_LOADED");
+        assert_eq!(return_name(18), "NVML_ERROR_LIB_RM_VERSION_MISMATCH");
+        assert_eq!(
+            return_name(77),
+            "an NVML return code this crate does not know"
+        );
+        assert_eq!(until_nul(b"abc\0zz".to_vec()), Ok(b"abc".to_vec()));
+        assert_eq!(until_nul(b"abc".to_vec()), Err(UNTERMINATED));
+    }
+}

@@ -1,0 +1,93 @@
+//! # hypomnesis
+//!
+//! Measure RAM and GPU memory from outside any framework: the calling process's resident set
+//! and GPU memory, each GPU's total, free, used and **driver-reserved** memory, and which
+//! processes hold it.
+//!
+//! ```no_run
+//! # fn main() -> hypomnesis::Result<()> {
+//! let rss = hypomnesis::process_rss()?;
+//! println!("RSS {} MiB", rss >> 20);
+//! if let Ok(gpu) = hypomnesis::device_info(0) {
+//!     // reserved is a subset of total: allocation headroom is total - reserved.
+//!     println!("{}: {} of {} MiB free, {:?} MiB reserved",
+//!         gpu.name_or_unknown(), gpu.free_bytes >> 20, gpu.total_bytes >> 20,
+//!         gpu.reserved_bytes.map(|r| r >> 20));
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## Memory semantics (NVIDIA)
+//!
+//! `total_bytes` is NVML's v1 total (= `nvidia-smi` "Total"); `used_bytes = total - free` and
+//! so includes the driver reservation; `reserved_bytes` is that reservation, read from
+//! `nvmlDeviceGetMemoryInfo_v2` (R510+ drivers) or `nvidia-smi --query-gpu=memory.reserved`,
+//! never inferred. Whenever it is `Some`: `reserved <= used <= total` and `free + used == total`.
+//!
+//! ## Capabilities
+//!
+//! | | Linux | Windows | macOS |
+//! |---|---|---|---|
+//! | process RSS | `/proc/self/statm` | not yet (returns an error) | not yet (returns an error) |
+//! | NVIDIA devices, reserved memory, process lists | NVML (`libnvidia-ml.so.1`), `nvidia-smi` fallback | NVML (`nvml.dll` by absolute path), `nvidia-smi` fallback | — |
+//! | DXGI / PDH adapters and per-process usage | — | not yet | — |
+//! | Apple silicon (Metal) | — | — | not yet |
+//! | AMD / Intel (sysfs, DRM fdinfo) | not yet | — | — |
+//!
+//! ## Features
+//!
+//! `nvml`, `nvidia-smi-fallback`, `dxgi`, `pdh` (implies `dxgi`), `metal`, `cli` are on by
+//! default; `report`, `test-helpers`, `serde`, `debug-output` are off. `--no-default-features`
+//! builds the RSS part alone. The `dxgi`, `pdh` and `metal` backends are not implemented yet;
+//! their features are accepted so that manifests written for hypomnesis 0.2.4 build.
+//!
+//! ## Environment
+//!
+//! - `HYPOMNESIS_NVML_LIBRARY`: absolute path of the NVML library; when set, nothing else is tried.
+//! - `HYPOMNESIS_NVIDIA_SMI`: path of `nvidia-smi` (else `PATH`).
+//! - `HYPOMNESIS_NVIDIA_SMI_TIMEOUT`: limit of one `nvidia-smi` run (`2s`, `500ms`; default 10 s).
+//! - `HYPOMNESIS_PROCFS`: where `/proc` is (for process names).
+
+mod error;
+mod gpu;
+mod procfs;
+mod ram;
+mod snapshot;
+mod types;
+
+pub use error::{HypomnesisError, Result};
+#[cfg(feature = "nvml")]
+pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
+pub use gpu::{device_count, device_info, gpu_processes, process_gpu_info, sources};
+pub use ram::process_rss;
+pub use types::{
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, ProcessGpuInfo,
+    Snapshot, SourceReport, SourceState,
+};
+#[cfg(feature = "test-helpers")]
+pub use types::{
+    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, ProcessGpuInfoBuilder, SnapshotBuilder,
+};
+
+/// Pure parsers, exposed for property tests, fuzzing and the live cross-checks. Not part of the
+/// stable API.
+#[doc(hidden)]
+pub mod __parsers {
+    #[cfg(feature = "nvidia-smi-fallback")]
+    pub use crate::gpu::nvidia_smi::parse::{
+        QMemory, SmiApp, SmiGpu, parse_apps, parse_duration, parse_gpus, parse_q_memory,
+        parse_version,
+    };
+    pub use crate::ram::parse::{statm_resident_bytes, status_vmrss_bytes};
+}
+
+/// Print a diagnostic to stderr when the `debug-output` feature is on; nothing otherwise.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! debug_log {
+    ($($arg:tt)*) => {
+        if cfg!(feature = "debug-output") {
+            eprintln!("[hypomnesis] {}", format_args!($($arg)*));
+        }
+    };
+}

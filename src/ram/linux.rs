@@ -1,0 +1,100 @@
+//! Linux: resident set from procfs.
+
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use super::{ffi, parse};
+use crate::error::io_at;
+use crate::{HypomnesisError, Result};
+
+fn page_size() -> u64 {
+    static PAGE: OnceLock<u64> = OnceLock::new();
+    // 4096 is only used if sysconf itself fails, which Linux never does for _SC_PAGESIZE.
+    *PAGE.get_or_init(|| ffi::page_size().unwrap_or(4096))
+}
+
+/// RSS of the calling process from `/proc/self`.
+pub(crate) fn self_rss() -> Result<u64> {
+    rss_at(Path::new("/proc/self"))
+}
+
+/// RSS of the process whose procfs directory is `dir` (`/proc/self`, `/proc/1234`, or a fixture):
+/// `statm` first, `status` (`VmRSS`) when `statm` is missing or malformed.
+pub(crate) fn rss_at(dir: &Path) -> Result<u64> {
+    let statm = dir.join("statm");
+    let first = match read_small(&statm) {
+        Ok(text) => match parse::statm_resident_bytes(&text, page_size()) {
+            Ok(bytes) => return Ok(bytes),
+            Err(why) => HypomnesisError::Ram(format!("{}: {why}", statm.display())),
+        },
+        Err(e) => io_at(&statm, &e),
+    };
+    let status = dir.join("status");
+    match fs::read_to_string(&status) {
+        Ok(text) => parse::status_vmrss_bytes(&text).map_err(|why| {
+            HypomnesisError::Ram(format!("{first}; and {}: {why}", status.display()))
+        }),
+        Err(_) => Err(first),
+    }
+}
+
+/// Read a small procfs file (statm is under 100 bytes) without a heap-growing loop.
+fn read_small(path: &Path) -> std::io::Result<String> {
+    let mut buf = [0_u8; 256];
+    let mut file = fs::File::open(path)?;
+    let mut len = 0;
+    while let Some(rest) = buf.get_mut(len..) {
+        if rest.is_empty() {
+            break;
+        }
+        let n = file.read(rest)?;
+        if n == 0 {
+            break;
+        }
+        len += n;
+    }
+    let bytes = buf.get(..len).unwrap_or_default();
+    String::from_utf8(bytes.to_vec())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn fixture_root_statm_then_status() {
+        let dir = std::env::temp_dir().join(format!("hmn-rss-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("statm"), "100 25 3 1 0 20 0\n").unwrap();
+        assert_eq!(rss_at(&dir).unwrap(), 25 * page_size());
+        fs::write(dir.join("statm"), "garbage").unwrap();
+        fs::write(dir.join("status"), "Name:\tx\nVmRSS:\t  512 kB\n").unwrap();
+        assert_eq!(rss_at(&dir).unwrap(), 512 * 1024);
+        fs::write(dir.join("status"), "Name:\tx\n").unwrap();
+        let err = rss_at(&dir).unwrap_err().to_string();
+        assert!(err.contains("statm") && err.contains("VmRSS"), "{err}");
+        fs::remove_file(dir.join("status")).unwrap();
+        fs::remove_file(dir.join("statm")).unwrap();
+        let err = rss_at(&dir).unwrap_err();
+        assert!(matches!(err, HypomnesisError::Io(_)), "{err}");
+        assert!(err.to_string().contains("statm"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn self_rss_is_positive_and_matches_status() {
+        let rss = self_rss().unwrap();
+        assert!(rss > 0);
+        let status =
+            parse::status_vmrss_bytes(&fs::read_to_string("/proc/self/status").unwrap()).unwrap();
+        // Both are the same counter; allow for pages touched between the two reads.
+        assert!(
+            rss.abs_diff(status) < 64 * 1024 * 1024,
+            "statm {rss} vs status {status}"
+        );
+    }
+}

@@ -1,0 +1,38 @@
+//! Resident set size of the calling process: one file per OS, the same function in each.
+
+use crate::Result;
+
+#[cfg(unix)]
+mod ffi;
+#[cfg(target_os = "linux")]
+pub(crate) mod linux;
+pub(crate) mod parse;
+
+/// Resident set size of the calling process, in bytes.
+///
+/// # Errors
+///
+/// [`crate::HypomnesisError::Io`] when the OS source cannot be read (the message names the
+/// path), [`crate::HypomnesisError::Ram`] when what it returned makes no sense or the platform
+/// has no implementation.
+///
+/// # Platform-specific behaviour
+///
+/// Linux: `/proc/self/statm` resident pages × page size (falling back to `VmRSS` of
+/// `/proc/self/status`).
+pub fn process_rss() -> Result<u64> {
+    imp()
+}
+
+#[cfg(target_os = "linux")]
+fn imp() -> Result<u64> {
+    linux::self_rss()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn imp() -> Result<u64> {
+    Err(crate::HypomnesisError::Ram(format!(
+        "process RSS is not implemented for this platform ({})",
+        std::env::consts::OS
+    )))
+}

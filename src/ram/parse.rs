@@ -1,0 +1,126 @@
+//! Pure parsers for the RAM sources (compiled and tested on every OS).
+
+/// Resident bytes from the text of `/proc/<pid>/statm`: the second field (resident pages)
+/// times `page_size`.
+pub fn statm_resident_bytes(text: &str, page_size: u64) -> Result<u64, String> {
+    let mut fields = text.split_ascii_whitespace();
+    let _size = fields.next().ok_or_else(|| "statm is empty".to_string())?;
+    let resident = fields
+        .next()
+        .ok_or_else(|| format!("statm has no resident field: {:?}", clip(text)))?;
+    let pages: u64 = resident
+        .parse()
+        .map_err(|_| format!("statm resident field is not a number: {:?}", clip(resident)))?;
+    pages
+        .checked_mul(page_size)
+        .ok_or_else(|| format!("statm resident pages {pages} x page size {page_size} overflows"))
+}
+
+/// Resident bytes from the text of `/proc/<pid>/status`: the `VmRSS:` line, in kB.
+pub fn status_vmrss_bytes(text: &str) -> Result<u64, String> {
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .ok_or_else(|| {
+            "status has no VmRSS line (a kernel thread, or not a status file)".to_string()
+        })?;
+    let mut parts = line.split_ascii_whitespace();
+    let value = parts
+        .next()
+        .ok_or_else(|| "VmRSS line has no value".to_string())?;
+    let kib: u64 = value
+        .parse()
+        .map_err(|_| format!("VmRSS value is not a number: {:?}", clip(value)))?;
+    match parts.next() {
+        Some("kB") => {}
+        other => return Err(format!("VmRSS unit is {other:?}, expected \"kB\"")),
+    }
+    kib.checked_mul(1024)
+        .ok_or_else(|| format!("VmRSS {kib} kB overflows when converted to bytes"))
+}
+
+/// At most 60 characters of `s`, for error messages about hostile input.
+pub(crate) fn clip(s: &str) -> &str {
+    match s.char_indices().nth(60) {
+        Some((i, _)) => s.get(..i).unwrap_or(s),
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statm() {
+        assert_eq!(
+            statm_resident_bytes("10352 1530 1137 6 0 421 0\n", 4096),
+            Ok(1530 * 4096)
+        );
+        assert_eq!(statm_resident_bytes("1 0 0 0 0 0 0", 16384), Ok(0));
+        assert!(
+            statm_resident_bytes("", 4096)
+                .unwrap_err()
+                .contains("empty")
+        );
+        assert!(
+            statm_resident_bytes("12", 4096)
+                .unwrap_err()
+                .contains("no resident")
+        );
+        assert!(
+            statm_resident_bytes("1 x2 3", 4096)
+                .unwrap_err()
+                .contains("not a number")
+        );
+        assert!(
+            statm_resident_bytes("1 -2 3", 4096)
+                .unwrap_err()
+                .contains("not a number")
+        );
+        let big = format!("1 {} 0", u64::MAX / 2);
+        assert!(
+            statm_resident_bytes(&big, 4096)
+                .unwrap_err()
+                .contains("overflows")
+        );
+    }
+
+    #[test]
+    fn status() {
+        let text = "Name:\tcat\nUmask:\t0022\nVmPeak:\t    8432 kB\nVmRSS:\t    1920 kB\nRssAnon:\t  96 kB\n";
+        assert_eq!(status_vmrss_bytes(text), Ok(1920 * 1024));
+        assert!(
+            status_vmrss_bytes("Name:\tkthreadd\n")
+                .unwrap_err()
+                .contains("no VmRSS")
+        );
+        assert!(
+            status_vmrss_bytes("VmRSS:\t12 MB\n")
+                .unwrap_err()
+                .contains("unit")
+        );
+        assert!(
+            status_vmrss_bytes("VmRSS:\t\n")
+                .unwrap_err()
+                .contains("no value")
+        );
+        assert!(
+            status_vmrss_bytes("VmRSS: 99999999999999999999 kB")
+                .unwrap_err()
+                .contains("not a number")
+        );
+        assert!(
+            status_vmrss_bytes(&format!("VmRSS: {} kB", u64::MAX))
+                .unwrap_err()
+                .contains("overflows")
+        );
+    }
+
+    #[test]
+    fn clip_is_char_safe() {
+        let s = "é".repeat(100);
+        assert_eq!(clip(&s).chars().count(), 60);
+        assert_eq!(clip("short"), "short");
+    }
+}
