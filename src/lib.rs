@@ -50,6 +50,7 @@
 
 mod error;
 mod gpu;
+#[cfg(any(feature = "nvml", feature = "nvidia-smi-fallback"))]
 mod procfs;
 mod ram;
 mod snapshot;

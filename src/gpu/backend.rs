@@ -1,4 +1,9 @@
 //! The one internal trait every GPU backend implements.
+// A build without any GPU feature has the trait but no implementation of it.
+#![cfg_attr(
+    not(any(feature = "nvml", feature = "nvidia-smi-fallback")),
+    allow(dead_code)
+)]
 
 use crate::{GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, ProcessGpuInfo, Result, SourceReport};
 

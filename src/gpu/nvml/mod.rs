@@ -411,7 +411,7 @@ impl Loaded {
         let mut dropped = 0_u64;
         for (pf, kind) in lists {
             let Some(pf) = pf else { continue };
-            let rows = match self.read_list(pf, dev, index) {
+            let rows = match read_list(pf, dev, index) {
                 Ok(rows) => rows,
                 // Graphics lists are unsupported on some compute-only boards: compute still counts.
                 Err(Failure::Call { code: 3, .. }) if kind == GpuContextKind::Graphics => continue,
@@ -441,19 +441,6 @@ impl Loaded {
         Ok(merged.into_values().collect())
     }
 
-    fn read_list(
-        &self,
-        pf: ProcessFn,
-        dev: Device,
-        index: u32,
-    ) -> std::result::Result<Vec<(u32, u64)>, Failure> {
-        match pf.layout {
-            ProcessLayout::V1 => read_typed::<ProcessInfoV1>(pf, dev, index),
-            ProcessLayout::V2 => read_typed::<ProcessInfoV2>(pf, dev, index),
-            ProcessLayout::V3Wide => read_typed::<ProcessInfoV3Wide>(pf, dev, index),
-        }
-    }
-
     fn name_of(&self, root: &Path, pid: u32) -> Option<String> {
         if let Some(n) = procfs::comm(root, pid) {
             return Some(n);
@@ -466,6 +453,18 @@ impl Loaded {
         let bytes = self.nvml.process_name(pid)?.ok()?;
         let s = text(&bytes)?;
         Some(procfs::short_name(&s).to_string())
+    }
+}
+
+fn read_list(
+    pf: ProcessFn,
+    dev: Device,
+    index: u32,
+) -> std::result::Result<Vec<(u32, u64)>, Failure> {
+    match pf.layout {
+        ProcessLayout::V1 => read_typed::<ProcessInfoV1>(pf, dev, index),
+        ProcessLayout::V2 => read_typed::<ProcessInfoV2>(pf, dev, index),
+        ProcessLayout::V3Wide => read_typed::<ProcessInfoV3Wide>(pf, dev, index),
     }
 }
 
