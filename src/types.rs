@@ -112,6 +112,8 @@ pub struct GpuDeviceInfo {
     /// Driver/firmware reservation, bytes, a subset of `total_bytes`; `None` when the source does
     /// not report it (pre-R510 NVIDIA drivers, non-NVIDIA sources). Read from NVML's
     /// `nvmlDeviceGetMemoryInfo_v2` or `nvidia-smi --query-gpu=memory.reserved`, never inferred.
+    /// From NVML `reserved_bytes <= used_bytes` holds exactly; from `nvidia-smi`, whose
+    /// figures are rounded to whole MiB, to within 2 MiB.
     pub reserved_bytes: Option<u64>,
     /// Driver version in the vendor's own form (e.g. `590.48.01`); `None` when unknown.
     pub driver_version: Option<String>,

@@ -26,6 +26,8 @@ pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a source that timed out is left alone.
 pub(crate) const COOLDOWN: Duration = Duration::from_secs(60);
 const MIB: u64 = 1 << 20;
+/// How far MiB-rounded nvidia-smi figures may disagree with each other.
+const ROUNDING: u64 = 2 * MIB;
 
 /// Where the executable is and how long it may run.
 struct Setup {
@@ -285,13 +287,15 @@ fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
             g.index
         ))
     })?;
-    // nvidia-smi's memory.used excludes the reservation on R510+: used is total - free here,
-    // and the reservation is kept only when it fits inside it.
+    // nvidia-smi's memory.used excludes the reservation on R510+: used is total - free here.
+    // The reservation is kept when it fits inside that used figure, allowing for nvidia-smi
+    // rounding each figure to whole MiB (an idle L40S prints Total 46068, Free 45460,
+    // Reserved 609: 1 MiB more than total - free).
     let reserved = g
         .reserved_mib
         .and_then(std::result::Result::ok)
         .and_then(|m| m.checked_mul(MIB))
-        .filter(|&r| r <= used);
+        .filter(|&r| r <= used.saturating_add(ROUNDING));
     Ok(GpuDeviceInfo {
         index: g.index,
         name: g.name,
@@ -450,10 +454,16 @@ mod tests {
         assert_eq!(d.reserved_bytes, Some(609 * MIB));
         let d = device_info_of(gpu(Ok(100), Ok(90), Some(Err("[N/A]".into())))).unwrap();
         assert_eq!(d.reserved_bytes, None);
-        let d = device_info_of(gpu(Ok(100), Ok(90), Some(Ok(11)))).unwrap();
+        let d = device_info_of(gpu(Ok(46068), Ok(45460), Some(Ok(609)))).unwrap();
+        assert_eq!(
+            d.reserved_bytes,
+            Some(609 * MIB),
+            "1 MiB of rounding is tolerated"
+        );
+        let d = device_info_of(gpu(Ok(100), Ok(90), Some(Ok(13)))).unwrap();
         assert_eq!(
             d.reserved_bytes, None,
-            "a reservation larger than used is not believed"
+            "a reservation well above used is not believed"
         );
         let e =
             device_info_of(gpu(Err("[Insufficient Permissions]".into()), Ok(1), None)).unwrap_err();

@@ -1,0 +1,357 @@
+//! The `nvidia-smi` fallback against a stand-in `nvidia-smi` (`fake-nvidia-smi/`) that replays
+//! the recorded captures in `../shared/fixtures/nvidia-smi/`, with NVML made to fail
+//! (`HYPOMNESIS_NVML_LIBRARY` names a library that does not exist), so the dispatcher falls back.
+//! Each case runs in a child process (the source's settings are read once per process).
+
+mod capture_reader;
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use hypomnesis::{GpuContextKind, GpuQuerySource, HypomnesisError, Snapshot, SourceState};
+use support::{all_captures, capture, fake_smi};
+
+const MIB: u64 = 1 << 20;
+
+fn run_child(name: &str, capture_path: &PathBuf, env: &[(&str, &str)]) {
+    let smi = fake_smi();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "child",
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("HMN_CHILD", name)
+    .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
+    .env("HYPOMNESIS_NVIDIA_SMI", &smi)
+    .env("FAKE_SMI_CAPTURE", capture_path)
+    .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
+    .env_remove("HYPOMNESIS_PROCFS")
+    .env_remove("FAKE_SMI_MODE")
+    .env_remove("FAKE_SMI_PHASE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "case {name} failed:\n{text}"
+    );
+}
+
+#[test]
+#[ignore = "entry point for the child processes; the other tests run it"]
+fn child() {
+    match std::env::var("HMN_CHILD").unwrap().as_str() {
+        "replay" => replay(),
+        "hang" => hang(),
+        "garbage" => garbage(),
+        "exit_fail" => exit_fail(),
+        "reject_reserved" => reject_reserved(),
+        "half_line" => half_line(),
+        "flood" => flood(),
+        "bad_timeout" => bad_timeout(),
+        "no_source" => no_source(),
+        other => panic!("unknown case {other}"),
+    }
+}
+
+fn env(k: &str) -> String {
+    std::env::var(k).unwrap()
+}
+
+/// Every figure the library gives equals the capture's.
+fn replay() {
+    let text = capture_reader::read(env("FAKE_SMI_CAPTURE").as_ref());
+    let phase = env("FAKE_SMI_PHASE");
+    let gpus = capture_reader::gpu_rows(&text, &phase);
+    assert_eq!(hypomnesis::device_count().unwrap() as usize, gpus.len());
+    for (i, g) in gpus.iter().enumerate() {
+        let d = hypomnesis::device_info(u32::try_from(i).unwrap()).unwrap();
+        let total = capture_reader::mib(&g["memory.total"]).unwrap();
+        let free = capture_reader::mib(&g["memory.free"]).unwrap();
+        let reserved = capture_reader::mib(&g["memory.reserved"]);
+        assert_eq!(d.source, GpuQuerySource::NvidiaSmi);
+        assert_eq!(d.total_bytes, total * MIB);
+        assert_eq!(d.free_bytes, free * MIB);
+        assert_eq!(
+            d.used_bytes,
+            (total - free) * MIB,
+            "used is total - free, not nvidia-smi's used"
+        );
+        assert_eq!(d.reserved_bytes, reserved.map(|r| r * MIB));
+        assert_eq!(d.name.as_deref(), Some(g["name"].as_str()));
+        assert_eq!(
+            d.driver_version.as_deref(),
+            Some(g["driver_version"].as_str())
+        );
+        assert_eq!(d.pci_bus_id.as_deref(), Some(g["pci.bus_id"].as_str()));
+        assert_eq!(d.free_bytes + d.used_bytes, d.total_bytes);
+        if let Some(r) = d.reserved_bytes {
+            assert!(
+                r <= d.used_bytes + 2 * MIB,
+                "within nvidia-smi's MiB rounding"
+            );
+        }
+    }
+    let want: Vec<(u32, u64, String)> = capture_reader::app_rows(&text, &phase)
+        .iter()
+        .filter_map(|a| {
+            let used = capture_reader::mib(&a["used_gpu_memory"])?;
+            let name = a["process_name"]
+                .rsplit(['/', '\\'])
+                .next()
+                .unwrap()
+                .to_string();
+            Some((a["pid"].parse().unwrap(), used * MIB, name))
+        })
+        .collect();
+    let mut want = want;
+    want.sort();
+    let got: Vec<(u32, u64, String)> = hypomnesis::gpu_processes(0)
+        .unwrap()
+        .into_iter()
+        .map(|e| {
+            assert_eq!(e.context, Some(GpuContextKind::Compute));
+            assert_eq!(e.source, GpuQuerySource::NvidiaSmi);
+            (e.pid, e.used_bytes, e.name.unwrap())
+        })
+        .collect();
+    assert_eq!(got, want);
+    let me = hypomnesis::process_gpu_info(0).unwrap();
+    assert_eq!(
+        (me.used_bytes, me.is_per_process),
+        (0, true),
+        "no CUDA context here: zero, per process"
+    );
+    let s = Snapshot::now(0).unwrap();
+    assert_eq!(
+        s.gpu_device.unwrap().total_bytes,
+        capture_reader::mib(&gpus[0]["memory.total"]).unwrap() * MIB
+    );
+    let smi = hypomnesis::sources()
+        .into_iter()
+        .find(|r| r.source == GpuQuerySource::NvidiaSmi)
+        .unwrap();
+    assert_eq!(smi.state, SourceState::Answered);
+    let version = smi
+        .details
+        .iter()
+        .find(|(k, _)| k == "version")
+        .map(|(_, v)| v.clone());
+    assert_eq!(version.as_deref(), Some(g0_driver(&gpus).as_str()));
+    let nvml = hypomnesis::sources()
+        .into_iter()
+        .find(|r| r.source == GpuQuerySource::Nvml)
+        .unwrap();
+    assert!(
+        matches!(&nvml.state, SourceState::Failed(w) if w.contains("/nonexistent/libnvidia-ml.so.1")),
+        "{nvml:?}"
+    );
+}
+
+fn g0_driver(gpus: &[std::collections::HashMap<String, String>]) -> String {
+    gpus[0]["driver_version"].clone()
+}
+
+fn hang() {
+    let t = Instant::now();
+    let e = hypomnesis::device_info(0).unwrap_err().to_string();
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "the timeout is honoured: {:?}",
+        t.elapsed()
+    );
+    assert!(
+        e.contains("did not finish within 300ms and was killed"),
+        "{e}"
+    );
+    assert!(
+        e.contains("NVML") && e.contains("nvidia-smi fallback"),
+        "both reasons are kept: {e}"
+    );
+    let t = Instant::now();
+    let e = hypomnesis::device_count().unwrap_err().to_string();
+    assert!(
+        t.elapsed() < Duration::from_millis(200),
+        "not re-run right after a timeout"
+    );
+    assert!(e.contains("not run again"), "{e}");
+}
+
+fn garbage() {
+    let e = hypomnesis::device_info(0).unwrap_err().to_string();
+    assert!(e.contains("unexpected `--query-gpu` output"), "{e}");
+}
+
+fn exit_fail() {
+    let e = hypomnesis::device_count().unwrap_err().to_string();
+    assert!(
+        e.contains("exit status: 9") && e.contains("couldn't communicate with the NVIDIA driver"),
+        "{e}"
+    );
+}
+
+fn reject_reserved() {
+    let d = hypomnesis::device_info(0).unwrap();
+    assert_eq!(d.total_bytes, 46068 * MIB);
+    assert_eq!(
+        d.reserved_bytes, None,
+        "asked again without memory.reserved"
+    );
+    let smi = hypomnesis::sources()
+        .into_iter()
+        .find(|r| r.source == GpuQuerySource::NvidiaSmi)
+        .unwrap();
+    assert!(
+        smi.details
+            .iter()
+            .any(|(k, v)| k == "memory.reserved field" && v.contains("rejected"))
+    );
+}
+
+fn half_line() {
+    // The last row is cut: either an error that says so, or the rows that were whole. Never a panic.
+    match hypomnesis::gpu_processes(0) {
+        Ok(rows) => assert!(rows.len() <= 2),
+        Err(e) => assert!(e.to_string().contains("unexpected"), "{e}"),
+    }
+}
+
+fn flood() {
+    let e = hypomnesis::device_info(0).unwrap_err().to_string();
+    assert!(e.contains("printed more than"), "{e}");
+}
+
+fn bad_timeout() {
+    let e = hypomnesis::device_info(0).unwrap_err().to_string();
+    assert!(
+        e.contains("HYPOMNESIS_NVIDIA_SMI_TIMEOUT") && e.contains("soon"),
+        "{e}"
+    );
+}
+
+fn no_source() {
+    assert!(matches!(
+        hypomnesis::device_count(),
+        Err(HypomnesisError::NoGpuSource)
+    ));
+    assert!(matches!(
+        hypomnesis::device_info(0),
+        Err(HypomnesisError::NoGpuSource)
+    ));
+    let s = Snapshot::all().unwrap();
+    assert_eq!(s.len(), 1);
+    assert!(s[0].ram_bytes > 0 && s[0].gpu.is_none());
+    for r in hypomnesis::sources() {
+        assert!(matches!(r.state, SourceState::Absent(_)), "{r:?}");
+    }
+}
+
+#[test]
+fn every_capture_both_phases_replays_exactly() {
+    let captures = all_captures();
+    assert!(captures.len() >= 6, "captures missing: {captures:?}");
+    for c in &captures {
+        for phase in ["idle", "load"] {
+            run_child("replay", c, &[("FAKE_SMI_PHASE", phase)]);
+        }
+    }
+}
+
+fn l40s() -> PathBuf {
+    capture("linux-x86_64__nvidia-l40s__595.80.txt")
+}
+
+#[test]
+fn a_hanging_nvidia_smi_is_killed_at_the_timeout() {
+    run_child(
+        "hang",
+        &l40s(),
+        &[
+            ("FAKE_SMI_MODE", "hang"),
+            ("HYPOMNESIS_NVIDIA_SMI_TIMEOUT", "300ms"),
+        ],
+    );
+}
+
+#[test]
+fn garbage_output_is_an_error() {
+    run_child("garbage", &l40s(), &[("FAKE_SMI_MODE", "garbage")]);
+}
+
+#[test]
+fn a_failing_nvidia_smi_reports_status_and_message() {
+    run_child("exit_fail", &l40s(), &[("FAKE_SMI_MODE", "exit-fail")]);
+}
+
+#[test]
+fn a_driver_that_rejects_memory_reserved_is_asked_again_without_it() {
+    run_child(
+        "reject_reserved",
+        &l40s(),
+        &[("FAKE_SMI_MODE", "reject-reserved")],
+    );
+}
+
+#[test]
+fn half_a_line_never_panics() {
+    run_child("half_line", &l40s(), &[("FAKE_SMI_MODE", "half-line")]);
+}
+
+#[test]
+fn a_flood_of_output_is_bounded() {
+    run_child("flood", &l40s(), &[("FAKE_SMI_MODE", "flood")]);
+}
+
+#[test]
+fn a_bad_timeout_variable_is_named() {
+    run_child(
+        "bad_timeout",
+        &l40s(),
+        &[("HYPOMNESIS_NVIDIA_SMI_TIMEOUT", "soon")],
+    );
+}
+
+#[test]
+fn no_source_at_all() {
+    let empty = std::env::temp_dir().join("hmn-empty-path");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("HMN_CHILD", "no_source")
+        .env_remove("HYPOMNESIS_NVML_LIBRARY")
+        .env_remove("HYPOMNESIS_NVIDIA_SMI")
+        .env("PATH", &empty)
+        // An empty library search path: libnvidia-ml.so.1 cannot be found on this GPU-less host.
+        .env("LD_LIBRARY_PATH", &empty)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if std::path::Path::new("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1").exists() {
+        eprintln!(
+            "skipped: this host has a real libnvidia-ml.so.1, so 'no source' cannot be staged"
+        );
+        return;
+    }
+    assert!(out.status.success() && text.contains("1 passed"), "{text}");
+}
