@@ -62,6 +62,7 @@ impl HypomnesisError {
 }
 
 /// Build an `Io` error whose message names the path that failed.
+#[cfg(target_os = "linux")]
 pub(crate) fn io_at(path: &std::path::Path, err: &std::io::Error) -> HypomnesisError {
     HypomnesisError::Io(std::io::Error::new(
         err.kind(),
@@ -88,10 +89,12 @@ mod tests {
             e.to_string(),
             "GPU index 3 is out of range: 2 device(s) present"
         );
+        #[cfg(target_os = "linux")]
         let io = io_at(
             std::path::Path::new("/proc/self/statm"),
             &std::io::Error::from(std::io::ErrorKind::NotFound),
         );
+        #[cfg(target_os = "linux")]
         assert!(io.to_string().contains("/proc/self/statm"), "{io}");
     }
 }

@@ -4,6 +4,12 @@
 //! NVML is loaded once per process, so each scenario runs in a child process: the parent test
 //! re-runs this test binary with `HMN_CHILD=<scenario>` and the ignored `child` entry point
 //! performs that scenario's assertions.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
 #![allow(unsafe_code)] // the test dlopens the fake itself to read its counters and probe the v2 tag
 
 mod support;
@@ -233,12 +239,6 @@ fn r450() {
 }
 
 fn tag() {
-    // Our tag is accepted: reserved comes back.
-    assert_eq!(
-        hypomnesis::device_info(0).unwrap().reserved_bytes,
-        Some(614 * MIB)
-    );
-    // A wrong tag is rejected by the fake the way real drivers reject it.
     #[repr(C)]
     struct MemoryV2 {
         version: u32,
@@ -249,6 +249,12 @@ fn tag() {
     }
     type GetV2 = unsafe extern "C" fn(*mut std::ffi::c_void, *mut MemoryV2) -> u32;
     type Handle = unsafe extern "C" fn(u32, *mut *mut std::ffi::c_void) -> u32;
+    // Our tag is accepted: reserved comes back.
+    assert_eq!(
+        hypomnesis::device_info(0).unwrap().reserved_bytes,
+        Some(614 * MIB)
+    );
+    // A wrong tag is rejected by the fake the way real drivers reject it.
     // SAFETY: signatures as in nvml.h; the struct matches nvmlMemory_v2_t.
     unsafe {
         let lib = libloading::Library::new(fake_lib()).unwrap();
@@ -399,7 +405,9 @@ fn init_once() {
             std::thread::spawn(|| (0..50).for_each(|_| drop(hypomnesis::device_info(0).unwrap())))
         })
         .collect();
-    threads.into_iter().for_each(|t| t.join().unwrap());
+    for t in threads {
+        t.join().unwrap();
+    }
     assert_eq!(
         fake_counter(b"fake_nvml_init_count\0"),
         1,

@@ -2,7 +2,7 @@
 
 use crate::Result;
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 mod ffi;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux;

@@ -1,4 +1,10 @@
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 //! An independent reader of the recorded `nvidia-smi` captures, for expected values in tests.
 
 use std::collections::HashMap;
