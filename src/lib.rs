@@ -53,6 +53,8 @@ mod gpu;
 #[cfg(any(feature = "nvml", feature = "nvidia-smi-fallback"))]
 mod procfs;
 mod ram;
+#[cfg(feature = "report")]
+mod report;
 mod snapshot;
 mod types;
 
@@ -61,6 +63,8 @@ pub use error::{HypomnesisError, Result};
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{device_count, device_info, gpu_processes, process_gpu_info, sources};
 pub use ram::process_rss;
+#[cfg(feature = "report")]
+pub use report::MemoryReport;
 pub use types::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, ProcessGpuInfo,
     Snapshot, SourceReport, SourceState,

@@ -317,6 +317,15 @@ builder! {
 }
 
 builder! {
+    /// Builds a [`SourceReport`] for tests.
+    SourceReportBuilder => SourceReport {
+        source: GpuQuerySource = GpuQuerySource::Nvml,
+        state: SourceState = SourceState::Answered,
+        details: Vec<(String, String)> = Vec::new(),
+    }
+}
+
+builder! {
     /// Builds a [`Snapshot`] for tests.
     SnapshotBuilder => Snapshot {
         ram_bytes: u64 = 0,

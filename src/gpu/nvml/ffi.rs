@@ -281,7 +281,11 @@ impl Nvml {
     pub(crate) fn load(path: &Path) -> Result<Self, String> {
         // SAFETY: loading a shared library runs its initialisers; the path is the NVML library the
         // user or the documented search order names, which is the trust model of every NVML tool.
-        let lib = unsafe { Library::new(path) }.map_err(|e| e.to_string())?;
+        let lib =
+            unsafe { Library::new(path) }.map_err(|e| match std::error::Error::source(&e) {
+                Some(cause) => cause.to_string(),
+                None => e.to_string(),
+            })?;
         let (init, init_name) = first_sym::<FnVoid>(&lib, &[b"nvmlInit_v2\0", b"nvmlInit\0"])
             .ok_or("the library exports neither nvmlInit_v2 nor nvmlInit: not an NVML library")?;
         let (count, count_name) =

@@ -127,7 +127,14 @@ fn load() -> LoadOutcome {
                     dropped_rows: AtomicU64::new(0),
                 }));
             }
-            Err(why) => tried.push(format!("{}: {why}", path.display())),
+            Err(why) => {
+                let shown = path.display().to_string();
+                tried.push(if why.starts_with(&shown) {
+                    why
+                } else {
+                    format!("{shown}: {why}")
+                });
+            }
         }
     }
     LoadOutcome::Failed {

@@ -1,0 +1,139 @@
+//! Command-line definition, dispatch, and the mapping of outcomes to exit codes.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+use crate::{device, doctor, ps};
+
+const LONG_ABOUT: &str = "\
+Measure GPU and RAM memory from outside any framework.
+
+With no subcommand, hmn prints one line per GPU:
+
+  GPU 0 [NVIDIA H200]: free 110796 MiB / 143771 MiB (614 MiB reserved), driver 590.48.01
+
+What the figures mean (NVIDIA):
+  total     what the driver reports, the same as nvidia-smi's Total.
+  reserved  the driver/firmware carve-out. It is PART of total, not extra: allocations can use at
+            most total - reserved, and free already accounts for it. Shown only when the driver
+            reports it (R510 and later); never guessed.
+  free      what new allocations can still get.
+  used      (in --json) total - free, so it includes reserved.
+MiB are 1,048,576 bytes, rounded down.
+
+Where the figures come from: NVML (libnvidia-ml, loaded once), or nvidia-smi when NVML cannot be
+loaded. `hmn doctor` says which answered and why the others did not.";
+
+const AFTER_HELP: &str = "\
+Exit status: 0 success (also when there is no GPU), 1 a measurement failed, 2 usage error.
+
+Environment:
+  HYPOMNESIS_NVML_LIBRARY        absolute path of libnvidia-ml; when set, nothing else is tried
+  HYPOMNESIS_NVIDIA_SMI          path of nvidia-smi (else PATH)
+  HYPOMNESIS_NVIDIA_SMI_TIMEOUT  limit of one nvidia-smi run, e.g. 2s or 500ms (default 10s)
+  HYPOMNESIS_PROCFS              where /proc is (a host's procfs mounted in a container)";
+
+/// The `hmn` command line.
+#[derive(Debug, Parser)]
+#[command(name = "hmn", version, about = "GPU and RAM memory: total, free, reserved, and who holds it", long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Print JSON on stdout instead of text (null for unknown values).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the processes holding GPU memory, largest first.
+    ///
+    /// NVML lists compute and graphics contexts (a process in both is counted once); the
+    /// nvidia-smi fallback lists compute processes only. Processes in another PID namespace are
+    /// listed with their memory and `?` as their name.
+    Ps(ps::PsArgs),
+    /// Say, for each GPU source, whether it answered and why not.
+    Doctor,
+    /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout: `hmn man > hmn.1`.
+    Man,
+}
+
+/// How a command ended, when it did not fail on I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    MeasurementFailed,
+}
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let stderr = io::stderr();
+    let mut err = stderr.lock();
+    let result = match &cli.command {
+        None => device::run(cli.json, &mut out, &mut err),
+        Some(Command::Ps(args)) => ps::run(args, cli.json, &mut out, &mut err),
+        Some(Command::Doctor) => doctor::run(cli.json, &mut out),
+        Some(Command::Completions { shell }) => {
+            clap_complete::generate(*shell, &mut Cli::command(), "hmn", &mut out);
+            Ok(Outcome::Success)
+        }
+        Some(Command::Man) => clap_mangen::Man::new(Cli::command())
+            .render(&mut out)
+            .map(|()| Outcome::Success),
+    };
+    let result = result.and_then(|o| out.flush().map(|()| o));
+    match result {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::MeasurementFailed) => ExitCode::from(1),
+        // `hmn ps | head -1`: the reader is gone; nothing more to say.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(err, "hmn: cannot write output: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_the_documented_forms() {
+        let c = Cli::try_parse_from(["hmn", "--json"]).unwrap();
+        assert!(c.json && c.command.is_none());
+        let c = Cli::try_parse_from([
+            "hmn", "ps", "--pid", "7", "--device", "1", "--sort", "name", "--json",
+        ])
+        .unwrap();
+        assert!(c.json);
+        assert!(
+            matches!(c.command, Some(Command::Ps(ref a)) if a.pid == Some(7) && a.device == Some(1))
+        );
+        assert!(Cli::try_parse_from(["hmn", "ps", "--sort", "size"]).is_err());
+        assert!(Cli::try_parse_from(["hmn", "frobnicate"]).is_err());
+    }
+}

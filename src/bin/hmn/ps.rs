@@ -1,0 +1,93 @@
+//! `hmn ps`: the processes holding GPU memory.
+
+use std::io::{self, Write};
+
+use clap::{Args, ValueEnum};
+use hypomnesis::HypomnesisError;
+
+use crate::cli::Outcome;
+use crate::render::{self, PsRow};
+
+/// Options of `hmn ps`.
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Only this process id.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Only this GPU (index as in `hmn`); all GPUs by default.
+    #[arg(long)]
+    pub device: Option<u32>,
+    /// Order of the rows: dedicated (VRAM, the default), shared, total (VRAM + shared), pid, name.
+    #[arg(long, value_enum, default_value_t = SortKey::Dedicated)]
+    pub sort: SortKey,
+}
+
+/// Sort orders of `hmn ps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SortKey {
+    Dedicated,
+    Shared,
+    Total,
+    Pid,
+    Name,
+}
+
+pub fn run(
+    args: &PsArgs,
+    json: bool,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> io::Result<Outcome> {
+    let devices: Vec<u32> = match (args.device, hypomnesis::device_count()) {
+        (_, Err(HypomnesisError::NoGpuSource)) => {
+            writeln!(err, "{}", render::no_gpu_sentence(&hypomnesis::sources()))?;
+            Vec::new()
+        }
+        (_, Err(e)) => {
+            writeln!(err, "hmn: could not count GPUs: {e}")?;
+            return Ok(Outcome::MeasurementFailed);
+        }
+        (Some(d), Ok(n)) if d >= n => {
+            writeln!(
+                err,
+                "hmn: {}",
+                HypomnesisError::DeviceIndexOutOfRange { index: d, count: n }
+            )?;
+            return Ok(Outcome::MeasurementFailed);
+        }
+        (Some(d), Ok(_)) => vec![d],
+        (None, Ok(n)) => (0..n).collect(),
+    };
+    let mut rows = Vec::new();
+    let mut failures = 0;
+    for &i in &devices {
+        match hypomnesis::gpu_processes(i) {
+            Ok(list) => {
+                let device_name = hypomnesis::device_info(i).ok().and_then(|d| d.name);
+                rows.extend(
+                    list.into_iter()
+                        .filter(|e| args.pid.is_none_or(|p| e.pid == p))
+                        .map(|entry| PsRow {
+                            entry,
+                            device_name: device_name.clone(),
+                        }),
+                );
+            }
+            Err(e) => {
+                failures += 1;
+                writeln!(err, "hmn: GPU {i}: {e}")?;
+            }
+        }
+    }
+    render::sort_rows(&mut rows, args.sort);
+    if json {
+        render::ps_json(out, &rows)?;
+    } else {
+        render::ps_table(out, &rows)?;
+    }
+    writeln!(err, "{}", render::ps_summary(&rows, args.pid, args.device))?;
+    if failures > 0 && failures == devices.len() {
+        return Ok(Outcome::MeasurementFailed);
+    }
+    Ok(Outcome::Success)
+}

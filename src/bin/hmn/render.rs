@@ -1,0 +1,587 @@
+//! Pure rendering: data in, text or JSON out to any `Write`. Tested byte for byte.
+
+use std::cmp::Reverse;
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use hypomnesis::{GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, SourceReport, SourceState};
+use serde::Serialize;
+
+use crate::ps::SortKey;
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// The one-line summary of a device:
+/// `GPU 0 [NVIDIA H200]: free 110796 MiB / 143771 MiB (614 MiB reserved), driver 590.48.01`.
+/// MiB are rounded down; the name, the reserved part and the driver are left out when unknown.
+pub fn summary_line(d: &GpuDeviceInfo) -> String {
+    let mut s = format!("GPU {}", d.index);
+    if let Some(name) = &d.name {
+        let _ = write!(s, " [{name}]");
+    }
+    let _ = write!(
+        s,
+        ": free {} MiB / {} MiB",
+        d.free_bytes / MIB,
+        d.total_bytes / MIB
+    );
+    if let Some(r) = d.reserved_bytes {
+        let _ = write!(s, " ({} MiB reserved)", r / MIB);
+    }
+    if let Some(v) = &d.driver_version {
+        let _ = write!(s, ", driver {v}");
+    }
+    s
+}
+
+pub fn summary(out: &mut impl Write, devices: &[GpuDeviceInfo]) -> io::Result<()> {
+    for d in devices {
+        writeln!(out, "{}", summary_line(d))?;
+    }
+    Ok(())
+}
+
+pub fn json<T: Serialize + ?Sized>(out: &mut impl Write, value: &T) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::other)?;
+    writeln!(out)
+}
+
+fn reasons(reports: &[SourceReport]) -> String {
+    let parts: Vec<String> = reports
+        .iter()
+        .map(|r| match &r.state {
+            SourceState::Absent(why) | SourceState::Failed(why) => {
+                format!("{}: {why}", source_name(r.source))
+            }
+            SourceState::Answered => format!("{}: answered", source_name(r.source)),
+            _ => format!("{}: unknown state", source_name(r.source)),
+        })
+        .collect();
+    parts.join("; ")
+}
+
+/// The sentence for a host with no GPU source at all.
+pub fn no_gpu_sentence(reports: &[SourceReport]) -> String {
+    format!(
+        "No GPU found: no GPU source is available on this host ({}).",
+        reasons(reports)
+    )
+}
+
+/// The sentence for a source that answered but counts no device.
+pub fn zero_gpus_sentence(reports: &[SourceReport]) -> String {
+    format!(
+        "No GPU found: the GPU sources report no device ({}).",
+        reasons(reports)
+    )
+}
+
+/// The sentence for devices that were enumerated but none of which could be read.
+pub fn none_readable_sentence(n: usize) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!(
+        "hmn: {n} GPU{s} found, but none could be read (reasons above; `hmn doctor` has details)."
+    )
+}
+
+/// `<n> MiB` below 1 GiB, else `<x.y> GiB`.
+pub fn format_size(bytes: u64) -> String {
+    if bytes < GIB {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        #[allow(clippy::cast_precision_loss)] // display only
+        let gib = bytes as f64 / GIB as f64;
+        format!("{gib:.1} GiB")
+    }
+}
+
+/// A process row with the name of its device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PsRow {
+    pub entry: GpuProcessEntry,
+    pub device_name: Option<String>,
+}
+
+impl PsRow {
+    fn total(&self) -> u64 {
+        self.entry
+            .used_bytes
+            .saturating_add(self.entry.shared_used_bytes)
+    }
+}
+
+/// The order of `hmn ps`: the chosen key, then VRAM descending, name, pid.
+pub fn sort_rows(rows: &mut [PsRow], key: SortKey) {
+    let tie = |r: &PsRow| {
+        (
+            Reverse(r.entry.used_bytes),
+            r.entry.name.clone(),
+            r.entry.pid,
+        )
+    };
+    match key {
+        SortKey::Dedicated => rows.sort_by_key(tie),
+        SortKey::Shared => rows.sort_by_key(|r| (Reverse(r.entry.shared_used_bytes), tie(r))),
+        SortKey::Total => rows.sort_by_key(|r| (Reverse(r.total()), tie(r))),
+        SortKey::Pid => rows.sort_by_key(|r| (r.entry.pid, r.entry.device_index)),
+        SortKey::Name => {
+            rows.sort_by_key(|r| (r.entry.name.is_none(), r.entry.name.clone(), tie(r)));
+        }
+    }
+}
+
+/// The `PID  NAME  VRAM  SHARED  DEVICE` table (nothing when there are no rows).
+pub fn ps_table(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|r| {
+            let device = match &r.device_name {
+                Some(n) => format!("{} {n}", r.entry.device_index),
+                None => r.entry.device_index.to_string(),
+            };
+            [
+                r.entry.pid.to_string(),
+                r.entry.name.clone().unwrap_or_else(|| "?".into()),
+                format_size(r.entry.used_bytes),
+                format_size(r.entry.shared_used_bytes),
+                device,
+            ]
+        })
+        .collect();
+    let header = ["PID", "NAME", "VRAM", "SHARED", "DEVICE"];
+    let mut width = header.map(str::len);
+    for row in &cells {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |c: [&str; 5]| {
+        format!(
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {}",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            w0 = width[0],
+            w1 = width[1],
+            w2 = width[2],
+            w3 = width[3]
+        )
+    };
+    writeln!(out, "{}", line(header))?;
+    for c in &cells {
+        writeln!(out, "{}", line([&c[0], &c[1], &c[2], &c[3], &c[4]]))?;
+    }
+    Ok(())
+}
+
+/// `hmn: <N> GPU processes found[ matching pid=<p> device=<d>][ (<total> committed total)].`
+pub fn ps_summary(rows: &[PsRow], pid: Option<u32>, device: Option<u32>) -> String {
+    let n = rows.len();
+    let mut s = format!(
+        "hmn: {n} GPU process{} found",
+        if n == 1 { "" } else { "es" }
+    );
+    let mut filters = Vec::new();
+    if let Some(p) = pid {
+        filters.push(format!("pid={p}"));
+    }
+    if let Some(d) = device {
+        filters.push(format!("device={d}"));
+    }
+    if !filters.is_empty() {
+        let _ = write!(s, " matching {}", filters.join(" "));
+    }
+    if n > 0 {
+        let total: u64 = rows
+            .iter()
+            .map(|r| r.entry.used_bytes)
+            .fold(0, u64::saturating_add);
+        let _ = write!(s, " ({} committed total)", format_size(total));
+    }
+    s.push('.');
+    s
+}
+
+#[derive(Serialize)]
+struct PsJson<'a> {
+    pid: u32,
+    name: Option<&'a str>,
+    used_bytes: u64,
+    shared_used_bytes: u64,
+    device_index: u32,
+    device_name: Option<&'a str>,
+    context: Option<hypomnesis::GpuContextKind>,
+    source: GpuQuerySource,
+}
+
+pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
+    let v: Vec<PsJson<'_>> = rows
+        .iter()
+        .map(|r| PsJson {
+            pid: r.entry.pid,
+            name: r.entry.name.as_deref(),
+            used_bytes: r.entry.used_bytes,
+            shared_used_bytes: r.entry.shared_used_bytes,
+            device_index: r.entry.device_index,
+            device_name: r.device_name.as_deref(),
+            context: r.entry.context,
+            source: r.entry.source,
+        })
+        .collect();
+    json(out, &v)
+}
+
+fn source_name(s: GpuQuerySource) -> &'static str {
+    match s {
+        GpuQuerySource::Nvml => "NVML",
+        GpuQuerySource::NvidiaSmi => "nvidia-smi",
+        GpuQuerySource::Dxgi => "DXGI",
+        GpuQuerySource::Pdh => "PDH",
+        GpuQuerySource::Metal => "Metal",
+        _ => "other",
+    }
+}
+
+/// What a user can do about a source's state.
+pub fn hint(source: GpuQuerySource, state: &SourceState) -> Option<&'static str> {
+    let why = match state {
+        SourceState::Absent(w) => {
+            return Some(match source {
+                _ if w.contains("not compiled in") => "rebuild hmn with that cargo feature",
+                GpuQuerySource::Nvml => {
+                    "install the NVIDIA driver (it provides libnvidia-ml.so.1), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path"
+                }
+                GpuQuerySource::NvidiaSmi => {
+                    "install the NVIDIA driver utilities, or set HYPOMNESIS_NVIDIA_SMI to nvidia-smi's path"
+                }
+                _ => return None,
+            });
+        }
+        SourceState::Failed(w) => w.as_str(),
+        _ => return None,
+    };
+    let has = |s: &str| why.contains(s);
+    Some(if has("DRIVER_NOT_LOADED") {
+        "the NVIDIA kernel driver is not loaded: install the driver, or load it (`sudo modprobe nvidia`)"
+    } else if has("LIB_RM_VERSION_MISMATCH") {
+        "the driver was upgraded but the old kernel module is still loaded: reboot, or reload the nvidia modules"
+    } else if has("NO_PERMISSION") {
+        "this user may not query that GPU (a container or cgroup restricts it)"
+    } else if has("did not finish") || has("not run again") {
+        "nvidia-smi hangs on this host: run it by hand to see, and consider enabling persistence mode"
+    } else if has("HYPOMNESIS_") {
+        "fix or unset the environment variable named above"
+    } else {
+        return None;
+    })
+}
+
+/// The `hmn doctor` report.
+pub fn doctor(
+    out: &mut impl Write,
+    rss: &Result<u64, String>,
+    reports: &[SourceReport],
+) -> io::Result<()> {
+    match rss {
+        Ok(b) => writeln!(
+            out,
+            "RAM: answered, this process has {} MiB resident",
+            b / MIB
+        )?,
+        Err(e) => writeln!(out, "RAM: failed: {e}")?,
+    }
+    for r in reports {
+        let name = source_name(r.source);
+        match &r.state {
+            SourceState::Answered => writeln!(out, "{name}: answered")?,
+            SourceState::Failed(why) => writeln!(out, "{name}: failed: {why}")?,
+            SourceState::Absent(why) => writeln!(out, "{name}: not present: {why}")?,
+            _ => writeln!(out, "{name}: unknown state")?,
+        }
+        for (k, v) in &r.details {
+            writeln!(out, "    {k}: {v}")?;
+        }
+        if let Some(h) = hint(r.source, &r.state) {
+            writeln!(out, "    what to do: {h}")?;
+        }
+    }
+    writeln!(
+        out,
+        "Not in this version: Windows DXGI/PDH, macOS Metal, and Linux AMD/Intel (DRM) sources."
+    )?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DoctorJson<'a> {
+    rss_bytes: Option<u64>,
+    rss_error: Option<&'a str>,
+    sources: &'a [SourceReport],
+}
+
+pub fn doctor_json(
+    out: &mut impl Write,
+    rss: &Result<u64, String>,
+    reports: &[SourceReport],
+) -> io::Result<()> {
+    json(
+        out,
+        &DoctorJson {
+            rss_bytes: rss.as_ref().ok().copied(),
+            rss_error: rss.as_ref().err().map(String::as_str),
+            sources: reports,
+        },
+    )
+}
+
+// The fixtures are built with the `test-helpers` builders (`cargo test --all-features`).
+#[cfg(all(test, feature = "test-helpers"))]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use hypomnesis::{GpuContextKind, GpuVendor};
+
+    use super::*;
+
+    fn h200() -> GpuDeviceInfo {
+        let mut d = GpuDeviceInfo::builder()
+            .index(0)
+            .name(Some("NVIDIA H200".into()))
+            .total_bytes(143_771 * MIB + 5)
+            .free_bytes(110_796 * MIB + 1023)
+            .reserved_bytes(Some(614 * MIB + 77))
+            .driver_version(Some("590.48.01".into()))
+            .vendor(Some(GpuVendor::Nvidia))
+            .build();
+        d.used_bytes = d.total_bytes - d.free_bytes;
+        d
+    }
+
+    fn entry(pid: u32, name: Option<&str>, used: u64, shared: u64, device: u32) -> PsRow {
+        PsRow {
+            entry: GpuProcessEntry::builder()
+                .pid(pid)
+                .name(name.map(String::from))
+                .used_bytes(used)
+                .shared_used_bytes(shared)
+                .device_index(device)
+                .context(Some(GpuContextKind::Compute))
+                .build(),
+            device_name: Some("NVIDIA L40S".into()),
+        }
+    }
+
+    fn text(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
+        let mut v = Vec::new();
+        f(&mut v).unwrap();
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn summary_lines() {
+        let d = h200();
+        assert_eq!(
+            summary_line(&d),
+            "GPU 0 [NVIDIA H200]: free 110796 MiB / 143771 MiB (614 MiB reserved), driver 590.48.01"
+        );
+        let mut bare = d.clone();
+        bare.name = None;
+        bare.reserved_bytes = None;
+        bare.driver_version = None;
+        bare.index = 3;
+        assert_eq!(summary_line(&bare), "GPU 3: free 110796 MiB / 143771 MiB");
+        let mut zero = d;
+        zero.reserved_bytes = Some(0);
+        assert!(
+            summary_line(&zero).contains("(0 MiB reserved)"),
+            "a real zero is shown"
+        );
+        assert_eq!(
+            text(|w| summary(w, &[h200(), bare.clone()])),
+            "GPU 0 [NVIDIA H200]: free 110796 MiB / 143771 MiB (614 MiB reserved), driver 590.48.01\nGPU 3: free 110796 MiB / 143771 MiB\n"
+        );
+    }
+
+    #[test]
+    fn json_keys_and_nulls() {
+        let mut d = h200();
+        d.uuid = None;
+        let s = text(|w| json(w, &[d]));
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        let o = v[0].as_object().unwrap();
+        for k in [
+            "index",
+            "name",
+            "total_bytes",
+            "free_bytes",
+            "used_bytes",
+            "reserved_bytes",
+            "driver_version",
+            "uuid",
+            "pci_bus_id",
+            "vendor",
+            "source",
+        ] {
+            assert!(o.contains_key(k), "{k} missing in {s}");
+        }
+        assert!(o["uuid"].is_null() && o["pci_bus_id"].is_null());
+        assert_eq!(o["reserved_bytes"], 614 * MIB + 77);
+        assert_eq!(o["vendor"], "nvidia");
+        assert_eq!(o["source"], "nvml");
+        assert!(s.ends_with("]\n"));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(format_size(0), "0 MiB");
+        assert_eq!(format_size(538 * MIB + 12), "538 MiB");
+        assert_eq!(format_size(GIB - 1), "1023 MiB");
+        assert_eq!(format_size(GIB), "1.0 GiB");
+        assert_eq!(format_size(7484 * MIB), "7.3 GiB");
+    }
+
+    #[test]
+    fn ps_table_and_summary() {
+        let mut rows = vec![
+            entry(20037, Some("ffmpeg"), 538 * MIB, 0, 0),
+            entry(4_194_400, None, 2 * GIB, 0, 0),
+            entry(20038, Some("ffmpeg"), 681 * MIB, 0, 0),
+        ];
+        sort_rows(&mut rows, SortKey::Dedicated);
+        assert_eq!(
+            text(|w| ps_table(w, &rows)),
+            "\
+PID      NAME       VRAM  SHARED  DEVICE
+4194400  ?       2.0 GiB   0 MiB  0 NVIDIA L40S
+20038    ffmpeg  681 MiB   0 MiB  0 NVIDIA L40S
+20037    ffmpeg  538 MiB   0 MiB  0 NVIDIA L40S
+"
+        );
+        assert_eq!(
+            ps_summary(&rows, None, None),
+            "hmn: 3 GPU processes found (3.2 GiB committed total)."
+        );
+        assert_eq!(
+            ps_summary(&rows[1..2], Some(20038), Some(0)),
+            "hmn: 1 GPU process found matching pid=20038 device=0 (681 MiB committed total)."
+        );
+        assert_eq!(
+            ps_summary(&[], None, Some(1)),
+            "hmn: 0 GPU processes found matching device=1."
+        );
+        assert_eq!(text(|w| ps_table(w, &[])), "");
+        sort_rows(&mut rows, SortKey::Pid);
+        assert_eq!(
+            rows.iter().map(|r| r.entry.pid).collect::<Vec<_>>(),
+            vec![20037, 20038, 4_194_400]
+        );
+        sort_rows(&mut rows, SortKey::Name);
+        assert_eq!(
+            rows.iter().map(|r| r.entry.pid).collect::<Vec<_>>(),
+            vec![20038, 20037, 4_194_400]
+        );
+        let mut shared = vec![
+            entry(1, Some("a"), 10 * MIB, 0, 0),
+            entry(2, Some("b"), MIB, 50 * MIB, 0),
+        ];
+        sort_rows(&mut shared, SortKey::Shared);
+        assert_eq!(shared[0].entry.pid, 2);
+        sort_rows(&mut shared, SortKey::Total);
+        assert_eq!(shared[0].entry.pid, 2);
+        sort_rows(&mut shared, SortKey::Dedicated);
+        assert_eq!(shared[0].entry.pid, 1);
+    }
+
+    #[test]
+    fn ps_json_rows() {
+        let rows = vec![entry(7, None, MIB, 0, 1)];
+        let v: serde_json::Value = serde_json::from_str(&text(|w| ps_json(w, &rows))).unwrap();
+        assert_eq!(v[0]["pid"], 7);
+        assert!(v[0]["name"].is_null());
+        assert_eq!(v[0]["used_bytes"], MIB);
+        assert_eq!(v[0]["shared_used_bytes"], 0);
+        assert_eq!(v[0]["device_index"], 1);
+        assert_eq!(v[0]["device_name"], "NVIDIA L40S");
+        assert_eq!(v[0]["context"], "compute");
+        assert_eq!(text(|w| ps_json(w, &[])), "[]\n");
+    }
+
+    fn reports() -> Vec<SourceReport> {
+        vec![
+            SourceReport::builder()
+                .source(GpuQuerySource::Nvml)
+                .state(SourceState::Absent(
+                    "could not load the NVML library (tried libnvidia-ml.so.1: not found)".into(),
+                ))
+                .details(vec![])
+                .build(),
+            SourceReport::builder()
+                .source(GpuQuerySource::NvidiaSmi)
+                .state(SourceState::Absent(
+                    "nvidia-smi was not found on PATH".into(),
+                ))
+                .details(vec![])
+                .build(),
+        ]
+    }
+
+    #[test]
+    fn sentences() {
+        assert_eq!(
+            no_gpu_sentence(&reports()),
+            "No GPU found: no GPU source is available on this host (NVML: could not load the NVML library (tried libnvidia-ml.so.1: not found); nvidia-smi: nvidia-smi was not found on PATH)."
+        );
+        assert_eq!(
+            none_readable_sentence(2),
+            "hmn: 2 GPUs found, but none could be read (reasons above; `hmn doctor` has details)."
+        );
+        assert!(
+            zero_gpus_sentence(&reports())
+                .starts_with("No GPU found: the GPU sources report no device")
+        );
+    }
+
+    #[test]
+    fn doctor_text() {
+        let mut r = reports();
+        r[1] = SourceReport::builder()
+            .source(GpuQuerySource::NvidiaSmi)
+            .state(SourceState::Answered)
+            .details(vec![
+                ("executable".into(), "/usr/bin/nvidia-smi".into()),
+                ("version".into(), "595.80".into()),
+            ])
+            .build();
+        assert_eq!(
+            text(|w| doctor(w, &Ok(12 * MIB + 5), &r)),
+            "\
+RAM: answered, this process has 12 MiB resident
+NVML: not present: could not load the NVML library (tried libnvidia-ml.so.1: not found)
+    what to do: install the NVIDIA driver (it provides libnvidia-ml.so.1), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path
+nvidia-smi: answered
+    executable: /usr/bin/nvidia-smi
+    version: 595.80
+Not in this version: Windows DXGI/PDH, macOS Metal, and Linux AMD/Intel (DRM) sources.
+"
+        );
+        let failed =
+            SourceState::Failed("nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9)".into());
+        assert!(
+            hint(GpuQuerySource::Nvml, &failed)
+                .unwrap()
+                .contains("modprobe")
+        );
+        assert_eq!(hint(GpuQuerySource::Nvml, &SourceState::Answered), None);
+        let v: serde_json::Value =
+            serde_json::from_str(&text(|w| doctor_json(w, &Err("no statm".into()), &r))).unwrap();
+        assert!(v["rss_bytes"].is_null());
+        assert_eq!(v["rss_error"], "no statm");
+        assert_eq!(v["sources"][0]["state"]["state"], "absent");
+        assert_eq!(v["sources"][1]["details"][1][1], "595.80");
+    }
+}
