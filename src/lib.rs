@@ -96,3 +96,8 @@ macro_rules! debug_log {
         }
     };
 }
+
+/// The README's Rust examples, compiled as doctests so they cannot drift.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

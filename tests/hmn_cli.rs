@@ -1,11 +1,12 @@
 //! End-to-end runs of the built `hmn` against the fake NVML and the stand-in `nvidia-smi`
 //! replaying the recorded captures: exact output, exit codes, stderr summaries, broken pipes.
-#![cfg(feature = "cli")]
+#![cfg(all(feature = "cli", feature = "nvml", feature = "nvidia-smi-fallback"))]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
-    clippy::indexing_slicing
+    clippy::indexing_slicing,
+    clippy::format_collect
 )] // test code
 
 mod capture_reader;

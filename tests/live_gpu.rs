@@ -1,5 +1,6 @@
 //! Live tests for a host with an NVIDIA GPU and driver. Run with
 //! `cargo test --test live_gpu -- --ignored` (or `scripts/gpu-check.sh`).
+#![cfg(all(feature = "nvml", feature = "nvidia-smi-fallback"))]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

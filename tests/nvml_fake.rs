@@ -4,6 +4,7 @@
 //! NVML is loaded once per process, so each scenario runs in a child process: the parent test
 //! re-runs this test binary with `HMN_CHILD=<scenario>` and the ignored `child` entry point
 //! performs that scenario's assertions.
+#![cfg(feature = "nvml")]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
