@@ -16,6 +16,23 @@ pub(crate) enum Presence {
     Absent(String),
 }
 
+/// A question the dispatcher asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    DeviceCount,
+    DeviceInfo,
+    ProcessGpuInfo,
+    GpuProcesses,
+}
+
+/// Which devices a backend enumerates: NVIDIA GPUs (the NVML order, shared by every NVIDIA
+/// source), or the other vendors' devices, which follow the NVIDIA ones in the device list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    Nvidia,
+    Others,
+}
+
 /// A source of GPU figures (NVML, `nvidia-smi`, DXGI, …). Indices are the source's own device
 /// indices; the dispatcher asks backends in priority order.
 pub(crate) trait Backend: Send + Sync {
@@ -33,4 +50,13 @@ pub(crate) trait Backend: Send + Sync {
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>>;
     /// What the source says about itself, for `hmn doctor`.
     fn report(&self) -> SourceReport;
+    /// Whether this source answers `op` on this platform at all (NVML's per-process figures are
+    /// N/A under Windows WDDM, for instance); the dispatcher skips it silently when not.
+    fn answers(&self, _op: Op) -> bool {
+        true
+    }
+    /// Which devices this backend enumerates.
+    fn scope(&self) -> Scope {
+        Scope::Nvidia
+    }
 }

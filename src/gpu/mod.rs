@@ -15,7 +15,7 @@ pub(crate) mod nvml;
 
 use std::sync::OnceLock;
 
-use backend::{Backend, Presence};
+use backend::{Backend, Op, Presence, Scope};
 
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, ProcessGpuInfo, Result,
@@ -41,11 +41,20 @@ fn backends() -> &'static [&'static dyn Backend] {
     })
 }
 
-/// Ask `backends` in order; see the module docs for which answer or error wins.
-fn first_ok<T>(backends: &[&dyn Backend], f: impl Fn(&dyn Backend) -> Result<T>) -> Result<T> {
+/// Ask the present backends of `scope` that answer `op`, in order; see the module docs for
+/// which answer or error wins.
+fn first_ok<T>(
+    backends: &[&dyn Backend],
+    scope: Scope,
+    op: Op,
+    f: impl Fn(&dyn Backend) -> Result<T>,
+) -> Result<T> {
     let mut primary: Option<HypomnesisError> = None;
     let mut notes = Vec::new();
-    for b in backends {
+    for b in backends
+        .iter()
+        .filter(|b| b.scope() == scope && b.answers(op))
+    {
         if let Presence::Absent(_) = b.presence() {
             continue;
         }
@@ -75,6 +84,142 @@ fn first_ok<T>(backends: &[&dyn Backend], f: impl Fn(&dyn Backend) -> Result<T>)
     }
 }
 
+/// Where a device index points.
+enum Target<'a> {
+    /// An NVIDIA device: NVML index.
+    Nvidia(u32),
+    /// Device `local` of another vendor's backend, `global` in the combined list.
+    Other {
+        backend: &'a dyn Backend,
+        local: u32,
+        global: u32,
+    },
+}
+
+/// The combined device list: NVIDIA devices first (NVML indices), then each other-vendor
+/// backend's devices in backend order. On hosts without other-vendor sources this is exactly
+/// the NVIDIA list, at no extra cost.
+struct Dispatcher<'a> {
+    list: &'a [&'a dyn Backend],
+}
+
+impl<'a> Dispatcher<'a> {
+    /// Other-vendor backends that exist here, with their device counts (failures are left to
+    /// `sources()` to report).
+    fn others(&self) -> Vec<(&'a dyn Backend, u32)> {
+        self.list
+            .iter()
+            .filter(|b| b.scope() == Scope::Others && b.presence() == Presence::Present)
+            .filter_map(|b| match b.device_count() {
+                Ok(n) => Some((*b, n)),
+                Err(e) => {
+                    crate::debug_log!("{}: {e}", b.source());
+                    None
+                }
+            })
+            .collect()
+    }
+
+    fn any_other_present(&self) -> bool {
+        self.list
+            .iter()
+            .any(|b| b.scope() == Scope::Others && b.presence() == Presence::Present)
+    }
+
+    fn nvidia_count(&self) -> Result<u32> {
+        first_ok(self.list, Scope::Nvidia, Op::DeviceCount, |b| {
+            b.device_count()
+        })
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        if !self.any_other_present() {
+            return self.nvidia_count();
+        }
+        let others: u32 = self
+            .others()
+            .iter()
+            .map(|(_, n)| *n)
+            .fold(0, u32::saturating_add);
+        match self.nvidia_count() {
+            Ok(n) => Ok(n.saturating_add(others)),
+            Err(e) => {
+                crate::debug_log!("NVIDIA sources: {e}");
+                Ok(others)
+            }
+        }
+    }
+
+    fn locate(&self, index: u32) -> Result<Target<'a>> {
+        if !self.any_other_present() {
+            return Ok(Target::Nvidia(index));
+        }
+        let nvidia = self.nvidia_count().unwrap_or(0);
+        if index < nvidia {
+            return Ok(Target::Nvidia(index));
+        }
+        let mut base = nvidia;
+        for (backend, n) in self.others() {
+            if let Some(local) = index.checked_sub(base).filter(|&l| l < n) {
+                return Ok(Target::Other {
+                    backend,
+                    local,
+                    global: index,
+                });
+            }
+            base = base.saturating_add(n);
+        }
+        Err(HypomnesisError::DeviceIndexOutOfRange { index, count: base })
+    }
+
+    fn device_info(&self, index: u32) -> Result<GpuDeviceInfo> {
+        match self.locate(index)? {
+            Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::DeviceInfo, |b| {
+                b.device_info(i)
+            }),
+            Target::Other {
+                backend,
+                local,
+                global,
+            } => backend.device_info(local).map(|mut d| {
+                d.index = global;
+                d
+            }),
+        }
+    }
+
+    fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
+        match self.locate(index)? {
+            Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::ProcessGpuInfo, |b| {
+                b.process_gpu_info(i)
+            }),
+            Target::Other { backend, local, .. } => backend.process_gpu_info(local),
+        }
+    }
+
+    fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
+        match self.locate(index)? {
+            Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::GpuProcesses, |b| {
+                b.gpu_processes(i)
+            }),
+            Target::Other {
+                backend,
+                local,
+                global,
+            } => backend.gpu_processes(local).map(|mut rows| {
+                for r in &mut rows {
+                    r.device_index = global;
+                }
+                rows
+            }),
+        }
+    }
+}
+
+fn dispatcher() -> Dispatcher<'static> {
+    Dispatcher { list: backends() }
+}
+
 /// Number of GPUs this host can measure.
 ///
 /// # Errors
@@ -84,9 +229,10 @@ fn first_ok<T>(backends: &[&dyn Backend], f: impl Fn(&dyn Backend) -> Result<T>)
 ///
 /// # Platform-specific behaviour
 ///
-/// Linux and Windows: NVIDIA GPUs through NVML, or `nvidia-smi` when NVML cannot be loaded.
+/// Linux and Windows: NVIDIA GPUs through NVML, or `nvidia-smi` when NVML cannot be loaded;
+/// other vendors' devices follow the NVIDIA ones.
 pub fn device_count() -> Result<u32> {
-    first_ok(backends(), |b| b.device_count())
+    dispatcher().device_count()
 }
 
 /// Device-wide memory of GPU `index`: total, free, used (= total − free) and, where the source
@@ -97,7 +243,7 @@ pub fn device_count() -> Result<u32> {
 /// [`HypomnesisError::DeviceIndexOutOfRange`] for an index past the last device,
 /// [`HypomnesisError::NoGpuSource`] when no source exists, or the source's own error.
 pub fn device_info(index: u32) -> Result<GpuDeviceInfo> {
-    first_ok(backends(), |b| b.device_info(index))
+    dispatcher().device_info(index)
 }
 
 /// The calling process's GPU memory on device `device_index`.
@@ -110,7 +256,7 @@ pub fn device_info(index: u32) -> Result<GpuDeviceInfo> {
 ///
 /// As [`device_info`].
 pub fn process_gpu_info(device_index: u32) -> Result<ProcessGpuInfo> {
-    first_ok(backends(), |b| b.process_gpu_info(device_index))
+    dispatcher().process_gpu_info(device_index)
 }
 
 /// Every process holding memory on device `device_index`, sorted by pid.
@@ -124,7 +270,7 @@ pub fn process_gpu_info(device_index: u32) -> Result<ProcessGpuInfo> {
 ///
 /// As [`device_info`].
 pub fn gpu_processes(device_index: u32) -> Result<Vec<GpuProcessEntry>> {
-    first_ok(backends(), |b| b.gpu_processes(device_index))
+    dispatcher().gpu_processes(device_index)
 }
 
 /// What each GPU source of this build says about itself: present or not, answered or why not,
@@ -163,6 +309,8 @@ mod tests {
         present: bool,
         count: Result<u32>,
         calls: AtomicUsize,
+        scope: Scope,
+        skips: Option<Op>,
     }
 
     fn err_clone(e: &HypomnesisError) -> HypomnesisError {
@@ -186,6 +334,8 @@ mod tests {
                 present,
                 count,
                 calls: AtomicUsize::new(0),
+                scope: Scope::Nvidia,
+                skips: None,
             }
         }
         fn count(&self) -> Result<u32> {
@@ -243,6 +393,80 @@ mod tests {
                 details: Vec::new(),
             }
         }
+        fn answers(&self, op: Op) -> bool {
+            self.skips != Some(op)
+        }
+        fn scope(&self) -> Scope {
+            self.scope
+        }
+    }
+
+    fn other(count: u32) -> Fake {
+        let mut f = Fake::new(GpuQuerySource::Dxgi, true, Ok(count));
+        f.scope = Scope::Others;
+        f
+    }
+
+    #[test]
+    fn combined_list_puts_nvidia_first_then_others() {
+        let nv = Fake::new(GpuQuerySource::Nvml, true, Ok(2));
+        let amd = other(3);
+        let list: [&dyn Backend; 2] = [&amd, &nv];
+        let d = Dispatcher { list: &list };
+        assert_eq!(d.device_count().unwrap(), 5);
+        let info = d.device_info(1).unwrap();
+        assert_eq!((info.index, info.source), (1, GpuQuerySource::Nvml));
+        let info = d.device_info(3).unwrap();
+        assert_eq!(
+            (info.index, info.source),
+            (3, GpuQuerySource::Dxgi),
+            "global index, other backend"
+        );
+        let e = d.device_info(5).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                HypomnesisError::DeviceIndexOutOfRange { index: 5, count: 5 }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn others_alone_start_at_zero_and_nvidia_only_hosts_pay_nothing_extra() {
+        let absent = Fake::new(GpuQuerySource::Nvml, false, Ok(9));
+        let amd = other(1);
+        let list: [&dyn Backend; 2] = [&absent, &amd];
+        let d = Dispatcher { list: &list };
+        assert_eq!(d.device_count().unwrap(), 1);
+        assert_eq!(d.device_info(0).unwrap().source, GpuQuerySource::Dxgi);
+        let nv = Fake::new(GpuQuerySource::Nvml, true, Ok(1));
+        let mut missing_other = other(4);
+        missing_other.present = false;
+        let list: [&dyn Backend; 2] = [&nv, &missing_other];
+        let d = Dispatcher { list: &list };
+        d.device_info(0).unwrap();
+        assert_eq!(
+            nv.calls.load(Ordering::Relaxed),
+            1,
+            "no extra count call without other vendors"
+        );
+        assert_eq!(missing_other.calls.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_source_that_does_not_answer_an_op_is_skipped_silently() {
+        let mut nvml = Fake::new(
+            GpuQuerySource::Nvml,
+            true,
+            Err(HypomnesisError::Nvml("N/A under WDDM".into())),
+        );
+        nvml.skips = Some(Op::DeviceInfo);
+        let dxgi = Fake::new(GpuQuerySource::Dxgi, true, Ok(1));
+        let list: [&dyn Backend; 2] = [&nvml, &dxgi];
+        let d = Dispatcher { list: &list };
+        assert_eq!(d.device_info(0).unwrap().source, GpuQuerySource::Dxgi);
+        assert_eq!(nvml.calls.load(Ordering::Relaxed), 0);
     }
 
     #[test]
@@ -250,14 +474,19 @@ mod tests {
         let a = Fake::new(GpuQuerySource::Nvml, true, Ok(2));
         let b = Fake::new(GpuQuerySource::NvidiaSmi, true, Ok(5));
         let list: [&dyn Backend; 2] = [&a, &b];
-        assert_eq!(first_ok(&list, |x| x.device_count()).unwrap(), 2);
+        assert_eq!(
+            first_ok(&list, Scope::Nvidia, Op::DeviceInfo, |x| x.device_count()).unwrap(),
+            2
+        );
         assert_eq!(
             b.calls.load(Ordering::Relaxed),
             0,
             "the fallback is not asked"
         );
         assert_eq!(
-            first_ok(&list, |x| x.device_info(1)).unwrap().source,
+            first_ok(&list, Scope::Nvidia, Op::DeviceInfo, |x| x.device_info(1))
+                .unwrap()
+                .source,
             GpuQuerySource::Nvml
         );
     }
@@ -273,11 +502,14 @@ mod tests {
         );
         let b = Fake::new(GpuQuerySource::NvidiaSmi, true, Ok(1));
         let list: [&dyn Backend; 2] = [&a, &b];
-        let d = first_ok(&list, |x| x.device_info(0)).unwrap();
+        let d = first_ok(&list, Scope::Nvidia, Op::DeviceInfo, |x| x.device_info(0)).unwrap();
         assert_eq!(d.source, GpuQuerySource::NvidiaSmi);
         let absent = Fake::new(GpuQuerySource::Nvml, false, Ok(9));
         let list: [&dyn Backend; 2] = [&absent, &b];
-        assert_eq!(first_ok(&list, |x| x.device_count()).unwrap(), 1);
+        assert_eq!(
+            first_ok(&list, Scope::Nvidia, Op::DeviceInfo, |x| x.device_count()).unwrap(),
+            1
+        );
         assert_eq!(absent.calls.load(Ordering::Relaxed), 0);
     }
 
@@ -286,7 +518,7 @@ mod tests {
         let a = Fake::new(GpuQuerySource::Nvml, true, Ok(1));
         let b = Fake::new(GpuQuerySource::NvidiaSmi, true, Ok(4));
         let list: [&dyn Backend; 2] = [&a, &b];
-        let e = first_ok(&list, |x| x.device_info(3)).unwrap_err();
+        let e = first_ok(&list, Scope::Nvidia, Op::DeviceInfo, |x| x.device_info(3)).unwrap_err();
         assert!(
             matches!(
                 e,
@@ -310,7 +542,7 @@ mod tests {
             Err(HypomnesisError::NvidiaSmi("exit status 9".into())),
         );
         let list: [&dyn Backend; 2] = [&a, &b];
-        let e = first_ok(&list, |x| x.device_count()).unwrap_err();
+        let e = first_ok(&list, Scope::Nvidia, Op::DeviceInfo, |x| x.device_count()).unwrap_err();
         assert!(
             matches!(e, HypomnesisError::Nvml(_)),
             "the primary source's error wins: {e}"
@@ -323,7 +555,7 @@ mod tests {
         let c = Fake::new(GpuQuerySource::NvidiaSmi, true, Ok(0));
         let list: [&dyn Backend; 2] = [&a, &c];
         assert!(matches!(
-            first_ok(&list, |x| x.device_info(0)).unwrap_err(),
+            first_ok(&list, Scope::Nvidia, Op::DeviceInfo, |x| x.device_info(0)).unwrap_err(),
             HypomnesisError::Nvml(_)
         ));
     }
@@ -334,12 +566,12 @@ mod tests {
         let b = Fake::new(GpuQuerySource::NvidiaSmi, false, Ok(1));
         let list: [&dyn Backend; 2] = [&a, &b];
         assert!(matches!(
-            first_ok(&list, |x| x.device_count()),
+            first_ok(&list, Scope::Nvidia, Op::DeviceInfo, |x| x.device_count()),
             Err(HypomnesisError::NoGpuSource)
         ));
         let empty: [&dyn Backend; 0] = [];
         assert!(matches!(
-            first_ok(&empty, |x| x.device_count()),
+            first_ok(&empty, Scope::Nvidia, Op::DeviceInfo, |x| x.device_count()),
             Err(HypomnesisError::NoGpuSource)
         ));
     }
