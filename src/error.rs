@@ -22,6 +22,9 @@ pub enum HypomnesisError {
     /// The `nvidia-smi` fallback could not be run, timed out, or printed something unusable.
     #[error("nvidia-smi: {0}")]
     NvidiaSmi(String),
+    /// Apple's Metal / libSystem sources (macOS) failed.
+    #[error("Metal: {0}")]
+    Metal(String),
     /// A device index at or past the number of devices.
     #[error("GPU index {index} is out of range: {count} device(s) present")]
     DeviceIndexOutOfRange {
@@ -55,6 +58,7 @@ impl HypomnesisError {
             Self::Dxgi(s) => Self::Dxgi(add(s)),
             Self::Pdh(s) => Self::Pdh(add(s)),
             Self::NvidiaSmi(s) => Self::NvidiaSmi(add(s)),
+            Self::Metal(s) => Self::Metal(add(s)),
             Self::Io(e) => Self::Io(std::io::Error::new(e.kind(), format!("{e}; {note}"))),
             other => other,
         }

@@ -8,10 +8,19 @@
 //! Windows (DXGI, PDH), macOS (Metal) and Linux DRM backends take their slots in this list.
 
 pub(crate) mod backend;
+#[cfg(all(target_os = "macos", feature = "metal"))]
+mod metal;
 #[cfg(feature = "nvidia-smi-fallback")]
 pub(crate) mod nvidia_smi;
 #[cfg(feature = "nvml")]
 pub(crate) mod nvml;
+// The Metal backend's pure helpers are tested on every OS.
+#[cfg(all(test, not(all(target_os = "macos", feature = "metal"))))]
+#[path = "metal/parse.rs"]
+mod metal_parse;
+#[cfg(all(windows, feature = "dxgi"))]
+mod windows;
+pub(crate) mod winparse;
 
 use std::sync::OnceLock;
 
@@ -26,6 +35,14 @@ use crate::{
 static NVML: nvml::NvmlBackend = nvml::NvmlBackend;
 #[cfg(feature = "nvidia-smi-fallback")]
 static SMI: nvidia_smi::SmiBackend = nvidia_smi::SmiBackend::new();
+#[cfg(all(target_os = "macos", feature = "metal"))]
+static METAL: metal::MetalBackend = metal::MetalBackend::new();
+#[cfg(all(windows, feature = "dxgi"))]
+static DXGI_NVIDIA: windows::DxgiBackend = windows::DxgiBackend::nvidia();
+#[cfg(all(windows, feature = "pdh"))]
+static PDH: windows::PdhBackend = windows::PdhBackend;
+#[cfg(all(windows, feature = "dxgi"))]
+static DXGI_OTHERS: windows::DxgiBackend = windows::DxgiBackend::others();
 
 /// The backends of this build, highest priority first.
 fn backends() -> &'static [&'static dyn Backend] {
@@ -37,6 +54,14 @@ fn backends() -> &'static [&'static dyn Backend] {
         list.push(&NVML);
         #[cfg(feature = "nvidia-smi-fallback")]
         list.push(&SMI);
+        #[cfg(all(target_os = "macos", feature = "metal"))]
+        list.push(&METAL);
+        #[cfg(all(windows, feature = "dxgi"))]
+        list.push(&DXGI_NVIDIA);
+        #[cfg(all(windows, feature = "pdh"))]
+        list.push(&PDH);
+        #[cfg(all(windows, feature = "dxgi"))]
+        list.push(&DXGI_OTHERS);
         list
     })
 }
@@ -216,6 +241,31 @@ impl<'a> Dispatcher<'a> {
     }
 }
 
+/// PCI addresses of the NVML devices in NVML order (for ordering DXGI adapters the same way);
+/// empty when NVML is not available.
+#[cfg(all(windows, feature = "dxgi"))]
+fn nvml_bus_ids() -> Vec<Option<(u32, u32, u32)>> {
+    #[cfg(feature = "nvml")]
+    {
+        let nvml: &dyn Backend = &NVML;
+        if nvml.presence() == Presence::Present
+            && let Ok(n) = nvml.device_count()
+        {
+            {
+                return (0..n)
+                    .map(|i| {
+                        nvml.device_info(i)
+                            .ok()
+                            .and_then(|d| d.pci_bus_id)
+                            .and_then(|b| winparse::parse_bus_id(&b))
+                    })
+                    .collect();
+            }
+        }
+    }
+    Vec::new()
+}
+
 fn dispatcher() -> Dispatcher<'static> {
     Dispatcher { list: backends() }
 }
@@ -277,22 +327,37 @@ pub fn gpu_processes(device_index: u32) -> Result<Vec<GpuProcessEntry>> {
 /// and its details (library path, driver and library versions, optional features).
 #[must_use]
 pub fn sources() -> Vec<SourceReport> {
-    let mut out: Vec<SourceReport> = backends().iter().map(|b| b.report()).collect();
-    let compiled = |s: GpuQuerySource| out.iter().any(|r| r.source == s);
-    let mut missing = Vec::new();
-    for (s, feature) in [
+    let mut out: Vec<SourceReport> = Vec::new();
+    for r in backends().iter().map(|b| b.report()) {
+        // One entry per source (DXGI serves two scopes): states merge to the best, details add up.
+        if let Some(seen) = out.iter_mut().find(|s| s.source == r.source) {
+            if seen.state != SourceState::Answered && r.state == SourceState::Answered {
+                seen.state = r.state;
+            }
+            seen.details.extend(r.details);
+        } else {
+            out.push(r);
+        }
+    }
+    let mut wanted = vec![
         (GpuQuerySource::Nvml, "nvml"),
         (GpuQuerySource::NvidiaSmi, "nvidia-smi-fallback"),
-    ] {
-        if !compiled(s) {
-            missing.push(SourceReport {
+    ];
+    if cfg!(windows) {
+        wanted.extend([(GpuQuerySource::Dxgi, "dxgi"), (GpuQuerySource::Pdh, "pdh")]);
+    }
+    if cfg!(target_os = "macos") {
+        wanted.push((GpuQuerySource::Metal, "metal"));
+    }
+    for (s, feature) in wanted {
+        if !out.iter().any(|r| r.source == s) {
+            out.push(SourceReport {
                 source: s,
                 state: SourceState::Absent(format!("not compiled in (cargo feature `{feature}`)")),
                 details: Vec::new(),
             });
         }
     }
-    out.extend(missing);
     out
 }
 

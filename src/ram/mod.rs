@@ -6,7 +6,11 @@ use crate::Result;
 mod ffi;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux;
+#[cfg(target_os = "macos")]
+mod macos;
 pub(crate) mod parse;
+#[cfg(windows)]
+mod windows;
 
 /// Resident set size of the calling process, in bytes.
 ///
@@ -19,7 +23,7 @@ pub(crate) mod parse;
 /// # Platform-specific behaviour
 ///
 /// Linux: `/proc/self/statm` resident pages × page size (falling back to `VmRSS` of
-/// `/proc/self/status`).
+/// `/proc/self/status`). Windows: the working set from `K32GetProcessMemoryInfo`.
 pub fn process_rss() -> Result<u64> {
     imp()
 }
@@ -29,7 +33,17 @@ fn imp() -> Result<u64> {
     linux::self_rss()
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(windows)]
+fn imp() -> Result<u64> {
+    windows::self_rss()
+}
+
+#[cfg(target_os = "macos")]
+fn imp() -> Result<u64> {
+    macos::self_rss()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
 fn imp() -> Result<u64> {
     Err(crate::HypomnesisError::Ram(format!(
         "process RSS is not implemented for this platform ({})",

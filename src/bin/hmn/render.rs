@@ -254,6 +254,9 @@ pub fn hint(source: GpuQuerySource, state: &SourceState) -> Option<&'static str>
         SourceState::Absent(w) => {
             return Some(match source {
                 _ if w.contains("not compiled in") => "rebuild hmn with that cargo feature",
+                GpuQuerySource::Nvml if cfg!(windows) => {
+                    "install the NVIDIA driver (it provides nvml.dll), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path"
+                }
                 GpuQuerySource::Nvml => {
                     "install the NVIDIA driver (it provides libnvidia-ml.so.1), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path"
                 }
@@ -313,7 +316,7 @@ pub fn doctor(
     }
     writeln!(
         out,
-        "Not in this version: Windows DXGI/PDH, macOS Metal, and Linux AMD/Intel (DRM) sources."
+        "Not in this version: AMD and Intel GPUs on Linux (sysfs, DRM fdinfo)."
     )?;
     Ok(())
 }
@@ -566,7 +569,7 @@ NVML: not present: could not load the NVML library (tried libnvidia-ml.so.1: not
 nvidia-smi: answered
     executable: /usr/bin/nvidia-smi
     version: 595.80
-Not in this version: Windows DXGI/PDH, macOS Metal, and Linux AMD/Intel (DRM) sources.
+Not in this version: AMD and Intel GPUs on Linux (sysfs, DRM fdinfo).
 "
         );
         let failed =

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use parse::{APP_FIELDS, Field, GPU_FIELDS, GPU_FIELDS_WITH_RESERVED, SmiApp, SmiGpu};
 use runner::{RunError, fmt_duration};
 
-use super::backend::{Backend, Presence};
+use super::backend::{Backend, Op, Presence};
 use crate::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HypomnesisError,
     ProcessGpuInfo, Result, SourceReport, SourceState, procfs,
@@ -225,33 +225,42 @@ impl SmiBackend {
 /// pid, bytes, name.
 type AppRow = (u32, u64, Option<String>);
 
-/// `nvidia-smi` on `PATH` (plus the vendor's install directories on Windows).
+/// `nvidia-smi` on `PATH`. On Windows only the vendor's install directories are looked in
+/// (System32, then `%ProgramFiles%\NVIDIA Corporation\NVSMI`): never the current directory or
+/// `PATH`, where a planted executable could answer.
 fn find_on_path() -> std::result::Result<PathBuf, String> {
-    let name = if cfg!(windows) {
-        "nvidia-smi.exe"
-    } else {
-        "nvidia-smi"
-    };
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| {
-            std::env::split_paths(&p)
-                .filter(|d| d.is_absolute())
-                .collect()
-        })
-        .unwrap_or_default();
-    if cfg!(windows) {
-        if let Some(root) = std::env::var_os("SystemRoot") {
-            dirs.insert(0, PathBuf::from(root).join("System32"));
+    let (name, dirs): (&str, Vec<PathBuf>) = if cfg!(windows) {
+        let mut dirs = Vec::new();
+        if let Some(root) = std::env::var_os("SystemRoot").or_else(|| std::env::var_os("windir")) {
+            dirs.push(PathBuf::from(root).join("System32"));
         }
         if let Some(pf) = std::env::var_os("ProgramFiles") {
             dirs.push(PathBuf::from(pf).join("NVIDIA Corporation").join("NVSMI"));
         }
-    }
+        ("nvidia-smi.exe", dirs)
+    } else {
+        let dirs = std::env::var_os("PATH")
+            .map(|p| {
+                std::env::split_paths(&p)
+                    .filter(|d| d.is_absolute())
+                    .collect()
+            })
+            .unwrap_or_default();
+        ("nvidia-smi", dirs)
+    };
     dirs.iter()
         .map(|d| d.join(name))
         .find(|p| is_executable(p))
         .ok_or_else(|| {
-            format!("{name} was not found on PATH (set HYPOMNESIS_NVIDIA_SMI to its path)")
+            if cfg!(windows) {
+                let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+                format!(
+                    "{name} was not found in {} (set HYPOMNESIS_NVIDIA_SMI to its path)",
+                    shown.join(" or ")
+                )
+            } else {
+                format!("{name} was not found on PATH (set HYPOMNESIS_NVIDIA_SMI to its path)")
+            }
         })
 }
 
@@ -312,6 +321,12 @@ fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
 }
 
 impl Backend for SmiBackend {
+    fn answers(&self, op: Op) -> bool {
+        // Per-process figures are N/A under Windows WDDM: DXGI and PDH answer those there.
+        !(cfg!(all(windows, feature = "dxgi"))
+            && matches!(op, Op::ProcessGpuInfo | Op::GpuProcesses))
+    }
+
     fn source(&self) -> GpuQuerySource {
         GpuQuerySource::NvidiaSmi
     }

@@ -20,7 +20,7 @@ use ffi::{
     ProcessInfoV2, ProcessInfoV3Wide, ProcessLayout, ProcessRecord, return_name,
 };
 
-use super::backend::{Backend, Presence};
+use super::backend::{Backend, Op, Presence};
 use crate::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HypomnesisError,
     ProcessGpuInfo, Result, SourceReport, SourceState, procfs,
@@ -576,6 +576,12 @@ impl NvmlBackend {
 }
 
 impl Backend for NvmlBackend {
+    fn answers(&self, op: Op) -> bool {
+        // Per-process figures are N/A under Windows WDDM: DXGI and PDH answer those there.
+        !(cfg!(all(windows, feature = "dxgi"))
+            && matches!(op, Op::ProcessGpuInfo | Op::GpuProcesses))
+    }
+
     fn source(&self) -> GpuQuerySource {
         GpuQuerySource::Nvml
     }

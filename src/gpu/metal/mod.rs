@@ -1,0 +1,439 @@
+//! Apple silicon (macOS) through libSystem and Metal.
+//!
+//! Apple silicon has one GPU sharing the machine's unified memory, so this backend has exactly
+//! one device, index 0, and figures mean:
+//!
+//! - **total**: the unified memory, `hw.memsize`;
+//! - **free**: Metal's recommended working set of the default device
+//!   (`recommendedMaxWorkingSetSize`) minus the GPU memory of every process this one can see,
+//!   saturating at 0. It is the working-set budget left, **not** a hardware counter: the CPU
+//!   shares the same memory and the budget can be exceeded. Without root, only the calling
+//!   user's processes are seen, so free is an upper bound;
+//! - **used**: total − free; reserved memory is not reported.
+//!
+//! Per-process GPU memory is the balance of the `graphics_footprint` entry of the XNU task
+//! ledger, read with the `ledger` system call: what the kernel charges the process for memory
+//! the GPU driver allocated on its behalf. The entry's position in the ledger is looked up by
+//! name once per process. Other users' processes refuse the call (`EPERM`) unless run as root;
+//! they are left out of process lists and counted in `hmn doctor`.
+//!
+//! An Intel Mac (the CPU brand string does not start with `Apple`) has no such source: it is
+//! reported absent. A process translated by Rosetta is recognised through
+//! `sysctl.proc_translated` and measured the same way, without a chip name.
+
+mod ffi;
+pub(crate) mod parse;
+
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+
+use parse::{Chip, GRAPHICS_FOOTPRINT};
+
+use super::backend::{Backend, Presence, Scope};
+use crate::{
+    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HypomnesisError, ProcessGpuInfo,
+    Result, SourceReport, SourceState,
+};
+
+/// The only device index.
+const DEVICE_COUNT: u32 = 1;
+
+/// Where `graphics_footprint` sits in every task's ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    /// Position of the entry.
+    index: usize,
+    /// Entries in the task ledger template.
+    entries: usize,
+}
+
+/// What the last walk over the process table could not read.
+#[derive(Debug, Default)]
+struct WalkStats {
+    /// Processes of other users (`EPERM` / `EACCES`).
+    other_users: u64,
+    /// Processes whose ledger failed otherwise.
+    unreadable: u64,
+    /// Why the last of those failed.
+    last_reason: Option<String>,
+}
+
+/// A process's GPU memory as one walk saw it.
+struct Row {
+    pid: i32,
+    bytes: u64,
+}
+
+/// The Metal backend. What does not change while the process runs (chip, ledger layout, memory
+/// size, working-set budget) is read once.
+pub(crate) struct MetalBackend {
+    chip: OnceLock<std::result::Result<Chip, String>>,
+    slot: OnceLock<std::result::Result<Slot, String>>,
+    total: OnceLock<std::result::Result<u64, String>>,
+    budget: OnceLock<Option<u64>>,
+    /// What the last walk could not read; `None` before the first walk.
+    walk: Mutex<Option<WalkStats>>,
+}
+
+/// An `errno` as text: `Operation not permitted (os error 1)`.
+fn errno_text(e: i32) -> String {
+    std::io::Error::from_raw_os_error(e).to_string()
+}
+
+fn metal(msg: String) -> HypomnesisError {
+    HypomnesisError::Metal(msg)
+}
+
+/// The message of a failed ledger read of `pid`.
+fn ledger_failure(pid: i32, e: ffi::LedgerError, slot: Slot) -> String {
+    match e {
+        ffi::LedgerError::Errno(e) => {
+            format!(
+                "ledger(LEDGER_ENTRY_INFO) for pid {pid} failed: {}",
+                errno_text(e)
+            )
+        }
+        ffi::LedgerError::Short(n) => format!(
+            "ledger(LEDGER_ENTRY_INFO) for pid {pid} returned {n} entries; {GRAPHICS_FOOTPRINT} \
+             is entry {}",
+            slot.index
+        ),
+    }
+}
+
+impl MetalBackend {
+    /// A backend that has read nothing yet.
+    pub(crate) const fn new() -> Self {
+        Self {
+            chip: OnceLock::new(),
+            slot: OnceLock::new(),
+            total: OnceLock::new(),
+            budget: OnceLock::new(),
+            walk: Mutex::new(None),
+        }
+    }
+
+    fn stats(&self) -> MutexGuard<'_, Option<WalkStats>> {
+        self.walk.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn chip(&self) -> &std::result::Result<Chip, String> {
+        self.chip.get_or_init(|| {
+            let bytes = ffi::sysctl_bytes(c"machdep.cpu.brand_string").map_err(|e| {
+                format!(
+                    "sysctlbyname(machdep.cpu.brand_string) failed: {}",
+                    errno_text(e)
+                )
+            })?;
+            // Absent on Intel Macs (ENOENT): not translated.
+            let translated = ffi::sysctl_i32(c"sysctl.proc_translated") == Ok(1);
+            Ok(parse::classify_chip(
+                &parse::c_buffer_text(&bytes),
+                translated,
+            ))
+        })
+    }
+
+    /// The chip name when this is Apple silicon (`None` under Rosetta), else why not.
+    fn apple(&self) -> Result<Option<&str>> {
+        match self.chip() {
+            Ok(Chip::AppleSilicon(name)) => Ok(name.as_deref()),
+            Ok(Chip::Other(brand)) => Err(metal(format!(
+                "not Apple silicon: machdep.cpu.brand_string is {brand:?}"
+            ))),
+            Err(why) => Err(metal(why.clone())),
+        }
+    }
+
+    /// Apple silicon and device index 0, or the error.
+    fn device(&self, index: u32) -> Result<Option<&str>> {
+        let name = self.apple()?;
+        if index >= DEVICE_COUNT {
+            return Err(HypomnesisError::DeviceIndexOutOfRange {
+                index,
+                count: DEVICE_COUNT,
+            });
+        }
+        Ok(name)
+    }
+
+    fn slot(&self) -> Result<Slot> {
+        self.slot
+            .get_or_init(|| {
+                let names = ffi::ledger_template_names().map_err(|e| {
+                    format!("ledger(LEDGER_TEMPLATE_INFO) failed: {}", errno_text(e))
+                })?;
+                let index = parse::ledger_index(
+                    names.iter().map(<[u8; 32]>::as_slice),
+                    GRAPHICS_FOOTPRINT,
+                )
+                .ok_or_else(|| {
+                    format!(
+                        "the kernel's task ledger has no {GRAPHICS_FOOTPRINT} entry ({} entries)",
+                        names.len()
+                    )
+                })?;
+                Ok(Slot {
+                    index,
+                    entries: names.len(),
+                })
+            })
+            .clone()
+            .map_err(metal)
+    }
+
+    fn total(&self) -> Result<u64> {
+        self.total
+            .get_or_init(|| {
+                ffi::sysctl_u64(c"hw.memsize")
+                    .map_err(|e| format!("sysctlbyname(hw.memsize) failed: {}", errno_text(e)))
+                    .and_then(|t| {
+                        if t == 0 {
+                            Err("sysctlbyname(hw.memsize) returned 0".to_owned())
+                        } else {
+                            Ok(t)
+                        }
+                    })
+            })
+            .clone()
+            .map_err(metal)
+    }
+
+    fn budget(&self) -> Result<u64> {
+        self.budget
+            .get_or_init(ffi::recommended_working_set)
+            .ok_or_else(|| {
+                metal(
+                    "MTLCreateSystemDefaultDevice returned no device (no Metal GPU is visible to \
+                     this process)"
+                        .to_owned(),
+                )
+            })
+    }
+
+    /// This process's `graphics_footprint`, bytes.
+    fn own_footprint(slot: Slot) -> Result<u64> {
+        let pid = i32::try_from(std::process::id())
+            .map_err(|_| metal(format!("pid {} does not fit a pid_t", std::process::id())))?;
+        let balance = ffi::ledger_balance(pid, slot.index)
+            .map_err(|e| metal(ledger_failure(pid, e, slot)))?;
+        parse::balance_bytes(balance).ok_or_else(|| {
+            metal(format!(
+                "ledger(LEDGER_ENTRY_INFO) for pid {pid}: {GRAPHICS_FOOTPRINT} has a negative \
+                 balance ({balance})"
+            ))
+        })
+    }
+
+    /// Every process this one may read and its `graphics_footprint` (zero included), sorted by
+    /// pid. What could not be read is recorded for `report`.
+    fn walk(&self, slot: Slot) -> Result<Vec<Row>> {
+        let pids = ffi::all_pids().map_err(|e| {
+            metal(format!(
+                "proc_listpids(PROC_ALL_PIDS) failed: {}",
+                errno_text(e)
+            ))
+        })?;
+        let mut rows = Vec::new();
+        let mut stats = WalkStats::default();
+        for pid in pids {
+            match ffi::ledger_balance(pid, slot.index) {
+                Ok(balance) => {
+                    if let Some(bytes) = parse::balance_bytes(balance) {
+                        rows.push(Row { pid, bytes });
+                    } else {
+                        stats.unreadable += 1;
+                        stats.last_reason = Some(format!(
+                            "pid {pid}: {GRAPHICS_FOOTPRINT} has a negative balance ({balance})"
+                        ));
+                    }
+                }
+                Err(ffi::LedgerError::Errno(libc::EPERM | libc::EACCES)) => {
+                    stats.other_users += 1;
+                }
+                // The process exited since it was listed: it holds nothing.
+                Err(ffi::LedgerError::Errno(libc::ESRCH)) => {}
+                Err(e) => {
+                    stats.unreadable += 1;
+                    stats.last_reason = Some(ledger_failure(pid, e, slot));
+                }
+            }
+        }
+        if stats.other_users > 0 || stats.unreadable > 0 {
+            crate::debug_log!(
+                "Metal: {} process(es) of other users skipped, {} unreadable",
+                stats.other_users,
+                stats.unreadable
+            );
+        }
+        let failure = rows.is_empty().then(|| {
+            format!(
+                "ledger(LEDGER_ENTRY_INFO) could read no process ({} of other users, {} \
+                 unreadable{})",
+                stats.other_users,
+                stats.unreadable,
+                stats
+                    .last_reason
+                    .as_deref()
+                    .map(|r| format!("; last: {r}"))
+                    .unwrap_or_default()
+            )
+        });
+        *self.stats() = Some(stats);
+        match failure {
+            // At least this process is always readable, so an empty walk means the call is
+            // refused altogether (e.g. a sandbox), not that no GPU memory is held.
+            Some(why) => Err(metal(why)),
+            None => Ok(rows),
+        }
+    }
+}
+
+impl Backend for MetalBackend {
+    fn source(&self) -> GpuQuerySource {
+        GpuQuerySource::Metal
+    }
+
+    fn presence(&self) -> Presence {
+        match self.chip() {
+            Ok(Chip::Other(brand)) => Presence::Absent(format!(
+                "not Apple silicon: machdep.cpu.brand_string is {brand:?}"
+            )),
+            // A brand string that cannot be read is a failure to report, not an absence.
+            Ok(Chip::AppleSilicon(_)) | Err(_) => Presence::Present,
+        }
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        self.apple().map(|_| DEVICE_COUNT)
+    }
+
+    fn device_info(&self, index: u32) -> Result<GpuDeviceInfo> {
+        let name = self.device(index)?.map(str::to_owned);
+        let total = self.total()?;
+        let budget = self.budget()?;
+        let slot = self.slot()?;
+        let rows = self.walk(slot)?;
+        let f = parse::figures(total, budget, rows.iter().map(|r| r.bytes));
+        Ok(GpuDeviceInfo {
+            index,
+            name,
+            total_bytes: total,
+            free_bytes: f.free,
+            used_bytes: f.used,
+            reserved_bytes: None,
+            driver_version: None,
+            uuid: None,
+            pci_bus_id: None,
+            vendor: Some(GpuVendor::Apple),
+            source: GpuQuerySource::Metal,
+        })
+    }
+
+    fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
+        self.device(index)?;
+        let slot = self.slot()?;
+        Ok(ProcessGpuInfo {
+            used_bytes: Self::own_footprint(slot)?,
+            is_per_process: true,
+            source: GpuQuerySource::Metal,
+        })
+    }
+
+    fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
+        self.device(index)?;
+        let slot = self.slot()?;
+        let mut out: Vec<GpuProcessEntry> = self
+            .walk(slot)?
+            .into_iter()
+            .filter(|r| r.bytes > 0)
+            .filter_map(|r| {
+                let pid = u32::try_from(r.pid).ok()?;
+                let name = ffi::pid_path(r.pid)
+                    .and_then(|p| parse::basename(&String::from_utf8_lossy(&p)));
+                Some(GpuProcessEntry {
+                    pid,
+                    name,
+                    used_bytes: r.bytes,
+                    source: GpuQuerySource::Metal,
+                    device_index: index,
+                    shared_used_bytes: 0,
+                    context: None,
+                })
+            })
+            .collect();
+        out.sort_by_key(|e| e.pid);
+        Ok(out)
+    }
+
+    fn report(&self) -> SourceReport {
+        let mut details = Vec::new();
+        let state = match self.chip() {
+            Err(why) => SourceState::Failed(why.clone()),
+            Ok(Chip::Other(brand)) => SourceState::Absent(format!(
+                "not Apple silicon: machdep.cpu.brand_string is {brand:?}"
+            )),
+            Ok(Chip::AppleSilicon(name)) => {
+                details.push((
+                    "chip".into(),
+                    name.clone().unwrap_or_else(|| {
+                        "Apple silicon (this process runs under Rosetta)".into()
+                    }),
+                ));
+                details.push((
+                    "unified memory".into(),
+                    self.total()
+                        .map_or_else(|e| e.to_string(), parse::bytes_text),
+                ));
+                details.push((
+                    "recommended working set".into(),
+                    self.budget()
+                        .map_or_else(|e| e.to_string(), parse::bytes_text),
+                ));
+                details.push((
+                    format!("{GRAPHICS_FOOTPRINT} ledger entry"),
+                    self.slot().map_or_else(
+                        |e| e.to_string(),
+                        |s| format!("index {} of {} task ledger entries", s.index, s.entries),
+                    ),
+                ));
+                let state = match self.device_info(0) {
+                    Ok(_) => SourceState::Answered,
+                    Err(e) => SourceState::Failed(e.to_string()),
+                };
+                if let Some(walked) = self.stats().as_ref() {
+                    details.push((
+                        "processes of other users skipped".into(),
+                        if walked.other_users > 0 {
+                            format!(
+                                "{} (their GPU memory is not counted; run as root to see it)",
+                                walked.other_users
+                            )
+                        } else {
+                            "0".into()
+                        },
+                    ));
+                    if walked.unreadable > 0 {
+                        details.push((
+                            "processes whose ledger could not be read".into(),
+                            format!(
+                                "{} (last: {})",
+                                walked.unreadable,
+                                walked.last_reason.as_deref().unwrap_or("no reason given")
+                            ),
+                        ));
+                    }
+                }
+                state
+            }
+        };
+        SourceReport {
+            source: GpuQuerySource::Metal,
+            state,
+            details,
+        }
+    }
+
+    fn scope(&self) -> Scope {
+        Scope::Others
+    }
+}
