@@ -26,20 +26,19 @@
 //!
 //! ## Capabilities
 //!
-//! | | Linux | Windows | macOS |
+//! | | Linux | Windows | macOS (Apple silicon) |
 //! |---|---|---|---|
-//! | process RSS | `/proc/self/statm` | not yet (returns an error) | not yet (returns an error) |
-//! | NVIDIA devices, reserved memory, process lists | NVML (`libnvidia-ml.so.1`), `nvidia-smi` fallback | NVML (`nvml.dll` by absolute path), `nvidia-smi` fallback | — |
-//! | DXGI / PDH adapters and per-process usage | — | not yet | — |
-//! | Apple silicon (Metal) | — | — | not yet |
-//! | AMD / Intel (sysfs, DRM fdinfo) | not yet | — | — |
+//! | process RSS | `/proc/self/statm` | working set (`K32GetProcessMemoryInfo`) | `phys_footprint` |
+//! | NVIDIA devices, reserved memory | NVML (`libnvidia-ml.so.1`), `nvidia-smi` fallback | NVML (`nvml.dll` by absolute path), `nvidia-smi.exe`, DXGI | — |
+//! | this process's GPU memory | NVML process lists | DXGI `QueryVideoMemoryInfo` | `graphics_footprint` ledger |
+//! | process lists | NVML compute + graphics | PDH `GPU Process Memory` | `graphics_footprint` of visible processes |
+//! | other vendors | not yet (AMD / Intel) | DXGI + PDH | the Apple GPU (Metal working-set budget) |
 //!
 //! ## Features
 //!
 //! `nvml`, `nvidia-smi-fallback`, `dxgi`, `pdh` (implies `dxgi`), `metal`, `cli` are on by
 //! default; `report`, `test-helpers`, `serde`, `debug-output` are off. `--no-default-features`
-//! builds the RSS part alone. The `dxgi`, `pdh` and `metal` backends are not implemented yet;
-//! their features are accepted so that manifests written for hypomnesis 0.2.4 build.
+//! builds the RSS part alone. Platform features are no-ops on other platforms.
 //!
 //! ## Environment
 //!

@@ -23,7 +23,8 @@ mod windows;
 /// # Platform-specific behaviour
 ///
 /// Linux: `/proc/self/statm` resident pages × page size (falling back to `VmRSS` of
-/// `/proc/self/status`). Windows: the working set from `K32GetProcessMemoryInfo`.
+/// `/proc/self/status`). Windows: the working set from `K32GetProcessMemoryInfo`. macOS:
+/// `phys_footprint` from `task_info(TASK_VM_INFO)`.
 pub fn process_rss() -> Result<u64> {
     imp()
 }
