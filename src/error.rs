@@ -19,6 +19,9 @@ pub enum HypomnesisError {
     /// PDH performance counters (Windows) failed.
     #[error("PDH: {0}")]
     Pdh(String),
+    /// A Linux DRM source (sysfs device files, DRM fdinfo) failed or lacks a figure.
+    #[error("DRM: {0}")]
+    Drm(String),
     /// The `nvidia-smi` fallback could not be run, timed out, or printed something unusable.
     #[error("nvidia-smi: {0}")]
     NvidiaSmi(String),
@@ -58,6 +61,7 @@ impl HypomnesisError {
             Self::Dxgi(s) => Self::Dxgi(add(s)),
             Self::Pdh(s) => Self::Pdh(add(s)),
             Self::NvidiaSmi(s) => Self::NvidiaSmi(add(s)),
+            Self::Drm(s) => Self::Drm(add(s)),
             Self::Metal(s) => Self::Metal(add(s)),
             Self::Io(e) => Self::Io(std::io::Error::new(e.kind(), format!("{e}; {note}"))),
             other => other,

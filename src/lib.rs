@@ -49,11 +49,12 @@
 
 mod error;
 mod gpu;
-#[cfg(any(feature = "nvml", feature = "nvidia-smi-fallback"))]
+#[cfg(any(feature = "nvml", feature = "nvidia-smi-fallback", feature = "drm"))]
 mod procfs;
 mod ram;
 #[cfg(feature = "report")]
 mod report;
+mod roots;
 mod snapshot;
 mod types;
 
@@ -64,6 +65,7 @@ pub use gpu::{device_count, device_info, gpu_processes, process_gpu_info, source
 pub use ram::process_rss;
 #[cfg(feature = "report")]
 pub use report::MemoryReport;
+pub use roots::set_roots;
 pub use types::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, ProcessGpuInfo,
     Snapshot, SourceReport, SourceState,
@@ -77,11 +79,18 @@ pub use types::{
 /// stable API.
 #[doc(hidden)]
 pub mod __parsers {
+    pub use crate::gpu::drm::parse::{
+        FdInfo, Region, RegionKind, client_usage, parse_fdinfo, parse_pci_id, parse_size,
+        parse_sysfs_u64, parse_uevent, pci_address, region_kind,
+    };
+    #[cfg(all(target_os = "linux", feature = "drm"))]
+    pub use crate::gpu::drm::{Sweep, sweep_tree};
     #[cfg(feature = "nvidia-smi-fallback")]
     pub use crate::gpu::nvidia_smi::parse::{
         QMemory, SmiApp, SmiGpu, parse_apps, parse_duration, parse_gpus, parse_q_memory,
         parse_version,
     };
+    pub use crate::gpu::winparse::{parse_bus_id, parse_pdh_instance, utf16_until_nul};
     pub use crate::ram::parse::{statm_resident_bytes, status_vmrss_bytes};
 }
 

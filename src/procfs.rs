@@ -1,17 +1,12 @@
 //! Reading other processes' procfs entries (names, visibility), with an injectable root.
 //!
-//! `HYPOMNESIS_PROCFS` replaces `/proc` (e.g. a host's procfs mounted in a container).
+//! The root comes from [`crate::roots`] (`HYPOMNESIS_PROCFS`, `hmn --procfs`).
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
 
-/// The procfs root: `HYPOMNESIS_PROCFS` when set and non-empty, else `/proc`.
+/// The procfs root in use (see [`crate::roots`]).
 pub(crate) fn root() -> &'static Path {
-    static ROOT: OnceLock<PathBuf> = OnceLock::new();
-    ROOT.get_or_init(|| match std::env::var_os("HYPOMNESIS_PROCFS") {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => PathBuf::from("/proc"),
-    })
+    crate::roots::procfs()
 }
 
 /// The short name (`comm`) of `pid` under `root`, `None` when the pid is not visible or the
@@ -39,6 +34,75 @@ pub(crate) fn self_has_cuda_context(root: &Path) -> Option<bool> {
                 .starts_with(b"/dev/nvidia-uvm")
         })
     }))
+}
+
+/// How a pid that a GPU source reported (NVML reports the host's pids) looks from the
+/// caller's PID namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PidView {
+    /// Visible here under the same number.
+    Here,
+    /// Visible here under another number (`local`): the caller runs in a child PID namespace
+    /// and reads the host's procfs.
+    Mapped { local: u32 },
+    /// Not visible from the caller's namespace.
+    Outside,
+}
+
+/// The `NSpid:` values of a `status` file: the pid in each namespace, outermost (the procfs
+/// mount's) first.
+pub(crate) fn parse_nspid(status: &str) -> Option<Vec<u32>> {
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    let v: Option<Vec<u32>> = line.split_whitespace().map(|p| p.parse().ok()).collect();
+    v.filter(|v| !v.is_empty())
+}
+
+fn ns_link(path: &Path) -> Option<std::ffi::OsString> {
+    std::fs::read_link(path)
+        .ok()
+        .map(std::path::PathBuf::into_os_string)
+}
+
+/// Where `pid` (a number in `root`'s namespace) is from the caller's point of view. With the
+/// caller's own `/proc`, visibility decides. With another procfs (a host's, mounted in a
+/// container), `NSpid` and the `ns/pid` links map host pids to the caller's numbers.
+pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
+    let dir = root.join(pid.to_string());
+    if root_is_own {
+        return if dir.is_dir() {
+            PidView::Here
+        } else {
+            PidView::Outside
+        };
+    }
+    let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
+        return PidView::Outside;
+    };
+    let mine = ns_link(Path::new("/proc/self/ns/pid"));
+    let theirs = ns_link(&dir.join("ns").join("pid"));
+    match (mine, theirs) {
+        (Some(m), Some(t)) if m == t => {
+            match parse_nspid(&status).and_then(|v| v.last().copied()) {
+                Some(local) if local == pid => PidView::Here,
+                Some(local) => PidView::Mapped { local },
+                None => PidView::Outside,
+            }
+        }
+        // The caller shares the namespace of `root` itself (e.g. hostPID): same numbers.
+        (Some(m), _) if ns_link(&root.join("1").join("ns").join("pid")).is_some_and(|r| r == m) => {
+            PidView::Here
+        }
+        _ => PidView::Outside,
+    }
+}
+
+/// A source's pid placed in the caller's view: (pid to show, host pid when mapped, outside).
+pub(crate) fn place(pid: u32) -> (u32, Option<u32>, bool) {
+    match view(root(), pid, crate::roots::procfs_is_own()) {
+        PidView::Here => (pid, None, false),
+        PidView::Mapped { local } => (local, Some(pid), false),
+        PidView::Outside => (pid, None, true),
+    }
 }
 
 /// A process name from a path or a name: the final path component (NVML and `nvidia-smi`
@@ -75,6 +139,42 @@ mod tests {
         assert_eq!(self_has_cuda_context(&dir), Some(true));
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(self_has_cuda_context(&dir), None);
+    }
+
+    #[test]
+    fn nspid() {
+        assert_eq!(
+            parse_nspid("Name:\tpython\nNSpid:\t48213\t7\n"),
+            Some(vec![48213, 7])
+        );
+        assert_eq!(parse_nspid("NSpid:\t1\n"), Some(vec![1]));
+        assert_eq!(parse_nspid("Name:\tx\n"), None);
+        assert_eq!(parse_nspid("NSpid:\tx\n"), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn views_through_a_host_procfs() {
+        let root = std::env::temp_dir().join(format!("hmn-nspid-{}", std::process::id()));
+        let own_ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+        // 48213 is in our namespace as pid 7; 50000 is in another container; 1 is host init.
+        std::fs::create_dir_all(root.join("48213/ns")).unwrap();
+        std::fs::write(root.join("48213/status"), "NSpid:\t48213\t7\n").unwrap();
+        std::os::unix::fs::symlink(&own_ns, root.join("48213/ns/pid")).unwrap();
+        std::fs::create_dir_all(root.join("50000/ns")).unwrap();
+        std::fs::write(root.join("50000/status"), "NSpid:\t50000\t3\n").unwrap();
+        std::os::unix::fs::symlink("pid:[4026539999]", root.join("50000/ns/pid")).unwrap();
+        std::fs::create_dir_all(root.join("1/ns")).unwrap();
+        std::os::unix::fs::symlink("pid:[4026530001]", root.join("1/ns/pid")).unwrap();
+        assert_eq!(view(&root, 48213, false), PidView::Mapped { local: 7 });
+        assert_eq!(view(&root, 50000, false), PidView::Outside);
+        assert_eq!(view(&root, 60000, false), PidView::Outside);
+        assert_eq!(
+            view(Path::new("/proc"), std::process::id(), true),
+            PidView::Here
+        );
+        assert_eq!(view(Path::new("/proc"), 4_194_400, true), PidView::Outside);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

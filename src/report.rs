@@ -187,6 +187,7 @@ mod tests {
             pci_bus_id: None,
             vendor: None,
             source: GpuQuerySource::Nvml,
+            ..GpuDeviceInfo::blank()
         }
     }
 

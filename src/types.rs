@@ -19,10 +19,12 @@ pub enum GpuQuerySource {
     NvidiaSmi,
     /// Apple's Metal / libSystem (macOS).
     Metal,
+    /// Linux DRM: sysfs device files and `/proc/<pid>/fdinfo` (AMD, Intel).
+    Drm,
 }
 
 impl GpuQuerySource {
-    /// A short stable name: `nvml`, `nvidia-smi`, `dxgi`, `pdh`, `metal`.
+    /// A short stable name: `nvml`, `nvidia-smi`, `dxgi`, `pdh`, `metal`, `drm`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -31,6 +33,7 @@ impl GpuQuerySource {
             Self::Pdh => "pdh",
             Self::NvidiaSmi => "nvidia-smi",
             Self::Metal => "metal",
+            Self::Drm => "drm",
         }
     }
 }
@@ -125,9 +128,38 @@ pub struct GpuDeviceInfo {
     pub vendor: Option<GpuVendor>,
     /// Which source produced these figures.
     pub source: GpuQuerySource,
+    /// GTT (system memory the GPU maps) size, bytes — amdgpu; `None` elsewhere.
+    pub gtt_total_bytes: Option<u64>,
+    /// GTT in use, bytes — amdgpu; `None` elsewhere.
+    pub gtt_used_bytes: Option<u64>,
+    /// CPU-visible VRAM (the BAR window) size, bytes — amdgpu; `None` elsewhere.
+    pub visible_vram_total_bytes: Option<u64>,
+    /// CPU-visible VRAM in use, bytes — amdgpu; `None` elsewhere.
+    pub visible_vram_used_bytes: Option<u64>,
 }
 
 impl GpuDeviceInfo {
+    /// All-unknown figures, for the crate's constructors (`..GpuDeviceInfo::blank()`).
+    pub(crate) fn blank() -> Self {
+        Self {
+            index: 0,
+            name: None,
+            total_bytes: 0,
+            free_bytes: 0,
+            used_bytes: 0,
+            reserved_bytes: None,
+            driver_version: None,
+            uuid: None,
+            pci_bus_id: None,
+            vendor: None,
+            source: GpuQuerySource::Nvml,
+            gtt_total_bytes: None,
+            gtt_used_bytes: None,
+            visible_vram_total_bytes: None,
+            visible_vram_used_bytes: None,
+        }
+    }
+
     /// The device name, or `unknown GPU` when there is none.
     #[must_use]
     pub fn name_or_unknown(&self) -> &str {
@@ -192,6 +224,30 @@ pub struct GpuProcessEntry {
     pub shared_used_bytes: u64,
     /// Compute, graphics or both; `None` when the source does not say.
     pub context: Option<GpuContextKind>,
+    /// The pid in the host's PID namespace, when the source reported that one and `pid` is its
+    /// number in the caller's namespace; `None` when no mapping was made.
+    pub host_pid: Option<u32>,
+    /// `true` when the process is not visible from the caller's PID namespace (it runs in
+    /// another container, or the caller's container does not share the host's pids): `pid` is
+    /// then the source's number for it, and its memory is still counted.
+    pub outside_pid_namespace: bool,
+}
+
+impl GpuProcessEntry {
+    /// An empty row, for the crate's constructors (`..GpuProcessEntry::blank()`).
+    pub(crate) fn blank() -> Self {
+        Self {
+            pid: 0,
+            name: None,
+            used_bytes: 0,
+            source: GpuQuerySource::Nvml,
+            device_index: 0,
+            shared_used_bytes: 0,
+            context: None,
+            host_pid: None,
+            outside_pid_namespace: false,
+        }
+    }
 }
 
 /// RAM and GPU memory of the calling process at one moment.
@@ -291,6 +347,10 @@ builder! {
         pci_bus_id: Option<String> = None,
         vendor: Option<GpuVendor> = None,
         source: GpuQuerySource = GpuQuerySource::Nvml,
+        gtt_total_bytes: Option<u64> = None,
+        gtt_used_bytes: Option<u64> = None,
+        visible_vram_total_bytes: Option<u64> = None,
+        visible_vram_used_bytes: Option<u64> = None,
     }
 }
 
@@ -313,6 +373,8 @@ builder! {
         device_index: u32 = 0,
         shared_used_bytes: u64 = 0,
         context: Option<GpuContextKind> = None,
+        host_pid: Option<u32> = None,
+        outside_pid_namespace: bool = false,
     }
 }
 

@@ -8,6 +8,7 @@
 //! Windows (DXGI, PDH), macOS (Metal) and Linux DRM backends take their slots in this list.
 
 pub(crate) mod backend;
+pub(crate) mod drm;
 #[cfg(all(target_os = "macos", feature = "metal"))]
 mod metal;
 #[cfg(feature = "nvidia-smi-fallback")]
@@ -35,6 +36,8 @@ use crate::{
 static NVML: nvml::NvmlBackend = nvml::NvmlBackend;
 #[cfg(feature = "nvidia-smi-fallback")]
 static SMI: nvidia_smi::SmiBackend = nvidia_smi::SmiBackend::new();
+#[cfg(all(target_os = "linux", feature = "drm"))]
+static DRM: drm::DrmBackend = drm::DrmBackend::new();
 #[cfg(all(target_os = "macos", feature = "metal"))]
 static METAL: metal::MetalBackend = metal::MetalBackend::new();
 #[cfg(all(windows, feature = "dxgi"))]
@@ -54,6 +57,8 @@ fn backends() -> &'static [&'static dyn Backend] {
         list.push(&NVML);
         #[cfg(feature = "nvidia-smi-fallback")]
         list.push(&SMI);
+        #[cfg(all(target_os = "linux", feature = "drm"))]
+        list.push(&DRM);
         #[cfg(all(target_os = "macos", feature = "metal"))]
         list.push(&METAL);
         #[cfg(all(windows, feature = "dxgi"))]
@@ -266,6 +271,20 @@ fn nvml_bus_ids() -> Vec<Option<(u32, u32, u32)>> {
     Vec::new()
 }
 
+/// PCI bus ids of the NVIDIA devices the NVIDIA sources measure (so other-vendor walks do not
+/// list them twice).
+#[cfg(all(target_os = "linux", feature = "drm"))]
+fn nvidia_bus_ids() -> Vec<String> {
+    let list = backends();
+    let Ok(n) = first_ok(list, Scope::Nvidia, Op::DeviceCount, |b| b.device_count()) else {
+        return Vec::new();
+    };
+    (0..n)
+        .filter_map(|i| first_ok(list, Scope::Nvidia, Op::DeviceInfo, |b| b.device_info(i)).ok())
+        .filter_map(|d| d.pci_bus_id)
+        .collect()
+}
+
 fn dispatcher() -> Dispatcher<'static> {
     Dispatcher { list: backends() }
 }
@@ -348,6 +367,9 @@ pub fn sources() -> Vec<SourceReport> {
     }
     if cfg!(target_os = "macos") {
         wanted.push((GpuQuerySource::Metal, "metal"));
+    }
+    if cfg!(target_os = "linux") {
+        wanted.push((GpuQuerySource::Drm, "drm"));
     }
     for (s, feature) in wanted {
         if !out.iter().any(|r| r.source == s) {
@@ -443,6 +465,7 @@ mod tests {
                 pci_bus_id: None,
                 vendor: Some(GpuVendor::Nvidia),
                 source: self.source,
+                ..GpuDeviceInfo::blank()
             })
         }
         fn process_gpu_info(&self, _: u32) -> Result<ProcessGpuInfo> {

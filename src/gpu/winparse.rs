@@ -120,6 +120,7 @@ pub fn adapter_sum<'a>(
 }
 
 /// A UTF-16 buffer up to its first NUL (all of it when there is none), lossily decoded.
+#[must_use]
 pub fn utf16_until_nul(buf: &[u16]) -> String {
     let end = buf.iter().position(|&c| c == 0).unwrap_or(buf.len());
     String::from_utf16_lossy(buf.get(..end).unwrap_or_default())
@@ -185,6 +186,7 @@ pub fn classify_adapter(vendor_id: u32, dedicated: u64, flags: u32) -> AdapterKi
 }
 
 /// `(bus, device, function)` of an NVML bus id such as `00000000:01:00.0` or `0000:01:00.0`.
+#[must_use]
 pub fn parse_bus_id(s: &str) -> Option<(u32, u32, u32)> {
     let mut parts = s.trim().rsplitn(3, ':');
     let dev_fn = parts.next()?;

@@ -244,6 +244,7 @@ fn source_name(s: GpuQuerySource) -> &'static str {
         GpuQuerySource::Dxgi => "DXGI",
         GpuQuerySource::Pdh => "PDH",
         GpuQuerySource::Metal => "Metal",
+        GpuQuerySource::Drm => "DRM",
         _ => "other",
     }
 }

@@ -326,6 +326,7 @@ impl Backend for MetalBackend {
             pci_bus_id: None,
             vendor: Some(GpuVendor::Apple),
             source: GpuQuerySource::Metal,
+            ..GpuDeviceInfo::blank()
         })
     }
 
@@ -358,6 +359,7 @@ impl Backend for MetalBackend {
                     device_index: index,
                     shared_used_bytes: 0,
                     context: None,
+                    ..GpuProcessEntry::blank()
                 })
             })
             .collect();

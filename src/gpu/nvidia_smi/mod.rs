@@ -317,6 +317,7 @@ fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
         pci_bus_id: g.pci_bus_id,
         vendor: Some(GpuVendor::Nvidia),
         source: GpuQuerySource::NvidiaSmi,
+        ..GpuDeviceInfo::blank()
     })
 }
 
@@ -350,7 +351,7 @@ impl Backend for SmiBackend {
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         let (gpu, rows) = self.rows(index)?;
         let me = std::process::id();
-        if let Some((_, used, _)) = rows.iter().find(|r| r.0 == me) {
+        if let Some((_, used, _)) = rows.iter().find(|r| procfs::place(r.0).0 == me) {
             return Ok(ProcessGpuInfo {
                 used_bytes: *used,
                 is_per_process: true,
@@ -375,18 +376,25 @@ impl Backend for SmiBackend {
 
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
         let (_, rows) = self.rows(index)?;
-        Ok(rows
+        let mut out: Vec<GpuProcessEntry> = rows
             .into_iter()
-            .map(|(pid, used, name)| GpuProcessEntry {
-                pid,
-                name: name.map(|n| procfs::short_name(&n).to_string()),
-                used_bytes: used,
-                source: GpuQuerySource::NvidiaSmi,
-                device_index: index,
-                shared_used_bytes: 0,
-                context: Some(GpuContextKind::Compute),
+            .map(|(pid, used, name)| {
+                let (shown, host_pid, outside) = procfs::place(pid);
+                GpuProcessEntry {
+                    pid: shown,
+                    name: name.map(|n| procfs::short_name(&n).to_string()),
+                    used_bytes: used,
+                    source: GpuQuerySource::NvidiaSmi,
+                    device_index: index,
+                    context: Some(GpuContextKind::Compute),
+                    host_pid,
+                    outside_pid_namespace: outside,
+                    ..GpuProcessEntry::blank()
+                }
             })
-            .collect())
+            .collect();
+        out.sort_by_key(|e| e.pid);
+        Ok(out)
     }
 
     fn report(&self) -> SourceReport {

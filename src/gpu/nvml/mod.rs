@@ -398,6 +398,7 @@ impl Loaded {
             pci_bus_id,
             vendor: Some(GpuVendor::Nvidia),
             source: GpuQuerySource::Nvml,
+            ..GpuDeviceInfo::blank()
         })
     }
 
@@ -610,7 +611,14 @@ impl Backend for NvmlBackend {
         Self::with(|l| {
             let rows = l.run(|l| l.raw_processes(index))?;
             let me = std::process::id();
-            if let Some(r) = rows.iter().find(|r| r.pid == me) {
+            let own_root = crate::roots::procfs_is_own();
+            if let Some(r) = rows.iter().find(|r| {
+                if own_root {
+                    r.pid == me
+                } else {
+                    procfs::place(r.pid).0 == me
+                }
+            }) {
                 return Ok(ProcessGpuInfo {
                     used_bytes: r.used,
                     is_per_process: true,
@@ -640,18 +648,30 @@ impl Backend for NvmlBackend {
         Self::with(|l| {
             let rows = l.run(|l| l.raw_processes(index))?;
             let root = procfs::root();
-            Ok(rows
+            let mut out: Vec<GpuProcessEntry> = rows
                 .into_iter()
-                .map(|r| GpuProcessEntry {
-                    pid: r.pid,
-                    name: l.name_of(root, r.pid),
-                    used_bytes: r.used,
-                    source: GpuQuerySource::Nvml,
-                    device_index: index,
-                    shared_used_bytes: 0,
-                    context: Some(r.context),
+                .map(|r| {
+                    let (pid, host_pid, outside) = procfs::place(r.pid);
+                    let name = match (host_pid, outside) {
+                        (None, false) => l.name_of(root, r.pid),
+                        // Mapped, or outside our namespace but visible in a host procfs.
+                        _ => procfs::comm(root, r.pid),
+                    };
+                    GpuProcessEntry {
+                        pid,
+                        name,
+                        used_bytes: r.used,
+                        source: GpuQuerySource::Nvml,
+                        device_index: index,
+                        context: Some(r.context),
+                        host_pid,
+                        outside_pid_namespace: outside,
+                        ..GpuProcessEntry::blank()
+                    }
                 })
-                .collect())
+                .collect();
+            out.sort_by_key(|e| e.pid);
+            Ok(out)
         })
     }
 

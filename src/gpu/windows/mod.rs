@@ -153,6 +153,7 @@ fn processes(a: &AdapterDesc, device_index: u32) -> Result<Vec<GpuProcessEntry>>
                 device_index,
                 shared_used_bytes: s,
                 context: None,
+                ..GpuProcessEntry::blank()
             }
         })
         .collect())
@@ -201,6 +202,7 @@ impl Backend for DxgiBackend {
                 .ok()
                 .and_then(GpuVendor::from_pci_vendor_id),
             source: GpuQuerySource::Dxgi,
+            ..GpuDeviceInfo::blank()
         })
     }
 
