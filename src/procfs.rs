@@ -88,11 +88,17 @@ pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
                 None => PidView::Outside,
             }
         }
-        // The caller shares the namespace of `root` itself (e.g. hostPID): same numbers.
-        (Some(m), _) if ns_link(&root.join("1").join("ns").join("pid")).is_some_and(|r| r == m) => {
-            PidView::Here
+        // Another namespace than ours. Its numbers in `root` are ours only when we share the
+        // namespace of `root` itself (e.g. a pod with hostPID).
+        (Some(m), Some(_)) => {
+            if ns_link(&root.join("1").join("ns").join("pid")).is_some_and(|r| r == m) {
+                PidView::Here
+            } else {
+                PidView::Outside
+            }
         }
-        _ => PidView::Outside,
+        // The links cannot be read: the relation is unknown, so the pid is shown as `root` has it.
+        _ => PidView::Here,
     }
 }
 

@@ -34,6 +34,7 @@ fn hmn() -> Command {
         .env_remove("HYPOMNESIS_NVIDIA_SMI")
         .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
         .env_remove("HYPOMNESIS_PROCFS")
+        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
         .env("PATH", empty_dir())
         .env("LD_LIBRARY_PATH", empty_dir());
     c
@@ -162,10 +163,10 @@ fn ps_lists_every_device_with_stderr_summary() {
     assert_eq!(
         out,
         "\
-PID      NAME      VRAM  SHARED  DEVICE
-4194400  ?     16.0 GiB   0 MiB  0 NVIDIA H200
-4194402  ?      650 MiB   0 MiB  1 NVIDIA H200
-4194401  ?      512 MiB   0 MiB  0 NVIDIA H200
+PID                NAME      VRAM  SHARED  DEVICE
+4194400 (outside)  ?     16.0 GiB   0 MiB  0 NVIDIA H200
+4194402 (outside)  ?      650 MiB   0 MiB  1 NVIDIA H200
+4194401 (outside)  ?      512 MiB   0 MiB  0 NVIDIA H200
 "
     );
     assert_eq!(

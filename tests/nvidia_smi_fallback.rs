@@ -38,6 +38,7 @@ fn run_child(name: &str, capture_path: &PathBuf, env: &[(&str, &str)]) {
     .env("FAKE_SMI_CAPTURE", capture_path)
     .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
     .env_remove("HYPOMNESIS_PROCFS")
+    .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
     .env_remove("FAKE_SMI_MODE")
     .env_remove("FAKE_SMI_PHASE");
     for (k, v) in env {

@@ -59,7 +59,8 @@ fn run_child(name: &str, variant: FakeVariant, scenario: &str, env: &[(&str, &st
     // No nvidia-smi fallback unless a test provides one.
     .env("PATH", &empty_path)
     .env_remove("HYPOMNESIS_NVIDIA_SMI")
-    .env_remove("HYPOMNESIS_PROCFS");
+    .env_remove("HYPOMNESIS_PROCFS")
+    .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -702,6 +703,7 @@ fn run_child_with_own_pid(name: &str, scenario: &str) {
         .env("HMN_FAKE_LIB", &lib)
         .env_remove("HYPOMNESIS_NVIDIA_SMI")
         .env_remove("HYPOMNESIS_PROCFS")
+        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
         .env("PATH", format!("/usr/bin:/bin:{}", empty_path.display()))
         .output()
         .unwrap();

@@ -23,8 +23,10 @@ What the figures mean (NVIDIA):
   used      (in --json) total - free, so it includes reserved.
 MiB are 1,048,576 bytes, rounded down.
 
-Where the figures come from: NVML (libnvidia-ml, loaded once), or nvidia-smi when NVML cannot be
-loaded. `hmn doctor` says which answered and why the others did not.";
+Where the figures come from: NVIDIA GPUs through NVML (libnvidia-ml, loaded once), or nvidia-smi
+when NVML cannot be loaded; on Linux, AMD and Intel GPUs through sysfs and DRM fdinfo (listed after
+the NVIDIA ones); on Windows DXGI and PDH; on macOS Metal. `hmn doctor` says which answered and
+why the others did not.";
 
 const AFTER_HELP: &str = "\
 Exit status: 0 success (also when there is no GPU), 1 a measurement failed, 2 usage error.
@@ -33,7 +35,8 @@ Environment:
   HYPOMNESIS_NVML_LIBRARY        absolute path of libnvidia-ml; when set, nothing else is tried
   HYPOMNESIS_NVIDIA_SMI          path of nvidia-smi (else PATH)
   HYPOMNESIS_NVIDIA_SMI_TIMEOUT  limit of one nvidia-smi run, e.g. 2s or 500ms (default 10s)
-  HYPOMNESIS_PROCFS              where /proc is (a host's procfs mounted in a container)";
+  HYPOMNESIS_PROCFS              where /proc is (a host's procfs mounted in a container)
+  HYPOMNESIS_SYSFS               where /sys is (a host's sysfs mounted in a container)";
 
 /// The `hmn` command line.
 #[derive(Debug, Parser)]
@@ -42,6 +45,14 @@ pub struct Cli {
     /// Print JSON on stdout instead of text (null for unknown values).
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// Read processes from this procfs instead of /proc (e.g. the host's, mounted at /host/proc).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub procfs: Option<std::path::PathBuf>,
+
+    /// Read devices from this sysfs instead of /sys (e.g. the host's, mounted at /host/sys).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub sysfs: Option<std::path::PathBuf>,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -83,6 +94,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Err(e) = hypomnesis::set_roots(cli.procfs.as_deref(), cli.sysfs.as_deref()) {
+        eprintln!("hmn: {e}");
+        return ExitCode::from(2);
+    }
     let stdout = io::stdout();
     let mut out = stdout.lock();
     let stderr = io::stderr();

@@ -63,13 +63,16 @@ pub fn run(
     for &i in &devices {
         match hypomnesis::gpu_processes(i) {
             Ok(list) => {
-                let device_name = hypomnesis::device_info(i).ok().and_then(|d| d.name);
+                let info = hypomnesis::device_info(i).ok();
+                let device_name = info.as_ref().and_then(|d| d.name.clone());
+                let device_vendor = info.as_ref().and_then(|d| d.vendor);
                 rows.extend(
                     list.into_iter()
                         .filter(|e| args.pid.is_none_or(|p| e.pid == p))
                         .map(|entry| PsRow {
                             entry,
                             device_name: device_name.clone(),
+                            device_vendor,
                         }),
                 );
             }

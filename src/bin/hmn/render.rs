@@ -101,6 +101,8 @@ pub fn format_size(bytes: u64) -> String {
 pub struct PsRow {
     pub entry: GpuProcessEntry,
     pub device_name: Option<String>,
+    /// The device's maker, shown when it has no name.
+    pub device_vendor: Option<hypomnesis::GpuVendor>,
 }
 
 impl PsRow {
@@ -139,12 +141,18 @@ pub fn ps_table(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
     let cells: Vec<[String; 5]> = rows
         .iter()
         .map(|r| {
-            let device = match &r.device_name {
-                Some(n) => format!("{} {n}", r.entry.device_index),
-                None => r.entry.device_index.to_string(),
+            let device = match (&r.device_name, r.device_vendor) {
+                (Some(n), _) => format!("{} {n}", r.entry.device_index),
+                (None, Some(v)) => format!("{} {}", r.entry.device_index, vendor_label(v)),
+                (None, None) => r.entry.device_index.to_string(),
+            };
+            let pid = match (r.entry.host_pid, r.entry.outside_pid_namespace) {
+                (Some(h), _) => format!("{} (host {h})", r.entry.pid),
+                (None, true) => format!("{} (outside)", r.entry.pid),
+                (None, false) => r.entry.pid.to_string(),
             };
             [
-                r.entry.pid.to_string(),
+                pid,
                 r.entry.name.clone().unwrap_or_else(|| "?".into()),
                 format_size(r.entry.used_bytes),
                 format_size(r.entry.shared_used_bytes),
@@ -180,6 +188,16 @@ pub fn ps_table(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
     Ok(())
 }
 
+fn vendor_label(v: hypomnesis::GpuVendor) -> &'static str {
+    match v {
+        hypomnesis::GpuVendor::Nvidia => "NVIDIA GPU",
+        hypomnesis::GpuVendor::Amd => "AMD GPU",
+        hypomnesis::GpuVendor::Intel => "Intel GPU",
+        hypomnesis::GpuVendor::Apple => "Apple GPU",
+        _ => "GPU",
+    }
+}
+
 /// `hmn: <N> GPU processes found[ matching pid=<p> device=<d>][ (<total> committed total)].`
 pub fn ps_summary(rows: &[PsRow], pid: Option<u32>, device: Option<u32>) -> String {
     let n = rows.len();
@@ -211,6 +229,8 @@ pub fn ps_summary(rows: &[PsRow], pid: Option<u32>, device: Option<u32>) -> Stri
 #[derive(Serialize)]
 struct PsJson<'a> {
     pid: u32,
+    host_pid: Option<u32>,
+    outside_pid_namespace: bool,
     name: Option<&'a str>,
     used_bytes: u64,
     shared_used_bytes: u64,
@@ -225,6 +245,8 @@ pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
         .iter()
         .map(|r| PsJson {
             pid: r.entry.pid,
+            host_pid: r.entry.host_pid,
+            outside_pid_namespace: r.entry.outside_pid_namespace,
             name: r.entry.name.as_deref(),
             used_bytes: r.entry.used_bytes,
             shared_used_bytes: r.entry.shared_used_bytes,
@@ -315,10 +337,6 @@ pub fn doctor(
             writeln!(out, "    what to do: {h}")?;
         }
     }
-    writeln!(
-        out,
-        "Not in this version: AMD and Intel GPUs on Linux (sysfs, DRM fdinfo)."
-    )?;
     Ok(())
 }
 
@@ -377,6 +395,7 @@ mod tests {
                 .context(Some(GpuContextKind::Compute))
                 .build(),
             device_name: Some("NVIDIA L40S".into()),
+            device_vendor: Some(GpuVendor::Nvidia),
         }
     }
 
@@ -570,7 +589,6 @@ NVML: not present: could not load the NVML library (tried libnvidia-ml.so.1: not
 nvidia-smi: answered
     executable: /usr/bin/nvidia-smi
     version: 595.80
-Not in this version: AMD and Intel GPUs on Linux (sysfs, DRM fdinfo).
 "
         );
         let failed =

@@ -114,10 +114,15 @@ fn devices() -> &'static Devices {
     static LIST: OnceLock<Devices> = OnceLock::new();
     LIST.get_or_init(|| {
         let (all, mut notes) = walk(roots::sysfs());
-        let nvidia: Vec<_> = crate::gpu::nvidia_bus_ids()
-            .iter()
-            .filter_map(|b| parse::pci_address(b))
-            .collect();
+        // Asked of the NVIDIA sources only when an NVIDIA card is here at all.
+        let nvidia: Vec<_> = if all.iter().any(|d| d.vendor_id == 0x10DE) {
+            crate::gpu::nvidia_bus_ids()
+                .iter()
+                .filter_map(|b| parse::pci_address(b))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut list = Vec::new();
         for d in all {
             if d.vendor_id == 0x10DE
@@ -354,7 +359,11 @@ impl Backend for DrmBackend {
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         let d = device(index)?;
         let me = std::process::id();
-        let used = self.rows(d).get(&me).map_or(0, |(u, _)| *u);
+        let used = self
+            .rows(d)
+            .into_iter()
+            .find(|(pid, _)| procfs::place(*pid).0 == me)
+            .map_or(0, |(_, (u, _))| u);
         // The sweep reads this process's own fd table, so absence means no memory here.
         Ok(ProcessGpuInfo {
             used_bytes: used,
@@ -370,14 +379,19 @@ impl Backend for DrmBackend {
             .rows(d)
             .into_iter()
             .filter(|(_, (u, s))| *u > 0 || *s > 0)
-            .map(|(pid, (used, shared))| GpuProcessEntry {
-                pid,
-                name: procfs::comm(root, pid),
-                used_bytes: used,
-                source: GpuQuerySource::Drm,
-                device_index: index,
-                shared_used_bytes: shared,
-                ..GpuProcessEntry::blank()
+            .map(|(pid, (used, shared))| {
+                let (shown, host_pid, outside) = procfs::place(pid);
+                GpuProcessEntry {
+                    pid: shown,
+                    name: procfs::comm(root, pid),
+                    used_bytes: used,
+                    source: GpuQuerySource::Drm,
+                    device_index: index,
+                    shared_used_bytes: shared,
+                    host_pid,
+                    outside_pid_namespace: outside,
+                    ..GpuProcessEntry::blank()
+                }
             })
             .collect())
     }
