@@ -3,6 +3,15 @@
 //! container that mounts the host's at `/host/proc` and `/host/sys` sees the host's processes
 //! and devices through them.
 
+// Which readers a build uses depends on its platform and features.
+#![cfg_attr(
+    not(all(
+        target_os = "linux",
+        any(feature = "nvml", feature = "nvidia-smi-fallback", feature = "drm")
+    )),
+    allow(dead_code)
+)]
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 

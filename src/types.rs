@@ -140,6 +140,7 @@ pub struct GpuDeviceInfo {
 
 impl GpuDeviceInfo {
     /// All-unknown figures, for the crate's constructors (`..GpuDeviceInfo::blank()`).
+    #[allow(dead_code)] // a build without GPU backends constructs none
     pub(crate) fn blank() -> Self {
         Self {
             index: 0,
@@ -235,6 +236,7 @@ pub struct GpuProcessEntry {
 
 impl GpuProcessEntry {
     /// An empty row, for the crate's constructors (`..GpuProcessEntry::blank()`).
+    #[allow(dead_code)] // a build without GPU backends constructs none
     pub(crate) fn blank() -> Self {
         Self {
             pid: 0,

@@ -15,4 +15,5 @@ pub(crate) mod parse;
 
 #[cfg(all(target_os = "linux", feature = "drm"))]
 pub(crate) use sweep::DrmBackend;
+#[cfg(all(target_os = "linux", feature = "drm"))]
 pub use sweep::{Sweep, sweep_tree};
