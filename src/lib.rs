@@ -51,17 +51,24 @@ mod error;
 mod gpu;
 #[cfg(any(feature = "nvml", feature = "nvidia-smi-fallback", feature = "drm"))]
 mod procfs;
+mod procinfo;
 mod ram;
 #[cfg(feature = "report")]
 mod report;
 mod roots;
 mod snapshot;
+pub mod spill;
 mod types;
 
 pub use error::{HypomnesisError, Result};
 #[cfg(feature = "nvml")]
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
-pub use gpu::{device_count, device_info, gpu_processes, process_gpu_info, sources};
+pub use gpu::{
+    adapter_residency, device_count, device_info, gpu_processes, process_gpu_info, sources,
+};
+pub use procinfo::{
+    descendants, parse_stat, process_name, process_rss_of, process_start_time, process_tree,
+};
 pub use ram::process_rss;
 #[cfg(feature = "report")]
 pub use report::MemoryReport;

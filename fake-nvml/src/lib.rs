@@ -699,11 +699,17 @@ fn rows(l: &Loaded, index: usize, family: Family) -> Vec<ProcessInfoV2> {
         Family::Mps => &[],
     }
     .iter()
-    .map(|p| ProcessInfoV2 {
-        pid: p.pid,
-        used_gpu_memory: p.used.unwrap_or(VALUE_NOT_AVAILABLE_U64),
-        gpu_instance_id: p.gpu_instance_id.unwrap_or(VALUE_NOT_AVAILABLE_U32),
-        compute_instance_id: p.compute_instance_id.unwrap_or(VALUE_NOT_AVAILABLE_U32),
+    .filter_map(|p| {
+        let pid = match &p.pid_file {
+            Some(f) => std::fs::read_to_string(f).ok()?.trim().parse().ok()?,
+            None => p.pid,
+        };
+        Some(ProcessInfoV2 {
+            pid,
+            used_gpu_memory: p.used.unwrap_or(VALUE_NOT_AVAILABLE_U64),
+            gpu_instance_id: p.gpu_instance_id.unwrap_or(VALUE_NOT_AVAILABLE_U32),
+            compute_instance_id: p.compute_instance_id.unwrap_or(VALUE_NOT_AVAILABLE_U32),
+        })
     })
     .collect();
     if family == Family::Compute && l.grown.get(index).copied().unwrap_or(false) {

@@ -124,8 +124,13 @@ struct RawDevice {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Process {
-    /// Process id.
+    /// Process id (ignored when `pid_file` is given).
+    #[serde(default)]
     pub pid: u32,
+    /// A file holding the pid, read at every list call (for processes started after the
+    /// scenario was written); the row is left out while the file is missing or not a pid.
+    #[serde(default)]
+    pub pid_file: Option<String>,
     /// Bytes used; omitted or `null` means NVML_VALUE_NOT_AVAILABLE (all ones, as under WDDM).
     #[serde(default)]
     pub used: Option<u64>,

@@ -342,6 +342,28 @@ pub fn gpu_processes(device_index: u32) -> Result<Vec<GpuProcessEntry>> {
     dispatcher().gpu_processes(device_index)
 }
 
+/// Dedicated-resident and shared-resident bytes of GPU `index` as a whole (Windows WDDM, from
+/// PDH's `GPU Adapter Memory` counters), and the adapter's dedicated capacity:
+/// `(dedicated, shared, capacity)`. What [`crate::spill::SpillTracker`] observes.
+///
+/// # Errors
+///
+/// [`HypomnesisError::Pdh`]/[`HypomnesisError::Dxgi`] when the counters cannot be read; on other
+/// platforms an error saying spill is not measurable there.
+pub fn adapter_residency(index: u32) -> Result<(u64, u64, u64)> {
+    #[cfg(all(windows, feature = "pdh"))]
+    {
+        windows::residency(index)
+    }
+    #[cfg(not(all(windows, feature = "pdh")))]
+    {
+        Err(HypomnesisError::Pdh(format!(
+            "GPU {index}: spill into shared memory is measurable only on Windows (WDDM), not on {}",
+            std::env::consts::OS
+        )))
+    }
+}
+
 /// What each GPU source of this build says about itself: present or not, answered or why not,
 /// and its details (library path, driver and library versions, optional features).
 #[must_use]

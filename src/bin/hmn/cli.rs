@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::{device, doctor, ps};
+#[cfg(feature = "serve")]
+use crate::serve;
+use crate::{device, doctor, ps, run, spill, watch};
 
 const LONG_ABOUT: &str = "\
 Measure GPU and RAM memory from outside any framework.
@@ -69,6 +71,20 @@ pub enum Command {
     Ps(ps::PsArgs),
     /// Say, for each GPU source, whether it answered and why not.
     Doctor,
+    /// Run a command and report the peak RAM and GPU memory of its whole process tree.
+    ///
+    /// The command keeps this terminal (stdin, stdout, stderr); the summary goes to stderr (or one
+    /// JSON object to stdout with --json). Its exit status is passed through (a signal n as
+    /// 128+n); Ctrl-C reaches the command and the summary still prints.
+    Run(run::RunArgs),
+    /// Follow running processes (or the top GPU holders): one row per process per interval,
+    /// with changes, and a summary of baseline and peak at the end.
+    Watch(watch::WatchArgs),
+    /// Run a command and report whether the GPU spilled into shared system memory (Windows WDDM).
+    Spill(spill::SpillArgs),
+    /// Serve Prometheus/OpenMetrics metrics on /metrics.
+    #[cfg(feature = "serve")]
+    Serve(serve::ServeArgs),
     /// Print a completion script for a shell (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -83,6 +99,8 @@ pub enum Command {
 pub enum Outcome {
     Success,
     MeasurementFailed,
+    /// Exit with this status (a command's, passed through).
+    Code(u8),
 }
 
 pub fn main() -> ExitCode {
@@ -106,6 +124,11 @@ pub fn main() -> ExitCode {
         None => device::run(cli.json, &mut out, &mut err),
         Some(Command::Ps(args)) => ps::run(args, cli.json, &mut out, &mut err),
         Some(Command::Doctor) => doctor::run(cli.json, &mut out),
+        Some(Command::Run(args)) => run::run(args, cli.json, &mut out, &mut err),
+        Some(Command::Watch(args)) => watch::run(args, cli.json, &mut out, &mut err),
+        Some(Command::Spill(args)) => spill::run(args, cli.json, &mut out, &mut err),
+        #[cfg(feature = "serve")]
+        Some(Command::Serve(args)) => serve::run(args, &mut err),
         Some(Command::Completions { shell }) => {
             clap_complete::generate(*shell, &mut Cli::command(), "hmn", &mut out);
             Ok(Outcome::Success)
@@ -118,6 +141,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::MeasurementFailed) => ExitCode::from(1),
+        Ok(Outcome::Code(c)) => ExitCode::from(c),
         // `hmn ps | head -1`: the reader is gone; nothing more to say.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {

@@ -3,8 +3,16 @@
 mod cli;
 mod device;
 mod doctor;
+mod plot;
 mod ps;
 mod render;
+mod run;
+mod sample;
+#[cfg(feature = "serve")]
+mod serve;
+mod spill;
+mod sys;
+mod watch;
 
 fn main() -> std::process::ExitCode {
     cli::main()

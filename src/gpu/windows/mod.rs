@@ -25,6 +25,7 @@ use crate::{
 const DEDICATED: &str = r"\GPU Process Memory(*)\Dedicated Usage";
 const SHARED: &str = r"\GPU Process Memory(*)\Shared Usage";
 const ADAPTER_DEDICATED: &str = r"\GPU Adapter Memory(*)\Dedicated Usage";
+const ADAPTER_SHARED: &str = r"\GPU Adapter Memory(*)\Shared Usage";
 const MIB: u64 = 1 << 20;
 
 /// The adapters, walked once per process.
@@ -113,6 +114,31 @@ fn adapter_used(a: &AdapterDesc) -> Result<u64> {
             a.name, a.luid.0, a.luid.1
         ))
     })
+}
+
+/// `(dedicated, shared, capacity)` of device `index` (NVIDIA devices first, then the others,
+/// as in the device list).
+pub(crate) fn residency(index: u32) -> Result<(u64, u64, u64)> {
+    let nvidia = scoped(Scope::Nvidia)?;
+    let a = match usize::try_from(index).ok().and_then(|i| nvidia.get(i)) {
+        Some(a) => a,
+        None => {
+            let local = index.saturating_sub(u32::try_from(nvidia.len()).unwrap_or(u32::MAX));
+            adapter(Scope::Others, local)?
+        }
+    };
+    let rows = ffi::sample(&[ADAPTER_DEDICATED, ADAPTER_SHARED]).map_err(HypomnesisError::Pdh)?;
+    let sum = |k: usize| {
+        let r = rows.get(k).map(Vec::as_slice).unwrap_or_default();
+        winparse::adapter_sum(r.iter().map(|(n, v)| (n.as_str(), *v)), a.luid)
+    };
+    match (sum(0), sum(1)) {
+        (Some(d), Some(s)) => Ok((d, s, a.dedicated)),
+        _ => Err(HypomnesisError::Pdh(format!(
+            "no `GPU Adapter Memory` counters for {}",
+            a.name
+        ))),
+    }
 }
 
 /// Processes on an adapter from PDH, sorted by pid; `device_index` as given.

@@ -1,0 +1,336 @@
+//! `hmn serve`: a Prometheus/OpenMetrics exporter on `/metrics`.
+//!
+//! A scrape that finds a measurement younger than `--min-interval` gets it as it is; otherwise
+//! it measures, holding the cache's async mutex meanwhile, so concurrent scrapes wait for that
+//! one measurement instead of making their own. The measurement runs on tokio's blocking pool
+//! (it loads libraries, may run `nvidia-smi`), in a task of its own, so a scraper that hangs up
+//! mid-way cannot cancel it and let a second one start. SIGTERM and Ctrl-C stop the server
+//! gracefully.
+
+mod conn;
+mod exposition;
+
+use std::future::{Future, IntoFuture as _};
+use std::io::{self, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use clap::Args;
+use tokio::sync::Mutex;
+
+use crate::cli::Outcome;
+
+/// What `/metrics` is served as (prometheus-client writes OpenMetrics, ending with `# EOF`).
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// How long in-flight scrapes may take to finish once a stop signal came.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// The page at `/`.
+const INDEX: &str = "hmn serve: GPU memory metrics for Prometheus (hypomnesis).\n\
+                     Metrics: /metrics (OpenMetrics text)\n";
+
+/// Options of `hmn serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0: any free port). Addresses other than loopback need
+    /// --allow-remote.
+    #[arg(long, default_value = "127.0.0.1:9835", value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// Scrapes within this long of the last measurement are answered from it (e.g. 1s, 500ms):
+    /// however many scrapers there are, the GPUs are measured at most once per interval.
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = hypomnesis::__parsers::parse_duration)]
+    pub min_interval: Duration,
+    /// Allow a --listen address that is not loopback. The metrics name the GPUs and the
+    /// processes using them (pid and name): anyone who can reach the address can read them.
+    #[arg(long)]
+    pub allow_remote: bool,
+}
+
+/// A loopback address (IPv4-mapped IPv6 ones included).
+fn is_loopback(ip: IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
+}
+
+pub fn run(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
+    if !is_loopback(args.listen.ip()) {
+        if !args.allow_remote {
+            writeln!(
+                err,
+                "hmn: refusing to serve on {}: it is not a loopback address, and the metrics name \
+                 the GPUs and the processes using them. Pass --allow-remote to serve there anyway.",
+                args.listen
+            )?;
+            return Ok(Outcome::Code(2));
+        }
+        writeln!(
+            err,
+            "hmn: warning: serving on {}, not a loopback address (--allow-remote): anyone who can \
+             reach it can read the GPU and process metrics; restrict access with a firewall or \
+             network policy.",
+            args.listen
+        )?;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(4)
+        .thread_name("hmn-serve")
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            writeln!(err, "hmn: cannot start the server: {e}")?;
+            return Ok(Outcome::Code(1));
+        }
+    };
+    let outcome = runtime.block_on(serve(args, err));
+    // A measurement stuck in a driver call must not hold the exit up.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    outcome
+}
+
+async fn serve(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
+    // Watch for signals before saying we listen: a stop sent right after must stop us cleanly.
+    let stop = match stop_signal() {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(err, "hmn: cannot watch for stop signals: {e}")?;
+            return Ok(Outcome::Code(1));
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            writeln!(err, "hmn: cannot listen on {}: {e}", args.listen)?;
+            return Ok(Outcome::Code(1));
+        }
+    };
+    let addr = listener.local_addr()?;
+    let app = router(Arc::new(Exporter::new(args.min_interval)));
+    let listener = conn::Limited::new(listener, conn::MAX_CONNECTIONS, conn::IDLE_TIMEOUT);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stop_rx.await;
+    });
+    let mut server = tokio::spawn(server.into_future());
+    writeln!(err, "hmn: serving metrics on http://{addr}/metrics")?;
+    err.flush()?;
+    let signal = tokio::select! {
+        ended = &mut server => {
+            let why = match ended {
+                Ok(Ok(())) => "it stopped".to_string(),
+                Ok(Err(e)) => e.to_string(),
+                Err(e) => e.to_string(),
+            };
+            writeln!(err, "hmn: the server stopped: {why}")?;
+            return Ok(Outcome::Code(1));
+        }
+        signal = stop => signal,
+    };
+    let _ = stop_tx.send(());
+    if tokio::time::timeout(SHUTDOWN_GRACE, &mut server)
+        .await
+        .is_err()
+    {
+        server.abort();
+        writeln!(
+            err,
+            "hmn: {signal}: stopped (connections still open after {}s were closed)",
+            SHUTDOWN_GRACE.as_secs()
+        )?;
+    } else {
+        writeln!(err, "hmn: {signal}: stopped")?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// Resolves with the name of the first stop signal (SIGTERM or SIGINT; on Windows, Ctrl-C,
+/// Ctrl-Break, console close or shutdown). The handlers are installed when this returns.
+#[cfg(unix)]
+fn stop_signal() -> io::Result<impl Future<Output = &'static str>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    })
+}
+
+#[cfg(windows)]
+fn stop_signal() -> io::Result<impl Future<Output = &'static str>> {
+    use tokio::signal::windows;
+    let mut c = windows::ctrl_c()?;
+    let mut brk = windows::ctrl_break()?;
+    let mut close = windows::ctrl_close()?;
+    let mut shutdown = windows::ctrl_shutdown()?;
+    Ok(async move {
+        tokio::select! {
+            _ = c.recv() => "Ctrl-C",
+            _ = brk.recv() => "Ctrl-Break",
+            _ = close.recv() => "console closed",
+            _ = shutdown.recv() => "system shutdown",
+        }
+    })
+}
+
+#[cfg(not(any(unix, windows)))]
+#[allow(clippy::unnecessary_wraps)] // the same signature as on unix and Windows
+fn stop_signal() -> io::Result<impl Future<Output = &'static str>> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    })
+}
+
+/// The routes: `/metrics`, a pointer to it at `/`, 404 elsewhere.
+fn router(exporter: Arc<Exporter>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/", get(|| async { INDEX }))
+        .fallback(|| async { (StatusCode::NOT_FOUND, "not found; metrics are at /metrics\n") })
+        .with_state(exporter)
+}
+
+async fn metrics(State(exporter): State<Arc<Exporter>>) -> Response {
+    // Its own task: the measurement completes (and is cached) even if this scraper goes away.
+    match tokio::spawn(async move { exporter.current().await }).await {
+        Ok(body) => (
+            [(header::CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS))],
+            body,
+        )
+            .into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "measurement failed\n").into_response(),
+    }
+}
+
+/// The cached exposition and what refreshes it.
+#[derive(Debug)]
+struct Exporter {
+    min_interval: Duration,
+    cache: Mutex<Cache>,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    /// Measurements made so far.
+    measurements: u64,
+    /// When the last one finished, and its text.
+    last: Option<(Instant, Bytes)>,
+}
+
+impl Exporter {
+    fn new(min_interval: Duration) -> Self {
+        Self {
+            min_interval,
+            cache: Mutex::new(Cache::default()),
+        }
+    }
+
+    /// The exposition of a measurement younger than the minimum interval, made now if needed.
+    async fn current(&self) -> Bytes {
+        let mut cache = self.cache.lock().await;
+        if let Some((at, body)) = &cache.last
+            && at.elapsed() < self.min_interval
+        {
+            return body.clone();
+        }
+        let started = Instant::now();
+        let sample = tokio::task::spawn_blocking(exposition::measure)
+            .await
+            .unwrap_or_else(|_| exposition::Sample::failed());
+        let took = started.elapsed();
+        cache.measurements += 1;
+        let body = Bytes::from(exposition::render(sample, took, cache.measurements));
+        cache.last = Some((Instant::now(), body.clone()));
+        body
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    #[test]
+    fn defaults_and_durations() {
+        let w = Wrap::try_parse_from(["serve"]).unwrap();
+        assert_eq!(w.args.listen, "127.0.0.1:9835".parse().unwrap());
+        assert_eq!(w.args.min_interval, Duration::from_secs(1));
+        assert!(!w.args.allow_remote);
+        let w = Wrap::try_parse_from([
+            "serve",
+            "--listen",
+            "[::1]:0",
+            "--min-interval",
+            "250ms",
+            "--allow-remote",
+        ])
+        .unwrap();
+        assert_eq!(w.args.min_interval, Duration::from_millis(250));
+        assert!(w.args.allow_remote);
+        assert!(Wrap::try_parse_from(["serve", "--min-interval", "soon"]).is_err());
+        assert!(Wrap::try_parse_from(["serve", "--listen", "localhost"]).is_err());
+    }
+
+    #[test]
+    fn loopback_addresses() {
+        for ip in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] {
+            assert!(is_loopback(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["0.0.0.0", "::", "10.0.0.1", "::ffff:10.0.0.1"] {
+            assert!(!is_loopback(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn remote_listen_is_refused_without_the_flag() {
+        let w = Wrap::try_parse_from(["serve", "--listen", "0.0.0.0:0"]).unwrap();
+        let mut err = Vec::new();
+        assert_eq!(run(&w.args, &mut err).unwrap(), Outcome::Code(2));
+        let err = String::from_utf8(err).unwrap();
+        assert!(err.contains("--allow-remote"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn scrapes_within_the_interval_share_one_measurement() {
+        let exporter = Arc::new(Exporter::new(Duration::from_secs(3600)));
+        let scrapes: Vec<_> = (0..16)
+            .map(|_| {
+                let e = Arc::clone(&exporter);
+                tokio::spawn(async move { e.current().await })
+            })
+            .collect();
+        let mut bodies = Vec::new();
+        for s in scrapes {
+            bodies.push(s.await.unwrap());
+        }
+        assert!(bodies.windows(2).all(|w| w[0] == w[1]));
+        let text = std::str::from_utf8(&bodies[0]).unwrap();
+        assert!(text.contains("\nhypomnesis_measurements_total 1\n"), "{text}");
+        assert_eq!(exporter.cache.lock().await.measurements, 1);
+
+        let quick = Exporter::new(Duration::from_millis(1));
+        quick.current().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let text = quick.current().await;
+        let text = std::str::from_utf8(&text).unwrap();
+        assert!(text.contains("\nhypomnesis_measurements_total 2\n"), "{text}");
+    }
+}

@@ -1,0 +1,489 @@
+//! One measurement of the host (`measure`) and its OpenMetrics text (`render`), through
+//! prometheus-client's text encoder. Pure apart from `measure`; tested byte for byte.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use hypomnesis::{GpuDeviceInfo, GpuProcessEntry, HypomnesisError, SourceReport, SourceState};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::{Registry, Unit};
+
+/// What one measurement found.
+#[derive(Debug, Clone, Default)]
+pub struct Sample {
+    /// Devices counted; `None` when counting failed.
+    pub counted: Option<u32>,
+    /// The devices that could be read, in index order.
+    pub devices: Vec<GpuDeviceInfo>,
+    /// Counted devices whose memory could not be read.
+    pub device_errors: u32,
+    /// Processes of the devices whose lists could be read.
+    pub processes: Vec<GpuProcessEntry>,
+    /// Counted devices whose process list could not be read.
+    pub process_errors: u32,
+    /// What each GPU source said about itself.
+    pub sources: Vec<SourceReport>,
+}
+
+impl Sample {
+    /// A measurement that could not be made at all (the measuring task died).
+    pub fn failed() -> Self {
+        Self::default()
+    }
+
+    /// Devices counted and every one of them read (a host without any GPU source counts as
+    /// read: there is nothing to measure).
+    pub fn success(&self) -> bool {
+        self.counted.is_some() && self.device_errors == 0
+    }
+}
+
+/// Measures every device and process list, then asks each source for its report. Blocking: it
+/// loads libraries and may run `nvidia-smi`.
+pub fn measure() -> Sample {
+    let mut s = Sample::default();
+    match hypomnesis::device_count() {
+        Ok(n) => {
+            s.counted = Some(n);
+            for i in 0..n {
+                match hypomnesis::device_info(i) {
+                    Ok(d) => s.devices.push(d),
+                    Err(_) => s.device_errors += 1,
+                }
+                match hypomnesis::gpu_processes(i) {
+                    Ok(list) => s.processes.extend(list),
+                    Err(_) => s.process_errors += 1,
+                }
+            }
+        }
+        // A host without GPUs is not a failed measurement.
+        Err(HypomnesisError::NoGpuSource) => s.counted = Some(0),
+        Err(_) => {}
+    }
+    s.sources = hypomnesis::sources();
+    s
+}
+
+/// The OpenMetrics text of `sample`, which took `took` to measure and was the `measurements`-th
+/// one, ending with `# EOF`.
+pub fn render(sample: Sample, took: Duration, measurements: u64) -> String {
+    let mut registry = Registry::with_prefix("hypomnesis");
+    registry.register_collector(Box::new(Exposition {
+        sample,
+        took,
+        measurements,
+    }));
+    let mut text = String::new();
+    match prometheus_client::encoding::text::encode(&mut text, &registry) {
+        Ok(()) => text,
+        // Writing to a String cannot fail and every value fits; never a half exposition.
+        Err(fmt::Error) => "# EOF\n".to_string(),
+    }
+}
+
+/// Escapes a label value for the text format: backslash, double quote and line feed.
+/// (prometheus-client writes label values as given.)
+pub fn label_value(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Bytes as a gauge value (every real figure fits; larger ones saturate).
+fn gauge(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
+/// A sample turned into metric families, in a stable order.
+#[derive(Debug)]
+struct Exposition {
+    sample: Sample,
+    took: Duration,
+    measurements: u64,
+}
+
+type Labels<const N: usize> = [(&'static str, String); N];
+
+/// Encodes one gauge family; a family without series is left out.
+fn gauges<const N: usize, V: prometheus_client::encoding::EncodeGaugeValue>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    series: &[(Labels<N>, V)],
+) -> fmt::Result
+where
+    Labels<N>: EncodeLabelSet,
+    V: Copy,
+{
+    if series.is_empty() {
+        return Ok(());
+    }
+    let mut metric = encoder.encode_descriptor(name, help, unit, MetricType::Gauge)?;
+    for (labels, value) in series {
+        ConstGauge::new(*value).encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// Encodes a gauge without labels.
+fn single<V: prometheus_client::encoding::EncodeGaugeValue>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    value: V,
+) -> fmt::Result {
+    ConstGauge::new(value).encode(encoder.encode_descriptor(name, help, unit, MetricType::Gauge)?)
+}
+
+impl Exposition {
+    fn device_labels(d: &GpuDeviceInfo) -> Labels<4> {
+        [
+            ("gpu", d.index.to_string()),
+            ("name", label_value(d.name.as_deref().unwrap_or_default())),
+            ("uuid", label_value(d.uuid.as_deref().unwrap_or_default())),
+            ("vendor", d.vendor.map(|v| v.as_str()).unwrap_or_default().into()),
+        ]
+    }
+
+    /// Per-device series of one figure, skipping devices where it is unknown.
+    fn devices(&self, figure: impl Fn(&GpuDeviceInfo) -> Option<u64>) -> Vec<(Labels<4>, i64)> {
+        self.sample
+            .devices
+            .iter()
+            .filter_map(|d| figure(d).map(|v| (Self::device_labels(d), gauge(v))))
+            .collect()
+    }
+
+    /// One series per (device, pid); rows of the same pair add up.
+    fn processes(&self) -> Vec<(Labels<3>, i64)> {
+        let mut rows: BTreeMap<(u32, u32), (u64, &str)> = BTreeMap::new();
+        for p in &self.sample.processes {
+            let row = rows
+                .entry((p.device_index, p.pid))
+                .or_insert((0, p.name.as_deref().unwrap_or_default()));
+            row.0 = row.0.saturating_add(p.used_bytes);
+        }
+        rows.into_iter()
+            .map(|((gpu, pid), (used, name))| {
+                (
+                    [
+                        ("gpu", gpu.to_string()),
+                        ("pid", pid.to_string()),
+                        ("name", label_value(name)),
+                    ],
+                    gauge(used),
+                )
+            })
+            .collect()
+    }
+}
+
+impl Collector for Exposition {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        let e = &mut encoder;
+        let bytes = Some(&Unit::Bytes);
+        gauges(
+            e,
+            "gpu_memory_total",
+            "Total memory of the GPU as its driver reports it.",
+            bytes,
+            &self.devices(|d| Some(d.total_bytes)),
+        )?;
+        gauges(
+            e,
+            "gpu_memory_free",
+            "Memory of the GPU that new allocations can still get.",
+            bytes,
+            &self.devices(|d| Some(d.free_bytes)),
+        )?;
+        gauges(
+            e,
+            "gpu_memory_used",
+            "Total minus free memory of the GPU (includes the driver reservation).",
+            bytes,
+            &self.devices(|d| Some(d.used_bytes)),
+        )?;
+        gauges(
+            e,
+            "gpu_memory_reserved",
+            "Driver/firmware reservation, part of total; absent when the driver does not report it.",
+            bytes,
+            &self.devices(|d| d.reserved_bytes),
+        )?;
+        gauges(
+            e,
+            "gpu_process_memory",
+            "GPU memory a process holds on a GPU.",
+            bytes,
+            &self.processes(),
+        )?;
+        let up: Vec<(Labels<1>, i64)> = self
+            .sample
+            .sources
+            .iter()
+            .map(|r| {
+                let answered = matches!(r.state, SourceState::Answered);
+                ([("source", r.source.as_str().to_string())], i64::from(answered))
+            })
+            .collect();
+        gauges(
+            e,
+            "up",
+            "Whether the GPU source answered at the last measurement (1) or not (0).",
+            None,
+            &up,
+        )?;
+        if let Some(n) = self.sample.counted {
+            single(
+                e,
+                "gpu_devices",
+                "GPUs counted at the last measurement.",
+                None,
+                i64::from(n),
+            )?;
+        }
+        single(
+            e,
+            "gpu_read_errors",
+            "Counted GPUs whose memory could not be read at the last measurement (their series are absent).",
+            None,
+            i64::from(self.sample.device_errors),
+        )?;
+        single(
+            e,
+            "gpu_process_read_errors",
+            "Counted GPUs whose process list could not be read at the last measurement.",
+            None,
+            i64::from(self.sample.process_errors),
+        )?;
+        single(
+            e,
+            "scrape_success",
+            "Whether the last measurement counted the GPUs and read every one (1) or not (0).",
+            None,
+            i64::from(self.sample.success()),
+        )?;
+        single(
+            e,
+            "scrape_duration",
+            "How long the last measurement took.",
+            Some(&Unit::Seconds),
+            self.took.as_secs_f64(),
+        )?;
+        let counter = ConstCounter::new(self.measurements);
+        counter.encode(e.encode_descriptor(
+            "measurements",
+            "Measurements made since start (scrapes within --min-interval share one).",
+            None,
+            MetricType::Counter,
+        )?)?;
+        gauges(
+            e,
+            "build_info",
+            "The hmn version serving these metrics.",
+            None,
+            &[([("version", env!("CARGO_PKG_VERSION").to_string())], 1_i64)],
+        )
+    }
+}
+
+// The fixtures are built with the `test-helpers` builders (`cargo test --all-features`).
+#[cfg(all(test, feature = "test-helpers"))]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use hypomnesis::{GpuQuerySource, GpuVendor};
+
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn device(index: u32, reserved: Option<u64>) -> GpuDeviceInfo {
+        GpuDeviceInfo::builder()
+            .index(index)
+            .name(Some("NVIDIA H200".into()))
+            .uuid(Some(format!("GPU-{index}")))
+            .vendor(Some(GpuVendor::Nvidia))
+            .total_bytes(1000 * MIB)
+            .free_bytes(600 * MIB)
+            .used_bytes(400 * MIB)
+            .reserved_bytes(reserved)
+            .build()
+    }
+
+    fn process(pid: u32, name: Option<&str>, used: u64, device: u32) -> GpuProcessEntry {
+        GpuProcessEntry::builder()
+            .pid(pid)
+            .name(name.map(String::from))
+            .used_bytes(used)
+            .device_index(device)
+            .build()
+    }
+
+    fn report(source: GpuQuerySource, state: SourceState) -> SourceReport {
+        SourceReport::builder().source(source).state(state).build()
+    }
+
+    fn sample() -> Sample {
+        let mut bare = device(1, None);
+        bare.name = None;
+        bare.uuid = None;
+        bare.vendor = None;
+        Sample {
+            counted: Some(3),
+            devices: vec![device(0, Some(5 * MIB)), bare],
+            device_errors: 1,
+            processes: vec![
+                process(20, Some("python3"), 100 * MIB, 0),
+                process(7, None, MIB, 1),
+                process(20, Some("python3"), 2 * MIB, 0),
+            ],
+            process_errors: 1,
+            sources: vec![
+                report(GpuQuerySource::Nvml, SourceState::Answered),
+                report(
+                    GpuQuerySource::NvidiaSmi,
+                    SourceState::Absent("not on PATH".into()),
+                ),
+                report(GpuQuerySource::Drm, SourceState::Failed("no".into())),
+            ],
+        }
+    }
+
+    #[test]
+    fn exposition_is_exact_and_stable() {
+        let text = render(sample(), Duration::from_millis(1500), 4);
+        let version = env!("CARGO_PKG_VERSION");
+        let expected = format!(
+            r#"# HELP hypomnesis_gpu_memory_total_bytes Total memory of the GPU as its driver reports it.
+# TYPE hypomnesis_gpu_memory_total_bytes gauge
+# UNIT hypomnesis_gpu_memory_total_bytes bytes
+hypomnesis_gpu_memory_total_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 1048576000
+hypomnesis_gpu_memory_total_bytes{{gpu="1",name="",uuid="",vendor=""}} 1048576000
+# HELP hypomnesis_gpu_memory_free_bytes Memory of the GPU that new allocations can still get.
+# TYPE hypomnesis_gpu_memory_free_bytes gauge
+# UNIT hypomnesis_gpu_memory_free_bytes bytes
+hypomnesis_gpu_memory_free_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 629145600
+hypomnesis_gpu_memory_free_bytes{{gpu="1",name="",uuid="",vendor=""}} 629145600
+# HELP hypomnesis_gpu_memory_used_bytes Total minus free memory of the GPU (includes the driver reservation).
+# TYPE hypomnesis_gpu_memory_used_bytes gauge
+# UNIT hypomnesis_gpu_memory_used_bytes bytes
+hypomnesis_gpu_memory_used_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 419430400
+hypomnesis_gpu_memory_used_bytes{{gpu="1",name="",uuid="",vendor=""}} 419430400
+# HELP hypomnesis_gpu_memory_reserved_bytes Driver/firmware reservation, part of total; absent when the driver does not report it.
+# TYPE hypomnesis_gpu_memory_reserved_bytes gauge
+# UNIT hypomnesis_gpu_memory_reserved_bytes bytes
+hypomnesis_gpu_memory_reserved_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 5242880
+# HELP hypomnesis_gpu_process_memory_bytes GPU memory a process holds on a GPU.
+# TYPE hypomnesis_gpu_process_memory_bytes gauge
+# UNIT hypomnesis_gpu_process_memory_bytes bytes
+hypomnesis_gpu_process_memory_bytes{{gpu="0",pid="20",name="python3"}} 106954752
+hypomnesis_gpu_process_memory_bytes{{gpu="1",pid="7",name=""}} 1048576
+# HELP hypomnesis_up Whether the GPU source answered at the last measurement (1) or not (0).
+# TYPE hypomnesis_up gauge
+hypomnesis_up{{source="nvml"}} 1
+hypomnesis_up{{source="nvidia-smi"}} 0
+hypomnesis_up{{source="drm"}} 0
+# HELP hypomnesis_gpu_devices GPUs counted at the last measurement.
+# TYPE hypomnesis_gpu_devices gauge
+hypomnesis_gpu_devices 3
+# HELP hypomnesis_gpu_read_errors Counted GPUs whose memory could not be read at the last measurement (their series are absent).
+# TYPE hypomnesis_gpu_read_errors gauge
+hypomnesis_gpu_read_errors 1
+# HELP hypomnesis_gpu_process_read_errors Counted GPUs whose process list could not be read at the last measurement.
+# TYPE hypomnesis_gpu_process_read_errors gauge
+hypomnesis_gpu_process_read_errors 1
+# HELP hypomnesis_scrape_success Whether the last measurement counted the GPUs and read every one (1) or not (0).
+# TYPE hypomnesis_scrape_success gauge
+hypomnesis_scrape_success 0
+# HELP hypomnesis_scrape_duration_seconds How long the last measurement took.
+# TYPE hypomnesis_scrape_duration_seconds gauge
+# UNIT hypomnesis_scrape_duration_seconds seconds
+hypomnesis_scrape_duration_seconds 1.5
+# HELP hypomnesis_measurements Measurements made since start (scrapes within --min-interval share one).
+# TYPE hypomnesis_measurements counter
+hypomnesis_measurements_total 4
+# HELP hypomnesis_build_info The hmn version serving these metrics.
+# TYPE hypomnesis_build_info gauge
+hypomnesis_build_info{{version="{version}"}} 1
+# EOF
+"#
+        );
+        assert_eq!(text, expected);
+        assert_eq!(render(sample(), Duration::from_millis(1500), 4), text);
+    }
+
+    #[test]
+    fn success_and_failure() {
+        let mut s = sample();
+        s.device_errors = 0;
+        assert!(s.success());
+        let text = render(s, Duration::ZERO, 1);
+        assert!(text.contains("\nhypomnesis_scrape_success 1\n"), "{text}");
+        assert!(text.contains("\nhypomnesis_scrape_duration_seconds 0.0\n"), "{text}");
+
+        // No GPU source at all: a successful, empty measurement.
+        let none = Sample {
+            counted: Some(0),
+            ..Sample::default()
+        };
+        let text = render(none, Duration::ZERO, 1);
+        assert!(text.contains("\nhypomnesis_scrape_success 1\n"), "{text}");
+        assert!(text.contains("\nhypomnesis_gpu_devices 0\n"), "{text}");
+        assert!(!text.contains("gpu_memory"), "{text}");
+
+        // Counting failed, or the measurement died.
+        let text = render(Sample::failed(), Duration::ZERO, 2);
+        assert!(text.contains("\nhypomnesis_scrape_success 0\n"), "{text}");
+        assert!(!text.contains("hypomnesis_gpu_devices"), "{text}");
+        assert!(text.contains("\nhypomnesis_measurements_total 2\n"), "{text}");
+        assert!(text.ends_with("\n# EOF\n"));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label_value(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(label_value("x\ny"), "x\\ny");
+        assert_eq!(label_value("plain name"), "plain name");
+        let mut s = Sample {
+            counted: Some(1),
+            ..Sample::default()
+        };
+        s.processes
+            .push(process(9, Some("evil\"} 1\nfake_metric 2"), MIB, 0));
+        let text = render(s, Duration::ZERO, 1);
+        assert!(
+            text.contains(
+                "hypomnesis_gpu_process_memory_bytes{gpu=\"0\",pid=\"9\",name=\"evil\\\"} 1\\nfake_metric 2\"} 1048576\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("\nfake_metric"), "{text}");
+    }
+
+    #[test]
+    fn huge_values_saturate() {
+        let mut d = device(0, Some(u64::MAX));
+        d.total_bytes = u64::MAX;
+        let s = Sample {
+            counted: Some(1),
+            devices: vec![d],
+            ..Sample::default()
+        };
+        let text = render(s, Duration::ZERO, 1);
+        assert!(text.contains("} 9223372036854775807\n"), "{text}");
+    }
+}

@@ -1,0 +1,299 @@
+//! `hmn run`, `hmn watch` and `hmn spill` end to end: real child processes that allocate and
+//! touch memory, exit codes and signals, the fake NVML with the child's pid holding GPU memory,
+//! the CSV and the SVG.
+#![cfg(all(target_os = "linux", feature = "cli", feature = "nvml"))]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{FakeVariant, fake_nvml, write_scenario};
+
+const MIB: u64 = 1 << 20;
+
+fn empty_dir() -> PathBuf {
+    let d = std::env::temp_dir().join("hmn-empty-path");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn hmn() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+    c.env_remove("HYPOMNESIS_NVML_LIBRARY")
+        .env_remove("HYPOMNESIS_NVIDIA_SMI")
+        .env_remove("HYPOMNESIS_PROCFS")
+        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env("LD_LIBRARY_PATH", empty_dir());
+    c
+}
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("hmn-run-{}-{name}", std::process::id()))
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+/// Allocate and touch `mib` MiB, hold it a moment.
+fn alloc(mib: u64) -> String {
+    format!("python3 -c 'b = bytearray({mib} << 20); import time; time.sleep(0.6)'")
+}
+
+#[test]
+fn peak_rss_of_a_child_that_touches_300_mib() {
+    let o = hmn()
+        .args(["run", "--interval", "50ms", "--json", "--", "python3", "-c"])
+        .arg("b = bytearray(300 << 20); import time; time.sleep(0.6)")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v = json(&o);
+    assert!(v["peak_rss_bytes"].as_u64().unwrap() >= 300 * MIB, "{v}");
+    assert_eq!(v["exit_code"], 0);
+    assert!(v["samples"].as_u64().unwrap() >= 3);
+    assert!(v["duration_s"].as_f64().unwrap() >= 0.5);
+    assert!(err.contains("peak RSS (process tree):"), "{err}");
+}
+
+#[test]
+fn a_grandchild_that_allocates_is_counted() {
+    let script = format!("{}; exit 0", alloc(300));
+    let o = hmn()
+        .args([
+            "run",
+            "--interval",
+            "50ms",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    let v = json(&o);
+    assert!(
+        v["peak_rss_bytes"].as_u64().unwrap() >= 300 * MIB,
+        "the sh's child allocated: {v}"
+    );
+}
+
+#[test]
+fn exit_codes_and_signals_pass_through() {
+    let o = hmn()
+        .args(["run", "--", "sh", "-c", "exit 7"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(7));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("exited with status 7"));
+    let o = hmn()
+        .args(["run", "--", "sh", "-c", "kill -TERM $$"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(143));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("was killed by signal 15"));
+    let o = hmn()
+        .args(["run", "--", "/nonexistent/program"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(127));
+    let o = hmn().args(["run"]).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a missing command is a usage error"
+    );
+    let o = hmn()
+        .args(["run", "--interval", "soon", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn ctrl_c_reaches_the_command_and_the_summary_still_prints() {
+    let child = hmn()
+        .args(["run", "--interval", "50ms", "--", "sleep", "30"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let o = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(o.status.code(), Some(130), "SIGINT = 128 + 2");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("was killed by signal 2") && err.contains("peak RSS"),
+        "{err}"
+    );
+}
+
+#[test]
+fn gpu_memory_of_the_child_from_the_fake_nvml_csv_and_svg() {
+    let pid_file = tmp("child.pid");
+    let _ = std::fs::remove_file(&pid_file);
+    let scenario = format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {},
+            "compute_processes": [{{"pid_file": "{}", "used": {}}}]}}]}}"#,
+        143_771 * MIB,
+        614 * MIB,
+        110_796 * MIB,
+        pid_file.display(),
+        3072 * MIB
+    );
+    let (csv, svg) = (tmp("timeline.csv"), tmp("timeline.svg"));
+    let script = format!("echo $$ > '{}'; {}; exit 0", pid_file.display(), alloc(64));
+    let o = hmn()
+        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(&scenario))
+        .args(["run", "--interval", "50ms", "--json", "--csv"])
+        .arg(&csv)
+        .arg("--plot")
+        .arg(&svg)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v = json(&o);
+    assert_eq!(v["peak_gpu_bytes"], 3072 * MIB, "{v}");
+    assert_eq!(v["devices"][0]["peak_gpu_bytes"], 3072 * MIB);
+    assert_eq!(
+        v["devices"][0]["peak_device_used_bytes"],
+        (143_771 - 110_796) * MIB
+    );
+    assert_eq!(v["devices"][0]["name"], "NVIDIA H200");
+    assert!(
+        err.contains("GPU 0 [NVIDIA H200]: peak 3.0 GiB held by the process tree"),
+        "{err}"
+    );
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    assert!(
+        csv_text.starts_with("t_s,rss_bytes,gpu0_bytes,gpu0_device_used_bytes\n"),
+        "{csv_text}"
+    );
+    assert!(
+        csv_text
+            .lines()
+            .skip(1)
+            .any(|l| l.contains(&format!(",{},", 3072 * MIB))),
+        "{csv_text}"
+    );
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&svg_text).unwrap();
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    for want in [
+        "RSS (process tree)",
+        "GPU 0 NVIDIA H200",
+        "time (s)",
+        "memory (GiB)",
+    ] {
+        assert!(
+            texts.iter().any(|t| t.contains(want)),
+            "{want} missing from {texts:?}"
+        );
+    }
+    assert!(
+        texts.iter().any(|t| t.starts_with("peak 3.0 GiB")),
+        "{texts:?}"
+    );
+    let lines = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline") || n.has_tag_name("path"))
+        .count();
+    assert!(lines >= 2, "two series drawn: {lines}");
+    for f in [csv, svg, pid_file] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+#[test]
+fn watch_follows_a_live_pid_and_notices_its_exit() {
+    let mut sleeper = Command::new("sleep").arg("0.7").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    // Reap it as soon as it exits (a zombie is still "exited" to hmn, but be a good parent).
+    let reaper = std::thread::spawn(move || sleeper.wait().unwrap());
+    let o = hmn()
+        .args([
+            "watch",
+            &pid,
+            "--interval",
+            "200ms",
+            "--duration",
+            "3s",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    reaper.join().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let rows: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(rows.len() >= 3, "{rows:?}");
+    assert!(rows[0]["rss_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(rows[0]["name"], "sleep");
+    assert!(rows[1]["rss_delta_bytes"].is_i64(), "{rows:?}");
+    assert_eq!(rows.last().unwrap()["event"], "exited");
+    assert!(
+        err.contains(&format!("  {pid} sleep: RSS baseline ")) && err.contains("(exited)"),
+        "{err}"
+    );
+    // Text mode, a duration, and a pid that does not exist.
+    let o = hmn()
+        .args([
+            "watch",
+            &std::process::id().to_string(),
+            "--interval",
+            "100ms",
+            "--duration",
+            "300ms",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.lines().count() >= 2 && text.contains("RSS "), "{text}");
+    let o = hmn().args(["watch"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no process holds GPU memory"));
+}
+
+#[test]
+fn spill_says_it_is_not_measurable_here_and_still_runs_the_command() {
+    let o = hmn()
+        .args(["spill", "--", "sh", "-c", "echo ran; exit 4"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ran\n");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("spill is not measurable here"), "{err}");
+}
