@@ -1,0 +1,179 @@
+//! Property tests on every parser: arbitrary bytes and structured mutations of real inputs
+//! (the recorded `nvidia-smi` captures, kernel-format fdinfo and sysfs files) never panic, and
+//! errors say what was wrong. The case count comes from `PROPTEST_CASES` (CI uses a few
+//! thousand; `scripts/fuzz.sh` runs 100,000 per parser).
+#![cfg(all(feature = "nvidia-smi-fallback", feature = "drm"))]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
+
+mod capture_reader;
+mod support;
+
+use std::sync::OnceLock;
+
+use hypomnesis::__parsers as p;
+use proptest::prelude::*;
+
+/// Real inputs to mutate: capture sections, and kernel-format DRM files.
+fn corpus() -> &'static Vec<String> {
+    static C: OnceLock<Vec<String>> = OnceLock::new();
+    C.get_or_init(|| {
+        let mut v = Vec::new();
+        for path in support::all_captures() {
+            let text = capture_reader::read(&path);
+            for (phase, what) in [
+                ("load", "query-gpu"),
+                ("load", "query-compute-apps"),
+                ("idle", "query (-q)"),
+                ("capabilities", "version"),
+                ("capabilities", "list (-L)"),
+            ] {
+                if let Some(s) = capture_reader::section(&text, phase, what) {
+                    v.push(s);
+                }
+            }
+        }
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/drm/mixed/proc");
+        for pid in ["100", "200", "300", "301"] {
+            for entry in std::fs::read_dir(fixtures.join(pid).join("fdinfo")).unwrap().flatten() {
+                v.push(std::fs::read_to_string(entry.path()).unwrap());
+            }
+        }
+        v.push("10352 1530 1137 6 0 421 0\n".into());
+        v.push("Name:\tcat\nVmPeak:\t    8432 kB\nVmRSS:\t    1920 kB\nNSpid:\t48213\t7\n".into());
+        v.push("4242 (my (odd) name) S 4200 4242 4200 0 -1 4194560 120 0 0 0 1 2 0 0 20 0 1 0 98765 1 300\n".into());
+        v.push("DRIVER=amdgpu\nPCI_SLOT_NAME=0000:03:00.0\n".into());
+        v.push("pid_12444_luid_0x00000000_0x0000D1C2_phys_0".into());
+        v
+    })
+}
+
+/// One structured mutation of `s`.
+fn mutate(s: &str, op: u8, at: usize, with: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let i = if chars.is_empty() {
+        0
+    } else {
+        at % chars.len()
+    };
+    let lines: Vec<&str> = s.lines().collect();
+    let li = if lines.is_empty() {
+        0
+    } else {
+        at % lines.len()
+    };
+    match op % 8 {
+        0 => chars[..i].iter().collect(), // truncate
+        1 => chars
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| *k != i)
+            .map(|(_, c)| c)
+            .collect(), // drop a char
+        2 => {
+            let mut c = chars.clone();
+            c.splice(i..i, with.chars());
+            c.into_iter().collect()
+        } // insert
+        3 => lines
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| *k != li)
+            .map(|(_, l)| *l)
+            .collect::<Vec<_>>()
+            .join("\n"), // drop a line
+        4 => {
+            let mut l = lines.clone();
+            if !l.is_empty() {
+                l.insert(li, lines[li]);
+            }
+            l.join("\n")
+        } // duplicate a line
+        5 => s.replace(", ", with),       // change separators
+        6 => s.replace(|c: char| c.is_ascii_digit(), with), // break numbers
+        _ => s.replace('\n', "\r\n"),     // CRLF
+    }
+}
+
+/// Every parser on one input: no panic; errors are non-empty and bounded.
+fn all_parsers(s: &str) {
+    let check = |r: Result<(), String>| {
+        if let Err(e) = r {
+            assert!(!e.is_empty() && e.len() < 2_000, "error message: {e:?}");
+        }
+    };
+    check(p::statm_resident_bytes(s, 4096).map(drop));
+    check(p::status_vmrss_bytes(s).map(drop));
+    check(p::parse_gpus(s, true).map(drop));
+    check(p::parse_gpus(s, false).map(drop));
+    check(p::parse_apps(s).map(drop));
+    check(p::parse_q_memory(s).map(drop));
+    let _ = p::parse_version(s);
+    check(p::parse_duration(s).map(drop));
+    check(p::parse_fdinfo(s).map(|f| drop(p::client_usage(&f))));
+    check(p::parse_size(s).map(drop));
+    check(p::parse_sysfs_u64(s).map(drop));
+    check(p::parse_pci_id(s).map(drop));
+    let _ = p::parse_uevent(s);
+    let _ = p::pci_address(s);
+    let _ = p::region_kind(s);
+    check(p::parse_pdh_instance(s).map(drop));
+    let _ = p::parse_bus_id(s);
+    check(hypomnesis::parse_stat(s).map(drop));
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_text(s in "\\PC*") {
+        all_parsers(&s);
+    }
+
+    #[test]
+    fn arbitrary_bytes(b in proptest::collection::vec(any::<u8>(), 0..512)) {
+        all_parsers(&String::from_utf8_lossy(&b));
+        let wide: Vec<u16> = b.chunks(2).map(|c| u16::from_le_bytes([c[0], *c.get(1).unwrap_or(&0)])).collect();
+        let _ = p::utf16_until_nul(&wide);
+    }
+
+    #[test]
+    fn mutated_real_inputs(k in any::<usize>(), ops in proptest::collection::vec((any::<u8>(), any::<usize>(), "[ -~\\n\\t\\[\\]]{0,8}"), 1..4)) {
+        let c = corpus();
+        let mut s = c[k % c.len()].clone();
+        for (op, at, with) in &ops {
+            s = mutate(&s, *op, *at, with);
+        }
+        all_parsers(&s);
+    }
+
+    #[test]
+    fn sizes_round_trip(n in 0_u64..(1 << 40), unit in 0_usize..3) {
+        let (text, scale) = [("", 1_u64), (" KiB", 1 << 10), (" MiB", 1 << 20)][unit];
+        prop_assert_eq!(p::parse_size(&format!("{n}{text}")), Ok(n * scale));
+    }
+
+    #[test]
+    fn durations_round_trip(ms in 1_u64..86_400_000) {
+        prop_assert_eq!(p::parse_duration(&format!("{ms}ms")), Ok(std::time::Duration::from_millis(ms)));
+    }
+
+    #[test]
+    fn pdh_names_round_trip(pid in any::<u32>(), hi in any::<u32>(), lo in any::<u32>(), phys in 0_u32..16) {
+        let name = format!("pid_{pid}_luid_0x{hi:08X}_0x{lo:08X}_phys_{phys}");
+        let i = p::parse_pdh_instance(&name).unwrap();
+        prop_assert_eq!((i.pid, i.luid_high, i.luid_low, i.phys), (Some(pid), hi, lo, phys));
+    }
+
+    #[test]
+    fn gpu_rows_round_trip(total in 1_u64..1_000_000, free_frac in 0_u64..1000, reserved in 0_u64..4096) {
+        let free = total * free_frac / 1000;
+        let line = format!("0, GPU-x, 590.48.01, 00000000:01:00.0, {total}, {free}, {reserved}, NVIDIA H200\n");
+        let g = &p::parse_gpus(&line, true).unwrap()[0];
+        prop_assert_eq!(g.total_mib.clone(), Ok(total));
+        prop_assert_eq!(g.free_mib.clone(), Ok(free));
+        prop_assert_eq!(g.reserved_mib.clone(), Some(Ok(reserved)));
+    }
+}
