@@ -44,11 +44,20 @@ mod linux {
     pub struct Setup {
         pub lib: PathBuf,
         pub smi: PathBuf,
+        pub real: bool,
     }
 
     /// Build the fakes and point this process (and its children) at them. Runs before any
     /// thread is started.
     pub fn setup() -> Setup {
+        if std::env::var_os("HMN_BENCH_REAL").is_some() {
+            // scripts/gpu-bench.sh: the real driver's NVML and nvidia-smi.
+            return Setup {
+                lib: PathBuf::from("libnvidia-ml.so.1"),
+                smi: PathBuf::from("nvidia-smi"),
+                real: true,
+            };
+        }
         let lib = support::fake_nvml(support::FakeVariant::Modern);
         let smi = support::fake_smi();
         let devices: Vec<String> = [1_u32, 100, 1_000, 10_000]
@@ -80,7 +89,11 @@ mod linux {
                 support::capture("linux-x86_64__nvidia-l40s__595.80.txt"),
             );
         }
-        Setup { lib, smi }
+        Setup {
+            lib,
+            smi,
+            real: false,
+        }
     }
 
     #[repr(C)]
@@ -268,6 +281,13 @@ mod linux {
         g.finish();
         let mut g = c.benchmark_group("gpu_processes");
         g.sample_size(20);
+        if s.real {
+            g.bench_function("live", |b| {
+                b.iter(|| black_box(hypomnesis::gpu_processes(0).unwrap()));
+            });
+            g.finish();
+            return;
+        }
         for (d, n) in [(0_u32, 1_u32), (1, 100), (2, 1_000), (3, 10_000)] {
             assert_eq!(hypomnesis::gpu_processes(d).unwrap().len(), n as usize);
             g.bench_with_input(BenchmarkId::from_parameter(n), &d, |b, &d| {

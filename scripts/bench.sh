@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs the benchmark suite and writes BENCHMARKS.md: criterion benches (medians, ratios
+# measured in one run) and process-level measurements of hmn run / watch / serve.
+# Usage: scripts/bench.sh   (BENCH_TIME=seconds per benchmark, default 3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+T="${BENCH_TIME:-3}"
+cargo bench --bench measure -- --warm-up-time 1 --measurement-time "$T"
+cargo bench --bench fdinfo_sweep -- --warm-up-time 1 --measurement-time "$T"
+cargo build --release --all-features --bin hmn
+python3 scripts/bench_report.py > BENCHMARKS.md
+cat BENCHMARKS.md

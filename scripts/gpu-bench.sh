@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The benchmark comparisons against the real NVML and the real nvidia-smi, on a host with an
+# NVIDIA GPU and driver. Prints criterion's results; record them in BENCHMARKS.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.reserved --format=csv
+HMN_BENCH_REAL=1 cargo bench --bench measure -- --warm-up-time 1 --measurement-time "${BENCH_TIME:-3}" 2>&1 \
+  | grep -E '^(rss|device_info|snapshot|gpu_processes|process)/|time:'
