@@ -185,7 +185,7 @@ fn every_loader_call_fails_once_with_every_code() {
             match (*f, *code) {
                 // The driver went away: re-initialised, retried, answered.
                 (f, 1) if f != "nvmlInit_v2" => {
-                    assert!(!errs_di && !errs_gp, "{f}/{code}: {di} | {gp}")
+                    assert!(!errs_di && !errs_gp, "{f}/{code}: {di} | {gp}");
                 }
                 ("nvmlInit_v2", _) => assert!(errs_di && names_it(di), "{f}/{code}: {di}"),
                 (
@@ -197,18 +197,18 @@ fn every_loader_call_fails_once_with_every_code() {
                     assert!(errs_di && names_it(di), "{f}/{code}: {di}");
                 }
                 ("nvmlDeviceGetMemoryInfo_v2", _) => {
-                    assert!(di.contains("reserved=false"), "{f}/{code}: {di}")
+                    assert!(di.contains("reserved=false"), "{f}/{code}: {di}");
                 }
                 ("nvmlDeviceGetName", _) => assert!(di.contains("name=false"), "{f}/{code}: {di}"),
                 ("nvmlDeviceGetUUID", _) => assert!(di.contains("uuid=false"), "{f}/{code}: {di}"),
                 ("nvmlDeviceGetPciInfo_v3", _) => {
-                    assert!(di.contains("pci=false"), "{f}/{code}: {di}")
+                    assert!(di.contains("pci=false"), "{f}/{code}: {di}");
                 }
                 ("nvmlSystemGetDriverVersion", _) => {
-                    assert!(di.contains("driver=false"), "{f}/{code}: {di}")
+                    assert!(di.contains("driver=false"), "{f}/{code}: {di}");
                 }
                 ("nvmlDeviceGetGraphicsRunningProcesses_v3", 3) => {
-                    assert_eq!(gp, "gpu_processes ok rows=1")
+                    assert_eq!(gp, "gpu_processes ok rows=1");
                 }
                 (_, _) => assert!(errs_gp && names_it(gp), "{f}/{code}: {gp}"),
             }

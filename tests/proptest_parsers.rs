@@ -114,7 +114,9 @@ fn all_parsers(s: &str) {
     check(p::parse_q_memory(s).map(drop));
     let _ = p::parse_version(s);
     check(p::parse_duration(s).map(drop));
-    check(p::parse_fdinfo(s).map(|f| drop(p::client_usage(&f))));
+    check(p::parse_fdinfo(s).map(|f| {
+        std::hint::black_box(p::client_usage(&f));
+    }));
     check(p::parse_size(s).map(drop));
     check(p::parse_sysfs_u64(s).map(drop));
     check(p::parse_pci_id(s).map(drop));

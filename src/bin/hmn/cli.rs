@@ -118,8 +118,8 @@ pub fn main() -> ExitCode {
     }
     let stdout = io::stdout();
     let mut out = stdout.lock();
-    let stderr = io::stderr();
-    let mut err = stderr.lock();
+    // Unlocked: `hmn serve` and library diagnostics write to stderr from other threads too.
+    let mut err = io::stderr();
     let result = match &cli.command {
         None => device::run(cli.json, &mut out, &mut err),
         Some(Command::Ps(args)) => ps::run(args, cli.json, &mut out, &mut err),

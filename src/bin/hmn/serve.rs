@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use clap::Args;
@@ -27,8 +27,10 @@ use tokio::sync::Mutex;
 
 use crate::cli::Outcome;
 
-/// What `/metrics` is served as (prometheus-client writes OpenMetrics, ending with `# EOF`).
+/// What `/metrics` is served as (prometheus-client writes `OpenMetrics`, ending with `# EOF`).
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// What it is served as to clients that ask for the Prometheus text format and not `OpenMetrics`.
+const CLASSIC_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// How long in-flight scrapes may take to finish once a stop signal came.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// The page at `/`.
@@ -196,20 +198,47 @@ fn router(exporter: Arc<Exporter>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/", get(|| async { INDEX }))
-        .fallback(|| async { (StatusCode::NOT_FOUND, "not found; metrics are at /metrics\n") })
+        .fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                "not found; metrics are at /metrics\n",
+            )
+        })
         .with_state(exporter)
 }
 
-async fn metrics(State(exporter): State<Arc<Exporter>>) -> Response {
-    // Its own task: the measurement completes (and is cached) even if this scraper goes away.
-    match tokio::spawn(async move { exporter.current().await }).await {
-        Ok(body) => (
-            [(header::CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS))],
-            body,
-        )
-            .into_response(),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "measurement failed\n").into_response(),
+/// Whether a request asks for the Prometheus text format rather than `OpenMetrics` (the default,
+/// also for `*/*` and for no Accept header).
+fn wants_classic_text(headers: &HeaderMap) -> bool {
+    let mut text = false;
+    for value in headers.get_all(header::ACCEPT) {
+        let value = String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase();
+        if value.contains("application/openmetrics-text") {
+            return false;
+        }
+        text |= value.contains("text/plain");
     }
+    text
+}
+
+async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> Response {
+    // Its own task: the measurement completes (and is cached) even if this scraper goes away.
+    let Ok(body) = tokio::spawn(async move { exporter.current().await }).await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "measurement failed\n").into_response();
+    };
+    if wants_classic_text(&headers) {
+        let text = exposition::classic_text(&String::from_utf8_lossy(&body));
+        return (
+            [(header::CONTENT_TYPE, HeaderValue::from_static(CLASSIC_TEXT))],
+            text,
+        )
+            .into_response();
+    }
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS))],
+        body,
+    )
+        .into_response()
 }
 
 /// The cached exposition and what refreshes it.
@@ -256,7 +285,7 @@ impl Exporter {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use clap::Parser;
 
@@ -287,6 +316,26 @@ mod tests {
         assert!(w.args.allow_remote);
         assert!(Wrap::try_parse_from(["serve", "--min-interval", "soon"]).is_err());
         assert!(Wrap::try_parse_from(["serve", "--listen", "localhost"]).is_err());
+    }
+
+    #[test]
+    fn content_negotiation() {
+        let accept = |values: &[&str]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(header::ACCEPT, HeaderValue::from_str(v).unwrap());
+            }
+            wants_classic_text(&h)
+        };
+        assert!(!accept(&[]));
+        assert!(!accept(&["*/*"]));
+        // What Prometheus 2.x sends.
+        assert!(!accept(&[
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        ]));
+        assert!(accept(&["text/plain; version=0.0.4"]));
+        assert!(accept(&["Text/Plain"]));
+        assert!(!accept(&["text/plain", "application/openmetrics-text"]));
     }
 
     #[test]
@@ -323,7 +372,10 @@ mod tests {
         }
         assert!(bodies.windows(2).all(|w| w[0] == w[1]));
         let text = std::str::from_utf8(&bodies[0]).unwrap();
-        assert!(text.contains("\nhypomnesis_measurements_total 1\n"), "{text}");
+        assert!(
+            text.contains("\nhypomnesis_measurements_total 1\n"),
+            "{text}"
+        );
         assert_eq!(exporter.cache.lock().await.measurements, 1);
 
         let quick = Exporter::new(Duration::from_millis(1));
@@ -331,6 +383,9 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let text = quick.current().await;
         let text = std::str::from_utf8(&text).unwrap();
-        assert!(text.contains("\nhypomnesis_measurements_total 2\n"), "{text}");
+        assert!(
+            text.contains("\nhypomnesis_measurements_total 2\n"),
+            "{text}"
+        );
     }
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use hypomnesis::spill::{SpillSample, SpillThresholds, SpillTracker};
 use serde::Serialize;
 
 use crate::cli::Outcome;
@@ -53,6 +54,9 @@ pub struct Row {
     pub gpu_delta_bytes: Option<i64>,
     /// `exited` or `pid reused` on the last row of a process.
     pub event: Option<String>,
+    /// Windows (WDDM): whether a GPU is spilling into shared memory now (the SPILL column);
+    /// `None` where spill is not measurable.
+    pub spill: Option<bool>,
 }
 
 fn delta(now: Option<u64>, before: Option<u64>) -> Option<i64> {
@@ -76,10 +80,15 @@ pub fn render_row(r: &Row) -> String {
         .event
         .as_ref()
         .map_or(String::new(), |e| format!("  [{e}]"));
+    let spill = match r.spill {
+        Some(true) => "  SPILL",
+        Some(false) => "  no spill",
+        None => "",
+    };
     #[allow(clippy::cast_precision_loss)] // display only
     let t = r.t_ms as f64 / 1000.0;
     format!(
-        "{t:>7.1}s  {:>7}  {:<16}  RSS {}{}  GPU {}{}{event}",
+        "{t:>7.1}s  {:>7}  {:<16}  RSS {}{}  GPU {}{}{spill}{event}",
         r.pid,
         r.name.as_deref().unwrap_or("?"),
         sample::size(r.rss_bytes),
@@ -141,8 +150,24 @@ pub fn run(
         })
         .collect();
     let started = Instant::now();
+    // The SPILL column: one tracker per GPU whose residency is measurable (Windows WDDM).
+    let mut spill: Vec<Option<SpillTracker>> = (0..devices.count())
+        .map(|i| {
+            hypomnesis::adapter_residency(i)
+                .ok()
+                .map(|(_, _, cap)| SpillTracker::new(cap, SpillThresholds::default()))
+        })
+        .collect();
     loop {
         let t_ms = started.elapsed().as_millis();
+        let mut spilling: Option<bool> = None;
+        for (i, t) in (0_u32..).zip(spill.iter_mut()) {
+            if let (Some(t), Ok((ded, shared, _))) = (t.as_mut(), hypomnesis::adapter_residency(i))
+            {
+                let now = t.observe(SpillSample::new(started.elapsed(), ded, shared));
+                spilling = Some(spilling.unwrap_or(false) || now);
+            }
+        }
         let maps: Vec<Option<HashMap<u32, u64>>> =
             (0..devices.count()).map(sample::gpu_by_pid).collect();
         for tg in targets.iter_mut().filter(|t| t.ended.is_none()) {
@@ -178,6 +203,7 @@ pub fn run(
                 gpu_bytes: gpu,
                 gpu_delta_bytes: delta(gpu, tg.last.1),
                 event: event.map(String::from),
+                spill: spilling,
             };
             if json {
                 serde_json::to_writer(&mut *out, &row).map_err(io::Error::other)?;
@@ -252,7 +278,17 @@ mod tests {
             gpu_bytes: Some(0),
             gpu_delta_bytes: delta(Some(0), Some(64 * MIB)),
             event: None,
+            spill: None,
         };
+        let spilling = Row {
+            spill: Some(true),
+            ..r.clone()
+        };
+        assert!(
+            render_row(&spilling).ends_with("(-64 MiB)  SPILL"),
+            "{}",
+            render_row(&spilling)
+        );
         assert_eq!(
             render_row(&r),
             "    1.5s       42  python3           RSS 300 MiB (+200 MiB)  GPU 0 MiB (-64 MiB)"

@@ -1,11 +1,13 @@
-//! One measurement of the host (`measure`) and its OpenMetrics text (`render`), through
-//! prometheus-client's text encoder. Pure apart from `measure`; tested byte for byte.
+//! One measurement of the host (`measure`) and its exposition (`render`), written by
+//! prometheus-client's `OpenMetrics` text encoder. Pure apart from `measure`; tested byte for byte.
 
 use std::collections::BTreeMap;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::time::Duration;
 
-use hypomnesis::{GpuDeviceInfo, GpuProcessEntry, HypomnesisError, SourceReport, SourceState};
+use hypomnesis::{
+    GpuDeviceInfo, GpuProcessEntry, GpuVendor, HypomnesisError, SourceReport, SourceState,
+};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -69,7 +71,7 @@ pub fn measure() -> Sample {
     s
 }
 
-/// The OpenMetrics text of `sample`, which took `took` to measure and was the `measurements`-th
+/// The `OpenMetrics` text of `sample`, which took `took` to measure and was the `measurements`-th
 /// one, ending with `# EOF`.
 pub fn render(sample: Sample, took: Duration, measurements: u64) -> String {
     let mut registry = Registry::with_prefix("hypomnesis");
@@ -84,6 +86,61 @@ pub fn render(sample: Sample, took: Duration, measurements: u64) -> String {
         // Writing to a String cannot fail and every value fits; never a half exposition.
         Err(fmt::Error) => "# EOF\n".to_string(),
     }
+}
+
+/// The Prometheus text format (0.0.4) of an exposition made by [`render`], for clients that do
+/// not take `OpenMetrics` (`promtool check metrics`, older agents): no `# UNIT` lines and no
+/// `# EOF`, counters described under their `_total` sample name, the `unknown` type as
+/// `untyped`.
+pub fn classic_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    // A HELP line waits for its TYPE line, which may rename the family.
+    let mut help: Option<&str> = None;
+    let flush = |out: &mut String, help: &mut Option<&str>| {
+        if let Some(h) = help.take() {
+            out.push_str(h);
+            out.push('\n');
+        }
+    };
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            flush(&mut out, &mut help);
+            help = Some(line);
+            continue;
+        }
+        if let Some((name, kind)) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|t| t.rsplit_once(' '))
+        {
+            match kind {
+                "counter" => {
+                    if let Some(text) = help
+                        .take()
+                        .and_then(|h| h.strip_prefix("# HELP "))
+                        .and_then(|h| h.strip_prefix(name))
+                    {
+                        let _ = writeln!(out, "# HELP {name}_total{text}");
+                    }
+                    let _ = writeln!(out, "# TYPE {name}_total counter");
+                    continue;
+                }
+                "unknown" => {
+                    flush(&mut out, &mut help);
+                    let _ = writeln!(out, "# TYPE {name} untyped");
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        flush(&mut out, &mut help);
+        out.push_str(line);
+        out.push('\n');
+    }
+    flush(&mut out, &mut help);
+    out
 }
 
 /// Escapes a label value for the text format: backslash, double quote and line feed.
@@ -117,7 +174,7 @@ struct Exposition {
 type Labels<const N: usize> = [(&'static str, String); N];
 
 /// Encodes one gauge family; a family without series is left out.
-fn gauges<const N: usize, V: prometheus_client::encoding::EncodeGaugeValue>(
+fn gauges<const N: usize, V>(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
@@ -126,7 +183,7 @@ fn gauges<const N: usize, V: prometheus_client::encoding::EncodeGaugeValue>(
 ) -> fmt::Result
 where
     Labels<N>: EncodeLabelSet,
-    V: Copy,
+    V: prometheus_client::encoding::EncodeGaugeValue + Copy,
 {
     if series.is_empty() {
         return Ok(());
@@ -155,7 +212,10 @@ impl Exposition {
             ("gpu", d.index.to_string()),
             ("name", label_value(d.name.as_deref().unwrap_or_default())),
             ("uuid", label_value(d.uuid.as_deref().unwrap_or_default())),
-            ("vendor", d.vendor.map(|v| v.as_str()).unwrap_or_default().into()),
+            (
+                "vendor",
+                d.vendor.map(GpuVendor::as_str).unwrap_or_default().into(),
+            ),
         ]
     }
 
@@ -194,7 +254,14 @@ impl Exposition {
 
 impl Collector for Exposition {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
-        let e = &mut encoder;
+        self.encode_memory(&mut encoder)?;
+        self.encode_status(&mut encoder)
+    }
+}
+
+impl Exposition {
+    /// The devices' and processes' memory.
+    fn encode_memory(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
         let bytes = Some(&Unit::Bytes);
         gauges(
             e,
@@ -230,14 +297,21 @@ impl Collector for Exposition {
             "GPU memory a process holds on a GPU.",
             bytes,
             &self.processes(),
-        )?;
+        )
+    }
+
+    /// Sources, errors, and the exporter itself.
+    fn encode_status(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
         let up: Vec<(Labels<1>, i64)> = self
             .sample
             .sources
             .iter()
             .map(|r| {
                 let answered = matches!(r.state, SourceState::Answered);
-                ([("source", r.source.as_str().to_string())], i64::from(answered))
+                (
+                    [("source", r.source.as_str().to_string())],
+                    i64::from(answered),
+                )
             })
             .collect();
         gauges(
@@ -433,7 +507,10 @@ hypomnesis_build_info{{version="{version}"}} 1
         assert!(s.success());
         let text = render(s, Duration::ZERO, 1);
         assert!(text.contains("\nhypomnesis_scrape_success 1\n"), "{text}");
-        assert!(text.contains("\nhypomnesis_scrape_duration_seconds 0.0\n"), "{text}");
+        assert!(
+            text.contains("\nhypomnesis_scrape_duration_seconds 0.0\n"),
+            "{text}"
+        );
 
         // No GPU source at all: a successful, empty measurement.
         let none = Sample {
@@ -449,8 +526,48 @@ hypomnesis_build_info{{version="{version}"}} 1
         let text = render(Sample::failed(), Duration::ZERO, 2);
         assert!(text.contains("\nhypomnesis_scrape_success 0\n"), "{text}");
         assert!(!text.contains("hypomnesis_gpu_devices"), "{text}");
-        assert!(text.contains("\nhypomnesis_measurements_total 2\n"), "{text}");
+        assert!(
+            text.contains("\nhypomnesis_measurements_total 2\n"),
+            "{text}"
+        );
         assert!(text.ends_with("\n# EOF\n"));
+    }
+
+    #[test]
+    fn classic_text_format() {
+        let om = render(sample(), Duration::from_millis(1500), 4);
+        let text = classic_text(&om);
+        assert!(
+            !text.contains("# EOF") && !text.contains("# UNIT"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "# HELP hypomnesis_measurements_total Measurements made since start (scrapes within --min-interval share one).\n\
+                 # TYPE hypomnesis_measurements_total counter\n\
+                 hypomnesis_measurements_total 4\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.starts_with(
+                "# HELP hypomnesis_gpu_memory_total_bytes Total memory of the GPU as its driver reports it.\n\
+                 # TYPE hypomnesis_gpu_memory_total_bytes gauge\n\
+                 hypomnesis_gpu_memory_total_bytes{gpu=\"0\""
+            ),
+            "{text}"
+        );
+        let samples = |t: &str| {
+            t.lines()
+                .filter(|l| !l.starts_with('#'))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(samples(&text), samples(&om));
+        assert_eq!(
+            classic_text("# HELP x_info Odd.\n# TYPE x unknown\nx 1\n# EOF\n"),
+            "# HELP x_info Odd.\n# TYPE x untyped\nx 1\n"
+        );
     }
 
     #[test]

@@ -1,0 +1,931 @@
+//! `hmn serve` end to end: the built `hmn` against the fake NVML, spoken to over plain TCP
+//! (HTTP/1.1 by hand): the series and their values, caching across concurrent scrapes, stalled
+//! clients, bad requests, the loopback rule, SIGTERM/SIGINT, `promtool check metrics`, and a
+//! real Prometheus scraping two exporters.
+//!
+//! `promtool` and `prometheus` are used when on PATH; without them those tests print
+//! `skipped: …` and pass, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1`, which makes them fail.
+#![cfg(all(feature = "serve", feature = "nvml", target_os = "linux"))]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
+
+mod support;
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use support::{FakeVariant, fake_nvml, write_scenario};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+const GHOST: u32 = 4_194_400;
+
+fn empty_dir() -> PathBuf {
+    let d = std::env::temp_dir().join("hmn-empty-path");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `hmn serve <args>` against the fake NVML `variant` answering `scenario`, nothing else: no
+/// nvidia-smi (empty PATH), no DRM (a sysfs that does not exist).
+fn serve_command(variant: FakeVariant, scenario: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+    c.arg("serve")
+        .args(args)
+        .env_remove("HYPOMNESIS_NVIDIA_SMI")
+        .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
+        .env_remove("HYPOMNESIS_PROCFS")
+        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env("PATH", empty_dir())
+        .env("LD_LIBRARY_PATH", empty_dir())
+        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(variant))
+        .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// A running `hmn serve`, killed when dropped.
+struct Server {
+    child: Child,
+    /// Where it listens (as printed; 0.0.0.0 is rewritten to 127.0.0.1).
+    addr: SocketAddr,
+    /// Its stderr so far.
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    fn start(variant: FakeVariant, scenario: &str, args: &[&str]) -> Self {
+        let mut all = vec!["--listen", "127.0.0.1:0"];
+        if !args.contains(&"--min-interval") {
+            all.extend(["--min-interval", "1s"]);
+        }
+        all.extend_from_slice(args);
+        Self::spawn(serve_command(variant, scenario, &all))
+    }
+
+    fn spawn(mut command: Command) -> Self {
+        let mut child = command.spawn().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel();
+        let pipe = child.stderr.take().unwrap();
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                {
+                    let mut s = sink.lock().unwrap();
+                    s.push_str(&line);
+                    s.push('\n');
+                }
+                // After recording it, so that `stderr()` has the line once `start` returns.
+                if let Some(rest) = line.strip_prefix("hmn: serving metrics on http://") {
+                    let _ = tx.send(rest.trim_end_matches("/metrics").to_string());
+                }
+            }
+        });
+        let Ok(printed) = rx.recv_timeout(Duration::from_secs(60)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "hmn serve did not say where it listens; stderr:\n{}",
+                stderr.lock().unwrap()
+            );
+        };
+        let mut addr: SocketAddr = printed.parse().unwrap();
+        if addr.ip().is_unspecified() {
+            addr.set_ip([127, 0, 0, 1].into());
+        }
+        Self {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn get(&self, path: &str) -> Reply {
+        get(self.addr, path, &[])
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits up to `limit` for the process to exit.
+    fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An HTTP response, as read off the wire.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    /// The header block, lower-cased.
+    headers: String,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.lines().find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.trim() == name)
+                .map(|(_, v)| v.trim())
+        })
+    }
+}
+
+/// Sends `request` on a new connection and reads the reply until the server closes.
+fn exchange(addr: SocketAddr, request: &[u8]) -> Reply {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(request).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    let (head, body) = raw
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {raw:?}"));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    Reply {
+        status,
+        headers: head.to_ascii_lowercase(),
+        body: body.to_string(),
+    }
+}
+
+fn get(addr: SocketAddr, path: &str, headers: &[&str]) -> Reply {
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    exchange(addr, req.as_bytes())
+}
+
+/// The value of the series `series` (name and labels exactly as exposed), if present.
+fn value(text: &str, series: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|v| v.strip_prefix(' '))
+            .map(String::from)
+    })
+}
+
+fn has_series(text: &str, name: &str) -> bool {
+    text.lines()
+        .any(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+}
+
+fn h200(extra: &str) -> String {
+    format!(
+        r#"{{"name": "NVIDIA H200", "uuid": "GPU-11111111-2222-3333-4444-555555555555",
+            "total": {}, "reserved": {}, "free": {} {extra}}}"#,
+        143_771 * MIB,
+        614 * MIB,
+        110_796 * MIB
+    )
+}
+
+const H200_LABELS: &str =
+    r#"gpu="0",name="NVIDIA H200",uuid="GPU-11111111-2222-3333-4444-555555555555",vendor="nvidia""#;
+
+/// Processes with chosen names (copies of `sleep`, whose file name becomes their `comm`),
+/// killed when dropped.
+struct Named {
+    children: Vec<Child>,
+    dir: PathBuf,
+}
+
+impl Named {
+    fn spawn(names: &[&str]) -> Self {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("hmn-serve-named-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sleep = ["/bin/sleep", "/usr/bin/sleep"]
+            .into_iter()
+            .find(|p| Path::new(p).is_file())
+            .expect("sleep");
+        let children = names
+            .iter()
+            .map(|name| {
+                let exe = dir.join(name);
+                std::fs::copy(sleep, &exe).unwrap();
+                Command::new(&exe).arg("600").spawn().unwrap()
+            })
+            .collect();
+        // Let exec finish, so that /proc/<pid>/comm has the new name.
+        std::thread::sleep(Duration::from_millis(200));
+        Self { children, dir }
+    }
+
+    fn pid(&self, i: usize) -> u32 {
+        self.children[i].id()
+    }
+}
+
+impl Drop for Named {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Two GPUs: an H200 with three processes (`python3`, one named `say "hi"`, and one in another
+/// PID namespace), and one whose memory cannot be read.
+fn scenario(named: &Named) -> String {
+    format!(
+        r#"{{"devices": [{}, {{"name": "Broken", "memory_error": 3}}]}}"#,
+        h200(&format!(
+            r#", "compute_processes": [{{"pid": {}, "used": {}}}, {{"pid": {}, "used": {}}},
+                                        {{"pid": {GHOST}, "used": {}}}]"#,
+            named.pid(0),
+            2 * GIB,
+            named.pid(1),
+            512 * MIB,
+            GIB
+        ))
+    )
+}
+
+/// A scenario for the tests that do not look at processes.
+fn plain() -> String {
+    format!(
+        r#"{{"devices": [{}]}}"#,
+        h200(&format!(
+            r#", "compute_processes": [{{"pid": {GHOST}, "used": {GIB}}}]"#
+        ))
+    )
+}
+
+#[test]
+fn metrics_carry_the_scenario() {
+    let named = Named::spawn(&["python3", r#"say "hi""#]);
+    let server = Server::start(FakeVariant::Modern, &scenario(&named), &[]);
+    let r = server.get("/metrics");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
+    let t = &r.body;
+    assert!(t.ends_with("\n# EOF\n"), "{t}");
+    let device = |name: &str| {
+        value(
+            t,
+            &format!("hypomnesis_gpu_memory_{name}_bytes{{{H200_LABELS}}}"),
+        )
+    };
+    let total = 143_771 * MIB;
+    let free = 110_796 * MIB;
+    assert_eq!(device("total"), Some(total.to_string()), "{t}");
+    assert_eq!(device("free"), Some(free.to_string()), "{t}");
+    assert_eq!(device("used"), Some((total - free).to_string()), "{t}");
+    assert_eq!(device("reserved"), Some((614 * MIB).to_string()), "{t}");
+    // The unreadable GPU has no series, and is counted.
+    assert!(!t.contains(r#"gpu="1""#), "{t}");
+    assert_eq!(
+        value(t, "hypomnesis_gpu_read_errors"),
+        Some("1".into()),
+        "{t}"
+    );
+    assert_eq!(value(t, "hypomnesis_gpu_devices"), Some("2".into()), "{t}");
+    assert_eq!(
+        value(t, "hypomnesis_scrape_success"),
+        Some("0".into()),
+        "{t}"
+    );
+    let python = named.pid(0);
+    assert_eq!(
+        value(
+            t,
+            &format!(
+                r#"hypomnesis_gpu_process_memory_bytes{{gpu="0",pid="{python}",name="python3"}}"#
+            )
+        ),
+        Some((2 * GIB).to_string()),
+        "{t}"
+    );
+    assert_eq!(
+        value(
+            t,
+            &format!(
+                r#"hypomnesis_gpu_process_memory_bytes{{gpu="0",pid="{}",name="say \"hi\""}}"#,
+                named.pid(1)
+            )
+        ),
+        Some((512 * MIB).to_string()),
+        "{t}"
+    );
+    assert_eq!(
+        value(
+            t,
+            &format!(r#"hypomnesis_gpu_process_memory_bytes{{gpu="0",pid="{GHOST}",name=""}}"#)
+        ),
+        Some(GIB.to_string()),
+        "{t}"
+    );
+    assert_eq!(
+        value(t, r#"hypomnesis_up{source="nvml"}"#),
+        Some("1".into()),
+        "{t}"
+    );
+    assert_eq!(
+        value(t, r#"hypomnesis_up{source="nvidia-smi"}"#),
+        Some("0".into()),
+        "{t}"
+    );
+    assert_eq!(
+        value(t, r#"hypomnesis_up{source="drm"}"#),
+        Some("0".into()),
+        "{t}"
+    );
+    assert!(
+        value(t, "hypomnesis_scrape_duration_seconds").is_some(),
+        "{t}"
+    );
+    assert_eq!(
+        value(t, "hypomnesis_measurements_total"),
+        Some("1".into()),
+        "{t}"
+    );
+
+    assert!(!server.stderr().contains("panicked"), "{}", server.stderr());
+}
+
+#[test]
+fn measurements_are_cached_for_the_min_interval() {
+    let server = Server::start(FakeVariant::Modern, &plain(), &["--min-interval", "2s"]);
+    let first = server.get("/metrics");
+    assert_eq!(
+        value(&first.body, "hypomnesis_measurements_total"),
+        Some("1".into())
+    );
+    // Within --min-interval the same measurement is served; after it, a new one.
+    let again = server.get("/metrics");
+    assert_eq!(
+        value(&again.body, "hypomnesis_measurements_total"),
+        Some("1".into())
+    );
+    std::thread::sleep(Duration::from_millis(2300));
+    let later = server.get("/metrics");
+    assert_eq!(
+        value(&later.body, "hypomnesis_measurements_total"),
+        Some("2".into())
+    );
+}
+
+#[test]
+fn head_gets_the_headers_only() {
+    let server = Server::start(FakeVariant::Modern, &plain(), &[]);
+    let head = exchange(
+        server.addr,
+        b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(head.status, 200);
+    assert_eq!(head.body, "");
+}
+
+#[test]
+fn pre_r510_driver_has_no_reserved_series() {
+    let server = Server::start(
+        FakeVariant::PreR510,
+        &format!(r#"{{"devices": [{}]}}"#, h200("")),
+        &[],
+    );
+    let t = server.get("/metrics").body;
+    assert!(
+        !has_series(&t, "hypomnesis_gpu_memory_reserved_bytes"),
+        "{t}"
+    );
+    assert_eq!(
+        value(
+            &t,
+            &format!("hypomnesis_gpu_memory_total_bytes{{{H200_LABELS}}}")
+        ),
+        Some((143_771 * MIB).to_string()),
+        "{t}"
+    );
+    assert!(has_series(&t, "hypomnesis_gpu_memory_used_bytes"), "{t}");
+    assert_eq!(
+        value(&t, "hypomnesis_scrape_success"),
+        Some("1".into()),
+        "{t}"
+    );
+    assert_eq!(
+        value(&t, "hypomnesis_gpu_read_errors"),
+        Some("0".into()),
+        "{t}"
+    );
+    assert!(
+        !has_series(&t, "hypomnesis_gpu_process_memory_bytes"),
+        "{t}"
+    );
+}
+
+#[test]
+fn other_paths_and_bad_requests() {
+    let server = Server::start(FakeVariant::Modern, &plain(), &[]);
+    let r = server.get("/nope");
+    assert_eq!(r.status, 404, "{r:?}");
+    let r = server.get("/metrics/extra");
+    assert_eq!(r.status, 404, "{r:?}");
+    let r = server.get("/");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.body.contains("/metrics"), "{r:?}");
+    let r = exchange(server.addr, b"\x00\x01 garbage \xff\r\n\r\n");
+    assert_eq!(r.status, 400, "{r:?}");
+    let r = exchange(server.addr, b"GET /metrics HTTP/1.1\r\nHost x\r\n\r\n");
+    assert_eq!(r.status, 400, "{r:?}");
+    let r = exchange(
+        server.addr,
+        b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 405, "{r:?}");
+    // The server is still fine.
+    assert_eq!(server.get("/metrics").status, 200);
+}
+
+#[test]
+fn concurrent_scrapes_share_one_measurement() {
+    // A long interval, so that all 64 scrapes surely fall in one, even on a slow machine.
+    let server = Server::start(FakeVariant::Modern, &plain(), &["--min-interval", "30s"]);
+    let addr = server.addr;
+    let barrier = Arc::new(Barrier::new(64));
+    let scrapes: Vec<_> = (0..64)
+        .map(|_| {
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                barrier.wait();
+                get(addr, "/metrics", &[])
+            })
+        })
+        .collect();
+    let replies: Vec<Reply> = scrapes.into_iter().map(|h| h.join().unwrap()).collect();
+    for r in &replies {
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(
+            value(&r.body, "hypomnesis_measurements_total"),
+            Some("1".into()),
+            "{}",
+            r.body
+        );
+        assert_eq!(r.body, replies[0].body);
+    }
+}
+
+#[test]
+fn a_stalled_client_does_not_block_others() {
+    let server = Server::start(FakeVariant::Modern, &plain(), &[]);
+    // One connects and says nothing; another sends half a request and stops.
+    let _silent = TcpStream::connect(server.addr).unwrap();
+    let mut half = TcpStream::connect(server.addr).unwrap();
+    half.write_all(b"GET /metr").unwrap();
+    let started = Instant::now();
+    let r = server.get("/metrics");
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("hypomnesis_up"), "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "a scrape took {:?} behind stalled clients",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn non_loopback_listen_needs_allow_remote() {
+    let mut c = serve_command(FakeVariant::Modern, &plain(), &["--listen", "0.0.0.0:0"]);
+    let out = c.output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not a loopback address"), "{err}");
+    assert!(err.contains("--allow-remote"), "{err}");
+
+    let server = Server::spawn(serve_command(
+        FakeVariant::Modern,
+        &plain(),
+        &["--listen", "0.0.0.0:0", "--allow-remote"],
+    ));
+    let err = server.stderr();
+    assert!(
+        err.starts_with("hmn: warning: serving on 0.0.0.0:0"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hmn: serving metrics on http://0.0.0.0:"),
+        "{err}"
+    );
+    assert_eq!(server.get("/metrics").status, 200);
+}
+
+/// The library's `debug-output` lines are written from the measuring thread: stderr must not
+/// be held locked by the main thread meanwhile, or the scrape (and every later one) hangs.
+#[cfg(feature = "debug-output")]
+#[test]
+fn library_debug_output_does_not_hang_a_scrape() {
+    // NVML says "uninitialised" once: the library re-initialises and logs it.
+    let scenario = format!(
+        r#"{{"devices": [{}],
+            "fail": [{{"function": "nvmlDeviceGetCount_v2", "code": 1, "times": 1}}]}}"#,
+        h200("")
+    );
+    let server = Server::start(FakeVariant::Modern, &scenario, &[]);
+    let addr = server.addr;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(get(addr, "/metrics", &[]));
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("the scrape hung; stderr:\n{}", server.stderr()));
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        value(&r.body, "hypomnesis_scrape_success"),
+        Some("1".into()),
+        "{}",
+        r.body
+    );
+    assert!(
+        server.stderr().contains("[hypomnesis] NVML:"),
+        "{}",
+        server.stderr()
+    );
+}
+
+/// Sends `signal` and waits for the exit: status 0 within `limit`, and the last stderr line.
+fn stop(server: &mut Server, signal: &str, limit: Duration) -> (Duration, String) {
+    let started = Instant::now();
+    server.signal(signal);
+    let status = server
+        .wait_exit(limit)
+        .unwrap_or_else(|| panic!("hmn serve did not stop on SIG{signal}: {}", server.stderr()));
+    let took = started.elapsed();
+    assert_eq!(status.code(), Some(0), "{}", server.stderr());
+    // The reader thread may still be draining the pipe.
+    let until = Instant::now() + Duration::from_secs(5);
+    while !server.stderr().contains(": stopped") && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = server.stderr();
+    (took, err.lines().last().unwrap_or_default().to_string())
+}
+
+#[test]
+fn sigterm_and_sigint_stop_it_promptly() {
+    for (signal, name) in [("TERM", "SIGTERM"), ("INT", "SIGINT")] {
+        let mut server = Server::start(FakeVariant::Modern, &plain(), &[]);
+        // An idle connection, and one kept alive after a scrape, do not hold the stop up.
+        let _idle = TcpStream::connect(server.addr).unwrap();
+        let mut kept = TcpStream::connect(server.addr).unwrap();
+        kept.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut first = [0_u8; 12];
+        kept.read_exact(&mut first).unwrap();
+        assert_eq!(&first, b"HTTP/1.1 200");
+        let (took, last) = stop(&mut server, signal, Duration::from_secs(10));
+        assert!(
+            took < Duration::from_secs(3),
+            "stopping on {name} took {took:?}"
+        );
+        assert_eq!(last, format!("hmn: {name}: stopped"));
+    }
+}
+
+#[test]
+fn a_half_sent_request_delays_the_stop_at_most_five_seconds() {
+    let mut server = Server::start(FakeVariant::Modern, &plain(), &[]);
+    let mut half = TcpStream::connect(server.addr).unwrap();
+    half.write_all(b"GET /metr").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let (took, last) = stop(&mut server, "TERM", Duration::from_secs(15));
+    assert!(took < Duration::from_secs(8), "stopping took {took:?}");
+    assert_eq!(
+        last,
+        "hmn: SIGTERM: stopped (connections still open after 5s were closed)"
+    );
+}
+
+/// The path of an external tool on PATH; `None` (after saying so) when it is not installed and
+/// the tests may skip it, a failure when `HYPOMNESIS_REQUIRE_EXTERNAL=1`.
+fn external(tool: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("HYPOMNESIS_REQUIRE_EXTERNAL").as_deref() != Ok("1"),
+            "{tool} is not installed, and HYPOMNESIS_REQUIRE_EXTERNAL=1 requires it (Debian: apt-get install prometheus)"
+        );
+        eprintln!("skipped: {tool} not installed");
+    }
+    found
+}
+
+#[test]
+fn promtool_accepts_the_metrics() {
+    let Some(promtool) = external("promtool") else {
+        return;
+    };
+    let server = Server::start(FakeVariant::Modern, &plain(), &[]);
+    // promtool reads the Prometheus text format, which hmn serves to clients asking for it.
+    let r = get(
+        server.addr,
+        "/metrics",
+        &["Accept: text/plain; version=0.0.4"],
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    assert!(!r.body.contains("# EOF"), "{}", r.body);
+    assert_eq!(
+        value(&r.body, "hypomnesis_measurements_total"),
+        Some("1".into())
+    );
+    let mut child = Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(r.body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed ({}):\n{}{}\n--- input ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        r.body
+    );
+}
+
+/// A running Prometheus and its data directory, both gone when dropped.
+struct Prometheus {
+    child: Child,
+    dir: PathBuf,
+    addr: SocketAddr,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+impl Prometheus {
+    fn start(binary: &Path, targets: &[SocketAddr]) -> Self {
+        let dir = std::env::temp_dir().join(format!("hmn-prometheus-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+             scrape_configs:\n  - job_name: hmn\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        );
+        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+        let addr = free_port();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new(binary)
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Self { child, dir, addr }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
+    }
+
+    /// The JSON answer of `/api/v1/<endpoint>`, or `None` while Prometheus is not up.
+    fn api(&self, endpoint: &str, query: Option<&str>) -> Option<serde_json::Value> {
+        TcpStream::connect(self.addr).ok()?;
+        let mut target = format!("/api/v1/{endpoint}");
+        if let Some(q) = query {
+            target.push_str("?query=");
+            for b in q.bytes() {
+                if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                    target.push(char::from(b));
+                } else {
+                    let _ = write!(target, "%{b:02X}");
+                }
+            }
+        }
+        // HTTP/1.0: the answer comes whole, never chunked.
+        let r = exchange(
+            self.addr,
+            format!("GET {target} HTTP/1.0\r\nHost: {}\r\n\r\n", self.addr).as_bytes(),
+        );
+        if r.status != 200 {
+            return None;
+        }
+        serde_json::from_str(&r.body).ok()
+    }
+}
+
+#[test]
+fn prometheus_scrapes_two_exporters() {
+    let Some(binary) = external("prometheus") else {
+        return;
+    };
+    // 10 GiB used on one host, 20 GiB on the other.
+    let host = |used_gib: u64| {
+        format!(
+            r#"{{"devices": [{{"name": "NVIDIA L40S", "total": {}, "free": {}}}]}}"#,
+            48 * GIB,
+            (48 - used_gib) * GIB
+        )
+    };
+    let a = Server::start(FakeVariant::Modern, &host(10), &[]);
+    let b = Server::start(FakeVariant::Modern, &host(20), &[]);
+    let prometheus = Prometheus::start(&binary, &[a.addr, b.addr]);
+
+    let query = "sum(hypomnesis_gpu_memory_used_bytes)";
+    let expected = (30 * GIB).to_string();
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut last = None;
+    loop {
+        if let Some(v) = prometheus.api("query", Some(query)) {
+            last = v["data"]["result"][0]["value"][1]
+                .as_str()
+                .map(String::from);
+            if last.as_deref() == Some(expected.as_str()) {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < until,
+            "Prometheus did not return {expected} for {query} within 60 s (last: {last:?});\n\
+             log:\n{}",
+            prometheus.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!("Prometheus: {query} = {expected}");
+
+    // Both targets healthy: the OpenMetrics text parsed without errors.
+    let targets = prometheus.api("targets", None).unwrap();
+    let active = targets["data"]["activeTargets"].as_array().unwrap();
+    assert_eq!(active.len(), 2, "{targets}");
+    for t in active {
+        assert_eq!(t["health"], "up", "{targets}");
+        assert_eq!(t["lastError"], "", "{targets}");
+    }
+    let up = prometheus
+        .api("query", Some(r#"count(hypomnesis_up{source="nvml"} == 1)"#))
+        .unwrap();
+    assert_eq!(up["data"]["result"][0]["value"][1], "2", "{up}");
+}
+
+#[test]
+fn deploy_files_agree_with_hmn() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let daemonset = std::fs::read_to_string(root.join("daemonset.yaml")).unwrap();
+    for needle in [
+        r#"args: ["serve", "--listen", "0.0.0.0:9835", "--allow-remote"]"#,
+        "hostPID: true",
+        "value: /host/proc",
+        "value: /host/sys",
+        "mountPath: /host/proc",
+        "mountPath: /host/sys",
+        "readOnly: true",
+        "name: NVIDIA_VISIBLE_DEVICES",
+        "# runtimeClassName: nvidia",
+        r#"prometheus.io/port: "9835""#,
+        "path: /metrics",
+        "containerPort: 9835",
+    ] {
+        assert!(
+            daemonset.contains(needle),
+            "daemonset.yaml lacks {needle:?}"
+        );
+    }
+    let config = root.join("prometheus.yml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains(r#"targets: ["localhost:9835"]"#), "{text}");
+    assert!(text.contains("scrape_interval: 15s"), "{text}");
+
+    let Some(promtool) = external("promtool") else {
+        return;
+    };
+    let check = |path: &Path| {
+        let out = Command::new(&promtool)
+            .args(["check", "config"])
+            .arg(path)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let (ok, said) = check(&config);
+    assert!(ok, "promtool check config deploy/prometheus.yml:\n{said}");
+
+    // The commented Kubernetes example, uncommented.
+    let mut example = String::from("scrape_configs:\n");
+    for line in text
+        .lines()
+        .skip_while(|l| !l.contains("- job_name: hmn-pods"))
+    {
+        let Some(rest) = line.strip_prefix("  #") else {
+            break;
+        };
+        example.push_str("  ");
+        example.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+        example.push('\n');
+    }
+    assert!(example.contains("kubernetes_sd_configs"), "{example}");
+    let path = std::env::temp_dir().join(format!("hmn-k8s-example-{}.yml", std::process::id()));
+    std::fs::write(&path, &example).unwrap();
+    let (ok, said) = check(&path);
+    let _ = std::fs::remove_file(&path);
+    if !ok && said.contains("field kubernetes_sd_configs not found") {
+        // Debian's Prometheus is built without Kubernetes discovery.
+        eprintln!("skipped: this promtool has no Kubernetes service discovery");
+        return;
+    }
+    assert!(
+        ok,
+        "the Kubernetes example of deploy/prometheus.yml:\n{said}\n{example}"
+    );
+}
