@@ -33,6 +33,7 @@
 //! | this process's GPU memory | NVML process lists | DXGI `QueryVideoMemoryInfo` | `graphics_footprint` ledger |
 //! | process lists | NVML compute + graphics | PDH `GPU Process Memory` | `graphics_footprint` of visible processes |
 //! | other vendors | not yet (AMD / Intel) | DXGI + PDH | the Apple GPU (Metal working-set budget) |
+//! | MIG instances (A100/H100/H200) | NVML MIG device handles, `nvidia-smi -q`/`-L` fallback | — | — |
 //!
 //! ## Features
 //!
@@ -47,6 +48,7 @@
 //! - `HYPOMNESIS_NVIDIA_SMI_TIMEOUT`: limit of one `nvidia-smi` run (`2s`, `500ms`; default 10 s).
 //! - `HYPOMNESIS_PROCFS`: where `/proc` is (for process names).
 
+mod duration;
 mod error;
 mod gpu;
 #[cfg(any(feature = "nvml", feature = "nvidia-smi-fallback", feature = "drm"))]
@@ -64,7 +66,8 @@ pub use error::{HypomnesisError, Result};
 #[cfg(feature = "nvml")]
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{
-    adapter_residency, device_count, device_info, gpu_processes, process_gpu_info, sources,
+    adapter_residency, device_count, device_info, gpu_processes, mig_gpu_instances, mig_instance,
+    mig_instances, mig_state, process_gpu_info, sources,
 };
 pub use procinfo::{
     descendants, parse_stat, process_name, process_rss_of, process_start_time, process_tree,
@@ -74,18 +77,20 @@ pub use ram::process_rss;
 pub use report::MemoryReport;
 pub use roots::set_roots;
 pub use types::{
-    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, ProcessGpuInfo,
-    Snapshot, SourceReport, SourceState,
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, MigGpuInstance,
+    MigInstance, MigState, ProcessGpuInfo, Snapshot, SourceReport, SourceState,
 };
 #[cfg(feature = "test-helpers")]
 pub use types::{
-    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, ProcessGpuInfoBuilder, SnapshotBuilder,
+    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, MigGpuInstanceBuilder, MigInstanceBuilder,
+    MigStateBuilder, ProcessGpuInfoBuilder, SnapshotBuilder,
 };
 
 /// Pure parsers, exposed for property tests, fuzzing and the live cross-checks. Not part of the
 /// stable API.
 #[doc(hidden)]
 pub mod __parsers {
+    pub use crate::duration::parse_duration;
     pub use crate::gpu::drm::parse::{
         FdInfo, Region, RegionKind, client_usage, parse_fdinfo, parse_pci_id, parse_size,
         parse_sysfs_u64, parse_uevent, pci_address, region_kind,
@@ -94,8 +99,9 @@ pub mod __parsers {
     pub use crate::gpu::drm::{Sweep, sweep_tree};
     #[cfg(feature = "nvidia-smi-fallback")]
     pub use crate::gpu::nvidia_smi::parse::{
-        QMemory, SmiApp, SmiGpu, parse_apps, parse_duration, parse_gpus, parse_q_memory,
-        parse_version,
+        ListGpu, ListMig, QGpuMig, QMemory, QMemoryLines, QMigDevice, QProcess, SmiApp, SmiGpu,
+        SmiMigMode, parse_apps, parse_gpus, parse_list, parse_mig_modes, parse_q_memory,
+        parse_q_mig, parse_version,
     };
     pub use crate::gpu::winparse::{parse_bus_id, parse_pdh_instance, utf16_until_nul};
     pub use crate::ram::parse::{statm_resident_bytes, status_vmrss_bytes};

@@ -2,6 +2,12 @@
 //!
 //! The root comes from [`crate::roots`] (`HYPOMNESIS_PROCFS`, `hmn --procfs`).
 
+// Which helpers a build uses depends on its features.
+#![cfg_attr(
+    not(all(feature = "nvml", feature = "nvidia-smi-fallback", feature = "drm")),
+    allow(dead_code)
+)]
+
 use std::path::Path;
 
 /// The procfs root in use (see [`crate::roots`]).

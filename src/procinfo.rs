@@ -31,6 +31,7 @@ pub fn parse_stat(text: &str) -> std::result::Result<(u32, u64), String> {
 
 /// Whether a `stat` line describes a process that has exited (state `Z` or `X`).
 #[must_use]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux has stat lines
 pub fn is_zombie(stat: &str) -> bool {
     let state = stat
         .rfind(')')

@@ -7,7 +7,9 @@
 #![cfg_attr(
     not(all(
         target_os = "linux",
-        any(feature = "nvml", feature = "nvidia-smi-fallback", feature = "drm")
+        feature = "nvml",
+        feature = "nvidia-smi-fallback",
+        feature = "drm"
     )),
     allow(dead_code)
 )]

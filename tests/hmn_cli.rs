@@ -369,6 +369,30 @@ fn a_closed_stdout_pipe_exits_quietly() {
 }
 
 #[test]
+fn a_closed_stdout_pipe_exits_quietly_in_json_too() {
+    let rows: Vec<(u32, u64)> = (0..5000).map(|i| (GHOST + i, MIB)).collect();
+    let s = format!(
+        r#"{{"devices": [{}]}}"#,
+        h200(&format!(r#", "compute_processes": {}"#, procs(&rows)))
+    );
+    let mut child = with_fake(&s)
+        .args(["ps", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first, "[\n");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("Broken pipe"), "{err}");
+}
+
+#[test]
 fn every_capture_through_the_stand_in_nvidia_smi() {
     for cap in all_captures() {
         let text = capture_reader::read(&cap);
@@ -391,7 +415,20 @@ fn every_capture_through_the_stand_in_nvidia_smi() {
                     )
                 })
                 .collect();
-            assert_eq!(out, want, "{} {phase}", cap.display());
+            // One line per GPU, then (MIG captures) one indented line per MIG device.
+            let gpu_lines: String = out
+                .lines()
+                .filter(|l| !l.starts_with("  "))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            assert_eq!(gpu_lines, want, "{} {phase}", cap.display());
+            let q_text = capture_reader::section(&text, phase, "query (-q)").unwrap();
+            assert_eq!(
+                out.lines().filter(|l| l.starts_with("  MIG ")).count(),
+                q_text.matches("    MIG Device\n").count(),
+                "{} {phase}: {out}",
+                cap.display()
+            );
             // The -q section's Total/Reserved/Free lines say the same.
             let q = hypomnesis::__parsers::parse_q_memory(
                 &capture_reader::section(&text, phase, "query (-q)").unwrap(),

@@ -29,6 +29,7 @@ fn corpus() -> &'static Vec<String> {
                 ("load", "query-gpu"),
                 ("load", "query-compute-apps"),
                 ("idle", "query (-q)"),
+                ("load", "query (-q)"),
                 ("capabilities", "version"),
                 ("capabilities", "list (-L)"),
             ] {
@@ -112,6 +113,9 @@ fn all_parsers(s: &str) {
     check(p::parse_gpus(s, false).map(drop));
     check(p::parse_apps(s).map(drop));
     check(p::parse_q_memory(s).map(drop));
+    let _ = p::parse_q_mig(s);
+    let _ = p::parse_list(s);
+    check(p::parse_mig_modes(s).map(drop));
     let _ = p::parse_version(s);
     check(p::parse_duration(s).map(drop));
     check(p::parse_fdinfo(s).map(|f| {

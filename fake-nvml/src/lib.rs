@@ -36,7 +36,7 @@ use abi::{
     NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNINITIALIZED, NVML_ERROR_UNKNOWN, NVML_SUCCESS, PciInfo,
     ProcessInfoV1, ProcessInfoV2, VALUE_NOT_AVAILABLE_U32, VALUE_NOT_AVAILABLE_U64,
 };
-use scenario::{GROW_PID_BASE, GROW_USED, MAX_DEVICES, Scenario};
+use scenario::{GROW_PID_BASE, GROW_USED, MAX_DEVICES, MAX_MIG_DEVICES, Scenario};
 
 /// `nvmlReturn_t`.
 type NvmlReturn = c_uint;
@@ -142,6 +142,56 @@ fn index_of(handle: NvmlDevice) -> Option<usize> {
     (index < MAX_DEVICES).then_some(index)
 }
 
+/// MIG device handles: one table row of `MAX_MIG_DEVICES` per GPU, indexed by the MIG device's
+/// position in the scenario's `mig_devices` list.
+static MIG_HANDLE_SLOTS: [u64; MAX_DEVICES * MAX_MIG_DEVICES] = [0; MAX_DEVICES * MAX_MIG_DEVICES];
+
+fn mig_handle_for(gpu: usize, k: usize) -> NvmlDevice {
+    MIG_HANDLE_SLOTS
+        .as_ptr()
+        .wrapping_add(gpu * MAX_MIG_DEVICES + k)
+        .cast_mut()
+        .cast::<c_void>()
+}
+
+fn mig_index_of(handle: NvmlDevice) -> Option<(usize, usize)> {
+    let offset = (handle as usize).checked_sub(MIG_HANDLE_SLOTS.as_ptr() as usize)?;
+    let slot = size_of::<u64>();
+    if offset % slot != 0 {
+        return None;
+    }
+    let n = offset / slot;
+    (n < MAX_DEVICES * MAX_MIG_DEVICES).then_some((n / MAX_MIG_DEVICES, n % MAX_MIG_DEVICES))
+}
+
+/// What a handle stands for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Target {
+    /// GPU `i`.
+    Gpu(usize),
+    /// MIG device `k` (position in `mig_devices`) of GPU `i`.
+    Mig(usize, usize),
+}
+
+impl Target {
+    /// The GPU index (the parent's for a MIG device), for fail rules.
+    fn gpu(self) -> usize {
+        match self {
+            Self::Gpu(i) | Self::Mig(i, _) => i,
+        }
+    }
+}
+
+/// Decodes a GPU or MIG device handle of the loaded scenario (MIG handles only while MIG is on).
+fn target_of(l: &Loaded, handle: NvmlDevice) -> Option<Target> {
+    if let Some(i) = index_of(handle) {
+        return (i < l.sc.devices.len()).then_some(Target::Gpu(i));
+    }
+    let (i, k) = mig_index_of(handle)?;
+    let d = l.sc.devices.get(i)?;
+    (d.mig_on() && k < d.mig_devices.len()).then_some(Target::Mig(i, k))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Entry helpers: counting, init check, fail injection, handle decoding, no unwinding.
 // ---------------------------------------------------------------------------------------------
@@ -195,6 +245,30 @@ fn device_call(
         }
         match index {
             Some(i) => body(l, i),
+            None => NVML_ERROR_INVALID_ARGUMENT,
+        }
+    })
+}
+
+/// A function taking a GPU or a MIG device handle; the fail rules see the GPU's index.
+fn any_call(
+    name: &'static str,
+    handle: NvmlDevice,
+    body: impl FnOnce(&mut Loaded, Target) -> NvmlReturn,
+) -> NvmlReturn {
+    entry(name, |g| {
+        if g.refcount == 0 {
+            return NVML_ERROR_UNINITIALIZED;
+        }
+        let Some(l) = g.loaded.as_mut() else {
+            return NVML_ERROR_UNINITIALIZED;
+        };
+        let target = target_of(l, handle);
+        if let Some(code) = l.take_failure(name, target.map(Target::gpu)) {
+            return code;
+        }
+        match target {
+            Some(t) => body(l, t),
             None => NVML_ERROR_INVALID_ARGUMENT,
         }
     })
@@ -453,7 +527,7 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(
     handle_by_index("nvmlDeviceGetHandleByIndex", index, device)
 }
 
-/// Exact UUID match; NOT_FOUND if none.
+/// Exact UUID match (a GPU's, or a MIG device's while MIG is on); NOT_FOUND if none.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
     uuid: *const c_char,
@@ -467,11 +541,21 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
         if device.is_null() {
             return NVML_ERROR_INVALID_ARGUMENT;
         }
-        match l.sc.devices.iter().position(|d| d.uuid == uuid) {
+        if let Some(i) = l.sc.devices.iter().position(|d| d.uuid == uuid) {
             // SAFETY: out-pointer per the NVML contract.
-            Some(i) => unsafe { give_handle(l, i, device) },
-            None => NVML_ERROR_NOT_FOUND,
+            return unsafe { give_handle(l, i, device) };
         }
+        // A MIG UUID gives that MIG device's handle (while MIG is on).
+        for (i, d) in l.sc.devices.iter().enumerate() {
+            if !d.mig_on() {
+                continue;
+            }
+            if let Some(k) = d.mig_devices.iter().position(|m| m.uuid == uuid) {
+                // SAFETY: out-pointer per the NVML contract.
+                return unsafe { put(device, mig_handle_for(i, k)) };
+            }
+        }
+        NVML_ERROR_NOT_FOUND
     })
 }
 
@@ -528,14 +612,18 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
     name: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
-    device_call("nvmlDeviceGetName", device, |l, i| {
+    any_call("nvmlDeviceGetName", device, |l, t| {
         if l.sc.garbage.name_without_nul && !name.is_null() {
             // SAFETY: caller buffer of `length` bytes (NVML contract).
             unsafe { std::ptr::write_bytes(name.cast::<u8>(), b'A', length as usize) };
             return NVML_SUCCESS;
         }
+        let text = match t {
+            Target::Gpu(i) => &l.sc.devices[i].name,
+            Target::Mig(i, k) => &l.sc.devices[i].mig_devices[k].name,
+        };
         // SAFETY: caller buffer of `length` bytes (NVML contract).
-        unsafe { write_str(name, length, &l.sc.devices[i].name) }
+        unsafe { write_str(name, length, text) }
     })
 }
 
@@ -545,9 +633,13 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
     uuid: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
-    device_call("nvmlDeviceGetUUID", device, |l, i| {
+    any_call("nvmlDeviceGetUUID", device, |l, t| {
+        let text = match t {
+            Target::Gpu(i) => &l.sc.devices[i].uuid,
+            Target::Mig(i, k) => &l.sc.devices[i].mig_devices[k].uuid,
+        };
         // SAFETY: caller buffer of `length` bytes (NVML contract).
-        unsafe { write_str(uuid, length, &l.sc.devices[i].uuid) }
+        unsafe { write_str(uuid, length, text) }
     })
 }
 
@@ -595,24 +687,167 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v2(
     pci_info("nvmlDeviceGetPciInfo_v2", device, pci)
 }
 
-/// Always NOT_SUPPORTED (a non-MIG GPU), after the usual argument checks.
+// ---------------------------------------------------------------------------------------------
+// MIG (all present since R450.51)
+// ---------------------------------------------------------------------------------------------
+
+/// The scenario's `mig_mode`/`mig_pending`; NOT_SUPPORTED for a GPU without `mig_mode`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetMigMode(
     device: NvmlDevice,
     current_mode: *mut c_uint,
     pending_mode: *mut c_uint,
 ) -> NvmlReturn {
-    device_call("nvmlDeviceGetMigMode", device, |_, _| {
+    device_call("nvmlDeviceGetMigMode", device, |l, i| {
         if current_mode.is_null() || pending_mode.is_null() {
             return NVML_ERROR_INVALID_ARGUMENT;
         }
-        NVML_ERROR_NOT_SUPPORTED
+        let d = &l.sc.devices[i];
+        let Some(current) = d.mig_mode else {
+            return NVML_ERROR_NOT_SUPPORTED;
+        };
+        // SAFETY: both out-pointers are non-null (checked above), per the NVML contract.
+        unsafe {
+            put(current_mode, current);
+            put(pending_mode, d.mig_pending.unwrap_or(current))
+        }
     })
+}
+
+/// `max_mig_devices` for a GPU that supports MIG; NOT_SUPPORTED otherwise.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
+    device: NvmlDevice,
+    count: *mut c_uint,
+) -> NvmlReturn {
+    device_call("nvmlDeviceGetMaxMigDeviceCount", device, |l, i| {
+        let d = &l.sc.devices[i];
+        if d.mig_mode.is_none() {
+            return NVML_ERROR_NOT_SUPPORTED;
+        }
+        // SAFETY: out-pointer per the NVML contract.
+        unsafe { put(count, d.max_mig_devices) }
+    })
+}
+
+/// The MIG device at `index`: NOT_FOUND for an empty slot below the maximum, INVALID_ARGUMENT
+/// at or past it, NOT_SUPPORTED while MIG is off.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
+    device: NvmlDevice,
+    index: c_uint,
+    mig_device: *mut NvmlDevice,
+) -> NvmlReturn {
+    device_call("nvmlDeviceGetMigDeviceHandleByIndex", device, |l, i| {
+        if mig_device.is_null() {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        let d = &l.sc.devices[i];
+        if !d.mig_on() {
+            return NVML_ERROR_NOT_SUPPORTED;
+        }
+        if index >= d.max_mig_devices {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        match d.mig_devices.iter().position(|m| m.slot == index) {
+            // SAFETY: out-pointer per the NVML contract.
+            Some(k) => unsafe { put(mig_device, mig_handle_for(i, k)) },
+            None => NVML_ERROR_NOT_FOUND,
+        }
+    })
+}
+
+/// A MIG device's id (`pick` chooses which); NOT_SUPPORTED on a GPU handle.
+fn instance_id(
+    name: &'static str,
+    device: NvmlDevice,
+    id: *mut c_uint,
+    pick: fn(&scenario::MigDevice) -> u32,
+) -> NvmlReturn {
+    any_call(name, device, |l, t| match t {
+        Target::Gpu(_) => NVML_ERROR_NOT_SUPPORTED,
+        // SAFETY: out-pointer per the NVML contract.
+        Target::Mig(i, k) => unsafe { put(id, pick(&l.sc.devices[i].mig_devices[k])) },
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(
+    device: NvmlDevice,
+    id: *mut c_uint,
+) -> NvmlReturn {
+    instance_id("nvmlDeviceGetGpuInstanceId", device, id, |m| {
+        m.gpu_instance_id
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(
+    device: NvmlDevice,
+    id: *mut c_uint,
+) -> NvmlReturn {
+    instance_id("nvmlDeviceGetComputeInstanceId", device, id, |m| {
+        m.compute_instance_id
+    })
+}
+
+/// 1 for a MIG device handle, 0 for a GPU's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(
+    device: NvmlDevice,
+    is_mig: *mut c_uint,
+) -> NvmlReturn {
+    any_call("nvmlDeviceIsMigDeviceHandle", device, |_, t| {
+        let v = c_uint::from(matches!(t, Target::Mig(..)));
+        // SAFETY: out-pointer per the NVML contract.
+        unsafe { put(is_mig, v) }
+    })
+}
+
+/// The GPU of a MIG device handle; INVALID_ARGUMENT for a GPU handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
+    mig_device: NvmlDevice,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    any_call(
+        "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+        mig_device,
+        |_, t| match t {
+            Target::Gpu(_) => NVML_ERROR_INVALID_ARGUMENT,
+            // SAFETY: out-pointer per the NVML contract.
+            Target::Mig(i, _) => unsafe { put(device, handle_for(i)) },
+        },
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
 // Memory
 // ---------------------------------------------------------------------------------------------
+
+/// The figures a handle's memory functions give: (total, free, reserved), or an error code.
+/// A GPU in MIG mode with `aggregate_error` refuses; a MIG device gives its own.
+fn memory_of(l: &Loaded, t: Target) -> Result<(u64, u64, u64), NvmlReturn> {
+    match t {
+        Target::Gpu(i) => {
+            let d = &l.sc.devices[i];
+            if let Some(code) = d.aggregate_error.filter(|_| d.mig_on()) {
+                return Err(code);
+            }
+            match d.memory_error {
+                Some(code) => Err(code),
+                None => Ok((d.total, d.free, d.reserved)),
+            }
+        }
+        Target::Mig(i, k) => {
+            let m = &l.sc.devices[i].mig_devices[k];
+            match m.memory_error {
+                Some(code) => Err(code),
+                None => Ok((m.total, m.free, m.reserved)),
+            }
+        }
+    }
+}
 
 /// v1: `used = total - free` (includes reserved).
 #[unsafe(no_mangle)]
@@ -620,18 +855,18 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
     device: NvmlDevice,
     memory: *mut Memory,
 ) -> NvmlReturn {
-    device_call("nvmlDeviceGetMemoryInfo", device, |l, i| {
-        let d = &l.sc.devices[i];
+    any_call("nvmlDeviceGetMemoryInfo", device, |l, t| {
         if memory.is_null() {
             return NVML_ERROR_INVALID_ARGUMENT;
         }
-        if let Some(code) = d.memory_error {
-            return code;
-        }
+        let (total, free, _) = match memory_of(l, t) {
+            Ok(m) => m,
+            Err(code) => return code,
+        };
         let value = Memory {
-            total: d.total,
-            free: d.free,
-            used: d.total.saturating_sub(d.free),
+            total,
+            free,
+            used: total.saturating_sub(free),
         };
         // SAFETY: out-pointer per the NVML contract.
         unsafe { put(memory, value) }
@@ -646,8 +881,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     device: NvmlDevice,
     memory: *mut MemoryV2,
 ) -> NvmlReturn {
-    device_call("nvmlDeviceGetMemoryInfo_v2", device, |l, i| {
-        let d = &l.sc.devices[i];
+    any_call("nvmlDeviceGetMemoryInfo_v2", device, |l, t| {
         if memory.is_null() {
             return NVML_ERROR_INVALID_ARGUMENT;
         }
@@ -656,15 +890,16 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         if version != MEMORY_V2_VERSION {
             return NVML_ERROR_FUNCTION_NOT_FOUND;
         }
-        if let Some(code) = d.memory_error {
-            return code;
-        }
+        let (total, free, reserved) = match memory_of(l, t) {
+            Ok(m) => m,
+            Err(code) => return code,
+        };
         let value = MemoryV2 {
             version,
-            total: d.total,
-            reserved: d.reserved,
-            free: d.free,
-            used: d.total.saturating_sub(d.reserved).saturating_sub(d.free),
+            total,
+            reserved,
+            free,
+            used: total.saturating_sub(reserved).saturating_sub(free),
         };
         // SAFETY: out-pointer per the NVML contract.
         unsafe { put(memory, value) }
@@ -690,29 +925,59 @@ enum Layout {
     Wide,
 }
 
-/// The rows a list currently holds.
-fn rows(l: &Loaded, index: usize, family: Family) -> Vec<ProcessInfoV2> {
-    let d = &l.sc.devices[index];
-    let mut out: Vec<ProcessInfoV2> = match family {
-        Family::Compute => &d.compute_processes[..],
-        Family::Graphics => &d.graphics_processes[..],
-        Family::Mps => &[],
-    }
-    .iter()
-    .filter_map(|p| {
-        let pid = match &p.pid_file {
-            Some(f) => std::fs::read_to_string(f).ok()?.trim().parse().ok()?,
-            None => p.pid,
-        };
-        Some(ProcessInfoV2 {
-            pid,
-            used_gpu_memory: p.used.unwrap_or(VALUE_NOT_AVAILABLE_U64),
-            gpu_instance_id: p.gpu_instance_id.unwrap_or(VALUE_NOT_AVAILABLE_U32),
-            compute_instance_id: p.compute_instance_id.unwrap_or(VALUE_NOT_AVAILABLE_U32),
+/// Rows of a scenario process list; `ids` fills instance ids the rows leave out.
+fn list_rows(list: &[scenario::Process], ids: (u32, u32)) -> Vec<ProcessInfoV2> {
+    list.iter()
+        .filter_map(|p| {
+            let pid = match &p.pid_file {
+                Some(f) => std::fs::read_to_string(f).ok()?.trim().parse().ok()?,
+                None => p.pid,
+            };
+            Some(ProcessInfoV2 {
+                pid,
+                used_gpu_memory: p.used.unwrap_or(VALUE_NOT_AVAILABLE_U64),
+                gpu_instance_id: p.gpu_instance_id.unwrap_or(ids.0),
+                compute_instance_id: p.compute_instance_id.unwrap_or(ids.1),
+            })
         })
-    })
-    .collect();
-    if family == Family::Compute && l.grown.get(index).copied().unwrap_or(false) {
+        .collect()
+}
+
+/// The rows of a MIG device's list, with its instance ids.
+fn mig_rows(m: &scenario::MigDevice, family: Family) -> Vec<ProcessInfoV2> {
+    let list = match family {
+        Family::Compute => &m.compute_processes[..],
+        Family::Graphics => &m.graphics_processes[..],
+        Family::Mps => &[],
+    };
+    list_rows(list, (m.gpu_instance_id, m.compute_instance_id))
+}
+
+/// The rows a list currently holds. A GPU in MIG mode adds every MIG device's rows.
+fn rows(l: &Loaded, t: Target, family: Family) -> Vec<ProcessInfoV2> {
+    let index = t.gpu();
+    let d = &l.sc.devices[index];
+    let mut out: Vec<ProcessInfoV2> = match t {
+        Target::Mig(_, k) => mig_rows(&d.mig_devices[k], family),
+        Target::Gpu(_) => {
+            let own = match family {
+                Family::Compute => &d.compute_processes[..],
+                Family::Graphics => &d.graphics_processes[..],
+                Family::Mps => &[],
+            };
+            let mut out = list_rows(own, (VALUE_NOT_AVAILABLE_U32, VALUE_NOT_AVAILABLE_U32));
+            if d.mig_on() {
+                for m in &d.mig_devices {
+                    out.extend(mig_rows(m, family));
+                }
+            }
+            out
+        }
+    };
+    if family == Family::Compute
+        && t == Target::Gpu(index)
+        && l.grown.get(index).copied().unwrap_or(false)
+    {
         out.extend((0..d.grow_between_calls).map(|k| ProcessInfoV2 {
             pid: GROW_PID_BASE + k,
             used_gpu_memory: GROW_USED,
@@ -759,13 +1024,18 @@ fn process_list(
     family: Family,
     layout: Layout,
 ) -> NvmlReturn {
-    device_call(name, device, |l, i| {
+    any_call(name, device, |l, t| {
         if info_count.is_null() {
             return NVML_ERROR_INVALID_ARGUMENT;
         }
+        let d = &l.sc.devices[t.gpu()];
+        if let (Target::Gpu(_), Some(code)) = (t, d.aggregate_error.filter(|_| d.mig_on())) {
+            return code;
+        }
+        let i = t.gpu();
         // SAFETY: non-null in/out count per the NVML contract.
         let capacity = unsafe { info_count.read_unaligned() };
-        let current = rows(l, i, family);
+        let current = rows(l, t, family);
         #[allow(clippy::cast_possible_truncation)]
         let needed = current.len().min(u32::MAX as usize) as c_uint;
 
@@ -799,6 +1069,7 @@ fn process_list(
         // `grow_between_calls`: after the first Compute call on this device returns, the list
         // gains the synthetic processes (seen from the next call on).
         if family == Family::Compute
+            && t == Target::Gpu(i)
             && let Some(grown) = l.grown.get_mut(i)
         {
             *grown = true;
@@ -928,5 +1199,10 @@ mod tests {
             index_of(handle_for(1).cast::<u8>().wrapping_add(1).cast()),
             None
         );
+        for (i, k) in [(0, 0), (3, 5), (MAX_DEVICES - 1, MAX_MIG_DEVICES - 1)] {
+            assert_eq!(mig_index_of(mig_handle_for(i, k)), Some((i, k)));
+            assert_eq!(index_of(mig_handle_for(i, k)), None);
+        }
+        assert_eq!(mig_index_of(handle_for(0)), None);
     }
 }

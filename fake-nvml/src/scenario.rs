@@ -21,7 +21,26 @@
 //!     "compute_processes": [{"pid": 1, "used": 1048576,
 //!                            "gpu_instance_id": null, "compute_instance_id": null}],
 //!     "graphics_processes": [],
-//!     "grow_between_calls": 0             // synthetic compute processes after the first call
+//!     "grow_between_calls": 0,            // synthetic compute processes after the first call
+//!     "mig_mode": 1,                      // nvmlDeviceGetMigMode current mode (0 off, 1 on);
+//!                                         // absent/null = NOT_SUPPORTED (a GPU without MIG)
+//!     "mig_pending": 1,                   // pending mode, default = mig_mode
+//!     "max_mig_devices": 7,               // nvmlDeviceGetMaxMigDeviceCount, default 7 (at most 8)
+//!     "aggregate_error": 4,               // while mig_mode is 1: the GPU's memory functions and
+//!                                         // process lists give this code (unprivileged caller)
+//!     "mig_devices": [{                   // MIG devices (at most 8), only while mig_mode is 1
+//!       "slot": 0,                        // nvmlDeviceGetMigDeviceHandleByIndex index, default
+//!                                         // its position; other slots < max are NOT_FOUND
+//!       "gpu_instance_id": 2, "compute_instance_id": 0,   // default 0
+//!       "name": "NVIDIA H200 MIG 1c.3g.71gb",  // default "<GPU name> MIG device <slot>"
+//!       "uuid": "MIG-...",                // default "MIG-fa4e0000-0000-4000-8000-<i:04x><slot:08x>"
+//!       "total": 74894880768, "free": 57147342848, "reserved": 0,
+//!                                         // bytes; omitted = those of an earlier MIG device of
+//!                                         // the same GPU instance (shared memory), else
+//!                                         // 8 GiB / total - reserved / 0
+//!       "memory_error": null,             // both memory functions on this MIG handle give it
+//!       "compute_processes": [], "graphics_processes": []  // ids default to the device's
+//!     }]
 //!   }],
 //!   "fail": [{"function": "nvmlDeviceGetMemoryInfo", "code": 1, "times": 1, "device": 0}],
 //!   "garbage": {"name_without_nul": false, "count_larger_than_buffer": false,
@@ -35,6 +54,11 @@
 //! * `grow_between_calls: N`: as soon as the first Compute process-list call (any version) on
 //!   that device returns, whatever its result, the Compute list gains N processes with pids
 //!   4300000.. and 1 MiB each (once).
+//! * MIG device handles answer `nvmlDeviceGetName`, `…GetUUID`, both memory functions, the
+//!   process lists, `…GetGpuInstanceId`, `…GetComputeInstanceId`, `…IsMigDeviceHandle` and
+//!   `…GetDeviceHandleFromMigDeviceHandle`; `nvmlDeviceGetHandleByUUID` finds them by UUID.
+//!   With MIG on and no `aggregate_error`, the GPU's own process lists hold its rows plus every
+//!   MIG device's (a privileged caller's view).
 //! * `fail`: the first rule whose `function` equals the exported name, whose `device` (if set)
 //!   equals the call's device index, and whose `times` (default 1) is not used up, makes the
 //!   call return `code` (any u32). The device index comes from the handle, or from the index
@@ -50,6 +74,12 @@ use serde::Deserialize;
 
 /// Most devices a scenario may describe (handles point into a fixed table).
 pub const MAX_DEVICES: usize = 64;
+/// Most MIG devices per GPU (handles point into a fixed table).
+pub const MAX_MIG_DEVICES: usize = 8;
+/// Default `max_mig_devices` (A100/H100/H200: 7).
+const DEFAULT_MAX_MIG: u32 = 7;
+/// Default memory of a MIG device with no figures: 8 GiB.
+const DEFAULT_MIG_TOTAL: u64 = 8 * 1024 * 1024 * 1024;
 
 /// Default `driver_version`.
 pub const DEFAULT_DRIVER_VERSION: &str = "590.48.01";
@@ -118,6 +148,44 @@ struct RawDevice {
     graphics_processes: Vec<Process>,
     #[serde(default)]
     grow_between_calls: u32,
+    #[serde(default)]
+    mig_mode: Option<u32>,
+    #[serde(default)]
+    mig_pending: Option<u32>,
+    #[serde(default)]
+    max_mig_devices: Option<u32>,
+    #[serde(default)]
+    aggregate_error: Option<u32>,
+    #[serde(default)]
+    mig_devices: Vec<RawMig>,
+}
+
+/// One MIG device, exactly as written in JSON.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMig {
+    #[serde(default)]
+    slot: Option<u32>,
+    #[serde(default)]
+    gpu_instance_id: u32,
+    #[serde(default)]
+    compute_instance_id: u32,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    uuid: Option<String>,
+    #[serde(default)]
+    total: Option<u64>,
+    #[serde(default)]
+    free: Option<u64>,
+    #[serde(default)]
+    reserved: Option<u64>,
+    #[serde(default)]
+    memory_error: Option<u32>,
+    #[serde(default)]
+    compute_processes: Vec<Process>,
+    #[serde(default)]
+    graphics_processes: Vec<Process>,
 }
 
 /// One row of a process list.
@@ -195,6 +263,35 @@ pub struct Device {
     pub compute_processes: Vec<Process>,
     pub graphics_processes: Vec<Process>,
     pub grow_between_calls: u32,
+    /// `None`: MIG not supported.
+    pub mig_mode: Option<u32>,
+    pub mig_pending: Option<u32>,
+    pub max_mig_devices: u32,
+    pub aggregate_error: Option<u32>,
+    pub mig_devices: Vec<MigDevice>,
+}
+
+impl Device {
+    /// MIG is on (mode 1).
+    pub fn mig_on(&self) -> bool {
+        self.mig_mode == Some(1)
+    }
+}
+
+/// A MIG device with every default filled in.
+#[derive(Debug, Clone)]
+pub struct MigDevice {
+    pub slot: u32,
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+    pub name: String,
+    pub uuid: String,
+    pub total: u64,
+    pub free: u64,
+    pub reserved: u64,
+    pub memory_error: Option<u32>,
+    pub compute_processes: Vec<Process>,
+    pub graphics_processes: Vec<Process>,
 }
 
 /// A scenario with every default filled in.
@@ -239,8 +336,11 @@ impl Scenario {
             .map(|(i, d)| {
                 let total = d.total.unwrap_or(DEFAULT_TOTAL);
                 let reserved = d.reserved.unwrap_or(0);
-                Device {
-                    name: d.name.unwrap_or_else(|| format!("NVIDIA Fake GPU {i}")),
+                let name = d.name.unwrap_or_else(|| format!("NVIDIA Fake GPU {i}"));
+                let max_mig_devices = d.max_mig_devices.unwrap_or(DEFAULT_MAX_MIG);
+                let mig_devices = resolve_mig(i, &name, max_mig_devices, d.mig_devices)?;
+                Ok(Device {
+                    name,
                     uuid: d
                         .uuid
                         .unwrap_or_else(|| format!("GPU-fa4e0000-0000-4000-8000-{i:012x}")),
@@ -257,9 +357,14 @@ impl Scenario {
                     compute_processes: d.compute_processes,
                     graphics_processes: d.graphics_processes,
                     grow_between_calls: d.grow_between_calls,
-                }
+                    mig_mode: d.mig_mode,
+                    mig_pending: d.mig_pending.or(d.mig_mode),
+                    max_mig_devices,
+                    aggregate_error: d.aggregate_error.filter(|&c| c != 0),
+                    mig_devices,
+                })
             })
-            .collect();
+            .collect::<Result<Vec<_>, String>>()?;
         Ok(Self {
             driver_version: raw
                 .driver_version
@@ -277,6 +382,75 @@ impl Scenario {
             garbage: raw.garbage,
         })
     }
+}
+
+/// Memory written for a GPU instance: (total, free, reserved).
+type SharedMemory = (Option<u64>, Option<u64>, Option<u64>);
+
+/// Fills in the MIG devices of GPU `gpu`: slots, names, UUIDs, and memory shared per GPU
+/// instance.
+fn resolve_mig(
+    gpu: usize,
+    gpu_name: &str,
+    max: u32,
+    raw: Vec<RawMig>,
+) -> Result<Vec<MigDevice>, String> {
+    if max as usize > MAX_MIG_DEVICES {
+        return Err(format!(
+            "device {gpu}: max_mig_devices {max}; the fake supports at most {MAX_MIG_DEVICES}"
+        ));
+    }
+    if raw.len() > max as usize {
+        return Err(format!(
+            "device {gpu}: {} MIG devices but max_mig_devices is {max}",
+            raw.len()
+        ));
+    }
+    // Memory written for a GPU instance, for its other compute instances.
+    let mut shared: BTreeMap<u32, SharedMemory> = BTreeMap::new();
+    for m in &raw {
+        let e = shared.entry(m.gpu_instance_id).or_default();
+        e.0 = e.0.or(m.total);
+        e.1 = e.1.or(m.free);
+        e.2 = e.2.or(m.reserved);
+    }
+    let mut out: Vec<MigDevice> = Vec::new();
+    for (k, m) in raw.into_iter().enumerate() {
+        #[allow(clippy::cast_possible_truncation)] // k < MAX_MIG_DEVICES
+        let slot = m.slot.unwrap_or(k as u32);
+        if slot >= max {
+            return Err(format!(
+                "device {gpu}: MIG slot {slot} is not below max_mig_devices {max}"
+            ));
+        }
+        if out.iter().any(|o| o.slot == slot) {
+            return Err(format!("device {gpu}: MIG slot {slot} is used twice"));
+        }
+        let (gt, gf, gr) = shared.get(&m.gpu_instance_id).copied().unwrap_or_default();
+        let total = m.total.or(gt).unwrap_or(DEFAULT_MIG_TOTAL);
+        let reserved = m.reserved.or(gr).unwrap_or(0);
+        out.push(MigDevice {
+            slot,
+            gpu_instance_id: m.gpu_instance_id,
+            compute_instance_id: m.compute_instance_id,
+            name: m
+                .name
+                .unwrap_or_else(|| format!("{gpu_name} MIG device {slot}")),
+            uuid: m
+                .uuid
+                .unwrap_or_else(|| format!("MIG-fa4e0000-0000-4000-8000-{gpu:04x}{slot:08x}")),
+            total,
+            free: m
+                .free
+                .or(gf)
+                .unwrap_or_else(|| total.saturating_sub(reserved)),
+            reserved,
+            memory_error: m.memory_error.filter(|&c| c != 0),
+            compute_processes: m.compute_processes,
+            graphics_processes: m.graphics_processes,
+        });
+    }
+    Ok(out)
 }
 
 /// Parses a PCI bus id in any of the forms NVML accepts:
@@ -346,6 +520,38 @@ mod tests {
         assert_eq!(s.devices[1].free, DEFAULT_TOTAL);
         assert_eq!(s.nvml_version, DEFAULT_NVML_VERSION);
         assert!(Scenario::parse(r#"{"devices": [], "typo": 1}"#).is_err());
+        assert!(!s.devices[0].mig_on() && s.devices[0].mig_mode.is_none());
         assert!(Scenario::parse(r#"{}"#).is_err());
+    }
+
+    #[test]
+    fn mig_devices_share_their_gpu_instance_memory() {
+        let s = Scenario::parse(
+            r#"{"devices": [{"name": "NVIDIA H200", "mig_mode": 1, "aggregate_error": 4,
+                "mig_devices": [
+                  {"gpu_instance_id": 2, "compute_instance_id": 0, "total": 100, "free": 40},
+                  {"gpu_instance_id": 2, "compute_instance_id": 1},
+                  {"slot": 5, "gpu_instance_id": 9}
+                ]}]}"#,
+        )
+        .unwrap();
+        let d = &s.devices[0];
+        assert!(d.mig_on());
+        assert_eq!(d.mig_pending, Some(1));
+        assert_eq!(d.aggregate_error, Some(4));
+        assert_eq!(d.max_mig_devices, 7);
+        let m = &d.mig_devices;
+        assert_eq!((m[1].slot, m[1].total, m[1].free), (1, 100, 40));
+        assert_eq!((m[2].slot, m[2].total), (5, DEFAULT_MIG_TOTAL));
+        assert_eq!(m[2].name, "NVIDIA H200 MIG device 5");
+        assert_eq!(m[0].uuid, "MIG-fa4e0000-0000-4000-8000-000000000000");
+        for bad in [
+            r#"{"devices": [{"mig_devices": [{"slot": 7}]}]}"#,
+            r#"{"devices": [{"mig_devices": [{"slot": 1}, {"slot": 1}]}]}"#,
+            r#"{"devices": [{"max_mig_devices": 9}]}"#,
+            r#"{"devices": [{"mig_devices": [{"typo": 1}]}]}"#,
+        ] {
+            assert!(Scenario::parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -5,7 +5,10 @@
     allow(dead_code)
 )]
 
-use crate::{GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, ProcessGpuInfo, Result, SourceReport};
+use crate::{
+    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
+    ProcessGpuInfo, Result, SourceReport,
+};
 
 /// Whether a backend's source exists on this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +26,8 @@ pub(crate) enum Op {
     DeviceInfo,
     ProcessGpuInfo,
     GpuProcesses,
+    /// MIG mode and instances (NVIDIA sources that know MIG answer it).
+    Mig,
 }
 
 /// Which devices a backend enumerates: NVIDIA GPUs (the NVML order, shared by every NVIDIA
@@ -50,6 +55,17 @@ pub(crate) trait Backend: Send + Sync {
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>>;
     /// What the source says about itself, for `hmn doctor`.
     fn report(&self) -> SourceReport;
+    /// MIG mode and instances of one device. Sources that know nothing of MIG say "unknown".
+    fn mig_state(&self, index: u32) -> Result<MigState> {
+        Ok(MigState::unsupported(index, self.source()))
+    }
+    /// The MIG device with this UUID (`MIG-…`).
+    fn mig_instance(&self, uuid: &str) -> Result<MigInstance> {
+        Err(source_error(
+            self.source(),
+            format!("this source does not list MIG devices, so {uuid:?} cannot be looked up"),
+        ))
+    }
     /// Whether this source answers `op` on this platform at all (NVML's per-process figures are
     /// N/A under Windows WDDM, for instance); the dispatcher skips it silently when not.
     fn answers(&self, _op: Op) -> bool {
@@ -58,5 +74,17 @@ pub(crate) trait Backend: Send + Sync {
     /// Which devices this backend enumerates.
     fn scope(&self) -> Scope {
         Scope::Nvidia
+    }
+}
+
+/// An error of `source`'s own kind.
+pub(crate) fn source_error(source: GpuQuerySource, message: String) -> HypomnesisError {
+    match source {
+        GpuQuerySource::Nvml => HypomnesisError::Nvml(message),
+        GpuQuerySource::NvidiaSmi => HypomnesisError::NvidiaSmi(message),
+        GpuQuerySource::Dxgi => HypomnesisError::Dxgi(message),
+        GpuQuerySource::Pdh => HypomnesisError::Pdh(message),
+        GpuQuerySource::Metal => HypomnesisError::Metal(message),
+        GpuQuerySource::Drm => HypomnesisError::Drm(message),
     }
 }

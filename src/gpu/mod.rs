@@ -11,6 +11,7 @@ pub(crate) mod backend;
 pub(crate) mod drm;
 #[cfg(all(target_os = "macos", feature = "metal"))]
 mod metal;
+pub(crate) mod mig;
 #[cfg(feature = "nvidia-smi-fallback")]
 pub(crate) mod nvidia_smi;
 #[cfg(feature = "nvml")]
@@ -27,9 +28,11 @@ use std::sync::OnceLock;
 
 use backend::{Backend, Op, Presence, Scope};
 
+pub use mig::mig_gpu_instances;
+
 use crate::{
-    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, ProcessGpuInfo, Result,
-    SourceReport, SourceState,
+    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
+    ProcessGpuInfo, Result, SourceReport, SourceState,
 };
 
 #[cfg(feature = "nvml")]
@@ -246,6 +249,22 @@ impl<'a> Dispatcher<'a> {
     }
 }
 
+impl Dispatcher<'_> {
+    fn mig_state(&self, index: u32) -> Result<MigState> {
+        match self.locate(index)? {
+            Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::Mig, |b| b.mig_state(i)),
+            // Only NVIDIA GPUs are split into MIG instances.
+            Target::Other {
+                backend, global, ..
+            } => Ok(MigState::unsupported(global, backend.source())),
+        }
+    }
+
+    fn mig_instance(&self, uuid: &str) -> Result<MigInstance> {
+        first_ok(self.list, Scope::Nvidia, Op::Mig, |b| b.mig_instance(uuid))
+    }
+}
+
 /// PCI addresses of the NVML devices in NVML order (for ordering DXGI adapters the same way);
 /// empty when NVML is not available.
 #[cfg(all(windows, feature = "dxgi"))]
@@ -340,6 +359,50 @@ pub fn process_gpu_info(device_index: u32) -> Result<ProcessGpuInfo> {
 /// As [`device_info`].
 pub fn gpu_processes(device_index: u32) -> Result<Vec<GpuProcessEntry>> {
     dispatcher().gpu_processes(device_index)
+}
+
+/// Whether GPU `index` runs in MIG (Multi-Instance GPU) mode, and its MIG devices with their
+/// memory: what a user of one instance can use, and which instance is full.
+///
+/// `enabled` is `None` for GPUs that cannot be split (and for other vendors' devices, which
+/// are never split); `instances` is empty unless MIG is on. When MIG is on but the GPU's
+/// device-wide figures are refused (unprivileged callers get `NVML_ERROR_NO_PERMISSION` from
+/// NVML), the instances are still read and `device_memory_error` says what was refused;
+/// [`device_info`] fails with that error.
+///
+/// # Errors
+///
+/// As [`device_info`]; also when the MIG devices cannot be enumerated.
+///
+/// # Platform-specific behaviour
+///
+/// Linux (MIG exists on Linux only): NVML's MIG device handles, or `nvidia-smi -q` and `-L`
+/// (MIG Device blocks, "Shared FB Memory Usage") when NVML cannot be loaded.
+pub fn mig_state(index: u32) -> Result<MigState> {
+    dispatcher().mig_state(index)
+}
+
+/// The MIG devices of GPU `index` (see [`mig_state`]): empty when MIG is off or the GPU cannot
+/// be split; sorted by GPU instance id, then compute instance id.
+///
+/// Compute instances of one GPU instance share its memory and report the same figures: use
+/// [`mig_gpu_instances`] to count it once.
+///
+/// # Errors
+///
+/// As [`mig_state`].
+pub fn mig_instances(index: u32) -> Result<Vec<MigInstance>> {
+    mig_state(index).map(|s| s.instances)
+}
+
+/// The MIG device whose UUID is `uuid` (`MIG-…`, as `nvidia-smi -L` prints it), on whichever GPU.
+///
+/// # Errors
+///
+/// The source's error when no MIG device has that UUID (a whole GPU's UUID is refused too),
+/// [`HypomnesisError::NoGpuSource`] when no NVIDIA source exists.
+pub fn mig_instance(uuid: &str) -> Result<MigInstance> {
+    dispatcher().mig_instance(uuid)
 }
 
 /// Dedicated-resident and shared-resident bytes of GPU `index` as a whole (Windows WDDM, from
@@ -667,6 +730,42 @@ mod tests {
         assert!(matches!(
             first_ok(&list, Scope::Nvidia, Op::DeviceInfo, |x| x.device_info(0)).unwrap_err(),
             HypomnesisError::Nvml(_)
+        ));
+    }
+
+    #[test]
+    fn mig_questions_go_to_nvidia_sources_only() {
+        let nv = Fake::new(GpuQuerySource::Nvml, true, Ok(1));
+        let amd = other(2);
+        let list: [&dyn Backend; 2] = [&nv, &amd];
+        let d = Dispatcher { list: &list };
+        let s = d.mig_state(0).unwrap();
+        assert_eq!(
+            (s.index, s.enabled, s.source),
+            (0, None, GpuQuerySource::Nvml)
+        );
+        let s = d.mig_state(2).unwrap();
+        assert_eq!(
+            (s.index, s.enabled, s.instances.len(), s.source),
+            (2, None, 0, GpuQuerySource::Dxgi),
+            "other vendors' devices are never split"
+        );
+        assert!(matches!(
+            d.mig_state(3),
+            Err(HypomnesisError::DeviceIndexOutOfRange { index: 3, count: 3 })
+        ));
+        let e = d.mig_instance("MIG-x").unwrap_err();
+        assert!(
+            matches!(&e, HypomnesisError::Nvml(m) if m.contains("does not list MIG devices")),
+            "{e}"
+        );
+        let mut quiet = Fake::new(GpuQuerySource::Nvml, true, Ok(1));
+        quiet.skips = Some(Op::Mig);
+        let list: [&dyn Backend; 1] = [&quiet];
+        let d = Dispatcher { list: &list };
+        assert!(matches!(
+            d.mig_instance("MIG-x"),
+            Err(HypomnesisError::NoGpuSource)
         ));
     }
 

@@ -25,6 +25,17 @@ What the figures mean (NVIDIA):
   used      (in --json) total - free, so it includes reserved.
 MiB are 1,048,576 bytes, rounded down.
 
+A GPU split with MIG (A100, H100, H200) is followed by one line per MIG device:
+
+  GPU 0 [NVIDIA H200]: free 126198 MiB / 143771 MiB (614 MiB reserved), driver 590.48.01
+    MIG 1c.3g.71gb GI 2 CI 0: free 54499 MiB / 71424 MiB
+    MIG 2c.3g.71gb GI 2 CI 1: free 54499 MiB / 71424 MiB
+    MIG 1g.18gb GI 9: free 16375 MiB / 16384 MiB
+
+Memory belongs to the GPU instance (GI): its compute instances (CI) show the same figures. When
+the whole GPU's figures are refused (unprivileged users), its line says so and the MIG lines
+still follow. `hmn ps` adds GI and CI columns when a process runs in a MIG instance.
+
 Where the figures come from: NVIDIA GPUs through NVML (libnvidia-ml, loaded once), or nvidia-smi
 when NVML cannot be loaded; on Linux, AMD and Intel GPUs through sysfs and DRM fdinfo (listed after
 the NVIDIA ones); on Windows DXGI and PDH; on macOS Metal. `hmn doctor` says which answered and

@@ -2,10 +2,10 @@
 
 use std::io::{self, Write};
 
-use hypomnesis::{GpuDeviceInfo, HypomnesisError};
+use hypomnesis::{GpuDeviceInfo, GpuVendor, HypomnesisError};
 
 use crate::cli::Outcome;
-use crate::render;
+use crate::render::{self, DeviceView};
 
 pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
     let count = match hypomnesis::device_count() {
@@ -25,16 +25,24 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
             return Ok(Outcome::MeasurementFailed);
         }
     };
-    let mut ok: Vec<GpuDeviceInfo> = Vec::new();
+    let mut ok: Vec<DeviceView> = Vec::new();
     let mut failed: Vec<(u32, HypomnesisError)> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     for i in 0..count {
         match hypomnesis::device_info(i) {
-            Ok(d) => ok.push(d),
-            Err(e) => failed.push((i, e)),
+            Ok(d) => ok.push(with_mig(d, &mut notes)),
+            // With MIG on, unprivileged callers are refused the device-wide figures but may
+            // read each instance's: show those, and say what was refused.
+            Err(e) => match hypomnesis::mig_state(i) {
+                Ok(s) if s.enabled == Some(true) && !s.instances.is_empty() => {
+                    ok.push(DeviceView::MigOnly(s));
+                }
+                _ => failed.push((i, e)),
+            },
         }
     }
     if json {
-        render::json(out, &ok)?;
+        render::devices_json(out, &ok)?;
     } else if count == 0 {
         writeln!(
             out,
@@ -42,7 +50,10 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
             render::zero_gpus_sentence(&hypomnesis::sources())
         )?;
     } else {
-        render::summary(out, &ok)?;
+        render::devices(out, &ok)?;
+    }
+    for n in &notes {
+        writeln!(err, "{n}")?;
     }
     for (i, e) in &failed {
         writeln!(err, "hmn: GPU {i}: {e}")?;
@@ -52,4 +63,31 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
         return Ok(Outcome::MeasurementFailed);
     }
     Ok(Outcome::Success)
+}
+
+/// A readable device with its MIG devices when MIG is on. Sources that cannot say whether MIG
+/// is on (the `nvidia-smi` fallback) are asked; GPUs known not to be split, and other vendors'
+/// devices, are not. A MIG listing that fails is noted for stderr; the device line still stands.
+fn with_mig(mut device: GpuDeviceInfo, notes: &mut Vec<String>) -> DeviceView {
+    let may_split =
+        device.mig_enabled != Some(false) && device.vendor.is_none_or(|v| v == GpuVendor::Nvidia);
+    if !may_split {
+        return DeviceView::Read { device, mig: None };
+    }
+    let mig = match hypomnesis::mig_state(device.index) {
+        Ok(s) => {
+            device.mig_enabled = device.mig_enabled.or(s.enabled);
+            (s.enabled == Some(true)).then_some(s.instances)
+        }
+        Err(e) => {
+            if device.mig_enabled == Some(true) {
+                notes.push(format!(
+                    "hmn: GPU {}: MIG is on, but its MIG devices could not be listed: {e}",
+                    device.index
+                ));
+            }
+            None
+        }
+    };
+    DeviceView::Read { device, mig }
 }

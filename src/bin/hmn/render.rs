@@ -4,7 +4,10 @@ use std::cmp::Reverse;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use hypomnesis::{GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, SourceReport, SourceState};
+use hypomnesis::{
+    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, MigInstance, MigState, SourceReport,
+    SourceState,
+};
 use serde::Serialize;
 
 use crate::ps::SortKey;
@@ -35,15 +38,168 @@ pub fn summary_line(d: &GpuDeviceInfo) -> String {
     s
 }
 
-pub fn summary(out: &mut impl Write, devices: &[GpuDeviceInfo]) -> io::Result<()> {
-    for d in devices {
-        writeln!(out, "{}", summary_line(d))?;
+/// What `hmn` shows for one GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceView {
+    /// The device-wide figures were read. `mig` is `Some` (possibly empty) when MIG is on.
+    Read {
+        device: GpuDeviceInfo,
+        mig: Option<Vec<MigInstance>>,
+    },
+    /// MIG is on and the device-wide figures were refused, but the instances were read.
+    MigOnly(MigState),
+}
+
+/// `  MIG 1g.18gb GI 9: free 16375 MiB / 16384 MiB`, with ` CI <n>` after the GPU instance when
+/// `show_ci`, ` (<R> MiB reserved)` when the instance has a nonzero reservation (MIG devices
+/// report 0, which would only repeat on every line), and `memory unknown (<why>)` when the
+/// figures could not be read. Without a profile the MIG device is named by its slot
+/// (`MIG device 3`). MiB are rounded down.
+pub fn mig_line(m: &MigInstance, show_ci: bool) -> String {
+    let mut s = match &m.profile {
+        Some(p) => format!("  MIG {p}"),
+        None => format!("  MIG device {}", m.slot),
+    };
+    if let Some(gi) = m.gpu_instance_id {
+        let _ = write!(s, " GI {gi}");
+    }
+    if show_ci && let Some(ci) = m.compute_instance_id {
+        let _ = write!(s, " CI {ci}");
+    }
+    match (m.free_bytes, m.total_bytes) {
+        (Some(free), Some(total)) => {
+            let _ = write!(s, ": free {} MiB / {} MiB", free / MIB, total / MIB);
+            if let Some(r) = m.reserved_bytes.filter(|&r| r > 0) {
+                let _ = write!(s, " ({} MiB reserved)", r / MIB);
+            }
+        }
+        _ => {
+            let _ = write!(
+                s,
+                ": memory unknown ({})",
+                m.memory_error.as_deref().unwrap_or("not reported")
+            );
+        }
+    }
+    s
+}
+
+/// The lines of a GPU's MIG devices, in the order given. ` CI <n>` is shown for the compute
+/// instances of a GPU instance that has several (they share its memory, so the figures repeat).
+pub fn mig_lines(instances: &[MigInstance]) -> Vec<String> {
+    if instances.is_empty() {
+        return vec!["  MIG on: no MIG devices".to_string()];
+    }
+    instances
+        .iter()
+        .map(|m| {
+            let shared = m.gpu_instance_id.is_some_and(|gi| {
+                instances
+                    .iter()
+                    .filter(|o| o.parent_index == m.parent_index && o.gpu_instance_id == Some(gi))
+                    .count()
+                    > 1
+            });
+            mig_line(m, shared)
+        })
+        .collect()
+}
+
+/// `GPU 0 [NVIDIA H200]: MIG on; device-wide memory refused (NVML_ERROR_NO_PERMISSION)`
+/// ("unavailable" instead of "refused" when the reason is not a permission one).
+pub fn refused_line(s: &MigState) -> String {
+    let mut line = format!("GPU {}", s.index);
+    if let Some(name) = &s.name {
+        let _ = write!(line, " [{name}]");
+    }
+    let why = s.device_memory_error.as_deref().unwrap_or("reason unknown");
+    let verb = if why.contains("NO_PERMISSION") || why.contains("Insufficient Permissions") {
+        "refused"
+    } else {
+        "unavailable"
+    };
+    let _ = write!(line, ": MIG on; device-wide memory {verb} ({why})");
+    line
+}
+
+/// One block per GPU: its line, then its MIG devices' lines.
+pub fn devices(out: &mut impl Write, views: &[DeviceView]) -> io::Result<()> {
+    for v in views {
+        let (head, mig) = match v {
+            DeviceView::Read { device, mig } => (summary_line(device), mig.as_deref()),
+            DeviceView::MigOnly(s) => (refused_line(s), Some(s.instances.as_slice())),
+        };
+        writeln!(out, "{head}")?;
+        for line in mig.map(mig_lines).unwrap_or_default() {
+            writeln!(out, "{line}")?;
+        }
     }
     Ok(())
 }
 
+#[derive(Serialize)]
+struct ReadJson<'a> {
+    #[serde(flatten)]
+    device: &'a GpuDeviceInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mig_instances: Option<&'a [MigInstance]>,
+}
+
+#[derive(Serialize)]
+struct MigOnlyJson<'a> {
+    index: u32,
+    name: Option<&'a str>,
+    uuid: Option<&'a str>,
+    total_bytes: Option<u64>,
+    free_bytes: Option<u64>,
+    used_bytes: Option<u64>,
+    reserved_bytes: Option<u64>,
+    source: GpuQuerySource,
+    mig_enabled: Option<bool>,
+    memory_error: Option<&'a str>,
+    mig_instances: &'a [MigInstance],
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum DeviceJson<'a> {
+    Read(ReadJson<'a>),
+    MigOnly(MigOnlyJson<'a>),
+}
+
+/// `hmn --json`: the devices as an array; a GPU in MIG mode has its MIG devices under
+/// `mig_instances`. A GPU whose device-wide figures were refused has them `null`, with
+/// `memory_error` saying why.
+pub fn devices_json(out: &mut impl Write, views: &[DeviceView]) -> io::Result<()> {
+    let v: Vec<DeviceJson<'_>> = views
+        .iter()
+        .map(|v| match v {
+            DeviceView::Read { device, mig } => DeviceJson::Read(ReadJson {
+                device,
+                mig_instances: mig.as_deref(),
+            }),
+            DeviceView::MigOnly(s) => DeviceJson::MigOnly(MigOnlyJson {
+                index: s.index,
+                name: s.name.as_deref(),
+                uuid: s.uuid.as_deref(),
+                total_bytes: None,
+                free_bytes: None,
+                used_bytes: None,
+                reserved_bytes: None,
+                source: s.source,
+                mig_enabled: s.enabled,
+                memory_error: s.device_memory_error.as_deref(),
+                mig_instances: &s.instances,
+            }),
+        })
+        .collect();
+    json(out, &v)
+}
+
+/// `value` as pretty JSON and a newline. A write error keeps its kind (a closed pipe stays
+/// `BrokenPipe`, which `hmn` exits quietly on).
 pub fn json<T: Serialize + ?Sized>(out: &mut impl Write, value: &T) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::other)?;
+    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
     writeln!(out)
 }
 
@@ -133,12 +289,17 @@ pub fn sort_rows(rows: &mut [PsRow], key: SortKey) {
     }
 }
 
-/// The `PID  NAME  VRAM  SHARED  DEVICE` table (nothing when there are no rows).
+/// The `PID  NAME  VRAM  SHARED  DEVICE` table (nothing when there are no rows). When a row has
+/// MIG instance ids, `GI  CI` columns come before `DEVICE` (`-` where a row has none).
 pub fn ps_table(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
-    let cells: Vec<[String; 5]> = rows
+    let mig = rows
+        .iter()
+        .any(|r| r.entry.gpu_instance_id.is_some() || r.entry.compute_instance_id.is_some());
+    let id = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    let cells: Vec<[String; 7]> = rows
         .iter()
         .map(|r| {
             let device = match (&r.device_name, r.device_vendor) {
@@ -156,34 +317,51 @@ pub fn ps_table(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
                 r.entry.name.clone().unwrap_or_else(|| "?".into()),
                 format_size(r.entry.used_bytes),
                 format_size(r.entry.shared_used_bytes),
+                id(r.entry.gpu_instance_id),
+                id(r.entry.compute_instance_id),
                 device,
             ]
         })
         .collect();
-    let header = ["PID", "NAME", "VRAM", "SHARED", "DEVICE"];
+    let header = ["PID", "NAME", "VRAM", "SHARED", "GI", "CI", "DEVICE"];
     let mut width = header.map(str::len);
     for row in &cells {
         for (w, c) in width.iter_mut().zip(row) {
             *w = (*w).max(c.chars().count());
         }
     }
-    let line = |c: [&str; 5]| {
-        format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {}",
+    let line = |c: [&str; 7]| {
+        let mut s = format!(
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  ",
             c[0],
             c[1],
             c[2],
             c[3],
-            c[4],
             w0 = width[0],
             w1 = width[1],
             w2 = width[2],
             w3 = width[3]
-        )
+        );
+        if mig {
+            let _ = write!(
+                s,
+                "{:>w4$}  {:>w5$}  ",
+                c[4],
+                c[5],
+                w4 = width[4],
+                w5 = width[5]
+            );
+        }
+        s.push_str(c[6]);
+        s
     };
     writeln!(out, "{}", line(header))?;
     for c in &cells {
-        writeln!(out, "{}", line([&c[0], &c[1], &c[2], &c[3], &c[4]]))?;
+        writeln!(
+            out,
+            "{}",
+            line([&c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6]])
+        )?;
     }
     Ok(())
 }
@@ -238,6 +416,8 @@ struct PsJson<'a> {
     device_name: Option<&'a str>,
     context: Option<hypomnesis::GpuContextKind>,
     source: GpuQuerySource,
+    gpu_instance_id: Option<u32>,
+    compute_instance_id: Option<u32>,
 }
 
 pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
@@ -254,6 +434,8 @@ pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
             device_name: r.device_name.as_deref(),
             context: r.entry.context,
             source: r.entry.source,
+            gpu_instance_id: r.entry.gpu_instance_id,
+            compute_instance_id: r.entry.compute_instance_id,
         })
         .collect();
     json(out, &v)
@@ -366,7 +548,7 @@ pub fn doctor_json(
 #[cfg(all(test, feature = "test-helpers"))]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
-    use hypomnesis::{GpuContextKind, GpuVendor};
+    use hypomnesis::{GpuContextKind, GpuVendor, MigInstance};
 
     use super::*;
 
@@ -425,7 +607,19 @@ mod tests {
             "a real zero is shown"
         );
         assert_eq!(
-            text(|w| summary(w, &[h200(), bare.clone()])),
+            text(|w| devices(
+                w,
+                &[
+                    DeviceView::Read {
+                        device: h200(),
+                        mig: None
+                    },
+                    DeviceView::Read {
+                        device: bare.clone(),
+                        mig: None
+                    }
+                ]
+            )),
             "GPU 0 [NVIDIA H200]: free 110796 MiB / 143771 MiB (614 MiB reserved), driver 590.48.01\nGPU 3: free 110796 MiB / 143771 MiB\n"
         );
     }
@@ -566,6 +760,239 @@ PID      NAME       VRAM  SHARED  DEVICE
         assert!(
             zero_gpus_sentence(&reports())
                 .starts_with("No GPU found: the GPU sources report no device")
+        );
+    }
+
+    /// The H200 of the MIG issue: GI 2 split into CI 0 and CI 1 (same figures), 2g, 1g, 1g.
+    fn h200_mig() -> Vec<MigInstance> {
+        let m = |slot: u32, gi: u32, ci: u32, profile: &str, total: u64, used: u64| {
+            MigInstance::builder()
+                .slot(slot)
+                .uuid(Some(format!("MIG-{slot}")))
+                .profile(Some(profile.into()))
+                .gpu_instance_id(Some(gi))
+                .compute_instance_id(Some(ci))
+                .total_bytes(Some(total * MIB))
+                .free_bytes(Some((total - used) * MIB + 7))
+                .used_bytes(Some(used * MIB - 7))
+                .reserved_bytes(Some(0))
+                .build()
+        };
+        vec![
+            m(0, 2, 0, "1c.3g.71gb", 71424, 16925),
+            m(1, 2, 1, "2c.3g.71gb", 71424, 16925),
+            m(2, 3, 0, "2g.35gb", 33280, 16),
+            m(3, 9, 0, "1g.18gb", 16384, 9),
+            m(4, 10, 0, "1g.18gb", 16384, 9),
+        ]
+    }
+
+    const H200_MIG_LINES: &str = concat!(
+        "  MIG 1c.3g.71gb GI 2 CI 0: free 54499 MiB / 71424 MiB\n",
+        "  MIG 2c.3g.71gb GI 2 CI 1: free 54499 MiB / 71424 MiB\n",
+        "  MIG 2g.35gb GI 3: free 33264 MiB / 33280 MiB\n",
+        "  MIG 1g.18gb GI 9: free 16375 MiB / 16384 MiB\n",
+        "  MIG 1g.18gb GI 10: free 16375 MiB / 16384 MiB\n",
+    );
+
+    #[test]
+    fn mig_lines_under_their_parent() {
+        let mut d = h200();
+        d.mig_enabled = Some(true);
+        let views = [
+            DeviceView::Read {
+                device: d,
+                mig: Some(h200_mig()),
+            },
+            DeviceView::Read {
+                device: h200(),
+                mig: None,
+            },
+        ];
+        assert_eq!(
+            text(|w| devices(w, &views)),
+            format!(
+                "GPU 0 [NVIDIA H200]: free 110796 MiB / 143771 MiB (614 MiB reserved), driver 590.48.01\n{H200_MIG_LINES}GPU 0 [NVIDIA H200]: free 110796 MiB / 143771 MiB (614 MiB reserved), driver 590.48.01\n"
+            )
+        );
+        // MIG on without instances, an unnamed instance, unknown memory, a nonzero reservation.
+        let mut odd = h200_mig();
+        odd[0].profile = None;
+        odd[0].gpu_instance_id = None;
+        odd[1].total_bytes = None;
+        odd[1].free_bytes = None;
+        odd[1].used_bytes = None;
+        odd[1].memory_error = Some("NVML_ERROR_UNKNOWN".into());
+        odd[2].reserved_bytes = Some(12 * MIB + 1);
+        odd[3].memory_error = Some("x".into());
+        odd[3].free_bytes = None;
+        assert_eq!(
+            mig_lines(&odd[..4]),
+            vec![
+                "  MIG device 0: free 54499 MiB / 71424 MiB",
+                "  MIG 2c.3g.71gb GI 2: memory unknown (NVML_ERROR_UNKNOWN)",
+                "  MIG 2g.35gb GI 3: free 33264 MiB / 33280 MiB (12 MiB reserved)",
+                "  MIG 1g.18gb GI 9: memory unknown (x)",
+            ]
+        );
+        assert_eq!(mig_lines(&[]), vec!["  MIG on: no MIG devices"]);
+        let mut unknown = h200_mig()[3].clone();
+        unknown.total_bytes = None;
+        assert_eq!(
+            mig_line(&unknown, true),
+            "  MIG 1g.18gb GI 9 CI 0: memory unknown (not reported)"
+        );
+    }
+
+    fn refused() -> MigState {
+        MigState::builder()
+            .index(0)
+            .name(Some("NVIDIA H200".into()))
+            .uuid(Some("GPU-1".into()))
+            .enabled(Some(true))
+            .pending(Some(true))
+            .instances(h200_mig())
+            .device_memory_error(Some("NVML_ERROR_NO_PERMISSION".into()))
+            .build()
+    }
+
+    #[test]
+    fn refused_parent_line_then_instances() {
+        assert_eq!(
+            text(|w| devices(w, &[DeviceView::MigOnly(refused())])),
+            format!(
+                "GPU 0 [NVIDIA H200]: MIG on; device-wide memory refused (NVML_ERROR_NO_PERMISSION)\n{H200_MIG_LINES}"
+            )
+        );
+        let mut s = refused();
+        s.name = None;
+        s.index = 2;
+        s.device_memory_error = Some("Insufficient Permissions".into());
+        assert_eq!(
+            refused_line(&s),
+            "GPU 2: MIG on; device-wide memory refused (Insufficient Permissions)"
+        );
+        s.device_memory_error = Some("NVML_ERROR_GPU_IS_LOST".into());
+        assert_eq!(
+            refused_line(&s),
+            "GPU 2: MIG on; device-wide memory unavailable (NVML_ERROR_GPU_IS_LOST)"
+        );
+        s.device_memory_error = None;
+        assert_eq!(
+            refused_line(&s),
+            "GPU 2: MIG on; device-wide memory unavailable (reason unknown)"
+        );
+    }
+
+    #[test]
+    fn json_nests_instances_under_their_device() {
+        let mut d = h200();
+        d.mig_enabled = Some(true);
+        let mut off = h200();
+        off.index = 1;
+        off.mig_enabled = Some(false);
+        let mut third = refused();
+        third.index = 2;
+        third.instances = h200_mig()[4..].to_vec();
+        let views = [
+            DeviceView::Read {
+                device: d,
+                mig: Some(h200_mig()[3..4].to_vec()),
+            },
+            DeviceView::Read {
+                device: off,
+                mig: None,
+            },
+            DeviceView::MigOnly(third),
+        ];
+        let s = text(|w| devices_json(w, &views));
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v[0]["mig_enabled"], true);
+        assert_eq!(v[0]["total_bytes"], 143_771 * MIB + 5);
+        assert_eq!(
+            v[0]["mig_instances"],
+            serde_json::json!([{
+                "parent_index": 0, "slot": 3, "uuid": "MIG-3", "name": null,
+                "profile": "1g.18gb", "gpu_instance_id": 9, "compute_instance_id": 0,
+                "total_bytes": 16384 * MIB, "free_bytes": 16375 * MIB + 7,
+                "used_bytes": 9 * MIB - 7, "reserved_bytes": 0, "memory_error": null,
+                "source": "nvml"
+            }])
+        );
+        assert_eq!(v[1]["mig_enabled"], false);
+        assert!(
+            v[1].get("mig_instances").is_none(),
+            "absent when MIG is off"
+        );
+        let refused = v[2].as_object().unwrap();
+        let mut keys = refused.keys().cloned().collect::<Vec<_>>();
+        keys.sort();
+        let mut want = [
+            "index",
+            "name",
+            "uuid",
+            "total_bytes",
+            "free_bytes",
+            "used_bytes",
+            "reserved_bytes",
+            "source",
+            "mig_enabled",
+            "memory_error",
+            "mig_instances",
+        ];
+        want.sort_unstable();
+        assert_eq!(keys, want);
+        for k in ["total_bytes", "free_bytes", "used_bytes", "reserved_bytes"] {
+            assert!(refused[k].is_null(), "{k} is null, not 0");
+        }
+        assert_eq!(refused["memory_error"], "NVML_ERROR_NO_PERMISSION");
+        assert_eq!(refused["mig_instances"][0]["gpu_instance_id"], 10);
+        assert_eq!(text(|w| devices_json(w, &[])), "[]\n");
+    }
+
+    #[test]
+    fn ps_shows_gi_and_ci_when_a_row_has_them() {
+        let row = |pid: u32, name: &str, used: u64, ids: Option<(u32, u32)>| PsRow {
+            entry: GpuProcessEntry::builder()
+                .pid(pid)
+                .name(Some(name.into()))
+                .used_bytes(used)
+                .gpu_instance_id(ids.map(|i| i.0))
+                .compute_instance_id(ids.map(|i| i.1))
+                .build(),
+            device_name: Some("NVIDIA H200".into()),
+            device_vendor: Some(GpuVendor::Nvidia),
+        };
+        let mut rows = vec![
+            row(31337, "python3", 12288 * MIB, Some((2, 1))),
+            row(31401, "all_reduce_perf", 512 * MIB, Some((2, 1))),
+            row(31338, "python3", 4096 * MIB, Some((2, 1))),
+            row(31500, "ffmpeg", 100 * MIB, None),
+            row(31600, "trainer", 2 * GIB, Some((10, 0))),
+        ];
+        sort_rows(&mut rows, SortKey::Dedicated);
+        assert_eq!(
+            text(|w| ps_table(w, &rows)),
+            "\
+PID    NAME                 VRAM  SHARED  GI  CI  DEVICE
+31337  python3          12.0 GiB   0 MiB   2   1  0 NVIDIA H200
+31338  python3           4.0 GiB   0 MiB   2   1  0 NVIDIA H200
+31600  trainer           2.0 GiB   0 MiB  10   0  0 NVIDIA H200
+31401  all_reduce_perf   512 MiB   0 MiB   2   1  0 NVIDIA H200
+31500  ffmpeg            100 MiB   0 MiB   -   -  0 NVIDIA H200
+"
+        );
+        let v: serde_json::Value = serde_json::from_str(&text(|w| ps_json(w, &rows))).unwrap();
+        assert_eq!(v[0]["gpu_instance_id"], 2);
+        assert_eq!(v[0]["compute_instance_id"], 1);
+        assert!(v[4]["gpu_instance_id"].is_null() && v[4]["compute_instance_id"].is_null());
+        // Without instance ids the table keeps its five columns.
+        assert_eq!(
+            text(|w| ps_table(w, &rows[4..])),
+            "\
+PID    NAME       VRAM  SHARED  DEVICE
+31500  ffmpeg  100 MiB   0 MiB  0 NVIDIA H200
+"
         );
     }
 

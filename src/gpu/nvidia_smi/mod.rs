@@ -12,13 +12,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use parse::{APP_FIELDS, Field, GPU_FIELDS, GPU_FIELDS_WITH_RESERVED, SmiApp, SmiGpu};
+use parse::{
+    APP_FIELDS, Field, GPU_FIELDS, GPU_FIELDS_WITH_RESERVED, MIG_FIELDS, QGpuMig, QMemoryLines,
+    SmiApp, SmiGpu,
+};
 use runner::{RunError, fmt_duration};
 
 use super::backend::{Backend, Op, Presence};
+use super::mig;
 use crate::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HypomnesisError,
-    ProcessGpuInfo, Result, SourceReport, SourceState, procfs,
+    MigInstance, MigState, ProcessGpuInfo, Result, SourceReport, SourceState, procfs,
 };
 
 /// Default limit of one run.
@@ -41,6 +45,7 @@ pub(crate) struct SmiBackend {
     setup: OnceLock<Setup>,
     timed_out: Mutex<Option<(Instant, String)>>,
     reserved_rejected: AtomicBool,
+    mig_rejected: AtomicBool,
     dropped_rows: AtomicU64,
 }
 
@@ -50,6 +55,7 @@ impl SmiBackend {
             setup: OnceLock::new(),
             timed_out: Mutex::new(None),
             reserved_rejected: AtomicBool::new(false),
+            mig_rejected: AtomicBool::new(false),
             dropped_rows: AtomicU64::new(0),
         }
     }
@@ -57,7 +63,7 @@ impl SmiBackend {
     fn setup(&self) -> &Setup {
         self.setup.get_or_init(|| {
             let timeout = match std::env::var("HYPOMNESIS_NVIDIA_SMI_TIMEOUT") {
-                Ok(v) if !v.trim().is_empty() => parse::parse_duration(&v)
+                Ok(v) if !v.trim().is_empty() => crate::duration::parse_duration(&v)
                     .map_err(|why| format!("HYPOMNESIS_NVIDIA_SMI_TIMEOUT: {why}")),
                 Ok(_) | Err(std::env::VarError::NotPresent) => Ok(DEFAULT_TIMEOUT),
                 Err(std::env::VarError::NotUnicode(_)) => {
@@ -170,6 +176,93 @@ impl SmiBackend {
         }
     }
 
+    /// Output of a run that must succeed.
+    fn run_ok(&self, args: &[&str]) -> Result<String> {
+        let ran = self.run(args)?;
+        if !ran.status.success() {
+            return Err(Self::failed_run(args, &self.exe_path(), &ran));
+        }
+        Ok(ran.stdout)
+    }
+
+    /// The MIG mode of every GPU; `None` when the driver does not know the fields (pre-R450).
+    fn mig_modes(&self) -> Result<Option<Vec<parse::SmiMigMode>>> {
+        if self.mig_rejected.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let query = format!("--query-gpu={MIG_FIELDS}");
+        let args = [query.as_str(), "--format=csv,noheader,nounits"];
+        let ran = self.run(&args)?;
+        if !ran.status.success() {
+            if parse::is_field_rejection(&ran.stdout, &ran.stderr) {
+                self.mig_rejected.store(true, Ordering::Relaxed);
+                return Ok(None);
+            }
+            return Err(Self::failed_run(&args, &self.exe_path(), &ran));
+        }
+        parse::parse_mig_modes(&ran.stdout)
+            .map(Some)
+            .map_err(|why| {
+                HypomnesisError::NvidiaSmi(format!("unexpected MIG mode query output: {why}"))
+            })
+    }
+
+    /// `nvidia-smi -q`'s MIG parts of every GPU.
+    fn q_mig(&self) -> Result<Vec<QGpuMig>> {
+        Ok(parse::parse_q_mig(&self.run_ok(&["-q"])?))
+    }
+
+    /// The MIG view of every GPU: one `--query-gpu` run and one MIG-mode query, then `-q` and
+    /// `-L` only when some GPU has MIG on.
+    fn mig_states(&self) -> Result<Vec<MigState>> {
+        let gpus = self.gpus()?;
+        let modes = self.mig_modes()?.unwrap_or_default();
+        let mut out: Vec<MigState> = gpus
+            .iter()
+            .map(|g| {
+                let mut s = MigState::unsupported(g.index, GpuQuerySource::NvidiaSmi);
+                s.name.clone_from(&g.name);
+                s.uuid.clone_from(&g.uuid);
+                if let Some(m) = modes.iter().find(|m| m.index == g.index) {
+                    s.enabled = m.current;
+                    s.pending = m.pending;
+                }
+                if s.enabled == Some(true) {
+                    s.device_memory_error = refused_figure(g);
+                }
+                s
+            })
+            .collect();
+        if !out.iter().any(|s| s.enabled == Some(true)) {
+            return Ok(out);
+        }
+        let q = self.q_mig()?;
+        let list = match self.run_ok(&["-L"]) {
+            Ok(text) => parse::parse_list(&text),
+            Err(e) => {
+                crate::debug_log!("nvidia-smi -L: {e}; MIG UUIDs and profiles unknown");
+                Vec::new()
+            }
+        };
+        let only = gpus.len() == 1 && q.len() == 1;
+        for (s, g) in out.iter_mut().zip(&gpus) {
+            if s.enabled != Some(true) {
+                continue;
+            }
+            let qg = q.iter().find(|qg| {
+                only || g
+                    .pci_bus_id
+                    .as_deref()
+                    .is_some_and(|b| b.eq_ignore_ascii_case(&qg.pci_bus_id))
+            });
+            let lg = list.iter().find(|l| {
+                l.index == g.index || (l.uuid.is_some() && l.uuid.as_deref() == g.uuid.as_deref())
+            });
+            s.instances = instances_of(g.index, qg, lg.map_or(&[][..], |l| l.mig.as_slice()));
+        }
+        Ok(out)
+    }
+
     fn apps(&self) -> Result<Vec<SmiApp>> {
         let query = format!("--query-compute-apps={APP_FIELDS}");
         let args = [query.as_str(), "--format=csv,noheader,nounits"];
@@ -224,6 +317,85 @@ impl SmiBackend {
 
 /// pid, bytes, name.
 type AppRow = (u32, u64, Option<String>);
+
+/// The token nvidia-smi printed in place of a GPU's device-wide memory, if it did.
+fn refused_figure(g: &SmiGpu) -> Option<String> {
+    match (&g.total_mib, &g.free_mib) {
+        (Err(t), _) | (_, Err(t)) => {
+            Some(t.trim_start_matches('[').trim_end_matches(']').to_string())
+        }
+        _ => None,
+    }
+}
+
+/// The MIG devices of GPU `index` from its `-q` blocks and its `-L` lines (matched by MIG
+/// device index), sorted by GPU instance, then compute instance.
+fn instances_of(index: u32, q: Option<&QGpuMig>, list: &[parse::ListMig]) -> Vec<MigInstance> {
+    let mut out: Vec<MigInstance> = Vec::new();
+    let devices = q.map_or(&[][..], |q| q.devices.as_slice());
+    for (k, d) in devices.iter().enumerate() {
+        let slot = d
+            .index
+            .unwrap_or_else(|| u32::try_from(k).unwrap_or(u32::MAX));
+        let mut m = MigInstance::blank(index, slot, GpuQuerySource::NvidiaSmi);
+        m.gpu_instance_id = d.gpu_instance_id;
+        m.compute_instance_id = d.compute_instance_id;
+        match d.memory.as_ref().map(mig_memory) {
+            Some(Ok((total, free, reserved))) => {
+                m.total_bytes = Some(total);
+                m.free_bytes = Some(free);
+                m.used_bytes = Some(total - free);
+                m.reserved_bytes = reserved;
+            }
+            Some(Err(why)) => m.memory_error = Some(why),
+            None => {
+                m.memory_error = Some("no Shared FB Memory Usage block in nvidia-smi -q".into());
+            }
+        }
+        out.push(m);
+    }
+    for l in list {
+        let at = out
+            .iter()
+            .position(|m| m.slot == l.index)
+            .unwrap_or_else(|| {
+                // Listed by -L but without a -q block: known to exist, memory unknown.
+                let mut m = MigInstance::blank(index, l.index, GpuQuerySource::NvidiaSmi);
+                m.memory_error = Some("no MIG Device block in nvidia-smi -q".into());
+                out.push(m);
+                out.len() - 1
+            });
+        let Some(m) = out.get_mut(at) else { continue };
+        m.profile.clone_from(&l.profile);
+        m.uuid.clone_from(&l.uuid);
+    }
+    mig::sort_instances(&mut out);
+    out
+}
+
+/// Bytes of a MIG device's `Shared FB Memory Usage`: (total, free, reserved). Used is total -
+/// free, as for whole GPUs; the reservation is kept when it fits in that (MiB rounding allowed).
+fn mig_memory(m: &QMemoryLines) -> std::result::Result<(u64, u64, Option<u64>), String> {
+    let get = |f: &Option<Field>, k: &str| match f {
+        Some(Ok(mib)) => mib
+            .checked_mul(MIB)
+            .ok_or_else(|| format!("Shared FB Memory Usage {k} {mib} MiB overflows")),
+        Some(Err(token)) => Err(format!("Shared FB Memory Usage {k} is {token}")),
+        None => Err(format!("Shared FB Memory Usage has no {k} line")),
+    };
+    let total = get(&m.total_mib, "Total")?;
+    let free = get(&m.free_mib, "Free")?;
+    let used = total
+        .checked_sub(free)
+        .ok_or_else(|| "Shared FB Memory Usage Free is larger than Total".to_string())?;
+    let reserved = m
+        .reserved_mib
+        .clone()
+        .and_then(std::result::Result::ok)
+        .and_then(|r| r.checked_mul(MIB))
+        .filter(|&r| r <= used.saturating_add(ROUNDING));
+    Ok((total, free, reserved))
+}
 
 /// `nvidia-smi` on `PATH`. On Windows only the vendor's install directories are looked in
 /// (System32, then `%ProgramFiles%\NVIDIA Corporation\NVSMI`): never the current directory or
@@ -375,11 +547,43 @@ impl Backend for SmiBackend {
     }
 
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
-        let (_, rows) = self.rows(index)?;
+        let (gpu, rows) = self.rows(index)?;
+        // With MIG on, `-q` says which GPU/compute instance each process runs in.
+        // Without them the ids are unknown (`None`); the list itself still stands.
+        let mig_on = !rows.is_empty()
+            && self.mig_modes().ok().flatten().is_some_and(|m| {
+                m.iter()
+                    .any(|m| m.index == index && m.current == Some(true))
+            });
+        let q = if mig_on {
+            self.q_mig().unwrap_or_else(|e| {
+                crate::debug_log!("nvidia-smi -q: {e}; MIG instance ids of processes unknown");
+                Vec::new()
+            })
+        } else {
+            Vec::new()
+        };
+        let only = q.len() == 1;
+        let procs = q
+            .iter()
+            .find(|qg| {
+                only || gpu
+                    .pci_bus_id
+                    .as_deref()
+                    .is_some_and(|b| b.eq_ignore_ascii_case(&qg.pci_bus_id))
+            })
+            .map_or(&[][..], |qg| qg.processes.as_slice());
+        let ids = |pid: u32| {
+            procs
+                .iter()
+                .find(|p| p.pid == Some(pid))
+                .map_or((None, None), |p| (p.gpu_instance_id, p.compute_instance_id))
+        };
         let mut out: Vec<GpuProcessEntry> = rows
             .into_iter()
             .map(|(pid, used, name)| {
                 let (shown, host_pid, outside) = procfs::place(pid);
+                let (gpu_instance_id, compute_instance_id) = ids(pid);
                 GpuProcessEntry {
                     pid: shown,
                     name: name.map(|n| procfs::short_name(&n).to_string()),
@@ -389,12 +593,39 @@ impl Backend for SmiBackend {
                     context: Some(GpuContextKind::Compute),
                     host_pid,
                     outside_pid_namespace: outside,
+                    gpu_instance_id,
+                    compute_instance_id,
                     ..GpuProcessEntry::blank()
                 }
             })
             .collect();
         out.sort_by_key(|e| e.pid);
         Ok(out)
+    }
+
+    fn mig_state(&self, index: u32) -> Result<MigState> {
+        let states = self.mig_states()?;
+        let count = u32::try_from(states.len()).unwrap_or(u32::MAX);
+        states
+            .into_iter()
+            .find(|s| s.index == index)
+            .ok_or(HypomnesisError::DeviceIndexOutOfRange { index, count })
+    }
+
+    fn mig_instance(&self, uuid: &str) -> Result<MigInstance> {
+        self.mig_states()?
+            .into_iter()
+            .flat_map(|s| s.instances)
+            .find(|m| {
+                m.uuid
+                    .as_deref()
+                    .is_some_and(|u| u.eq_ignore_ascii_case(uuid.trim()))
+            })
+            .ok_or_else(|| {
+                HypomnesisError::NvidiaSmi(format!(
+                    "no MIG device has UUID {uuid:?} (nvidia-smi -L lists the MIG devices)"
+                ))
+            })
     }
 
     fn report(&self) -> SourceReport {
@@ -425,6 +656,17 @@ impl Backend for SmiBackend {
                                 "accepted".into()
                             },
                         ));
+                        match self.mig_states() {
+                            Ok(states) => {
+                                for st in states {
+                                    details.push((
+                                        format!("GPU {} MIG", st.index),
+                                        mig_summary(&st, self.mig_rejected.load(Ordering::Relaxed)),
+                                    ));
+                                }
+                            }
+                            Err(e) => details.push(("MIG".into(), format!("unknown ({e})"))),
+                        }
                         SourceState::Answered
                     }
                     Err(e) => SourceState::Failed(e.to_string()),
@@ -444,6 +686,31 @@ impl Backend for SmiBackend {
             details,
         }
     }
+}
+
+/// One line for `hmn doctor` on a GPU's MIG mode.
+fn mig_summary(s: &MigState, fields_rejected: bool) -> String {
+    let mut out = match s.enabled {
+        Some(true) => {
+            let n = s.instances.len();
+            format!("on, {n} MIG device{}", if n == 1 { "" } else { "s" })
+        }
+        Some(false) => "off".to_string(),
+        None if fields_rejected => {
+            "unknown (this nvidia-smi does not know mig.mode.current)".to_string()
+        }
+        None => "not supported by this GPU".to_string(),
+    };
+    if let (Some(now), Some(next)) = (s.enabled, s.pending)
+        && now != next
+    {
+        out.push_str(if next {
+            "; on after the next GPU reset"
+        } else {
+            "; off after the next GPU reset"
+        });
+    }
+    out
 }
 
 #[cfg(test)]

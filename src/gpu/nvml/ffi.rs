@@ -15,8 +15,15 @@ pub(crate) type NvmlReturn = c_uint;
 pub(crate) const NVML_SUCCESS: NvmlReturn = 0;
 pub(crate) const NVML_ERROR_UNINITIALIZED: NvmlReturn = 1;
 pub(crate) const NVML_ERROR_INVALID_ARGUMENT: NvmlReturn = 2;
+pub(crate) const NVML_ERROR_NOT_SUPPORTED: NvmlReturn = 3;
+pub(crate) const NVML_ERROR_NOT_FOUND: NvmlReturn = 6;
 pub(crate) const NVML_ERROR_INSUFFICIENT_SIZE: NvmlReturn = 7;
 pub(crate) const NVML_ERROR_DRIVER_NOT_LOADED: NvmlReturn = 9;
+
+/// `NVML_DEVICE_MIG_ENABLE`: the MIG mode value meaning "on".
+pub(crate) const NVML_DEVICE_MIG_ENABLE: c_uint = 1;
+/// `NVML_VALUE_NOT_AVAILABLE` as an `unsigned int` (the GI/CI ids of a process when MIG is off).
+pub(crate) const NVML_VALUE_NOT_AVAILABLE_U32: u32 = u32::MAX;
 
 /// `NVML_VALUE_NOT_AVAILABLE` as an `unsigned long long`.
 pub(crate) const NVML_VALUE_NOT_AVAILABLE: u64 = u64::MAX;
@@ -139,6 +146,10 @@ pub(crate) struct PciInfo {
 pub(crate) trait ProcessRecord: Copy + Default {
     fn pid(&self) -> u32;
     fn used(&self) -> u64;
+    /// GPU instance id as NVML wrote it (`0xFFFFFFFF` when MIG is off; v1 has no such field).
+    fn gpu_instance(&self) -> u32;
+    /// Compute instance id as NVML wrote it.
+    fn compute_instance(&self) -> u32;
 }
 
 impl ProcessRecord for ProcessInfoV1 {
@@ -147,6 +158,12 @@ impl ProcessRecord for ProcessInfoV1 {
     }
     fn used(&self) -> u64 {
         self.used_gpu_memory
+    }
+    fn gpu_instance(&self) -> u32 {
+        NVML_VALUE_NOT_AVAILABLE_U32
+    }
+    fn compute_instance(&self) -> u32 {
+        NVML_VALUE_NOT_AVAILABLE_U32
     }
 }
 
@@ -157,6 +174,12 @@ impl ProcessRecord for ProcessInfoV2 {
     fn used(&self) -> u64 {
         self.used_gpu_memory
     }
+    fn gpu_instance(&self) -> u32 {
+        self.gpu_instance_id
+    }
+    fn compute_instance(&self) -> u32 {
+        self.compute_instance_id
+    }
 }
 
 impl ProcessRecord for ProcessInfoV3Wide {
@@ -165,6 +188,12 @@ impl ProcessRecord for ProcessInfoV3Wide {
     }
     fn used(&self) -> u64 {
         self.used_gpu_memory
+    }
+    fn gpu_instance(&self) -> u32 {
+        self.gpu_instance_id
+    }
+    fn compute_instance(&self) -> u32 {
+        self.compute_instance_id
     }
 }
 
@@ -190,6 +219,11 @@ type FnPci = unsafe extern "C" fn(*mut c_void, *mut PciInfo) -> NvmlReturn;
 type FnInt = unsafe extern "C" fn(*mut c_int) -> NvmlReturn;
 type FnProcesses = unsafe extern "C" fn(*mut c_void, *mut c_uint, *mut c_void) -> NvmlReturn;
 type FnProcessName = unsafe extern "C" fn(c_uint, *mut c_char, c_uint) -> NvmlReturn;
+type FnMigMode = unsafe extern "C" fn(*mut c_void, *mut c_uint, *mut c_uint) -> NvmlReturn;
+type FnDeviceUint = unsafe extern "C" fn(*mut c_void, *mut c_uint) -> NvmlReturn;
+type FnMigHandle = unsafe extern "C" fn(*mut c_void, c_uint, *mut *mut c_void) -> NvmlReturn;
+type FnParentHandle = unsafe extern "C" fn(*mut c_void, *mut *mut c_void) -> NvmlReturn;
+type FnHandleByUuid = unsafe extern "C" fn(*const c_char, *mut *mut c_void) -> NvmlReturn;
 
 /// Element layout a process-list function writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +286,14 @@ pub(crate) struct Nvml {
     pub compute: Option<ProcessFn>,
     pub graphics: Option<ProcessFn>,
     process_name: Option<FnProcessName>,
+    mig_mode: Option<FnMigMode>,
+    max_mig_devices: Option<FnDeviceUint>,
+    mig_handle: Option<FnMigHandle>,
+    gpu_instance_id: Option<FnDeviceUint>,
+    compute_instance_id: Option<FnDeviceUint>,
+    is_mig_handle: Option<FnDeviceUint>,
+    mig_parent: Option<FnParentHandle>,
+    handle_by_uuid: Option<FnHandleByUuid>,
     // Declared last so it is dropped after the function pointers above (which point into it).
     _lib: Library,
 }
@@ -354,6 +396,14 @@ impl Nvml {
             compute,
             graphics,
             process_name: sym(&lib, b"nvmlSystemGetProcessName\0"),
+            mig_mode: sym(&lib, b"nvmlDeviceGetMigMode\0"),
+            max_mig_devices: sym(&lib, b"nvmlDeviceGetMaxMigDeviceCount\0"),
+            mig_handle: sym(&lib, b"nvmlDeviceGetMigDeviceHandleByIndex\0"),
+            gpu_instance_id: sym(&lib, b"nvmlDeviceGetGpuInstanceId\0"),
+            compute_instance_id: sym(&lib, b"nvmlDeviceGetComputeInstanceId\0"),
+            is_mig_handle: sym(&lib, b"nvmlDeviceIsMigDeviceHandle\0"),
+            mig_parent: sym(&lib, b"nvmlDeviceGetDeviceHandleFromMigDeviceHandle\0"),
+            handle_by_uuid: sym(&lib, b"nvmlDeviceGetHandleByUUID\0"),
             _lib: lib,
         })
     }
@@ -468,6 +518,67 @@ impl Nvml {
         Some(ok(rc).map(|()| v))
     }
 
+    /// `nvmlDeviceGetMigMode`: (current, pending); `None` when the symbol is missing.
+    pub(crate) fn mig_mode(&self, dev: Device) -> Option<Result<(u32, u32), NvmlReturn>> {
+        let f = self.mig_mode?;
+        let (mut current, mut pending): (c_uint, c_uint) = (0, 0);
+        // SAFETY: both out-pointers are valid, writable c_uints for the call; `dev` came from NVML.
+        let rc = unsafe { f(dev.0, &raw mut current, &raw mut pending) };
+        Some(ok(rc).map(|()| (current, pending)))
+    }
+
+    /// `nvmlDeviceGetMaxMigDeviceCount`; `None` when the symbol is missing.
+    pub(crate) fn max_mig_devices(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
+        Some(device_uint(self.max_mig_devices?, dev))
+    }
+
+    /// `nvmlDeviceGetMigDeviceHandleByIndex`; `None` when the symbol is missing. An empty slot
+    /// is `Err(NVML_ERROR_NOT_FOUND)`.
+    pub(crate) fn mig_handle(&self, dev: Device, slot: u32) -> Option<Result<Device, NvmlReturn>> {
+        let f = self.mig_handle?;
+        let mut h: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `h` is a valid, writable pointer slot for the call; `dev` came from NVML.
+        let rc = unsafe { f(dev.0, slot, &raw mut h) };
+        Some(ok(rc).and_then(|()| non_null(h)))
+    }
+
+    /// `nvmlDeviceGetGpuInstanceId` of a MIG handle; `None` when the symbol is missing.
+    pub(crate) fn gpu_instance_id(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
+        Some(device_uint(self.gpu_instance_id?, dev))
+    }
+
+    /// `nvmlDeviceGetComputeInstanceId` of a MIG handle; `None` when the symbol is missing.
+    pub(crate) fn compute_instance_id(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
+        Some(device_uint(self.compute_instance_id?, dev))
+    }
+
+    /// `nvmlDeviceIsMigDeviceHandle`; `None` when the symbol is missing.
+    pub(crate) fn is_mig_handle(&self, dev: Device) -> Option<Result<bool, NvmlReturn>> {
+        Some(device_uint(self.is_mig_handle?, dev).map(|v| v != 0))
+    }
+
+    /// `nvmlDeviceGetDeviceHandleFromMigDeviceHandle`; `None` when the symbol is missing.
+    pub(crate) fn mig_parent(&self, mig: Device) -> Option<Result<Device, NvmlReturn>> {
+        let f = self.mig_parent?;
+        let mut h: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `h` is a valid, writable pointer slot for the call; `mig` came from NVML.
+        let rc = unsafe { f(mig.0, &raw mut h) };
+        Some(ok(rc).and_then(|()| non_null(h)))
+    }
+
+    /// `nvmlDeviceGetHandleByUUID` (GPU or MIG UUID); `None` when the symbol is missing. A UUID
+    /// with an interior NUL cannot match anything: `Err(NVML_ERROR_NOT_FOUND)`.
+    pub(crate) fn handle_by_uuid(&self, uuid: &str) -> Option<Result<Device, NvmlReturn>> {
+        let f = self.handle_by_uuid?;
+        let Ok(c) = std::ffi::CString::new(uuid) else {
+            return Some(Err(NVML_ERROR_NOT_FOUND));
+        };
+        let mut h: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `c` is a NUL-terminated string alive for the call; `h` is a writable slot.
+        let rc = unsafe { f(c.as_ptr(), &raw mut h) };
+        Some(ok(rc).and_then(|()| non_null(h)))
+    }
+
     pub(crate) fn process_name(&self, pid: u32) -> Option<Result<Vec<u8>, NvmlReturn>> {
         let f = self.process_name?;
         let mut buf = vec![0_u8; PROCESS_NAME_BUFFER];
@@ -498,6 +609,21 @@ impl ProcessFn {
 
 fn ok(rc: NvmlReturn) -> Result<(), NvmlReturn> {
     if rc == NVML_SUCCESS { Ok(()) } else { Err(rc) }
+}
+
+fn non_null(h: *mut c_void) -> Result<Device, NvmlReturn> {
+    if h.is_null() {
+        Err(NVML_ERROR_INVALID_ARGUMENT)
+    } else {
+        Ok(Device(h))
+    }
+}
+
+fn device_uint(f: FnDeviceUint, dev: Device) -> Result<u32, NvmlReturn> {
+    let mut v: c_uint = 0;
+    // SAFETY: `v` is a valid, writable c_uint for the call; `dev` came from NVML.
+    let rc = unsafe { f(dev.0, &raw mut v) };
+    ok(rc).map(|()| v)
 }
 
 fn buffer_len<T>(buf: &[T]) -> c_uint {

@@ -15,15 +15,17 @@ use std::time::{Duration, Instant};
 
 pub use ffi::NVML_MEMORY_V2_VERSION;
 use ffi::{
-    Device, NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_UNINITIALIZED,
-    NVML_SUCCESS, NVML_VALUE_NOT_AVAILABLE, Nvml, NvmlReturn, ProcessFn, ProcessInfoV1,
-    ProcessInfoV2, ProcessInfoV3Wide, ProcessLayout, ProcessRecord, return_name,
+    Device, NVML_DEVICE_MIG_ENABLE, NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_INSUFFICIENT_SIZE,
+    NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNINITIALIZED, NVML_SUCCESS,
+    NVML_VALUE_NOT_AVAILABLE, NVML_VALUE_NOT_AVAILABLE_U32, Nvml, NvmlReturn, ProcessFn,
+    ProcessInfoV1, ProcessInfoV2, ProcessInfoV3Wide, ProcessLayout, ProcessRecord, return_name,
 };
 
 use super::backend::{Backend, Op, Presence};
+use super::mig;
 use crate::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HypomnesisError,
-    ProcessGpuInfo, Result, SourceReport, SourceState, procfs,
+    MigInstance, MigState, ProcessGpuInfo, Result, SourceReport, SourceState, procfs,
 };
 
 /// How long a failed `nvmlInit` is remembered before it is tried again.
@@ -34,6 +36,8 @@ const FIRST_CAPACITY: usize = 64;
 const MAX_LIST_ATTEMPTS: usize = 8;
 /// A process count above this is garbage, not a host (`pid_max` is 2^22).
 const MAX_LIST_ROWS: usize = 1 << 22;
+/// A MIG device count above this is garbage (GPUs have at most 7 today).
+const MAX_MIG_SLOTS: u32 = 256;
 
 /// The NVML backend. All state is process-wide (see the module docs).
 pub(crate) struct NvmlBackend;
@@ -197,7 +201,27 @@ struct RawProcess {
     pid: u32,
     used: u64,
     context: GpuContextKind,
+    gpu_instance: Option<u32>,
+    compute_instance: Option<u32>,
 }
+
+/// A row as one NVML process list gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ListRow {
+    pid: u32,
+    used: u64,
+    gpu_instance: Option<u32>,
+    compute_instance: Option<u32>,
+}
+
+/// A GPU/compute instance id, `None` for NVML's "not available" (MIG off).
+fn instance_id(v: u32) -> Option<u32> {
+    (v != NVML_VALUE_NOT_AVAILABLE_U32).then_some(v)
+}
+
+/// The MIG instance a process list belongs to (GPU and compute instance ids), for lists read on
+/// MIG device handles.
+type InstanceIds = (Option<u32>, Option<u32>);
 
 impl Loaded {
     fn lock(&self) -> MutexGuard<'_, Session> {
@@ -398,14 +422,304 @@ impl Loaded {
             pci_bus_id,
             vendor: Some(GpuVendor::Nvidia),
             source: GpuQuerySource::Nvml,
+            mig_enabled: self.mig_mode(dev).map(|(current, _)| current),
             ..GpuDeviceInfo::blank()
         })
     }
 
-    /// Compute and graphics lists of a device, merged per pid, implausible rows dropped.
+    /// Current and pending MIG mode; `None` when the GPU cannot be split (or NVML will not say).
+    fn mig_mode(&self, dev: Device) -> Option<(bool, bool)> {
+        let (current, pending) = self.nvml.mig_mode(dev)?.ok()?;
+        Some((
+            current == NVML_DEVICE_MIG_ENABLE,
+            pending == NVML_DEVICE_MIG_ENABLE,
+        ))
+    }
+
+    /// The occupied MIG device slots of a GPU in MIG mode, with their handles (empty slots,
+    /// `NVML_ERROR_NOT_FOUND`, are skipped).
+    fn mig_devices(
+        &self,
+        dev: Device,
+        index: u32,
+    ) -> std::result::Result<Vec<(u32, Device)>, Failure> {
+        let missing = |f: &str| {
+            Failure::Other(HypomnesisError::Nvml(format!(
+                "the library exports no {f}, so the MIG devices of GPU {index} cannot be listed"
+            )))
+        };
+        let max = self
+            .nvml
+            .max_mig_devices(dev)
+            .ok_or_else(|| missing("nvmlDeviceGetMaxMigDeviceCount"))?
+            .map_err(call("nvmlDeviceGetMaxMigDeviceCount", Some(index)))?;
+        if max > MAX_MIG_SLOTS {
+            return Err(Failure::Other(HypomnesisError::Nvml(format!(
+                "nvmlDeviceGetMaxMigDeviceCount for GPU {index} returned {max}, more than any GPU has"
+            ))));
+        }
+        let mut out = Vec::new();
+        for slot in 0..max {
+            match self
+                .nvml
+                .mig_handle(dev, slot)
+                .ok_or_else(|| missing("nvmlDeviceGetMigDeviceHandleByIndex"))?
+            {
+                Ok(h) => out.push((slot, h)),
+                Err(NVML_ERROR_NOT_FOUND) => {}
+                Err(code) => {
+                    return Err(call("nvmlDeviceGetMigDeviceHandleByIndex", Some(index))(
+                        code,
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The GPU and compute instance ids of a MIG device handle.
+    fn instance_ids(&self, h: Device) -> InstanceIds {
+        (
+            self.nvml
+                .gpu_instance_id(h)
+                .and_then(std::result::Result::ok),
+            self.nvml
+                .compute_instance_id(h)
+                .and_then(std::result::Result::ok),
+        )
+    }
+
+    /// Everything NVML says about one MIG device. Memory that cannot be read is `None` with the
+    /// reason, never zeros.
+    fn mig_instance_of(&self, index: u32, slot: u32, h: Device) -> MigInstance {
+        let mut m = MigInstance::blank(index, slot, GpuQuerySource::Nvml);
+        m.uuid = self
+            .nvml
+            .device_uuid(h)
+            .and_then(std::result::Result::ok)
+            .and_then(|b| text(&b));
+        m.name = self
+            .nvml
+            .device_name(h)
+            .and_then(std::result::Result::ok)
+            .and_then(|b| text(&b));
+        m.profile = m.name.as_deref().and_then(mig::profile_from_name);
+        (m.gpu_instance_id, m.compute_instance_id) = self.instance_ids(h);
+        match self.nvml.memory(h) {
+            None => m.memory_error = Some("the library exports no nvmlDeviceGetMemoryInfo".into()),
+            Some(Err(code)) => m.memory_error = Some(return_name(code).to_string()),
+            Some(Ok(mem)) if mem.free > mem.total || mem.total == NVML_VALUE_NOT_AVAILABLE => {
+                m.memory_error = Some(format!(
+                    "impossible figures (total {}, free {})",
+                    mem.total, mem.free
+                ));
+            }
+            Some(Ok(mem)) => {
+                m.total_bytes = Some(mem.total);
+                m.free_bytes = Some(mem.free);
+                m.used_bytes = Some(mem.total - mem.free);
+                m.reserved_bytes = reserved_from_v2(
+                    self.nvml.memory_v2(h, NVML_MEMORY_V2_VERSION),
+                    mem.total,
+                    mem.free,
+                );
+            }
+        }
+        m
+    }
+
+    fn mig_state(&self, index: u32) -> std::result::Result<MigState, Failure> {
+        let dev = self.device(index)?;
+        let mut s = MigState::unsupported(index, GpuQuerySource::Nvml);
+        s.name = self
+            .nvml
+            .device_name(dev)
+            .and_then(std::result::Result::ok)
+            .and_then(|b| text(&b));
+        s.uuid = self
+            .nvml
+            .device_uuid(dev)
+            .and_then(std::result::Result::ok)
+            .and_then(|b| text(&b));
+        let Some((current, pending)) = self.mig_mode(dev) else {
+            return Ok(s);
+        };
+        s.enabled = Some(current);
+        s.pending = Some(pending);
+        if !current {
+            return Ok(s);
+        }
+        let mut list: Vec<MigInstance> = self
+            .mig_devices(dev, index)?
+            .into_iter()
+            .map(|(slot, h)| self.mig_instance_of(index, slot, h))
+            .collect();
+        mig::sort_instances(&mut list);
+        s.instances = list;
+        s.device_memory_error = match self.memory(dev, index) {
+            Ok(_) => None,
+            Err(Failure::Call { code, .. }) => Some(return_name(code).to_string()),
+            Err(Failure::Other(e)) => Some(e.to_string()),
+        };
+        Ok(s)
+    }
+
+    /// The MIG device with this UUID, found with `nvmlDeviceGetHandleByUUID`.
+    fn find_mig(&self, uuid: &str) -> std::result::Result<MigInstance, Failure> {
+        let other = |m: String| Failure::Other(HypomnesisError::Nvml(m));
+        let missing = |f: &str| other(format!("the library exports no {f}"));
+        let h = match self
+            .nvml
+            .handle_by_uuid(uuid)
+            .ok_or_else(|| missing("nvmlDeviceGetHandleByUUID"))?
+        {
+            Ok(h) => h,
+            Err(NVML_ERROR_NOT_FOUND) => {
+                return Err(other(format!("no GPU or MIG device has UUID {uuid:?}")));
+            }
+            Err(code) => return Err(call("nvmlDeviceGetHandleByUUID", None)(code)),
+        };
+        let is_mig = self
+            .nvml
+            .is_mig_handle(h)
+            .ok_or_else(|| missing("nvmlDeviceIsMigDeviceHandle"))?
+            .map_err(call("nvmlDeviceIsMigDeviceHandle", None))?;
+        if !is_mig {
+            return Err(other(format!(
+                "{uuid:?} is a whole GPU, not a MIG device (ask for it by index)"
+            )));
+        }
+        let parent = self
+            .nvml
+            .mig_parent(h)
+            .ok_or_else(|| missing("nvmlDeviceGetDeviceHandleFromMigDeviceHandle"))?
+            .map_err(call("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", None))?;
+        let uuid_of = |d: Device| {
+            self.nvml
+                .device_uuid(d)
+                .and_then(std::result::Result::ok)
+                .and_then(|b| text(&b))
+        };
+        let same =
+            |a: Device, b: Device| a == b || (uuid_of(a).is_some() && uuid_of(a) == uuid_of(b));
+        let count = self.device_count()?;
+        let index = (0..count)
+            .find(|&i| self.device(i).is_ok_and(|d| same(d, parent)))
+            .ok_or_else(|| {
+                other(format!(
+                    "the GPU of MIG device {uuid:?} is not among the {count} GPUs NVML lists"
+                ))
+            })?;
+        let slot = self
+            .mig_devices(parent, index)?
+            .into_iter()
+            .find(|&(_, d)| same(d, h))
+            .map(|(slot, _)| slot)
+            .ok_or_else(|| {
+                other(format!(
+                    "MIG device {uuid:?} is not in the MIG device slots of GPU {index}"
+                ))
+            })?;
+        Ok(self.mig_instance_of(index, slot, h))
+    }
+
+    /// One line for `hmn doctor` on GPU `index`'s MIG mode.
+    fn mig_summary(&self, index: u32) -> String {
+        let dev = match self.device(index) {
+            Ok(d) => d,
+            Err(e) => return format!("unknown ({})", self.to_error(e)),
+        };
+        match self.nvml.mig_mode(dev) {
+            None => "unknown (the library exports no nvmlDeviceGetMigMode)".into(),
+            Some(Err(NVML_ERROR_NOT_SUPPORTED)) => "not supported by this GPU".into(),
+            Some(Err(code)) => format!("unknown ({})", return_name(code)),
+            Some(Ok((current, pending))) => {
+                let (current, pending) = (
+                    current == NVML_DEVICE_MIG_ENABLE,
+                    pending == NVML_DEVICE_MIG_ENABLE,
+                );
+                let mut s = if current {
+                    match self.mig_devices(dev, index) {
+                        Ok(list) => {
+                            let n = list.len();
+                            format!("on, {n} MIG device{}", if n == 1 { "" } else { "s" })
+                        }
+                        Err(e) => format!("on (MIG devices unknown: {})", self.to_error(e)),
+                    }
+                } else {
+                    "off".to_string()
+                };
+                if pending != current {
+                    s.push_str(if pending {
+                        "; on after the next GPU reset"
+                    } else {
+                        "; off after the next GPU reset"
+                    });
+                }
+                s
+            }
+        }
+    }
+
+    /// Compute and graphics lists of a device, merged per pid, implausible rows dropped. With
+    /// MIG on, the lists of each MIG device are read too: they say which instance a process
+    /// runs in, and they answer callers to whom the GPU-wide lists are refused.
     fn raw_processes(&self, index: u32) -> std::result::Result<Vec<RawProcess>, Failure> {
         let dev = self.device(index)?;
         let total = self.memory(dev, index).ok().map(|m| m.total);
+        let parent = self.read_lists(dev, index, total, None);
+        if !matches!(self.mig_mode(dev), Some((true, _))) {
+            return parent.map(|m| m.into_values().collect());
+        }
+        let (mut merged, parent_error) = match parent {
+            Ok(m) => (m, None),
+            Err(e) => (BTreeMap::new(), Some(e)),
+        };
+        let instances = match self.mig_devices(dev, index) {
+            Ok(list) => list,
+            Err(e) => return Err(parent_error.unwrap_or(e)),
+        };
+        if instances.is_empty()
+            && let Some(e) = parent_error
+        {
+            return Err(e);
+        }
+        let whole_list = parent_error.is_none();
+        for (_, h) in instances {
+            let ids = self.instance_ids(h);
+            let own_total = self
+                .nvml
+                .memory(h)
+                .and_then(std::result::Result::ok)
+                .map(|m| m.total);
+            match self.read_lists(h, index, own_total.or(total), Some(ids)) {
+                Ok(rows) => {
+                    for r in rows.into_values() {
+                        merge(&mut merged, r);
+                    }
+                }
+                // The GPU-wide lists already hold every process: the instance's only adds ids.
+                Err(e) if whole_list => {
+                    crate::debug_log!(
+                        "NVML: GPU {index}: a MIG device's process list: {}",
+                        self.to_error(e)
+                    );
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(merged.into_values().collect())
+    }
+
+    /// The compute and graphics lists of one handle (a GPU, or a MIG device of GPU `index`
+    /// whose instance ids are `ids`), merged per pid.
+    fn read_lists(
+        &self,
+        dev: Device,
+        index: u32,
+        total: Option<u64>,
+        ids: Option<InstanceIds>,
+    ) -> std::result::Result<BTreeMap<u32, RawProcess>, Failure> {
         let lists = [
             (self.nvml.compute, GpuContextKind::Compute),
             (self.nvml.graphics, GpuContextKind::Graphics),
@@ -421,21 +735,28 @@ impl Loaded {
             let Some(pf) = pf else { continue };
             let rows = match read_list(pf, dev, index) {
                 Ok(rows) => rows,
-                // Graphics lists are unsupported on some compute-only boards: compute still counts.
-                Err(Failure::Call { code: 3, .. }) if kind == GpuContextKind::Graphics => continue,
+                // Graphics lists are unsupported on some compute-only boards (and on MIG
+                // devices): compute still counts.
+                Err(Failure::Call {
+                    code: NVML_ERROR_NOT_SUPPORTED,
+                    ..
+                }) if kind == GpuContextKind::Graphics => continue,
                 Err(e) => return Err(e),
             };
-            for (pid, used) in rows {
-                if !plausible(pid, used, total) {
+            for r in rows {
+                if !plausible(r.pid, r.used, total) {
                     dropped += 1;
                     continue;
                 }
+                let (gi, ci) = ids.unwrap_or((None, None));
                 merge(
                     &mut merged,
                     RawProcess {
-                        pid,
-                        used,
+                        pid: r.pid,
+                        used: r.used,
                         context: kind,
+                        gpu_instance: r.gpu_instance.or(gi),
+                        compute_instance: r.compute_instance.or(ci),
                     },
                 );
             }
@@ -446,7 +767,7 @@ impl Loaded {
                 "NVML: GPU {index}: {dropped} process row(s) without a usable memory figure dropped"
             );
         }
-        Ok(merged.into_values().collect())
+        Ok(merged)
     }
 
     fn name_of(&self, root: &Path, pid: u32) -> Option<String> {
@@ -464,11 +785,7 @@ impl Loaded {
     }
 }
 
-fn read_list(
-    pf: ProcessFn,
-    dev: Device,
-    index: u32,
-) -> std::result::Result<Vec<(u32, u64)>, Failure> {
+fn read_list(pf: ProcessFn, dev: Device, index: u32) -> std::result::Result<Vec<ListRow>, Failure> {
     match pf.layout {
         ProcessLayout::V1 => read_typed::<ProcessInfoV1>(pf, dev, index),
         ProcessLayout::V2 => read_typed::<ProcessInfoV2>(pf, dev, index),
@@ -482,7 +799,7 @@ fn read_typed<T: ProcessRecord>(
     pf: ProcessFn,
     dev: Device,
     index: u32,
-) -> std::result::Result<Vec<(u32, u64)>, Failure> {
+) -> std::result::Result<Vec<ListRow>, Failure> {
     let mut buf = vec![T::default(); FIRST_CAPACITY];
     for _ in 0..MAX_LIST_ATTEMPTS {
         let (rc, count) = pf.call(dev, &mut buf);
@@ -496,7 +813,15 @@ fn read_typed<T: ProcessRecord>(
                         buf.len()
                     )))
                 })?;
-                return Ok(rows.iter().map(|r| (r.pid(), r.used())).collect());
+                return Ok(rows
+                    .iter()
+                    .map(|r| ListRow {
+                        pid: r.pid(),
+                        used: r.used(),
+                        gpu_instance: instance_id(r.gpu_instance()),
+                        compute_instance: instance_id(r.compute_instance()),
+                    })
+                    .collect());
             }
             NVML_ERROR_INSUFFICIENT_SIZE => {
                 if count > MAX_LIST_ROWS {
@@ -548,8 +873,9 @@ fn plausible(pid: u32, used: u64, total: Option<u64>) -> bool {
         && total.is_none_or(|t| used <= t)
 }
 
-/// Merge a row into the per-pid map: a pid in both lists is one process (max of the two figures,
-/// never their sum).
+/// Merge a row into the per-pid map: a pid in both lists (or in a GPU's and a MIG device's) is
+/// one process (max of the two figures, never their sum); instance ids come from whichever row
+/// has them.
 fn merge(map: &mut BTreeMap<u32, RawProcess>, row: RawProcess) {
     map.entry(row.pid)
         .and_modify(|e| {
@@ -557,6 +883,8 @@ fn merge(map: &mut BTreeMap<u32, RawProcess>, row: RawProcess) {
             if e.context != row.context {
                 e.context = GpuContextKind::ComputeAndGraphics;
             }
+            e.gpu_instance = e.gpu_instance.or(row.gpu_instance);
+            e.compute_instance = e.compute_instance.or(row.compute_instance);
         })
         .or_insert(row);
 }
@@ -666,6 +994,8 @@ impl Backend for NvmlBackend {
                         context: Some(r.context),
                         host_pid,
                         outside_pid_namespace: outside,
+                        gpu_instance_id: r.gpu_instance,
+                        compute_instance_id: r.compute_instance,
                         ..GpuProcessEntry::blank()
                     }
                 })
@@ -673,6 +1003,14 @@ impl Backend for NvmlBackend {
             out.sort_by_key(|e| e.pid);
             Ok(out)
         })
+    }
+
+    fn mig_state(&self, index: u32) -> Result<MigState> {
+        Self::with(|l| l.run(|l| l.mig_state(index)))
+    }
+
+    fn mig_instance(&self, uuid: &str) -> Result<MigInstance> {
+        Self::with(|l| l.run(|l| l.find_mig(uuid)))
     }
 
     fn report(&self) -> SourceReport {
@@ -690,6 +1028,9 @@ impl Backend for NvmlBackend {
                 let state = match l.run(Loaded::device_count) {
                     Ok(n) => {
                         details.push(("devices".into(), n.to_string()));
+                        for i in 0..n {
+                            details.push((format!("GPU {i} MIG"), l.mig_summary(i)));
+                        }
                         SourceState::Answered
                     }
                     Err(e) => SourceState::Failed(e.to_string()),
@@ -802,43 +1143,58 @@ mod tests {
         assert!(plausible(10, 1 << 40, None));
     }
 
+    fn raw(pid: u32, used: u64, context: GpuContextKind, ids: InstanceIds) -> RawProcess {
+        RawProcess {
+            pid,
+            used,
+            context,
+            gpu_instance: ids.0,
+            compute_instance: ids.1,
+        }
+    }
+
     #[test]
     fn merge_never_sums() {
         let mut m = BTreeMap::new();
-        merge(
-            &mut m,
-            RawProcess {
-                pid: 7,
-                used: 100,
-                context: GpuContextKind::Compute,
-            },
-        );
-        merge(
-            &mut m,
-            RawProcess {
-                pid: 7,
-                used: 100,
-                context: GpuContextKind::Graphics,
-            },
-        );
-        merge(
-            &mut m,
-            RawProcess {
-                pid: 3,
-                used: 5,
-                context: GpuContextKind::Graphics,
-            },
-        );
+        merge(&mut m, raw(7, 100, GpuContextKind::Compute, (None, None)));
+        merge(&mut m, raw(7, 100, GpuContextKind::Graphics, (None, None)));
+        merge(&mut m, raw(3, 5, GpuContextKind::Graphics, (None, None)));
         let rows: Vec<_> = m.into_values().collect();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].pid, 3);
         assert_eq!(
             rows[1],
-            RawProcess {
-                pid: 7,
-                used: 100,
-                context: GpuContextKind::ComputeAndGraphics
-            }
+            raw(7, 100, GpuContextKind::ComputeAndGraphics, (None, None))
         );
+    }
+
+    #[test]
+    fn merge_takes_instance_ids_from_whichever_row_has_them() {
+        let mut m = BTreeMap::new();
+        // The GPU-wide list (no ids), then the MIG device's list of GI 2 CI 1.
+        merge(
+            &mut m,
+            raw(21180, 2296, GpuContextKind::Compute, (None, None)),
+        );
+        merge(
+            &mut m,
+            raw(21180, 2296, GpuContextKind::Compute, (Some(2), Some(1))),
+        );
+        merge(
+            &mut m,
+            raw(21180, 2000, GpuContextKind::Compute, (Some(9), Some(0))),
+        );
+        let rows: Vec<_> = m.into_values().collect();
+        assert_eq!(
+            rows,
+            vec![raw(
+                21180,
+                2296,
+                GpuContextKind::Compute,
+                (Some(2), Some(1))
+            )]
+        );
+        assert_eq!(instance_id(u32::MAX), None);
+        assert_eq!(instance_id(0), Some(0));
     }
 }

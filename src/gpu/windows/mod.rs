@@ -120,12 +120,11 @@ fn adapter_used(a: &AdapterDesc) -> Result<u64> {
 /// as in the device list).
 pub(crate) fn residency(index: u32) -> Result<(u64, u64, u64)> {
     let nvidia = scoped(Scope::Nvidia)?;
-    let a = match usize::try_from(index).ok().and_then(|i| nvidia.get(i)) {
-        Some(a) => a,
-        None => {
-            let local = index.saturating_sub(u32::try_from(nvidia.len()).unwrap_or(u32::MAX));
-            adapter(Scope::Others, local)?
-        }
+    let a = if let Some(a) = usize::try_from(index).ok().and_then(|i| nvidia.get(i)) {
+        a
+    } else {
+        let local = index.saturating_sub(u32::try_from(nvidia.len()).unwrap_or(u32::MAX));
+        adapter(Scope::Others, local)?
     };
     let rows = ffi::sample(&[ADAPTER_DEDICATED, ADAPTER_SHARED]).map_err(HypomnesisError::Pdh)?;
     let sum = |k: usize| {
@@ -203,8 +202,9 @@ impl Backend for DxgiBackend {
     }
 
     fn answers(&self, op: Op) -> bool {
-        // NVIDIA process lists come from PdhBackend; other vendors' from here.
-        !(self.scope == Scope::Nvidia && op == Op::GpuProcesses)
+        // NVIDIA process lists come from PdhBackend; other vendors' from here. DXGI knows
+        // nothing of MIG (which Windows does not offer).
+        !(self.scope == Scope::Nvidia && matches!(op, Op::GpuProcesses | Op::Mig))
     }
 
     fn device_count(&self) -> Result<u32> {

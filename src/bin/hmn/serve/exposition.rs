@@ -6,7 +6,8 @@ use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use hypomnesis::{
-    GpuDeviceInfo, GpuProcessEntry, GpuVendor, HypomnesisError, SourceReport, SourceState,
+    GpuDeviceInfo, GpuProcessEntry, GpuVendor, HypomnesisError, MigGpuInstance, SourceReport,
+    SourceState,
 };
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -30,6 +31,8 @@ pub struct Sample {
     pub process_errors: u32,
     /// What each GPU source said about itself.
     pub sources: Vec<SourceReport>,
+    /// MIG GPU instances of the devices in MIG mode (memory counted once per GPU instance).
+    pub mig: Vec<MigGpuInstance>,
 }
 
 impl Sample {
@@ -60,6 +63,9 @@ pub fn measure() -> Sample {
                 match hypomnesis::gpu_processes(i) {
                     Ok(list) => s.processes.extend(list),
                     Err(_) => s.process_errors += 1,
+                }
+                if let Ok(instances) = hypomnesis::mig_instances(i) {
+                    s.mig.extend(hypomnesis::mig_gpu_instances(&instances));
                 }
             }
         }
@@ -228,6 +234,33 @@ impl Exposition {
             .collect()
     }
 
+    /// Per MIG GPU instance series of one figure (labels `gpu`, `mig` = GPU instance id,
+    /// `profile`), skipping instances where it is unknown.
+    fn mig(&self, figure: impl Fn(&MigGpuInstance) -> Option<u64>) -> Vec<(Labels<3>, i64)> {
+        self.sample
+            .mig
+            .iter()
+            .filter_map(|m| {
+                let v = figure(m)?;
+                Some((
+                    [
+                        ("gpu", m.parent_index.to_string()),
+                        (
+                            "mig",
+                            m.gpu_instance_id
+                                .map_or_else(String::new, |g| g.to_string()),
+                        ),
+                        (
+                            "profile",
+                            label_value(m.profile.as_deref().unwrap_or_default()),
+                        ),
+                    ],
+                    gauge(v),
+                ))
+            })
+            .collect()
+    }
+
     /// One series per (device, pid); rows of the same pair add up.
     fn processes(&self) -> Vec<(Labels<3>, i64)> {
         let mut rows: BTreeMap<(u32, u32), (u64, &str)> = BTreeMap::new();
@@ -290,6 +323,34 @@ impl Exposition {
             "Driver/firmware reservation, part of total; absent when the driver does not report it.",
             bytes,
             &self.devices(|d| d.reserved_bytes),
+        )?;
+        gauges(
+            e,
+            "gpu_mig_memory_total",
+            "Memory of a MIG GPU instance (its compute instances share it).",
+            bytes,
+            &self.mig(|m| m.total_bytes),
+        )?;
+        gauges(
+            e,
+            "gpu_mig_memory_free",
+            "Free memory of a MIG GPU instance.",
+            bytes,
+            &self.mig(|m| m.free_bytes),
+        )?;
+        gauges(
+            e,
+            "gpu_mig_memory_used",
+            "Total minus free memory of a MIG GPU instance.",
+            bytes,
+            &self.mig(|m| m.used_bytes),
+        )?;
+        gauges(
+            e,
+            "gpu_mig_memory_reserved",
+            "Driver reservation of a MIG GPU instance; absent when not reported.",
+            bytes,
+            &self.mig(|m| m.reserved_bytes),
         )?;
         gauges(
             e,
@@ -434,7 +495,36 @@ mod tests {
                 ),
                 report(GpuQuerySource::Drm, SourceState::Failed("no".into())),
             ],
+            mig: Vec::new(),
         }
+    }
+
+    #[test]
+    fn mig_instances_have_their_own_series() {
+        let mut s = sample();
+        s.mig = vec![
+            MigGpuInstance::builder()
+                .parent_index(0)
+                .gpu_instance_id(Some(9))
+                .profile(Some("1g.18gb".into()))
+                .total_bytes(Some(16_384 * MIB))
+                .free_bytes(Some(16_375 * MIB))
+                .used_bytes(Some(9 * MIB))
+                .build(),
+        ];
+        let text = render(s, Duration::from_millis(10), 1);
+        assert!(text.contains(&format!(
+            "hypomnesis_gpu_mig_memory_total_bytes{{gpu=\"0\",mig=\"9\",profile=\"1g.18gb\"}} {}\n",
+            16_384 * MIB
+        )), "{text}");
+        assert!(text.contains(&format!(
+            "hypomnesis_gpu_mig_memory_used_bytes{{gpu=\"0\",mig=\"9\",profile=\"1g.18gb\"}} {}\n",
+            9 * MIB
+        )));
+        assert!(
+            !text.contains("hypomnesis_gpu_mig_memory_reserved"),
+            "unknown: absent"
+        );
     }
 
     #[test]

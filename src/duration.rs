@@ -1,0 +1,66 @@
+//! Duration arguments and settings (`2s`, `500ms`, `1.5m`).
+
+use std::time::Duration;
+
+use crate::ram::parse::clip;
+
+/// A duration such as `10s`, `500ms`, `1.5s`, `2m`, or a bare number of seconds; more than 0 and
+/// at most one day.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let bad = || {
+        format!(
+            "{:?} is not a duration such as 2s, 500ms or 1.5m",
+            clip(text)
+        )
+    };
+    let (number, scale_ms) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1000.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60_000.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3_600_000.0)
+    } else {
+        (t, 1000.0)
+    };
+    let number = number.trim();
+    if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    let v: f64 = number.parse().map_err(|_| bad())?;
+    let ms = v * scale_ms;
+    if !(ms.is_finite() && (1.0..=86_400_000.0).contains(&ms)) {
+        return Err(format!("{:?} is out of range (1ms to 24h)", clip(text)));
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // checked range above
+    Ok(Duration::from_millis(ms.round() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration(" 10 "), Ok(Duration::from_secs(10)));
+        for bad in [
+            "",
+            "s",
+            "abc",
+            "-1s",
+            "0s",
+            "1e9s",
+            "NaNs",
+            "2 parsecs",
+            "25h",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}
