@@ -4,5 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.reserved --format=csv
-HMN_BENCH_REAL=1 cargo bench --bench measure -- --warm-up-time 1 --measurement-time "${BENCH_TIME:-3}" 2>&1 \
-  | grep -E '^(rss|device_info|snapshot|gpu_processes|process)/|time:'
+if [ -n "${BENCH_BIN:-}" ]; then  # a prebuilt `cargo bench --no-run` binary
+  HMN_BENCH_REAL=1 "$BENCH_BIN" --bench --warm-up-time 1 --measurement-time "${BENCH_TIME:-3}" 2>&1 \
+    | grep -E '^(rss|device_info|snapshot|gpu_processes|process)/|time:'
+else
+  HMN_BENCH_REAL=1 cargo bench --bench measure -- --warm-up-time 1 --measurement-time "${BENCH_TIME:-3}" 2>&1 \
+    | grep -E '^(rss|device_info|snapshot|gpu_processes|process)/|time:'
+fi

@@ -530,7 +530,9 @@ impl Backend for SmiBackend {
                 source: GpuQuerySource::NvidiaSmi,
             });
         }
-        if procfs::self_has_cuda_context(procfs::root()) == Some(false) {
+        // Not listed: see the NVML backend for the rule.
+        let same_view = rows.iter().all(|r| !procfs::place(r.0).2);
+        if same_view || procfs::self_has_cuda_context(procfs::root()) == Some(false) {
             return Ok(ProcessGpuInfo {
                 used_bytes: 0,
                 is_per_process: true,

@@ -30,6 +30,8 @@ use crate::{
 
 /// How long a failed `nvmlInit` is remembered before it is tried again.
 pub(crate) const INIT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How long a device's MIG mode is reused before NVML is asked again.
+const MIG_MODE_REUSE: Duration = Duration::from_secs(5);
 /// First capacity of a process-list buffer: one call answers most hosts without a sizing call.
 const FIRST_CAPACITY: usize = 64;
 /// Tries of the two-call protocol before a list that keeps growing is given up on.
@@ -151,6 +153,9 @@ fn load() -> LoadOutcome {
 }
 
 #[derive(Default)]
+/// Current and pending MIG mode; `None` when the GPU cannot be split.
+type MigMode = Option<(bool, bool)>;
+
 struct Session {
     live: bool,
     init_calls: u64,
@@ -159,6 +164,9 @@ struct Session {
     /// `None`: not asked yet in this session; `Some(None)`: asked, unknown.
     #[allow(clippy::option_option)]
     driver_version: Option<Option<String>>,
+    /// MIG mode per device handle, with when it was read: the driver call costs ~150 µs on an
+    /// H200, and a mode change only takes effect at a GPU reset.
+    mig_modes: Vec<(Device, Instant, MigMode)>,
 }
 
 /// A loaded library with its session.
@@ -276,6 +284,7 @@ impl Loaded {
             s.live = true;
             s.last_failure = None;
             s.handles.clear();
+            s.mig_modes.clear();
             s.driver_version = None;
             Ok(())
         } else {
@@ -297,6 +306,7 @@ impl Loaded {
             let _ = self.nvml.shutdown();
             s.live = false;
             s.handles.clear();
+            s.mig_modes.clear();
         }
     }
 
@@ -428,12 +438,30 @@ impl Loaded {
     }
 
     /// Current and pending MIG mode; `None` when the GPU cannot be split (or NVML will not say).
+    /// Remembered for [`MIG_MODE_REUSE`].
     fn mig_mode(&self, dev: Device) -> Option<(bool, bool)> {
-        let (current, pending) = self.nvml.mig_mode(dev)?.ok()?;
-        Some((
-            current == NVML_DEVICE_MIG_ENABLE,
-            pending == NVML_DEVICE_MIG_ENABLE,
-        ))
+        if let Some((_, _, mode)) = self
+            .lock()
+            .mig_modes
+            .iter()
+            .find(|(d, at, _)| *d == dev && at.elapsed() < MIG_MODE_REUSE)
+        {
+            return *mode;
+        }
+        let mode = self
+            .nvml
+            .mig_mode(dev)
+            .and_then(std::result::Result::ok)
+            .map(|(current, pending)| {
+                (
+                    current == NVML_DEVICE_MIG_ENABLE,
+                    pending == NVML_DEVICE_MIG_ENABLE,
+                )
+            });
+        let mut s = self.lock();
+        s.mig_modes.retain(|(d, _, _)| *d != dev);
+        s.mig_modes.push((dev, Instant::now(), mode));
+        mode
     }
 
     /// The occupied MIG device slots of a GPU in MIG mode, with their handles (empty slots,
@@ -953,16 +981,18 @@ impl Backend for NvmlBackend {
                     source: GpuQuerySource::Nvml,
                 });
             }
-            if procfs::self_has_cuda_context(procfs::root()) == Some(false) {
-                // No CUDA context in this process: it holds no memory on any device.
+            // Not listed. When every listed pid is visible here, NVML sees the same pids as we do
+            // (an idle GPU lists none): this process holds nothing. Otherwise we may be in
+            // another PID namespace; unless this process has no CUDA context at all, the honest
+            // answer is the device-wide figure, flagged as such.
+            let same_view = rows.iter().all(|r| !procfs::place(r.pid).2);
+            if same_view || procfs::self_has_cuda_context(procfs::root()) == Some(false) {
                 return Ok(ProcessGpuInfo {
                     used_bytes: 0,
                     is_per_process: true,
                     source: GpuQuerySource::Nvml,
                 });
             }
-            // This process has a context but NVML lists it under another pid (a PID namespace):
-            // the honest answer is the device-wide figure, flagged as such.
             let d = l.run(|l| l.device_info(index))?;
             Ok(ProcessGpuInfo {
                 used_bytes: d.used_bytes,
