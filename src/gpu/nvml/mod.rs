@@ -152,10 +152,10 @@ fn load() -> LoadOutcome {
     }
 }
 
-#[derive(Default)]
 /// Current and pending MIG mode; `None` when the GPU cannot be split.
 type MigMode = Option<(bool, bool)>;
 
+#[derive(Default)]
 struct Session {
     live: bool,
     init_calls: u64,
