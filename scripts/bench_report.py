@@ -164,6 +164,30 @@ def main():
         if r:
             w(f"| `hmn serve` on loopback, 64 concurrent clients, 10 s | {r[0]:,.0f} requests/s |")
             w(f"| `hmn serve` peak RSS under that load | {r[1] / MIB:.1f} MiB |")
+    h200 = os.path.join(ROOT, "docs", "h200", "gpu-bench.txt")
+    if os.path.exists(h200):
+        w("\n## On a real NVIDIA H200 (driver 580.159.04), `scripts/gpu-bench.sh`\n")
+        w("Real NVML and the real driver; 16 vCPUs. Raw output in `docs/h200/gpu-bench.txt`.\n")
+        text = open(h200).read()
+        med = {}
+        for m in re.finditer(r"^(\S+/\S+)\s*\n?\s*time:\s+\[\S+ \S+ (\S+) (\S+)", text, re.M):
+            v, unit = float(m.group(2)), m.group(3)
+            med[m.group(1)] = v * {"ns": 1, "µs": 1e3, "us": 1e3, "ms": 1e6, "s": 1e9}[unit]
+        def row(label, key, base=None, note=""):
+            if key in med:
+                ratio = f"{med[key] / med[base]:.2f}x {note}" if base in med else ""
+                w(f"| {label} | {fmt_ns(med[key])} | {ratio} |")
+        w("| what | median | ratio |\n|---|---:|---:|")
+        row("bare `/proc/self/statm` read (floor)", "rss/floor_statm")
+        row("`process_rss()`", "rss/hypomnesis_process_rss", "rss/floor_statm", "the floor")
+        row("`memory-stats`", "rss/memory_stats", "rss/hypomnesis_process_rss", "ours")
+        row("`sysinfo`", "rss/sysinfo", "rss/hypomnesis_process_rss", "ours")
+        row("raw NVML calls of `device_info` (floor)", "device_info/floor_raw_ffi")
+        row("`device_info(0)`", "device_info/hypomnesis_device_info", "device_info/floor_raw_ffi", "the floor")
+        row("load + init + query + shutdown per call", "device_info/load_init_per_call", "device_info/hypomnesis_device_info", "`device_info`")
+        row("raw calls of a snapshot (floor)", "snapshot/floor_raw_ffi")
+        row("`Snapshot::now(0)`", "snapshot/hypomnesis_snapshot_now", "snapshot/floor_raw_ffi", "the floor")
+        row("`gpu_processes(0)` (idle GPU)", "gpu_processes/live")
     w(f"\nMeasured {time.strftime('%Y-%m-%d')} with `scripts/bench.sh`.")
     print("\n".join(out))
 
