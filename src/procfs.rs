@@ -29,9 +29,27 @@ pub(crate) fn visible(root: &Path, pid: u32) -> bool {
 }
 
 /// Whether the calling process holds the CUDA unified-memory device open (`/dev/nvidia-uvm`),
-/// which every CUDA context does. NVML alone opens only `/dev/nvidiactl` and `/dev/nvidiaN`.
-/// `None` when the fd table cannot be read.
+/// which every CUDA context does (so does NVML itself on some drivers: a `true` is a hint, not
+/// proof). `None` when the fd table cannot be read. The fd table is scanned at most once a
+/// second; once the device is open the answer stays `true`.
 pub(crate) fn self_has_cuda_context(root: &Path) -> Option<bool> {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+    static LAST: Mutex<Option<(Instant, Option<bool>)>> = Mutex::new(None);
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((at, answer)) = *last
+        && (answer == Some(true) || at.elapsed() < Duration::from_secs(1))
+    {
+        return answer;
+    }
+    let answer = scan_for_uvm(root);
+    *last = Some((Instant::now(), answer));
+    answer
+}
+
+fn scan_for_uvm(root: &Path) -> Option<bool> {
     let dir = std::fs::read_dir(root.join("self").join("fd")).ok()?;
     Some(dir.flatten().any(|e| {
         std::fs::read_link(e.path()).is_ok_and(|t| {
@@ -146,11 +164,11 @@ mod tests {
         assert_eq!(comm(&dir, 44), None);
         assert!(visible(&dir, 43));
         assert!(!visible(&dir, 44));
-        assert_eq!(self_has_cuda_context(&dir), Some(false));
+        assert_eq!(scan_for_uvm(&dir), Some(false));
         std::os::unix::fs::symlink("/dev/nvidia-uvm", dir.join("self/fd/5")).unwrap();
-        assert_eq!(self_has_cuda_context(&dir), Some(true));
+        assert_eq!(scan_for_uvm(&dir), Some(true));
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(self_has_cuda_context(&dir), None);
+        assert_eq!(scan_for_uvm(&dir), None);
     }
 
     #[test]
