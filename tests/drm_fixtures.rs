@@ -30,11 +30,7 @@ fn tree(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn empty_dir() -> PathBuf {
-    let d = std::env::temp_dir().join("hmn-empty-path");
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use support::empty_dir;
 
 /// A fake NVML with one H200 at the PCI slot of the fixture's NVIDIA card.
 fn h200(procs: &str) -> String {

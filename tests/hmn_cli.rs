@@ -13,7 +13,7 @@ mod capture_reader;
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use support::{FakeVariant, all_captures, fake_nvml, fake_smi, write_scenario};
@@ -21,11 +21,7 @@ use support::{FakeVariant, all_captures, fake_nvml, fake_smi, write_scenario};
 const MIB: u64 = 1 << 20;
 const GHOST: u32 = 4_194_400;
 
-fn empty_dir() -> PathBuf {
-    let d = std::env::temp_dir().join("hmn-empty-path");
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use support::empty_dir;
 
 /// `hmn` with a clean environment: no NVML, no nvidia-smi unless given.
 fn hmn() -> Command {

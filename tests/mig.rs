@@ -159,16 +159,7 @@ fn run_child(name: &str, source: &Source<'_>) {
                 .env("FAKE_SMI_PHASE", "load");
         }
     }
-    let out = cmd.output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "case {name} failed:\n{text}"
-    );
+    support::run_child_passing(&mut cmd, &format!("case {name}"));
 }
 
 #[test]

@@ -44,16 +44,7 @@ fn run_child(name: &str, capture_path: &PathBuf, env: &[(&str, &str)]) {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "case {name} failed:\n{text}"
-    );
+    support::run_child_passing(&mut cmd, &format!("case {name}"));
 }
 
 #[test]

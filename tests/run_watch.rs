@@ -19,11 +19,7 @@ use support::{FakeVariant, fake_nvml, write_scenario};
 
 const MIB: u64 = 1 << 20;
 
-fn empty_dir() -> PathBuf {
-    let d = std::env::temp_dir().join("hmn-empty-path");
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use support::empty_dir;
 
 fn hmn() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));

@@ -30,11 +30,7 @@ const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 const GHOST: u32 = 4_194_400;
 
-fn empty_dir() -> PathBuf {
-    let d = std::env::temp_dir().join("hmn-empty-path");
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use support::empty_dir;
 
 /// `hmn serve <args>` against the fake NVML `variant` answering `scenario`, nothing else: no
 /// nvidia-smi (empty PATH), no DRM (a sysfs that does not exist).

@@ -226,3 +226,26 @@ pub fn write_scenario(json: &str) -> PathBuf {
     std::fs::write(&path, json).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     path
 }
+
+/// An empty directory (for `PATH` / `LD_LIBRARY_PATH`, so no real GPU tool or library is found).
+pub fn empty_dir() -> PathBuf {
+    let d = std::env::temp_dir().join("hmn-empty-path");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `cmd` (this test binary re-run on one ignored child entry point) and asserts that the
+/// child passed; returns its stdout and stderr together. `what` names the case in the failure.
+pub fn run_child_passing(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{what} failed:\n{text}"
+    );
+    text
+}
