@@ -32,7 +32,8 @@
 //! | NVIDIA devices, reserved memory | NVML (`libnvidia-ml.so.1`), `nvidia-smi` fallback | NVML (`nvml.dll` by absolute path), `nvidia-smi.exe`, DXGI | — |
 //! | this process's GPU memory | NVML process lists | DXGI `QueryVideoMemoryInfo` | `graphics_footprint` ledger |
 //! | process lists | NVML compute + graphics | PDH `GPU Process Memory` | `graphics_footprint` of visible processes |
-//! | other vendors | not yet (AMD / Intel) | DXGI + PDH | the Apple GPU (Metal working-set budget) |
+//! | MIG instances | NVML MIG handles, `nvidia-smi -q` / `-L` | — | — |
+//! | other vendors | AMD / Intel from sysfs, processes from DRM fdinfo | DXGI + PDH | the Apple GPU (Metal working-set budget) |
 //! | MIG instances (A100/H100/H200) | NVML MIG device handles, `nvidia-smi -q`/`-L` fallback | — | — |
 //!
 //! ## Features
@@ -46,7 +47,8 @@
 //! - `HYPOMNESIS_NVML_LIBRARY`: absolute path of the NVML library; when set, nothing else is tried.
 //! - `HYPOMNESIS_NVIDIA_SMI`: path of `nvidia-smi` (else `PATH`).
 //! - `HYPOMNESIS_NVIDIA_SMI_TIMEOUT`: limit of one `nvidia-smi` run (`2s`, `500ms`; default 10 s).
-//! - `HYPOMNESIS_PROCFS`: where `/proc` is (for process names).
+//! - `HYPOMNESIS_PROCFS`, `HYPOMNESIS_SYSFS`: where `/proc` and `/sys` are (a host's, mounted in a
+//!   container); [`set_roots`] does the same from code.
 
 mod duration;
 mod error;
