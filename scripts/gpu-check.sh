@@ -11,7 +11,7 @@ nvidia-smi -q -d MEMORY | sed -n '1,30p' || true
 H="${HMN_BIN:-target/release/hmn}"
 if [ -z "${HMN_BIN:-}" ]; then
   echo "== build"
-  cargo build --release --all-features --bin hmn 2>&1 | tail -2
+  cargo build --release --bin hmn 2>&1 | tail -2  # default features: no debug-output noise
 fi
 for args in "" "--json" "ps" "ps --json" "doctor"; do
   echo "== hmn $args"; $H $args; echo "(exit $?)"
