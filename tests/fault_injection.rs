@@ -12,8 +12,6 @@
 
 mod support;
 
-use std::process::Command;
-
 use support::{FakeVariant, fake_nvml, write_scenario};
 
 const MIB: u64 = 1 << 20;
@@ -56,32 +54,14 @@ fn scenario(extra: &str) -> String {
 
 /// Runs the `child` entry with a scenario; returns its stdout (one `RESULT …` line per call).
 fn run_case(case: &str, scenario: &str) -> String {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("HMN_FAULT_CASE", case)
+    let mut cmd = support::child_command();
+    cmd.env("HMN_FAULT_CASE", case)
         .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
         .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
         .env("PATH", "/nonexistent")
         .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "case {case} failed:\n{text}"
-    );
-    text
+        .env_remove("HYPOMNESIS_NVIDIA_SMI");
+    support::run_child_passing(&mut cmd, &format!("case {case}"))
 }
 
 #[test]

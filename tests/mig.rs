@@ -132,20 +132,13 @@ enum Source<'a> {
 }
 
 fn run_child(name: &str, source: &Source<'_>) {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "child",
-        "--include-ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("HMN_CHILD", name)
-    .env("PATH", empty_dir("hmn-empty-path"))
-    .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
-    .env("HYPOMNESIS_PROCFS", empty_dir("hmn-mig-empty-procfs"))
-    .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
-    .env_remove("FAKE_SMI_MODE");
+    let mut cmd = support::child_command();
+    cmd.env("HMN_CHILD", name)
+        .env("PATH", empty_dir("hmn-empty-path"))
+        .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
+        .env("HYPOMNESIS_PROCFS", empty_dir("hmn-mig-empty-procfs"))
+        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env_remove("FAKE_SMI_MODE");
     match source {
         Source::Nvml(s) => {
             cmd.env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))

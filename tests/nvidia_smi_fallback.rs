@@ -14,7 +14,6 @@ mod capture_reader;
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hypomnesis::{GpuContextKind, GpuQuerySource, HypomnesisError, Snapshot, SourceState};
@@ -24,23 +23,16 @@ const MIB: u64 = 1 << 20;
 
 fn run_child(name: &str, capture_path: &PathBuf, env: &[(&str, &str)]) {
     let smi = fake_smi();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "child",
-        "--include-ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("HMN_CHILD", name)
-    .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
-    .env("HYPOMNESIS_NVIDIA_SMI", &smi)
-    .env("FAKE_SMI_CAPTURE", capture_path)
-    .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
-    .env_remove("HYPOMNESIS_PROCFS")
-    .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
-    .env_remove("FAKE_SMI_MODE")
-    .env_remove("FAKE_SMI_PHASE");
+    let mut cmd = support::child_command();
+    cmd.env("HMN_CHILD", name)
+        .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
+        .env("HYPOMNESIS_NVIDIA_SMI", &smi)
+        .env("FAKE_SMI_CAPTURE", capture_path)
+        .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
+        .env_remove("HYPOMNESIS_PROCFS")
+        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env_remove("FAKE_SMI_MODE")
+        .env_remove("FAKE_SMI_PHASE");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -325,14 +317,7 @@ fn a_bad_timeout_variable_is_named() {
 fn no_source_at_all() {
     let empty = std::env::temp_dir().join("hmn-empty-path");
     std::fs::create_dir_all(&empty).unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = support::child_command()
         .env("HMN_CHILD", "no_source")
         .env_remove("HYPOMNESIS_NVML_LIBRARY")
         .env_remove("HYPOMNESIS_NVIDIA_SMI")

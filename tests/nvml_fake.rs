@@ -44,37 +44,20 @@ fn run_child(name: &str, variant: FakeVariant, scenario: &str, env: &[(&str, &st
     let scenario = write_scenario(scenario);
     let empty_path = std::env::temp_dir().join("hmn-empty-path");
     std::fs::create_dir_all(&empty_path).unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "child",
-        "--include-ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("HMN_CHILD", name)
-    .env("HYPOMNESIS_NVML_LIBRARY", &lib)
-    .env("HMN_FAKE_LIB", &lib)
-    .env("FAKE_NVML_SCENARIO", &scenario)
-    // No nvidia-smi fallback unless a test provides one.
-    .env("PATH", &empty_path)
-    .env_remove("HYPOMNESIS_NVIDIA_SMI")
-    .env_remove("HYPOMNESIS_PROCFS")
-    .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs");
+    let mut cmd = support::child_command();
+    cmd.env("HMN_CHILD", name)
+        .env("HYPOMNESIS_NVML_LIBRARY", &lib)
+        .env("HMN_FAKE_LIB", &lib)
+        .env("FAKE_NVML_SCENARIO", &scenario)
+        // No nvidia-smi fallback unless a test provides one.
+        .env("PATH", &empty_path)
+        .env_remove("HYPOMNESIS_NVIDIA_SMI")
+        .env_remove("HYPOMNESIS_PROCFS")
+        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "scenario {name} failed:\n{text}");
-    assert!(
-        text.contains("1 passed"),
-        "scenario {name} did not run:\n{text}"
-    );
+    support::run_child_passing(&mut cmd, &format!("scenario {name}"));
 }
 
 /// Entry point of the child processes.
@@ -751,54 +734,27 @@ fn memory_not_supported_is_named() {
 fn explicit_library_that_does_not_exist_is_named() {
     let lib = fake_nvml(FakeVariant::Modern);
     let missing = lib.with_file_name("no-such-libnvidia-ml.so.1");
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    let out = cmd
-        .args([
-            "--exact",
-            "child",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("HMN_CHILD", "not_found")
+    let mut cmd = support::child_command();
+    cmd.env("HMN_CHILD", "not_found")
         .env("HMN_WANT", missing.display().to_string())
         .env("HMN_FAKE_LIB", &lib)
         .env("HYPOMNESIS_NVML_LIBRARY", &missing)
         .env("PATH", "/nonexistent")
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+        .env_remove("HYPOMNESIS_NVIDIA_SMI");
+    support::run_child_passing(&mut cmd, "a missing explicit library");
 }
 
 #[test]
 fn relative_library_path_is_refused() {
     let lib = fake_nvml(FakeVariant::Modern);
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("HMN_CHILD", "not_found")
+    let mut cmd = support::child_command();
+    cmd.env("HMN_CHILD", "not_found")
         .env("HMN_WANT", "must be an absolute path")
         .env("HMN_FAKE_LIB", &lib)
         .env("HYPOMNESIS_NVML_LIBRARY", "libnvidia-ml.so.1")
         .env("PATH", "/nonexistent")
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+        .env_remove("HYPOMNESIS_NVIDIA_SMI");
+    support::run_child_passing(&mut cmd, "a relative library path");
 }
 
 #[test]

@@ -249,3 +249,17 @@ pub fn run_child_passing(cmd: &mut Command, what: &str) -> String {
     );
     text
 }
+
+/// This test binary, set to re-run only its ignored `child` entry point (the scenario child
+/// processes: NVML and the roots are process-wide, so each scenario needs its own process).
+pub fn child_command() -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args([
+        "--exact",
+        "child",
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    c
+}
