@@ -13,9 +13,12 @@ fn main() -> hypomnesis::Result<()> {
         before.ram_mb(),
         after.ram_mb()
     );
-    match after.vram_mb() {
-        Some(v) => println!("VRAM of this process: {v:.0} MB"),
-        None => println!("VRAM of this process: unknown (no GPU source answered)"),
+    match (after.vram_mb(), &after.gpu) {
+        (Some(v), Some(g)) if g.is_per_process => println!("VRAM of this process: {v:.0} MB"),
+        (Some(v), _) => {
+            println!("VRAM of this process: not attributable here; the whole device uses {v:.0} MB")
+        }
+        (None, _) => println!("VRAM of this process: unknown (no GPU source answered)"),
     }
     if let Some(d) = &after.gpu_device {
         print!("{}", d.format_free());
@@ -26,11 +29,10 @@ fn main() -> hypomnesis::Result<()> {
         println!("  (no GPU device figures on this host)");
     }
     let report = MemoryReport::new(before, after);
-    println!(
-        "delta {:+.0} MB RAM, {:?} MB VRAM",
-        report.ram_delta_mb(),
-        report.vram_delta_mb()
-    );
+    let vram = report
+        .vram_delta_mb()
+        .map_or_else(|| "unknown".to_string(), |v| format!("{v:+.0} MB"));
+    println!("delta {:+.0} MB RAM, VRAM {vram}", report.ram_delta_mb());
     print!("{}", report.format_delta("256 MiB block"));
     print!("{}", report.format_before_after("256 MiB block"));
     report.print_delta("256 MiB block");

@@ -3,7 +3,7 @@
 # measured in one run) and process-level measurements of hmn run / watch / serve.
 # Usage: scripts/bench.sh   (BENCH_TIME=seconds per benchmark, default 3)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 T="${BENCH_TIME:-3}"
 cargo bench --bench measure -- --warm-up-time 1 --measurement-time "$T"
 cargo bench --bench fdinfo_sweep -- --warm-up-time 1 --measurement-time "$T"

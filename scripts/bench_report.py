@@ -4,10 +4,14 @@ BENCHMARKS.md. Called by scripts/bench.sh after the benches have run."""
 import json, os, platform, re, resource, signal, subprocess, sys, threading, time, http.client
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
-CRIT = os.path.join(ROOT, "target", "criterion")
-HMN = os.path.join(ROOT, "target", "release", "hmn")
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")  # set by common.sh
+CRIT = os.path.join(TARGET, "criterion")
+HMN = os.path.join(TARGET, "release", "hmn")
 FAKE = os.path.join(ROOT, "target", "fake-builds", "modern", "libnvidia-ml.so.1")
 MIB = 1 << 20
+# An empty sysfs: no AMD/Intel devices, so the DRM source stays out of the measurements.
+EMPTY_SYSFS = os.path.join(TARGET, "hmn-bench-empty-sysfs")
+os.makedirs(EMPTY_SYSFS, exist_ok=True)
 
 
 def median_ns(group, name):
@@ -34,7 +38,7 @@ def scenario(path, n_procs=8):
 def env():
     e = dict(os.environ)
     e.update(HYPOMNESIS_NVML_LIBRARY=FAKE, FAKE_NVML_SCENARIO=scenario("/tmp/hmn-bench-scenario.json"),
-             HYPOMNESIS_SYSFS="/nonexistent/bench-sysfs")
+             HYPOMNESIS_SYSFS=EMPTY_SYSFS)
     return e
 
 

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Try hmn without a GPU: builds the fake NVML library (fake-nvml/) and runs hmn against the
-# two-H200 scenario in docs/demo-scenario.json. Usage: scripts/demo.sh [hmn arguments…]
+# Try hmn without a GPU: builds the fake NVML library (fake-nvml/) and runs hmn against a
+# simulated GPU host. Usage: scripts/demo.sh [hmn arguments…]
+# The scenario is docs/demo-scenario.json (two H200s) unless HMN_DEMO_SCENARIO names another
+# file, e.g. docs/demo-run-scenario.json for the `hmn run` example of the README.
+# Works from any directory, and honours CARGO_TARGET_DIR.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-cargo build -q -p fake-nvml --target-dir target/fake-builds/modern
-cp target/fake-builds/modern/debug/libnvidia_ml.so target/fake-builds/modern/libnvidia-ml.so.1
-cargo build -q --release
-HYPOMNESIS_NVML_LIBRARY="$PWD/target/fake-builds/modern/libnvidia-ml.so.1" \
-FAKE_NVML_SCENARIO="$PWD/docs/demo-scenario.json" \
-  target/release/hmn "$@"
+scenario="${HMN_DEMO_SCENARIO:-docs/demo-scenario.json}"
+case "$scenario" in /*) ;; *) [ -e "$scenario" ] && scenario="$PWD/$scenario" ;; esac
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+case "$scenario" in /*) ;; *) scenario="$ROOT/$scenario" ;; esac
+fake="$CARGO_TARGET_DIR/fake-builds/modern"
+cargo build -q -p fake-nvml --target-dir "$fake"
+cp "$fake/debug/libnvidia_ml.so" "$fake/libnvidia-ml.so.1"
+cargo build -q --release --bin hmn
+HYPOMNESIS_NVML_LIBRARY="$fake/libnvidia-ml.so.1" FAKE_NVML_SCENARIO="$scenario" \
+  exec "$CARGO_TARGET_DIR/release/hmn" "$@"

@@ -2,7 +2,7 @@
 # The benchmark comparisons against the real NVML and the real nvidia-smi, on a host with an
 # NVIDIA GPU and driver. Prints criterion's results; record them in BENCHMARKS.md.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.reserved --format=csv
 if [ -n "${BENCH_BIN:-}" ]; then  # a prebuilt `cargo bench --no-run` binary
   HMN_BENCH_REAL=1 "$BENCH_BIN" --bench --warm-up-time 1 --measurement-time "${BENCH_TIME:-3}" 2>&1 \

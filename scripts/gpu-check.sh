@@ -2,13 +2,13 @@
 # Live checks on a host with an NVIDIA GPU: what nvidia-smi says, what hmn says (summary, JSON,
 # ps, doctor, a short run, the exporter), and the #[ignore]d live tests. Usage: scripts/gpu-check.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 echo "== host"; uname -a; date -u
 echo "== nvidia-smi"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.reserved,memory.used,memory.free --format=csv || echo "(nvidia-smi failed)"
 nvidia-smi -q -d MEMORY | sed -n '1,30p' || true
 # Prebuilt binaries (a GPU host without a Rust toolchain): HMN_BIN and LIVE_TEST_BIN.
-H="${HMN_BIN:-target/release/hmn}"
+H="${HMN_BIN:-$CARGO_TARGET_DIR/release/hmn}"
 if [ -z "${HMN_BIN:-}" ]; then
   echo "== build"
   cargo build --release --bin hmn 2>&1 | tail -2  # default features: no debug-output noise

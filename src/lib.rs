@@ -77,15 +77,16 @@ pub use procinfo::{
 pub use ram::process_rss;
 #[cfg(feature = "report")]
 pub use report::MemoryReport;
-pub use roots::set_roots;
+pub use roots::{roots, set_roots};
 pub use types::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, MigGpuInstance,
-    MigInstance, MigState, ProcessGpuInfo, Snapshot, SourceReport, SourceState,
+    MigInstance, MigState, ProcessGpuInfo, Root, RootOrigin, Roots, Snapshot, SourceReport,
+    SourceState,
 };
 #[cfg(feature = "test-helpers")]
 pub use types::{
     GpuDeviceInfoBuilder, GpuProcessEntryBuilder, MigGpuInstanceBuilder, MigInstanceBuilder,
-    MigStateBuilder, ProcessGpuInfoBuilder, SnapshotBuilder,
+    MigStateBuilder, ProcessGpuInfoBuilder, RootBuilder, RootsBuilder, SnapshotBuilder,
 };
 
 /// Pure parsers, exposed for property tests, fuzzing and the live cross-checks. Not part of the

@@ -11,7 +11,7 @@
 use std::path::Path;
 
 /// The procfs root in use (see [`crate::roots`]).
-pub(crate) fn root() -> &'static Path {
+pub(crate) fn root() -> crate::Result<&'static Path> {
     crate::roots::procfs()
 }
 
@@ -127,8 +127,8 @@ pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
 }
 
 /// A source's pid placed in the caller's view: (pid to show, host pid when mapped, outside).
-pub(crate) fn place(pid: u32) -> (u32, Option<u32>, bool) {
-    match view(root(), pid, crate::roots::procfs_is_own()) {
+pub(crate) fn place(root: &Path, pid: u32) -> (u32, Option<u32>, bool) {
+    match view(root, pid, crate::roots::procfs_is_own()) {
         PidView::Here => (pid, None, false),
         PidView::Mapped { local } => (local, Some(pid), false),
         PidView::Outside => (pid, None, true),

@@ -49,7 +49,7 @@ pub fn is_zombie(stat: &str) -> bool {
 pub fn process_rss_of(pid: u32) -> Result<u64> {
     #[cfg(target_os = "linux")]
     {
-        crate::ram::linux::rss_at(&crate::roots::procfs().join(pid.to_string()))
+        crate::ram::linux::rss_at(&crate::roots::procfs()?.join(pid.to_string()))
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -67,9 +67,13 @@ pub fn process_rss_of(pid: u32) -> Result<u64> {
 pub fn process_start_time(pid: u32) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
-        let text =
-            std::fs::read_to_string(crate::roots::procfs().join(pid.to_string()).join("stat"))
-                .ok()?;
+        let text = std::fs::read_to_string(
+            crate::roots::procfs()
+                .ok()?
+                .join(pid.to_string())
+                .join("stat"),
+        )
+        .ok()?;
         if is_zombie(&text) {
             return None;
         }
@@ -87,9 +91,13 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
 pub fn process_name(pid: u32) -> Option<String> {
     #[cfg(target_os = "linux")]
     {
-        let text =
-            std::fs::read_to_string(crate::roots::procfs().join(pid.to_string()).join("comm"))
-                .ok()?;
+        let text = std::fs::read_to_string(
+            crate::roots::procfs()
+                .ok()?
+                .join(pid.to_string())
+                .join("comm"),
+        )
+        .ok()?;
         Some(text.trim_end_matches('\n').to_string()).filter(|s| !s.is_empty())
     }
     #[cfg(not(target_os = "linux"))]
@@ -107,7 +115,7 @@ pub fn process_name(pid: u32) -> Option<String> {
 pub fn process_tree(root: u32) -> Result<Vec<u32>> {
     #[cfg(target_os = "linux")]
     {
-        let procfs = crate::roots::procfs();
+        let procfs = crate::roots::procfs()?;
         let entries = std::fs::read_dir(procfs).map_err(|e| crate::error::io_at(procfs, &e))?;
         let mut parent_of: Vec<(u32, u32)> = Vec::new();
         for e in entries.flatten() {

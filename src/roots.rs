@@ -2,6 +2,12 @@
 //! [`set_roots`] called before the first measurement (what `hmn --procfs/--sysfs` does). A
 //! container that mounts the host's at `/host/proc` and `/host/sys` sees the host's processes
 //! and devices through them.
+//!
+//! A root is checked once, when it is first used: it must be an absolute path to an existing
+//! directory, whether it comes from the environment or from [`set_roots`]. A bad root from the
+//! environment makes every measurement that reads it fail with the same error (naming the
+//! variable and what is wrong with it), rather than reading nothing and reporting processes as
+//! invisible.
 
 // Which readers a build uses depends on its platform and features.
 #![cfg_attr(
@@ -17,56 +23,181 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::{HypomnesisError, Result};
+use crate::{HypomnesisError, Result, Root, RootOrigin, Roots};
 
-static PROCFS: OnceLock<PathBuf> = OnceLock::new();
-static SYSFS: OnceLock<PathBuf> = OnceLock::new();
+/// One of the two roots: its name in messages, its variable and its default.
+struct Kind {
+    name: &'static str,
+    variable: &'static str,
+    default: &'static str,
+    cell: OnceLock<std::result::Result<Root, String>>,
+}
 
-fn from_env(var: &str, default: &str) -> PathBuf {
-    match std::env::var_os(var) {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => PathBuf::from(default),
+static PROCFS: Kind = Kind {
+    name: "procfs",
+    variable: "HYPOMNESIS_PROCFS",
+    default: "/proc",
+    cell: OnceLock::new(),
+};
+static SYSFS: Kind = Kind {
+    name: "sysfs",
+    variable: "HYPOMNESIS_SYSFS",
+    default: "/sys",
+    cell: OnceLock::new(),
+};
+
+/// Why `path` cannot be a root, if it cannot.
+fn check(path: &Path) -> Option<&'static str> {
+    if !path.is_absolute() {
+        Some("is not an absolute path")
+    } else if !path.exists() {
+        Some("does not exist")
+    } else if !path.is_dir() {
+        Some("is not a directory")
+    } else {
+        None
     }
 }
 
+impl Kind {
+    /// The root from the environment, or the default.
+    fn read_env(&self) -> std::result::Result<Root, String> {
+        match std::env::var_os(self.variable) {
+            Some(v) if !v.is_empty() => {
+                let path = PathBuf::from(&v);
+                match check(&path) {
+                    Some(why) => Err(format!(
+                        "{} root {:?} (from {}) {why}; it must be an absolute path to a directory",
+                        self.name,
+                        v.to_string_lossy(),
+                        self.variable
+                    )),
+                    None => Ok(Root {
+                        path,
+                        origin: RootOrigin::Environment,
+                        variable: self.variable,
+                    }),
+                }
+            }
+            _ => Ok(Root {
+                path: PathBuf::from(self.default),
+                origin: RootOrigin::Default,
+                variable: self.variable,
+            }),
+        }
+    }
+
+    fn get(&self) -> &std::result::Result<Root, String> {
+        self.cell.get_or_init(|| self.read_env())
+    }
+
+    fn path(&'static self) -> Result<&'static Path> {
+        match self.get() {
+            Ok(root) => Ok(&root.path),
+            Err(why) => Err(invalid(why.clone())),
+        }
+    }
+
+    /// Use `want` (made absolute against the working directory) unless another root is in use.
+    fn set(&self, want: &Path) -> Result<()> {
+        let path = std::path::absolute(want).unwrap_or_else(|_| want.to_path_buf());
+        if let Some(why) = check(&path) {
+            return Err(invalid(format!(
+                "{} root {} {why}",
+                self.name,
+                want.display()
+            )));
+        }
+        let got = self.cell.get_or_init(|| {
+            Ok(Root {
+                path: path.clone(),
+                origin: RootOrigin::SetRoots,
+                variable: self.variable,
+            })
+        });
+        match got {
+            Ok(root) if root.path == path => Ok(()),
+            Ok(root) => Err(HypomnesisError::Io(std::io::Error::other(format!(
+                "{} root is already {} (set roots before the first measurement)",
+                self.name,
+                root.path.display()
+            )))),
+            Err(why) => Err(invalid(why.clone())),
+        }
+    }
+}
+
+fn invalid(message: String) -> HypomnesisError {
+    HypomnesisError::Io(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        message,
+    ))
+}
+
 /// The procfs root in use (default `/proc`).
-pub(crate) fn procfs() -> &'static Path {
-    PROCFS.get_or_init(|| from_env("HYPOMNESIS_PROCFS", "/proc"))
+pub(crate) fn procfs() -> Result<&'static Path> {
+    PROCFS.path()
 }
 
 /// The sysfs root in use (default `/sys`).
-pub(crate) fn sysfs() -> &'static Path {
-    SYSFS.get_or_init(|| from_env("HYPOMNESIS_SYSFS", "/sys"))
+pub(crate) fn sysfs() -> Result<&'static Path> {
+    SYSFS.path()
 }
 
 /// Whether the procfs root is this process's own `/proc`.
 pub(crate) fn procfs_is_own() -> bool {
-    procfs() == Path::new("/proc")
+    procfs().is_ok_and(|p| p == Path::new("/proc"))
 }
 
 /// Use `procfs` and `sysfs` (when given) instead of `/proc` and `/sys` and the environment
-/// variables. The roots are fixed at their first use, so call this before any measurement.
+/// variables. The roots are fixed at their first use, so call this before any measurement. A
+/// relative path is taken relative to the working directory.
 ///
 /// # Errors
 ///
-/// [`HypomnesisError::Io`] when a root is not a directory, or when a different root is already
-/// in use (a measurement ran before this call).
+/// [`HypomnesisError::Io`] when a root is not an existing directory, or when a different root
+/// is already in use (a measurement ran before this call).
 pub fn set_roots(procfs: Option<&Path>, sysfs: Option<&Path>) -> Result<()> {
-    for (cell, want, name) in [(&PROCFS, procfs, "procfs"), (&SYSFS, sysfs, "sysfs")] {
-        let Some(want) = want else { continue };
-        if !want.is_dir() {
-            return Err(HypomnesisError::Io(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("{name} root {} is not a directory", want.display()),
-            )));
-        }
-        let got = cell.get_or_init(|| want.to_path_buf());
-        if got != want {
-            return Err(HypomnesisError::Io(std::io::Error::other(format!(
-                "{name} root is already {} (set roots before the first measurement)",
-                got.display()
-            ))));
-        }
+    if let Some(p) = procfs {
+        PROCFS.set(p)?;
+    }
+    if let Some(s) = sysfs {
+        SYSFS.set(s)?;
     }
     Ok(())
+}
+
+/// The procfs and sysfs roots in use, and where each came from (the default, the environment,
+/// or [`set_roots`]). Fixes the roots, as a measurement would.
+///
+/// # Errors
+///
+/// [`HypomnesisError::Io`] (kind `InvalidInput`) when `HYPOMNESIS_PROCFS` or `HYPOMNESIS_SYSFS`
+/// is set to a relative path, a missing path or a file; the message names the variable.
+pub fn roots() -> Result<Roots> {
+    let take = |k: &'static Kind| k.get().clone().map_err(invalid);
+    Ok(Roots {
+        procfs: take(&PROCFS)?,
+        sysfs: take(&SYSFS)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_makes_a_root() {
+        assert_eq!(
+            check(Path::new("relative/dir")),
+            Some("is not an absolute path")
+        );
+        assert_eq!(
+            check(Path::new("/nonexistent/hmn-root")),
+            Some("does not exist")
+        );
+        let file = std::env::current_exe().unwrap_or_default();
+        assert_eq!(check(&file), Some("is not a directory"));
+        assert_eq!(check(&std::env::temp_dir()), None);
+    }
 }

@@ -468,6 +468,54 @@ pub struct SourceReport {
     pub details: Vec<(String, String)>,
 }
 
+/// Where a root in use came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum RootOrigin {
+    /// The built-in default (`/proc`, `/sys`).
+    Default,
+    /// The environment variable (`HYPOMNESIS_PROCFS`, `HYPOMNESIS_SYSFS`).
+    Environment,
+    /// [`set_roots`] (`hmn --procfs`, `hmn --sysfs`).
+    SetRoots,
+}
+
+impl fmt::Display for RootOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Default => "default",
+            Self::Environment => "environment",
+            Self::SetRoots => "set_roots",
+        })
+    }
+}
+
+/// One root in use: its path and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Root {
+    /// The directory (absolute).
+    pub path: std::path::PathBuf,
+    /// Where the path came from.
+    pub origin: RootOrigin,
+    /// The environment variable that sets it (`HYPOMNESIS_PROCFS` or `HYPOMNESIS_SYSFS`).
+    pub variable: &'static str,
+}
+
+/// The procfs and sysfs roots in use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Roots {
+    /// Where `/proc` is.
+    pub procfs: Root,
+    /// Where `/sys` is.
+    pub sysfs: Root,
+}
+
 /// Generates a consuming builder for a non-exhaustive struct (feature `test-helpers`).
 macro_rules! builder {
     ($(#[$meta:meta])* $builder:ident => $target:ident { $($field:ident : $ty:ty = $default:expr),* $(,)? }) => {
@@ -608,6 +656,23 @@ builder! {
         source: GpuQuerySource = GpuQuerySource::Nvml,
         state: SourceState = SourceState::Answered,
         details: Vec<(String, String)> = Vec::new(),
+    }
+}
+
+builder! {
+    /// Builds a [`Root`] for tests.
+    RootBuilder => Root {
+        path: std::path::PathBuf = std::path::PathBuf::new(),
+        origin: RootOrigin = RootOrigin::Default,
+        variable: &'static str = "",
+    }
+}
+
+builder! {
+    /// Builds a [`Roots`] for tests.
+    RootsBuilder => Roots {
+        procfs: Root = Root::builder().build(),
+        sysfs: Root = Root::builder().build(),
     }
 }
 

@@ -222,8 +222,7 @@ fn root_flags_work_like_the_variables() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&bad.stderr)
-            .contains("sysfs root /nonexistent/sys is not a directory")
+        String::from_utf8_lossy(&bad.stderr).contains("sysfs root /nonexistent/sys does not exist")
     );
 }
 

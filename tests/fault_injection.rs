@@ -59,7 +59,7 @@ fn run_case(case: &str, scenario: &str) -> String {
         .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
         .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
         .env("PATH", "/nonexistent")
-        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env_remove("HYPOMNESIS_NVIDIA_SMI");
     support::run_child_passing(&mut cmd, &format!("case {case}"))
 }

@@ -30,7 +30,7 @@ fn hmn() -> Command {
         .env_remove("HYPOMNESIS_NVIDIA_SMI")
         .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
         .env_remove("HYPOMNESIS_PROCFS")
-        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env("PATH", empty_dir())
         .env("LD_LIBRARY_PATH", empty_dir());
     c
@@ -224,15 +224,10 @@ fn doctor_says_what_answered() {
 fn no_gpu_is_one_sentence_and_exit_zero() {
     let (code, out, err) = run(hmn(), &[]);
     assert_eq!(code, 0);
-    assert!(
-        out.starts_with("No GPU found: no GPU source is available on this host (NVML: "),
-        "{out}"
+    assert_eq!(
+        out,
+        "No GPU found (`hmn doctor` says why; `scripts/demo.sh` in the source tree runs hmn on a simulated GPU).\n"
     );
-    assert!(
-        out.contains("nvidia-smi: nvidia-smi was not found on PATH"),
-        "{out}"
-    );
-    assert_eq!(out.lines().count(), 1);
     assert_eq!(err, "");
     let (code, out, err) = run(hmn(), &["--json"]);
     assert_eq!((code, out.as_str()), (0, "[]\n"));

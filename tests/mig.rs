@@ -137,7 +137,7 @@ fn run_child(name: &str, source: &Source<'_>) {
         .env("PATH", empty_dir("hmn-empty-path"))
         .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
         .env("HYPOMNESIS_PROCFS", empty_dir("hmn-mig-empty-procfs"))
-        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env_remove("FAKE_SMI_MODE");
     match source {
         Source::Nvml(s) => {
@@ -583,7 +583,7 @@ fn hmn() -> Command {
         .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
         .env_remove("FAKE_SMI_MODE")
         .env("HYPOMNESIS_PROCFS", empty_dir("hmn-mig-empty-procfs"))
-        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env("PATH", empty_dir("hmn-empty-path"))
         .env("LD_LIBRARY_PATH", empty_dir("hmn-empty-path"));
     c

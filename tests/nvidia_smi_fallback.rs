@@ -1,5 +1,5 @@
 //! The `nvidia-smi` fallback against a stand-in `nvidia-smi` (`fake-nvidia-smi/`) that replays
-//! the recorded captures in `../shared/fixtures/nvidia-smi/`, with NVML made to fail
+//! the recorded captures in `tests/fixtures/nvidia-smi/recorded/`, with NVML made to fail
 //! (`HYPOMNESIS_NVML_LIBRARY` names a library that does not exist), so the dispatcher falls back.
 //! Each case runs in a child process (the source's settings are read once per process).
 #![cfg(feature = "nvidia-smi-fallback")]
@@ -30,7 +30,7 @@ fn run_child(name: &str, capture_path: &PathBuf, env: &[(&str, &str)]) {
         .env("FAKE_SMI_CAPTURE", capture_path)
         .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
         .env_remove("HYPOMNESIS_PROCFS")
-        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env_remove("FAKE_SMI_MODE")
         .env_remove("FAKE_SMI_PHASE");
     for (k, v) in env {

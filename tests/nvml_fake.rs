@@ -53,7 +53,7 @@ fn run_child(name: &str, variant: FakeVariant, scenario: &str, env: &[(&str, &st
         .env("PATH", &empty_path)
         .env_remove("HYPOMNESIS_NVIDIA_SMI")
         .env_remove("HYPOMNESIS_PROCFS")
-        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs");
+        .env("HYPOMNESIS_SYSFS", support::empty_dir());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -686,7 +686,7 @@ fn run_child_with_own_pid(name: &str, scenario: &str) {
         .env("HMN_FAKE_LIB", &lib)
         .env_remove("HYPOMNESIS_NVIDIA_SMI")
         .env_remove("HYPOMNESIS_PROCFS")
-        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env("PATH", format!("/usr/bin:/bin:{}", empty_path.display()))
         .output()
         .unwrap();

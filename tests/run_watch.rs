@@ -26,7 +26,7 @@ fn hmn() -> Command {
     c.env_remove("HYPOMNESIS_NVML_LIBRARY")
         .env_remove("HYPOMNESIS_NVIDIA_SMI")
         .env_remove("HYPOMNESIS_PROCFS")
-        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env("LD_LIBRARY_PATH", empty_dir());
     c
 }

@@ -41,7 +41,7 @@ fn serve_command(variant: FakeVariant, scenario: &str, args: &[&str]) -> Command
         .env_remove("HYPOMNESIS_NVIDIA_SMI")
         .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
         .env_remove("HYPOMNESIS_PROCFS")
-        .env("HYPOMNESIS_SYSFS", "/nonexistent/hmn-test-sysfs")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env("PATH", empty_dir())
         .env("LD_LIBRARY_PATH", empty_dir())
         .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(variant))

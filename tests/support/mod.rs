@@ -171,15 +171,45 @@ pub fn fake_smi() -> PathBuf {
     exe
 }
 
-/// The directory of recorded `nvidia-smi` captures: `<workspace>/../shared/fixtures/nvidia-smi`
-/// (CI clones the repository next to `shared/`).
+/// Builds example `name` of this crate with `features` (once per test binary) into
+/// `<workspace>/target/fake-builds/examples` and returns the path of its executable.
+///
+/// # Panics
+/// If cargo cannot be run or the build fails (the message includes cargo's output).
+pub fn example(name: &'static str, features: &str) -> PathBuf {
+    let mut cache = built();
+    if let Some(path) = cache.as_ref().and_then(|m| m.get(name)) {
+        return path.clone();
+    }
+    let dir = fake_build_dir("examples");
+    cargo_build(
+        "hypomnesis",
+        &["--example", name, "--features", features],
+        &dir,
+    );
+    let exe = dir
+        .join("debug")
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        exe.is_file(),
+        "built example not found at {}",
+        exe.display()
+    );
+    cache
+        .get_or_insert_with(HashMap::new)
+        .insert(name, exe.clone());
+    exe
+}
+
+/// The directory of recorded `nvidia-smi` captures, checked into the repository:
+/// `<workspace>/tests/fixtures/nvidia-smi/recorded` (provenance and licence in its README).
 fn captures_dir() -> PathBuf {
     workspace()
-        .parent()
-        .expect("the workspace has a parent directory")
-        .join("shared")
+        .join("tests")
         .join("fixtures")
         .join("nvidia-smi")
+        .join("recorded")
 }
 
 /// Path of the capture file `name` (e.g. `linux-x86_64__nvidia-l40s__595.80.txt`).
@@ -190,7 +220,7 @@ pub fn capture(name: &str) -> PathBuf {
     let path = captures_dir().join(name);
     assert!(
         path.is_file(),
-        "nvidia-smi capture {name:?} not found at {} (is shared/ next to the repository?)",
+        "nvidia-smi capture {name:?} not found at {}",
         path.display()
     );
     path

@@ -11,7 +11,7 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
     let count = match hypomnesis::device_count() {
         Ok(n) => n,
         Err(HypomnesisError::NoGpuSource) => {
-            let sentence = render::no_gpu_sentence(&hypomnesis::sources());
+            let sentence = render::no_gpu_sentence();
             if json {
                 writeln!(out, "[]")?;
                 writeln!(err, "{sentence}")?;
@@ -44,11 +44,7 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
     if json {
         render::devices_json(out, &ok)?;
     } else if count == 0 {
-        writeln!(
-            out,
-            "{}",
-            render::zero_gpus_sentence(&hypomnesis::sources())
-        )?;
+        writeln!(out, "{}", render::zero_gpus_sentence())?;
     } else {
         render::devices(out, &ok)?;
     }

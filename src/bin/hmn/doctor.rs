@@ -2,16 +2,29 @@
 
 use std::io::{self, Write};
 
-use crate::cli::Outcome;
+use clap::Args;
+
+use crate::cli::{JsonArg, Outcome, RootArgs};
 use crate::render;
 
-pub fn run(json: bool, out: &mut impl Write) -> io::Result<Outcome> {
+/// Options of `hmn doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub roots: RootArgs,
+}
+
+pub fn run(args: &DoctorArgs, out: &mut impl Write) -> io::Result<Outcome> {
+    let json = args.output.json;
     let rss = hypomnesis::process_rss().map_err(|e| e.to_string());
+    let roots = hypomnesis::roots().map_err(|e| e.to_string());
     let reports = hypomnesis::sources();
     if json {
-        render::doctor_json(out, &rss, &reports)?;
+        render::doctor_json(out, &rss, &roots, &reports)?;
     } else {
-        render::doctor(out, &rss, &reports)?;
+        render::doctor(out, &rss, &roots, &reports)?;
     }
     Ok(Outcome::Success)
 }

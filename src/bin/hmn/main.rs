@@ -3,6 +3,7 @@
 mod cli;
 mod device;
 mod doctor;
+mod man;
 mod plot;
 mod ps;
 mod render;

@@ -5,21 +5,25 @@ use std::io::{self, Write};
 use clap::{Args, ValueEnum};
 use hypomnesis::HypomnesisError;
 
-use crate::cli::Outcome;
+use crate::cli::{JsonArg, Outcome, RootArgs};
 use crate::render::{self, PsRow};
 
 /// Options of `hmn ps`.
 #[derive(Debug, Args)]
 pub struct PsArgs {
     /// Only this process id.
-    #[arg(long)]
+    #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
     /// Only this GPU (index as in `hmn`); all GPUs by default.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub device: Option<u32>,
     /// Order of the rows: dedicated (VRAM, the default), shared, total (VRAM + shared), pid, name.
-    #[arg(long, value_enum, default_value_t = SortKey::Dedicated)]
+    #[arg(long, value_enum, default_value_t = SortKey::Dedicated, value_name = "KEY")]
     pub sort: SortKey,
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub roots: RootArgs,
 }
 
 /// Sort orders of `hmn ps`.
@@ -32,15 +36,10 @@ pub enum SortKey {
     Name,
 }
 
-pub fn run(
-    args: &PsArgs,
-    json: bool,
-    out: &mut impl Write,
-    err: &mut impl Write,
-) -> io::Result<Outcome> {
+pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
     let devices: Vec<u32> = match (args.device, hypomnesis::device_count()) {
         (_, Err(HypomnesisError::NoGpuSource)) => {
-            writeln!(err, "{}", render::no_gpu_sentence(&hypomnesis::sources()))?;
+            writeln!(err, "{}", render::no_gpu_sentence())?;
             Vec::new()
         }
         (_, Err(e)) => {
@@ -83,7 +82,7 @@ pub fn run(
         }
     }
     render::sort_rows(&mut rows, args.sort);
-    if json {
+    if args.output.json {
         render::ps_json(out, &rows)?;
     } else {
         render::ps_table(out, &rows)?;

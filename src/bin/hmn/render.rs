@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use hypomnesis::{
-    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, MigInstance, MigState, SourceReport,
-    SourceState,
+    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, MigInstance, MigState, Root, RootOrigin, Roots,
+    SourceReport, SourceState,
 };
 use serde::Serialize;
 
@@ -196,6 +196,15 @@ pub fn devices_json(out: &mut impl Write, views: &[DeviceView]) -> io::Result<()
     json(out, &v)
 }
 
+/// A write whose reader may be gone: a closed pipe is not an error (for commands that still
+/// have a status of their own to pass on, such as `hmn run`'s command's).
+pub fn unless_closed(r: io::Result<()>) -> io::Result<()> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
 /// `value` as pretty JSON and a newline. A write error keeps its kind (a closed pipe stays
 /// `BrokenPipe`, which `hmn` exits quietly on).
 pub fn json<T: Serialize + ?Sized>(out: &mut impl Write, value: &T) -> io::Result<()> {
@@ -203,34 +212,18 @@ pub fn json<T: Serialize + ?Sized>(out: &mut impl Write, value: &T) -> io::Resul
     writeln!(out)
 }
 
-fn reasons(reports: &[SourceReport]) -> String {
-    let parts: Vec<String> = reports
-        .iter()
-        .map(|r| match &r.state {
-            SourceState::Absent(why) | SourceState::Failed(why) => {
-                format!("{}: {why}", source_name(r.source))
-            }
-            SourceState::Answered => format!("{}: answered", source_name(r.source)),
-            _ => format!("{}: unknown state", source_name(r.source)),
-        })
-        .collect();
-    parts.join("; ")
-}
+/// Where a newcomer without a GPU goes next; the reasons themselves are `hmn doctor`'s.
+const NO_GPU_NEXT: &str =
+    "`hmn doctor` says why; `scripts/demo.sh` in the source tree runs hmn on a simulated GPU";
 
 /// The sentence for a host with no GPU source at all.
-pub fn no_gpu_sentence(reports: &[SourceReport]) -> String {
-    format!(
-        "No GPU found: no GPU source is available on this host ({}).",
-        reasons(reports)
-    )
+pub fn no_gpu_sentence() -> String {
+    format!("No GPU found ({NO_GPU_NEXT}).")
 }
 
 /// The sentence for a source that answered but counts no device.
-pub fn zero_gpus_sentence(reports: &[SourceReport]) -> String {
-    format!(
-        "No GPU found: the GPU sources report no device ({}).",
-        reasons(reports)
-    )
+pub fn zero_gpus_sentence() -> String {
+    format!("No GPU found: the GPU sources report no device ({NO_GPU_NEXT}).")
 }
 
 /// The sentence for devices that were enumerated but none of which could be read.
@@ -490,10 +483,27 @@ pub fn hint(source: GpuQuerySource, state: &SourceState) -> Option<&'static str>
     })
 }
 
+/// `/host/proc (from --procfs)`: a root and where it came from, as `hmn` users set it.
+pub fn root_line(r: &Root) -> String {
+    let flag = if r.variable.ends_with("PROCFS") {
+        "--procfs"
+    } else {
+        "--sysfs"
+    };
+    let from = match r.origin {
+        RootOrigin::Default => "default".to_string(),
+        RootOrigin::Environment => format!("from {}", r.variable),
+        RootOrigin::SetRoots => format!("from {flag}"),
+        _ => "origin unknown".to_string(),
+    };
+    format!("{} ({from})", r.path.display())
+}
+
 /// The `hmn doctor` report.
 pub fn doctor(
     out: &mut impl Write,
     rss: &Result<u64, String>,
+    roots: &Result<Roots, String>,
     reports: &[SourceReport],
 ) -> io::Result<()> {
     match rss {
@@ -503,6 +513,13 @@ pub fn doctor(
             b / MIB
         )?,
         Err(e) => writeln!(out, "RAM: failed: {e}")?,
+    }
+    match roots {
+        Ok(r) => {
+            writeln!(out, "procfs: {}", root_line(&r.procfs))?;
+            writeln!(out, "sysfs: {}", root_line(&r.sysfs))?;
+        }
+        Err(e) => writeln!(out, "roots: {e}")?,
     }
     for r in reports {
         let name = source_name(r.source);
@@ -526,12 +543,15 @@ pub fn doctor(
 struct DoctorJson<'a> {
     rss_bytes: Option<u64>,
     rss_error: Option<&'a str>,
+    roots: Option<&'a Roots>,
+    roots_error: Option<&'a str>,
     sources: &'a [SourceReport],
 }
 
 pub fn doctor_json(
     out: &mut impl Write,
     rss: &Result<u64, String>,
+    roots: &Result<Roots, String>,
     reports: &[SourceReport],
 ) -> io::Result<()> {
     json(
@@ -539,6 +559,8 @@ pub fn doctor_json(
         &DoctorJson {
             rss_bytes: rss.as_ref().ok().copied(),
             rss_error: rss.as_ref().err().map(String::as_str),
+            roots: roots.as_ref().ok(),
+            roots_error: roots.as_ref().err().map(String::as_str),
             sources: reports,
         },
     )
@@ -750,17 +772,15 @@ PID      NAME       VRAM  SHARED  DEVICE
     #[test]
     fn sentences() {
         assert_eq!(
-            no_gpu_sentence(&reports()),
-            "No GPU found: no GPU source is available on this host (NVML: could not load the NVML library (tried libnvidia-ml.so.1: not found); nvidia-smi: nvidia-smi was not found on PATH)."
+            no_gpu_sentence(),
+            "No GPU found (`hmn doctor` says why; `scripts/demo.sh` in the source tree runs hmn on a simulated GPU)."
         );
+        assert!(no_gpu_sentence().len() < 120, "one short sentence");
         assert_eq!(
             none_readable_sentence(2),
             "hmn: 2 GPUs found, but none could be read (reasons above; `hmn doctor` has details)."
         );
-        assert!(
-            zero_gpus_sentence(&reports())
-                .starts_with("No GPU found: the GPU sources report no device")
-        );
+        assert!(zero_gpus_sentence().starts_with("No GPU found: the GPU sources report no device"));
     }
 
     /// The H200 of the MIG issue: GI 2 split into CI 0 and CI 1 (same figures), 2g, 1g, 1g.
@@ -996,6 +1016,36 @@ PID    NAME       VRAM  SHARED  DEVICE
         );
     }
 
+    fn roots() -> Roots {
+        Roots::builder()
+            .procfs(
+                Root::builder()
+                    .path("/host/proc".into())
+                    .origin(RootOrigin::SetRoots)
+                    .variable("HYPOMNESIS_PROCFS")
+                    .build(),
+            )
+            .sysfs(
+                Root::builder()
+                    .path("/sys".into())
+                    .variable("HYPOMNESIS_SYSFS")
+                    .build(),
+            )
+            .build()
+    }
+
+    #[test]
+    fn root_lines() {
+        let r = roots();
+        assert_eq!(root_line(&r.procfs), "/host/proc (from --procfs)");
+        let env = Root::builder()
+            .path("/host/sys".into())
+            .origin(RootOrigin::Environment)
+            .variable("HYPOMNESIS_SYSFS")
+            .build();
+        assert_eq!(root_line(&env), "/host/sys (from HYPOMNESIS_SYSFS)");
+    }
+
     #[test]
     fn doctor_text() {
         let mut r = reports();
@@ -1008,9 +1058,11 @@ PID    NAME       VRAM  SHARED  DEVICE
             ])
             .build();
         assert_eq!(
-            text(|w| doctor(w, &Ok(12 * MIB + 5), &r)),
+            text(|w| doctor(w, &Ok(12 * MIB + 5), &Ok(roots()), &r)),
             "\
 RAM: answered, this process has 12 MiB resident
+procfs: /host/proc (from --procfs)
+sysfs: /sys (default)
 NVML: not present: could not load the NVML library (tried libnvidia-ml.so.1: not found)
     what to do: install the NVIDIA driver (it provides libnvidia-ml.so.1), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path
 nvidia-smi: answered
@@ -1026,9 +1078,14 @@ nvidia-smi: answered
                 .contains("modprobe")
         );
         assert_eq!(hint(GpuQuerySource::Nvml, &SourceState::Answered), None);
-        let v: serde_json::Value =
-            serde_json::from_str(&text(|w| doctor_json(w, &Err("no statm".into()), &r))).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text(|w| {
+            doctor_json(w, &Err("no statm".into()), &Ok(roots()), &r)
+        }))
+        .unwrap();
         assert!(v["rss_bytes"].is_null());
+        assert_eq!(v["roots"]["procfs"]["path"], "/host/proc");
+        assert_eq!(v["roots"]["procfs"]["origin"], "set_roots");
+        assert_eq!(v["roots"]["sysfs"]["origin"], "default");
         assert_eq!(v["rss_error"], "no statm");
         assert_eq!(v["sources"][0]["state"]["state"], "absent");
         assert_eq!(v["sources"][1]["details"][1][1], "595.80");

@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde::Serialize;
 
-use crate::cli::Outcome;
+use crate::cli::{JsonArg, Outcome, RootArgs};
 use crate::sample::{self, Devices};
 
 /// Options of `hmn run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Time between samples, e.g. 100ms or 1s.
-    #[arg(long, default_value = "100ms", value_parser = parse_interval)]
+    #[arg(long, default_value = "100ms", value_parser = parse_interval, value_name = "DURATION")]
     pub interval: Duration,
     /// Write the timeline as CSV to this file.
     #[arg(long, value_name = "FILE")]
@@ -28,6 +28,10 @@ pub struct RunArgs {
     /// Draw the timeline (RSS and GPU memory per device) as SVG to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub roots: RootArgs,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -187,12 +191,8 @@ pub fn passed_on(code: Option<i32>, signal: Option<i32>) -> u8 {
     }
 }
 
-pub fn run(
-    args: &RunArgs,
-    json: bool,
-    out: &mut impl Write,
-    err: &mut impl Write,
-) -> io::Result<Outcome> {
+pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
+    let json = args.output.json;
     let Some((program, rest)) = args.command.split_first() else {
         writeln!(err, "hmn run: no command given (hmn run -- CMD ARGS…)")?;
         return Ok(Outcome::Code(2));
@@ -278,7 +278,8 @@ pub fn run(
     }
     write!(err, "{}", render_summary(&summary))?;
     if json {
-        crate::render::json(out, &summary)?;
+        // The command's status is passed on even when stdout is closed.
+        crate::render::unless_closed(crate::render::json(out, &summary))?;
     }
     Ok(Outcome::Code(passed_on(code, signal)))
 }

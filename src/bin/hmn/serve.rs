@@ -25,7 +25,7 @@ use axum::routing::get;
 use clap::Args;
 use tokio::sync::Mutex;
 
-use crate::cli::Outcome;
+use crate::cli::{Outcome, RootArgs};
 
 /// What `/metrics` is served as (prometheus-client writes `OpenMetrics`, ending with `# EOF`).
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -52,6 +52,8 @@ pub struct ServeArgs {
     /// processes using them (pid and name): anyone who can reach the address can read them.
     #[arg(long)]
     pub allow_remote: bool,
+    #[command(flatten)]
+    pub roots: RootArgs,
 }
 
 /// A loopback address (IPv4-mapped IPv6 ones included).

@@ -7,25 +7,94 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use hypomnesis::spill::{SpillSample, SpillThresholds, SpillTracker};
+use serde::Serialize;
 
-use crate::cli::Outcome;
+use crate::cli::{JsonArg, Outcome, RootArgs};
 use crate::run::parse_interval;
 
 /// Options of `hmn spill`.
 #[derive(Debug, Args)]
 pub struct SpillArgs {
     /// Time between samples.
-    #[arg(long, default_value = "250ms", value_parser = parse_interval)]
+    #[arg(long, default_value = "250ms", value_parser = parse_interval, value_name = "DURATION")]
     pub interval: Duration,
-    /// Dedicated use / capacity at or above which a GPU counts as full.
-    #[arg(long, default_value_t = 0.85)]
+    /// Dedicated use / capacity at or above which a GPU counts as full (more than 0, at most 1).
+    #[arg(long, default_value_t = 0.85, value_parser = parse_fraction, value_name = "FRACTION")]
     pub dedicated_fraction: f64,
     /// Growth of shared use over its starting value, in MiB, that counts as spilling.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_name = "MIB")]
     pub shared_margin_mib: u64,
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub roots: RootArgs,
     /// The command and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// A fraction in (0, 1]; NaN, infinities and anything outside are refused.
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number such as 0.85"))?;
+    if v.is_finite() && v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("{s:?} is not a fraction more than 0 and at most 1"))
+    }
+}
+
+/// One spill episode in the JSON report.
+#[derive(Debug, Serialize)]
+struct EpisodeJson {
+    start_s: f64,
+    duration_s: f64,
+    peak_shared_bytes: u64,
+}
+
+/// One GPU in the JSON report.
+#[derive(Debug, Serialize)]
+struct DeviceJson {
+    index: u32,
+    episodes: Vec<EpisodeJson>,
+    spill_s: f64,
+    peak_dedicated_bytes: u64,
+    peak_shared_bytes: u64,
+    baseline_shared_bytes: Option<u64>,
+}
+
+/// `hmn spill --json`: what ran, whether spill was measurable, and each GPU's episodes.
+#[derive(Debug, Serialize)]
+struct ReportJson {
+    command: Vec<String>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    duration_s: f64,
+    measurable: bool,
+    not_measurable_reason: Option<String>,
+    devices: Vec<DeviceJson>,
+}
+
+fn device_json(index: u32, t: &SpillTracker, now: Duration) -> DeviceJson {
+    let (ded, shared) = t.peaks();
+    DeviceJson {
+        index,
+        episodes: t
+            .episodes()
+            .iter()
+            .map(|e| EpisodeJson {
+                start_s: e.start.as_secs_f64(),
+                duration_s: e.duration(now).as_secs_f64(),
+                peak_shared_bytes: e.peak_shared_bytes,
+            })
+            .collect(),
+        spill_s: t.total_spill_time().as_secs_f64(),
+        peak_dedicated_bytes: ded,
+        peak_shared_bytes: shared,
+        baseline_shared_bytes: t.baseline_shared_bytes(),
+    }
 }
 
 /// The end-of-run report of one GPU.
@@ -51,12 +120,7 @@ pub fn render_episodes(index: u32, t: &SpillTracker, now: Duration) -> String {
     s
 }
 
-pub fn run(
-    args: &SpillArgs,
-    _json: bool,
-    _out: &mut impl Write,
-    err: &mut impl Write,
-) -> io::Result<Outcome> {
+pub fn run(args: &SpillArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
     let Some((program, rest)) = args.command.split_first() else {
         return Ok(Outcome::Code(2));
     };
@@ -65,8 +129,9 @@ pub fn run(
         .map(hypomnesis::adapter_residency)
         .find_map(Result::err);
     let measurable = count > 0 && probe.is_none();
-    if !measurable {
-        let why = probe.map_or_else(|| "no GPU found".to_string(), |e| e.to_string());
+    let not_measurable =
+        (!measurable).then(|| probe.map_or_else(|| "no GPU found".to_string(), |e| e.to_string()));
+    if let Some(why) = &not_measurable {
         writeln!(
             err,
             "hmn spill: spill is not measurable here ({why}); running the command without it"
@@ -103,23 +168,42 @@ pub fn run(
         }
         std::thread::sleep(args.interval);
     };
+    let now = started.elapsed();
     if measurable {
         writeln!(
             err,
             "hmn spill: `{}` ran {:.1} s",
             program.to_string_lossy(),
-            started.elapsed().as_secs_f64()
+            now.as_secs_f64()
         )?;
         for (i, t) in (0_u32..).zip(&trackers) {
             if let Some(t) = t {
-                write!(err, "{}", render_episodes(i, t, started.elapsed()))?;
+                write!(err, "{}", render_episodes(i, t, now))?;
             }
         }
     }
-    Ok(Outcome::Code(crate::run::passed_on(
-        status.code(),
-        exit_signal(status),
-    )))
+    let code = crate::run::passed_on(status.code(), exit_signal(status));
+    if args.output.json {
+        let report = ReportJson {
+            command: args
+                .command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            exit_code: status.code(),
+            signal: exit_signal(status),
+            duration_s: now.as_secs_f64(),
+            measurable,
+            not_measurable_reason: not_measurable,
+            devices: (0_u32..)
+                .zip(&trackers)
+                .filter_map(|(i, t)| t.as_ref().map(|t| device_json(i, t, now)))
+                .collect(),
+        };
+        // The command's status is passed on even when stdout is closed.
+        crate::render::unless_closed(crate::render::json(out, &report))?;
+    }
+    Ok(Outcome::Code(code))
 }
 
 fn exit_signal(status: std::process::ExitStatus) -> Option<i32> {
@@ -138,6 +222,29 @@ fn exit_signal(status: std::process::ExitStatus) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fractions() {
+        assert_eq!(parse_fraction("0.85"), Ok(0.85));
+        assert_eq!(parse_fraction("1"), Ok(1.0));
+        for bad in ["NaN", "nan", "inf", "1e308", "0", "-0.5", "1.01", "x", ""] {
+            assert!(parse_fraction(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn json_report_of_a_tracker() {
+        let mut t = SpillTracker::new(8 << 30, SpillThresholds::default());
+        t.observe(SpillSample::new(Duration::ZERO, 1 << 30, 100 << 20));
+        t.observe(SpillSample::new(Duration::from_secs(1), 7 << 30, 600 << 20));
+        let d = device_json(1, &t, Duration::from_secs(4));
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["index"], 1);
+        assert_eq!(v["episodes"][0]["start_s"], 1.0);
+        assert_eq!(v["episodes"][0]["duration_s"], 3.0);
+        assert_eq!(v["peak_dedicated_bytes"], 7_u64 << 30);
+        assert_eq!(v["baseline_shared_bytes"], 100_u64 << 20);
+    }
 
     #[test]
     fn episode_report() {

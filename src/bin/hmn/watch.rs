@@ -10,7 +10,7 @@ use clap::Args;
 use hypomnesis::spill::{SpillSample, SpillThresholds, SpillTracker};
 use serde::Serialize;
 
-use crate::cli::Outcome;
+use crate::cli::{JsonArg, Outcome, RootArgs};
 use crate::run::parse_interval;
 use crate::sample::{self, Devices};
 
@@ -18,16 +18,21 @@ use crate::sample::{self, Devices};
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// Process ids to follow; without any, the top GPU memory holders.
+    #[arg(value_name = "PID")]
     pub pids: Vec<u32>,
     /// Time between samples.
-    #[arg(long, default_value = "1s", value_parser = parse_interval)]
+    #[arg(long, default_value = "1s", value_parser = parse_interval, value_name = "DURATION")]
     pub interval: Duration,
     /// Stop after this long (default: until Ctrl-C or every process has exited).
-    #[arg(long, value_parser = parse_interval)]
+    #[arg(long, value_parser = parse_interval, value_name = "DURATION")]
     pub duration: Option<Duration>,
     /// Without pids, follow this many of the largest GPU memory holders.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_name = "N")]
     pub top: usize,
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub roots: RootArgs,
 }
 
 /// One followed process.
@@ -113,12 +118,8 @@ fn top_holders(n: usize, devices: u32) -> Vec<u32> {
 }
 
 #[allow(clippy::too_many_lines)] // one sampling loop, read top to bottom
-pub fn run(
-    args: &WatchArgs,
-    json: bool,
-    out: &mut impl Write,
-    err: &mut impl Write,
-) -> io::Result<Outcome> {
+pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
+    let json = args.output.json;
     let devices = Devices::discover();
     let pids = if args.pids.is_empty() {
         top_holders(args.top, devices.count())

@@ -108,12 +108,24 @@ fn walk(sysfs: &Path) -> (Vec<Device>, Vec<String>) {
 struct Devices {
     list: Vec<Device>,
     notes: Vec<String>,
+    /// Why no device could be looked for (a bad sysfs root).
+    error: Option<String>,
 }
 
 fn devices() -> &'static Devices {
     static LIST: OnceLock<Devices> = OnceLock::new();
     LIST.get_or_init(|| {
-        let (all, mut notes) = walk(roots::sysfs());
+        let sysfs = match roots::sysfs() {
+            Ok(p) => p,
+            Err(e) => {
+                return Devices {
+                    list: Vec::new(),
+                    notes: Vec::new(),
+                    error: Some(e.to_string()),
+                };
+            }
+        };
+        let (all, mut notes) = walk(sysfs);
         // Asked of the NVIDIA sources only when an NVIDIA card is here at all.
         let nvidia: Vec<_> = if all.iter().any(|d| d.vendor_id == 0x10DE) {
             crate::gpu::nvidia_bus_ids()
@@ -136,11 +148,18 @@ fn devices() -> &'static Devices {
             }
             list.push(d);
         }
-        Devices { list, notes }
+        Devices {
+            list,
+            notes,
+            error: None,
+        }
     })
 }
 
 fn device(index: u32) -> Result<&'static Device> {
+    if let Some(e) = &devices().error {
+        return Err(HypomnesisError::Drm(e.clone()));
+    }
     let list = &devices().list;
     usize::try_from(index).ok().and_then(|i| list.get(i)).ok_or(
         HypomnesisError::DeviceIndexOutOfRange {
@@ -251,24 +270,33 @@ impl DrmBackend {
         }
     }
 
-    fn sweep(&self) -> Sweep {
+    fn sweep(&self) -> Result<Sweep> {
+        let root = procfs::root()?;
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((at, s)) = last.as_ref()
             && at.elapsed() < SWEEP_REUSE
         {
-            return s.clone();
+            return Ok(s.clone());
         }
         let s = if sweep_worthwhile(&devices().list) {
-            sweep_tree(procfs::root())
+            sweep_tree(root)
         } else {
             Sweep::default()
         };
         *last = Some((Instant::now(), s.clone()));
-        s
+        Ok(s)
     }
 
-    fn rows(&self, d: &Device) -> BTreeMap<u32, (u64, u64)> {
-        self.sweep().per_slot.remove(&d.slot).unwrap_or_default()
+    fn rows(&self, d: &Device) -> Result<BTreeMap<u32, (u64, u64)>> {
+        Ok(self.sweep()?.per_slot.remove(&d.slot).unwrap_or_default())
+    }
+}
+
+/// Why the backend is absent: no AMD or Intel card under the sysfs root in use.
+fn no_device() -> String {
+    match roots::sysfs() {
+        Ok(p) => format!("no AMD or Intel DRM device under {}/class/drm", p.display()),
+        Err(e) => e.to_string(),
     }
 }
 
@@ -321,18 +349,20 @@ impl Backend for DrmBackend {
     }
 
     fn presence(&self) -> Presence {
-        if devices().list.is_empty() {
-            Presence::Absent(format!(
-                "no AMD or Intel DRM device under {}/class/drm",
-                roots::sysfs().display()
-            ))
+        let devs = devices();
+        if devs.list.is_empty() && devs.error.is_none() {
+            Presence::Absent(no_device())
         } else {
             Presence::Present
         }
     }
 
     fn device_count(&self) -> Result<u32> {
-        Ok(u32::try_from(devices().list.len()).unwrap_or(u32::MAX))
+        let devs = devices();
+        if let Some(e) = &devs.error {
+            return Err(HypomnesisError::Drm(e.clone()));
+        }
+        Ok(u32::try_from(devs.list.len()).unwrap_or(u32::MAX))
     }
 
     fn device_info(&self, index: u32) -> Result<GpuDeviceInfo> {
@@ -359,10 +389,11 @@ impl Backend for DrmBackend {
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         let d = device(index)?;
         let me = std::process::id();
+        let root = procfs::root()?;
         let used = self
-            .rows(d)
+            .rows(d)?
             .into_iter()
-            .find(|(pid, _)| procfs::place(*pid).0 == me)
+            .find(|(pid, _)| procfs::place(root, *pid).0 == me)
             .map_or(0, |(_, (u, _))| u);
         // The sweep reads this process's own fd table, so absence means no memory here.
         Ok(ProcessGpuInfo {
@@ -374,13 +405,13 @@ impl Backend for DrmBackend {
 
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
         let d = device(index)?;
-        let root = procfs::root();
+        let root = procfs::root()?;
         Ok(self
-            .rows(d)
+            .rows(d)?
             .into_iter()
             .filter(|(_, (u, s))| *u > 0 || *s > 0)
             .map(|(pid, (used, shared))| {
-                let (shown, host_pid, outside) = procfs::place(pid);
+                let (shown, host_pid, outside) = procfs::place(root, pid);
                 GpuProcessEntry {
                     pid: shown,
                     name: procfs::comm(root, pid),
@@ -398,7 +429,17 @@ impl Backend for DrmBackend {
 
     fn report(&self) -> SourceReport {
         let devs = devices();
-        let mut details = vec![("sysfs".to_string(), roots::sysfs().display().to_string())];
+        if let Some(e) = &devs.error {
+            return SourceReport {
+                source: GpuQuerySource::Drm,
+                state: SourceState::Failed(e.clone()),
+                details: Vec::new(),
+            };
+        }
+        let mut details = match roots::sysfs() {
+            Ok(p) => vec![("sysfs".to_string(), p.display().to_string())],
+            Err(_) => Vec::new(),
+        };
         for (i, d) in devs.list.iter().enumerate() {
             let mem = match memory(d) {
                 Ok((t, u, _)) => format!("{} MiB of {} MiB used", u >> 20, t >> 20),
@@ -421,7 +462,16 @@ impl Backend for DrmBackend {
         }
         if !devs.list.is_empty() {
             if sweep_worthwhile(&devs.list) {
-                let s = self.sweep();
+                let s = match self.sweep() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        return SourceReport {
+                            source: GpuQuerySource::Drm,
+                            state: SourceState::Failed(e.to_string()),
+                            details,
+                        };
+                    }
+                };
                 details.push((
                     "processes swept".into(),
                     format!("{} ({} DRM fdinfo files read)", s.pids, s.fdinfo_reads),
@@ -440,10 +490,7 @@ impl Backend for DrmBackend {
             }
         }
         let state = if devs.list.is_empty() {
-            SourceState::Absent(format!(
-                "no AMD or Intel DRM device under {}/class/drm",
-                roots::sysfs().display()
-            ))
+            SourceState::Absent(no_device())
         } else {
             SourceState::Answered
         };

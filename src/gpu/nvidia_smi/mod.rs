@@ -521,9 +521,10 @@ impl Backend for SmiBackend {
     }
 
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
+        let root = procfs::root()?;
         let (gpu, rows) = self.rows(index)?;
         let me = std::process::id();
-        if let Some((_, used, _)) = rows.iter().find(|r| procfs::place(r.0).0 == me) {
+        if let Some((_, used, _)) = rows.iter().find(|r| procfs::place(root, r.0).0 == me) {
             return Ok(ProcessGpuInfo {
                 used_bytes: *used,
                 is_per_process: true,
@@ -531,8 +532,8 @@ impl Backend for SmiBackend {
             });
         }
         // Not listed: see the NVML backend for the rule.
-        let same_view = rows.iter().all(|r| !procfs::place(r.0).2);
-        if same_view || procfs::self_has_cuda_context(procfs::root()) == Some(false) {
+        let same_view = rows.iter().all(|r| !procfs::place(root, r.0).2);
+        if same_view || procfs::self_has_cuda_context(root) == Some(false) {
             return Ok(ProcessGpuInfo {
                 used_bytes: 0,
                 is_per_process: true,
@@ -549,6 +550,7 @@ impl Backend for SmiBackend {
     }
 
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
+        let root = procfs::root()?;
         let (gpu, rows) = self.rows(index)?;
         // With MIG on, `-q` says which GPU/compute instance each process runs in.
         // Without them the ids are unknown (`None`); the list itself still stands.
@@ -584,7 +586,7 @@ impl Backend for SmiBackend {
         let mut out: Vec<GpuProcessEntry> = rows
             .into_iter()
             .map(|(pid, used, name)| {
-                let (shown, host_pid, outside) = procfs::place(pid);
+                let (shown, host_pid, outside) = procfs::place(root, pid);
                 let (gpu_instance_id, compute_instance_id) = ids(pid);
                 GpuProcessEntry {
                     pid: shown,

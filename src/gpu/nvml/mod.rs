@@ -965,6 +965,7 @@ impl Backend for NvmlBackend {
 
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         Self::with(|l| {
+            let root = procfs::root()?;
             let rows = l.run(|l| l.raw_processes(index))?;
             let me = std::process::id();
             let own_root = crate::roots::procfs_is_own();
@@ -972,7 +973,7 @@ impl Backend for NvmlBackend {
                 if own_root {
                     r.pid == me
                 } else {
-                    procfs::place(r.pid).0 == me
+                    procfs::place(root, r.pid).0 == me
                 }
             }) {
                 return Ok(ProcessGpuInfo {
@@ -985,8 +986,8 @@ impl Backend for NvmlBackend {
             // (an idle GPU lists none): this process holds nothing. Otherwise we may be in
             // another PID namespace; unless this process has no CUDA context at all, the honest
             // answer is the device-wide figure, flagged as such.
-            let same_view = rows.iter().all(|r| !procfs::place(r.pid).2);
-            if same_view || procfs::self_has_cuda_context(procfs::root()) == Some(false) {
+            let same_view = rows.iter().all(|r| !procfs::place(root, r.pid).2);
+            if same_view || procfs::self_has_cuda_context(root) == Some(false) {
                 return Ok(ProcessGpuInfo {
                     used_bytes: 0,
                     is_per_process: true,
@@ -1004,12 +1005,12 @@ impl Backend for NvmlBackend {
 
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
         Self::with(|l| {
+            let root = procfs::root()?;
             let rows = l.run(|l| l.raw_processes(index))?;
-            let root = procfs::root();
             let mut out: Vec<GpuProcessEntry> = rows
                 .into_iter()
                 .map(|r| {
-                    let (pid, host_pid, outside) = procfs::place(r.pid);
+                    let (pid, host_pid, outside) = procfs::place(root, r.pid);
                     let name = match (host_pid, outside) {
                         (None, false) => l.name_of(root, r.pid),
                         // Mapped, or outside our namespace but visible in a host procfs.
