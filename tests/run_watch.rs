@@ -143,6 +143,88 @@ fn ctrl_c_reaches_the_command_and_the_summary_still_prints() {
     );
 }
 
+/// Every peak label of a plot lies inside the 960-pixel-wide picture (its width estimated from
+/// its font size), whichever way it is anchored.
+fn labels_inside(doc: &roxmltree::Document<'_>) {
+    let mut peaks = 0;
+    for n in doc.descendants().filter(|n| n.has_tag_name("text")) {
+        let text = n.text().unwrap_or("").trim();
+        if !text.starts_with("peak") {
+            continue;
+        }
+        peaks += 1;
+        let num = |a: &str| n.attribute(a).and_then(|v| v.parse::<f64>().ok()).unwrap();
+        let (x, y, size) = (num("x"), num("y"), num("font-size"));
+        #[allow(clippy::cast_precision_loss)]
+        let width = text.chars().count() as f64 * size * 0.6;
+        let (left, right) = match n.attribute("text-anchor") {
+            Some("end") => (x - width, x),
+            Some("middle") => (x - width / 2.0, x + width / 2.0),
+            _ => (x, x + width),
+        };
+        assert!(
+            left >= 0.0 && right <= 960.0 && (0.0..=540.0).contains(&y),
+            "{text:?} at x {x} ({left}..{right}), y {y} leaves the picture"
+        );
+    }
+    assert!(peaks > 0, "no peak labels");
+}
+
+#[test]
+fn plot_labels_stay_inside_and_capacity_is_marked() {
+    // RSS grows until the command exits, so its peak is the last sample, at the right edge; the
+    // GPU (1 GiB, 64 MiB reserved) is nearly full, so its capacity is drawn as lines.
+    let pid_file = tmp("edge.pid");
+    let _ = std::fs::remove_file(&pid_file);
+    let scenario = format!(
+        r#"{{"devices": [{{"name": "NVIDIA Small", "total": {}, "reserved": {}, "free": {},
+            "compute_processes": [{{"pid_file": "{}", "used": {}}}]}}]}}"#,
+        1024 * MIB,
+        64 * MIB,
+        256 * MIB,
+        pid_file.display(),
+        700 * MIB
+    );
+    let svg = tmp("edge.svg");
+    let script = format!(
+        "echo $$ > '{}'; python3 -c 'import time\nb = []\nfor _ in range(12):\n    b.append(bytearray(16 << 20)); time.sleep(0.05)'",
+        pid_file.display()
+    );
+    let o = hmn()
+        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(&scenario))
+        .args(["run", "--interval", "50ms", "--plot"])
+        .arg(&svg)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&svg_text).unwrap();
+    labels_inside(&doc);
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    for want in ["GPU 0 total 1.0 GiB", "GPU 0 usable (total − reserved) 960 MiB"] {
+        assert!(texts.contains(&want), "{want:?} missing from {texts:?}");
+    }
+    assert!(!texts.iter().any(|t| t.starts_with("off scale")), "{texts:?}");
+    // The RSS peak is the last sample: its label is anchored to its left.
+    let rss_peak = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter(|n| n.text().is_some_and(|t| t.trim().starts_with("peak")))
+        .max_by_key(|n| n.attribute("x").and_then(|x| x.parse::<f64>().ok()).unwrap() as i64)
+        .unwrap();
+    assert_eq!(rss_peak.attribute("text-anchor"), Some("end"));
+    for f in [svg, pid_file] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
 #[test]
 fn gpu_memory_of_the_child_from_the_fake_nvml_csv_and_svg() {
     let pid_file = tmp("child.pid");
@@ -218,6 +300,14 @@ fn gpu_memory_of_the_child_from_the_fake_nvml_csv_and_svg() {
         texts.iter().any(|t| t.starts_with("peak 3.0 GiB")),
         "{texts:?}"
     );
+    // 3 GiB of a 140 GiB GPU: its capacity is written out rather than squashing the data.
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("off scale: GPU 0 total 140.4 GiB; GPU 0 usable (total − reserved) 139.8 GiB")),
+        "{texts:?}"
+    );
+    labels_inside(&doc);
     let lines = doc
         .descendants()
         .filter(|n| n.has_tag_name("polyline") || n.has_tag_name("path"))

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::run::{Point, Summary};
 use crate::sample::Devices;
@@ -28,6 +29,42 @@ fn series(points: &[Point], pick: impl Fn(&Point) -> Option<u64>, scale: f64) ->
         .collect()
 }
 
+/// Where a label at data point (x, y) goes so that it stays inside a chart of `x_max` by
+/// `y_max`: to the left of points in the right 40%, below points in the top 15%.
+pub fn label_anchor(x: f64, y: f64, x_max: f64, y_max: f64) -> Pos {
+    let h = if x > 0.6 * x_max {
+        HPos::Right
+    } else {
+        HPos::Left
+    };
+    let v = if y > 0.85 * y_max {
+        VPos::Top
+    } else {
+        VPos::Bottom
+    };
+    Pos::new(h, v)
+}
+
+/// A device's capacity marks: (label, bytes) for its total and, when the reservation is
+/// known, what allocations can use (total − reserved).
+pub fn capacity_marks(total: Option<u64>, reserved: Option<u64>) -> Vec<(&'static str, u64)> {
+    let Some(total) = total else {
+        return Vec::new();
+    };
+    let mut v = vec![("total", total)];
+    if let Some(usable) = reserved.and_then(|r| total.checked_sub(r)).filter(|&u| u < total) {
+        v.push(("usable (total − reserved)", usable));
+    }
+    v
+}
+
+/// Whether capacity lines at `capacity` bytes fit a chart of data up to `data_max` bytes
+/// without squashing the data to a sliver (the data reaches at least a quarter of it);
+/// otherwise the capacity is written as text.
+pub fn capacity_on_scale(capacity: u64, data_max: u64) -> bool {
+    data_max.saturating_mul(4) >= capacity
+}
+
 fn peak(s: &[(f64, f64)]) -> Option<(f64, f64)> {
     s.iter()
         .copied()
@@ -50,13 +87,28 @@ pub fn draw(
         .flat_map(|p| p.rss.into_iter().chain(p.gpu.iter().flatten().copied()))
         .max()
         .unwrap_or(0);
-    let (unit_name, scale) = unit(max);
+    // Each GPU's total and usable memory, drawn as lines when the data comes near them.
+    let marks: Vec<(u32, Vec<(&str, u64)>)> = (0..devices.count())
+        .map(|i| (i, capacity_marks(devices.total(i), devices.reserved(i))))
+        .collect();
+    let on_scale = |cap: u64| capacity_on_scale(cap, max);
+    let top = marks
+        .iter()
+        .flat_map(|(_, m)| m.iter().map(|(_, b)| *b))
+        .filter(|&b| on_scale(b))
+        .max()
+        .unwrap_or(0)
+        .max(max);
+    let (unit_name, scale) = unit(top);
     let t_max = points.last().map_or(0.0, |p| p.t.as_secs_f64()).max(0.001);
     #[allow(clippy::cast_precision_loss)] // display only
-    let y_max = (max as f64 / scale * 1.15).max(1.0);
+    let y_max = (top as f64 / scale * 1.15).max(1.0);
     let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
-    let mut title = format!("hmn run: {}", summary.command.join(" "));
+    let mut title: String = format!("hmn run: {}", summary.command.join(" "))
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     if title.chars().count() > 90 {
         title = title.chars().take(89).collect::<String>() + "…";
     }
@@ -101,14 +153,60 @@ pub fn draw(
             chart
                 .draw_series(std::iter::once(Circle::new((x, y), 5, color.filled())))
                 .map_err(|x| e(&x))?;
+            let style = ("sans-serif", 14)
+                .into_font()
+                .color(&BLACK)
+                .pos(label_anchor(x, y, t_max, y_max));
             chart
                 .draw_series(std::iter::once(Text::new(
                     format!("peak {y:.1} {unit_name}"),
                     (x, y),
-                    ("sans-serif", 14),
+                    style,
                 )))
                 .map_err(|x| e(&x))?;
         }
+    }
+    // Capacity: dashed lines with their label at the left edge, or a note when off scale.
+    let mut notes = Vec::new();
+    for (i, m) in &marks {
+        for (label, bytes) in m {
+            #[allow(clippy::cast_precision_loss)] // display only
+            let y = *bytes as f64 / scale;
+            let text = format!(
+                "GPU {i} {label} {}",
+                crate::render::format_size(*bytes)
+            );
+            if !on_scale(*bytes) {
+                notes.push(text);
+                continue;
+            }
+            let grey = BLACK.mix(0.55);
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(0.0, y), (t_max, y)],
+                    6,
+                    4,
+                    grey.stroke_width(1),
+                ))
+                .map_err(|x| e(&x))?;
+            let style = ("sans-serif", 12)
+                .into_font()
+                .color(&grey)
+                .pos(Pos::new(HPos::Left, VPos::Bottom));
+            chart
+                .draw_series(std::iter::once(Text::new(text, (0.0, y), style)))
+                .map_err(|x| e(&x))?;
+        }
+    }
+    if !notes.is_empty() {
+        let note = format!("off scale: {}", notes.join("; "));
+        let style = ("sans-serif", 12)
+            .into_font()
+            .color(&BLACK.mix(0.55))
+            .pos(Pos::new(HPos::Left, VPos::Top));
+        chart
+            .draw_series(std::iter::once(Text::new(note, (0.0, y_max), style)))
+            .map_err(|x| e(&x))?;
     }
     chart
         .configure_series_labels()
@@ -133,5 +231,30 @@ mod tests {
             Some((1.0, 5.0))
         );
         assert_eq!(peak(&[]), None);
+    }
+
+    #[test]
+    fn labels_stay_inside() {
+        let at = |x, y| {
+            let p = label_anchor(x, y, 10.0, 100.0);
+            (p.h_pos, p.v_pos)
+        };
+        assert_eq!(at(10.0, 50.0), (HPos::Right, VPos::Bottom), "right edge");
+        assert_eq!(at(0.0, 50.0), (HPos::Left, VPos::Bottom));
+        assert_eq!(at(9.0, 99.0), (HPos::Right, VPos::Top), "top right corner");
+    }
+
+    #[test]
+    fn capacity() {
+        const GIB: u64 = 1 << 30;
+        assert_eq!(
+            capacity_marks(Some(140 * GIB), Some(GIB)),
+            vec![("total", 140 * GIB), ("usable (total − reserved)", 139 * GIB)]
+        );
+        assert_eq!(capacity_marks(Some(16 * GIB), None), vec![("total", 16 * GIB)]);
+        assert_eq!(capacity_marks(Some(16 * GIB), Some(0)), vec![("total", 16 * GIB)]);
+        assert!(capacity_marks(None, Some(GIB)).is_empty());
+        assert!(capacity_on_scale(140 * GIB, 100 * GIB));
+        assert!(!capacity_on_scale(140 * GIB, 3 * GIB));
     }
 }

@@ -28,6 +28,13 @@ impl Devices {
             .and_then(|d| d.name.as_deref())
     }
 
+    pub fn reserved(&self, i: u32) -> Option<u64> {
+        self.list
+            .get(i as usize)
+            .and_then(|d| d.as_ref())
+            .and_then(|d| d.reserved_bytes)
+    }
+
     pub fn total(&self, i: u32) -> Option<u64> {
         self.list
             .get(i as usize)
