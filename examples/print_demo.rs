@@ -13,13 +13,12 @@ fn main() -> hypomnesis::Result<()> {
         before.ram_mb(),
         after.ram_mb()
     );
-    match (after.vram_mb(), &after.gpu) {
-        (Some(v), Some(g)) if g.is_per_process => println!("VRAM of this process: {v:.0} MB"),
-        (Some(v), _) => {
-            println!("VRAM of this process: not attributable here; the whole device uses {v:.0} MB")
-        }
-        (None, _) => println!("VRAM of this process: unknown (no GPU source answered)"),
-    }
+    let mine = match (after.vram_mb(), &after.gpu) {
+        (Some(v), Some(g)) if g.is_per_process => format!("{v:.0} MB"),
+        (Some(v), _) => format!("not attributable here; the whole device uses {v:.0} MB"),
+        (None, _) => "unknown (no GPU source answered)".to_string(),
+    };
+    println!("VRAM of this process: {mine}");
     if let Some(d) = &after.gpu_device {
         print!("{}", d.format_free());
         print!("{}", d.format_total());

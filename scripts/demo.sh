@@ -12,6 +12,6 @@ case "$scenario" in /*) ;; *) scenario="$ROOT/$scenario" ;; esac
 fake="$CARGO_TARGET_DIR/fake-builds/modern"
 cargo build -q -p fake-nvml --target-dir "$fake"
 cp "$fake/debug/libnvidia_ml.so" "$fake/libnvidia-ml.so.1"
-cargo build -q --release --bin hmn
+cargo build -q --bin hmn
 HYPOMNESIS_NVML_LIBRARY="$fake/libnvidia-ml.so.1" FAKE_NVML_SCENARIO="$scenario" \
-  exec "$CARGO_TARGET_DIR/release/hmn" "$@"
+  exec "$CARGO_TARGET_DIR/debug/hmn" "$@"

@@ -478,7 +478,7 @@ pub enum RootOrigin {
     Default,
     /// The environment variable (`HYPOMNESIS_PROCFS`, `HYPOMNESIS_SYSFS`).
     Environment,
-    /// [`set_roots`] (`hmn --procfs`, `hmn --sysfs`).
+    /// [`crate::set_roots`] (`hmn --procfs`, `hmn --sysfs`).
     SetRoots,
 }
 

@@ -198,7 +198,12 @@ fn plot_labels_stay_inside_and_capacity_is_marked() {
         .args(["--", "sh", "-c", &script])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let svg_text = std::fs::read_to_string(&svg).unwrap();
     let doc = roxmltree::Document::parse(&svg_text).unwrap();
     labels_inside(&doc);
@@ -208,16 +213,29 @@ fn plot_labels_stay_inside_and_capacity_is_marked() {
         .filter_map(|n| n.text())
         .map(str::trim)
         .collect();
-    for want in ["GPU 0 total 1.0 GiB", "GPU 0 usable (total − reserved) 960 MiB"] {
+    for want in [
+        "GPU 0 total 1.0 GiB",
+        "GPU 0 usable (total − reserved) 960 MiB",
+    ] {
         assert!(texts.contains(&want), "{want:?} missing from {texts:?}");
     }
-    assert!(!texts.iter().any(|t| t.starts_with("off scale")), "{texts:?}");
+    assert!(
+        !texts.iter().any(|t| t.starts_with("off scale")),
+        "{texts:?}"
+    );
     // The RSS peak is the last sample: its label is anchored to its left.
     let rss_peak = doc
         .descendants()
         .filter(|n| n.has_tag_name("text"))
         .filter(|n| n.text().is_some_and(|t| t.trim().starts_with("peak")))
-        .max_by_key(|n| n.attribute("x").and_then(|x| x.parse::<f64>().ok()).unwrap() as i64)
+        .max_by(|a, b| {
+            let x = |n: &roxmltree::Node<'_, '_>| {
+                n.attribute("x")
+                    .and_then(|x| x.parse::<f64>().ok())
+                    .unwrap()
+            };
+            x(a).total_cmp(&x(b))
+        })
         .unwrap();
     assert_eq!(rss_peak.attribute("text-anchor"), Some("end"));
     for f in [svg, pid_file] {
@@ -302,9 +320,9 @@ fn gpu_memory_of_the_child_from_the_fake_nvml_csv_and_svg() {
     );
     // 3 GiB of a 140 GiB GPU: its capacity is written out rather than squashing the data.
     assert!(
-        texts
-            .iter()
-            .any(|t| t.starts_with("off scale: GPU 0 total 140.4 GiB; GPU 0 usable (total − reserved) 139.8 GiB")),
+        texts.iter().any(|t| t.starts_with(
+            "off scale: GPU 0 total 140.4 GiB; GPU 0 usable (total − reserved) 139.8 GiB"
+        )),
         "{texts:?}"
     );
     labels_inside(&doc);

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -29,20 +30,20 @@ fn series(points: &[Point], pick: impl Fn(&Point) -> Option<u64>, scale: f64) ->
         .collect()
 }
 
-/// Where a label at data point (x, y) goes so that it stays inside a chart of `x_max` by
-/// `y_max`: to the left of points in the right 40%, below points in the top 15%.
-pub fn label_anchor(x: f64, y: f64, x_max: f64, y_max: f64) -> Pos {
-    let h = if x > 0.6 * x_max {
-        HPos::Right
-    } else {
-        HPos::Left
-    };
-    let v = if y > 0.85 * y_max {
-        VPos::Top
-    } else {
-        VPos::Bottom
-    };
-    Pos::new(h, v)
+/// Which side of data point (x, y) its label goes so that it stays inside a chart of `x_max`
+/// by `y_max`: `(left, below)`, to the left of points in the right 40%, below points in the
+/// top 15%.
+pub fn label_side(x: f64, y: f64, x_max: f64, y_max: f64) -> (bool, bool) {
+    (x > 0.6 * x_max, y > 0.85 * y_max)
+}
+
+/// The text anchor of a label on that side of its point.
+fn label_anchor(x: f64, y: f64, x_max: f64, y_max: f64) -> Pos {
+    let (left, below) = label_side(x, y, x_max, y_max);
+    Pos::new(
+        if left { HPos::Right } else { HPos::Left },
+        if below { VPos::Top } else { VPos::Bottom },
+    )
 }
 
 /// A device's capacity marks: (label, bytes) for its total and, when the reservation is
@@ -52,7 +53,10 @@ pub fn capacity_marks(total: Option<u64>, reserved: Option<u64>) -> Vec<(&'stati
         return Vec::new();
     };
     let mut v = vec![("total", total)];
-    if let Some(usable) = reserved.and_then(|r| total.checked_sub(r)).filter(|&u| u < total) {
+    if let Some(usable) = reserved
+        .and_then(|r| total.checked_sub(r))
+        .filter(|&u| u < total)
+    {
         v.push(("usable (total − reserved)", usable));
     }
     v
@@ -166,16 +170,38 @@ pub fn draw(
                 .map_err(|x| e(&x))?;
         }
     }
-    // Capacity: dashed lines with their label at the left edge, or a note when off scale.
+    draw_capacity(&mut chart, &marks, max, scale, t_max, y_max)?;
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// The chart `draw` paints on.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Each GPU's capacity: a dashed line with its label at the left edge, or, when far off the
+/// data's scale (`data_max`), a note at the top.
+fn draw_capacity(
+    chart: &mut Chart<'_, '_>,
+    marks: &[(u32, Vec<(&str, u64)>)],
+    data_max: u64,
+    scale: f64,
+    t_max: f64,
+    y_max: f64,
+) -> Result<(), String> {
+    let e = |x: &dyn std::fmt::Display| x.to_string();
+    let on_scale = |cap: u64| capacity_on_scale(cap, data_max);
     let mut notes = Vec::new();
-    for (i, m) in &marks {
+    for (i, m) in marks {
         for (label, bytes) in m {
             #[allow(clippy::cast_precision_loss)] // display only
             let y = *bytes as f64 / scale;
-            let text = format!(
-                "GPU {i} {label} {}",
-                crate::render::format_size(*bytes)
-            );
+            let text = format!("GPU {i} {label} {}", crate::render::format_size(*bytes));
             if !on_scale(*bytes) {
                 notes.push(text);
                 continue;
@@ -189,10 +215,17 @@ pub fn draw(
                     grey.stroke_width(1),
                 ))
                 .map_err(|x| e(&x))?;
+            // The total's label above its line, the usable part's below its own: the two
+            // lines are close (a reservation is a small share of the total).
+            let v = if *label == "total" {
+                VPos::Bottom
+            } else {
+                VPos::Top
+            };
             let style = ("sans-serif", 12)
                 .into_font()
                 .color(&grey)
-                .pos(Pos::new(HPos::Left, VPos::Bottom));
+                .pos(Pos::new(HPos::Left, v));
             chart
                 .draw_series(std::iter::once(Text::new(text, (0.0, y), style)))
                 .map_err(|x| e(&x))?;
@@ -208,13 +241,6 @@ pub fn draw(
             .draw_series(std::iter::once(Text::new(note, (0.0, y_max), style)))
             .map_err(|x| e(&x))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))?;
     Ok(())
 }
 
@@ -235,13 +261,14 @@ mod tests {
 
     #[test]
     fn labels_stay_inside() {
-        let at = |x, y| {
-            let p = label_anchor(x, y, 10.0, 100.0);
-            (p.h_pos, p.v_pos)
-        };
-        assert_eq!(at(10.0, 50.0), (HPos::Right, VPos::Bottom), "right edge");
-        assert_eq!(at(0.0, 50.0), (HPos::Left, VPos::Bottom));
-        assert_eq!(at(9.0, 99.0), (HPos::Right, VPos::Top), "top right corner");
+        let at = |x, y| label_side(x, y, 10.0, 100.0);
+        assert_eq!(at(10.0, 50.0), (true, false), "right edge: to the left");
+        assert_eq!(at(0.0, 50.0), (false, false));
+        assert_eq!(
+            at(9.0, 99.0),
+            (true, true),
+            "top right corner: left and below"
+        );
     }
 
     #[test]
@@ -249,10 +276,19 @@ mod tests {
         const GIB: u64 = 1 << 30;
         assert_eq!(
             capacity_marks(Some(140 * GIB), Some(GIB)),
-            vec![("total", 140 * GIB), ("usable (total − reserved)", 139 * GIB)]
+            vec![
+                ("total", 140 * GIB),
+                ("usable (total − reserved)", 139 * GIB)
+            ]
         );
-        assert_eq!(capacity_marks(Some(16 * GIB), None), vec![("total", 16 * GIB)]);
-        assert_eq!(capacity_marks(Some(16 * GIB), Some(0)), vec![("total", 16 * GIB)]);
+        assert_eq!(
+            capacity_marks(Some(16 * GIB), None),
+            vec![("total", 16 * GIB)]
+        );
+        assert_eq!(
+            capacity_marks(Some(16 * GIB), Some(0)),
+            vec![("total", 16 * GIB)]
+        );
         assert!(capacity_marks(None, Some(GIB)).is_empty());
         assert!(capacity_on_scale(140 * GIB, 100 * GIB));
         assert!(!capacity_on_scale(140 * GIB, 3 * GIB));

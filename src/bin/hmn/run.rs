@@ -107,6 +107,26 @@ pub fn summarize(
     (peak_rss, peak_gpu, per_device)
 }
 
+/// A command line as a shell would take it back: words with spaces, quotes or other
+/// characters the shell reads are single-quoted; control characters are shown as `?`.
+pub fn shell_words(words: &[String]) -> String {
+    let quote = |w: &String| {
+        let w: String = w
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        let plain = !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_alphanumeric() || "-_./=:,+@%".contains(c));
+        if plain {
+            w
+        } else {
+            format!("'{}'", w.replace('\'', "'\\''"))
+        }
+    };
+    words.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
 /// The summary printed on stderr.
 pub fn render_summary(s: &Summary) -> String {
     let mut out = String::new();
@@ -118,7 +138,7 @@ pub fn render_summary(s: &Summary) -> String {
     let _ = writeln!(
         out,
         "hmn run: `{}` {how} after {:.1} s ({} samples, every {} ms)",
-        s.command.join(" "),
+        shell_words(&s.command),
         s.duration_s,
         s.samples,
         s.interval_ms
@@ -297,6 +317,20 @@ mod tests {
             gpu: vec![gpu],
             device_used: vec![used],
         }
+    }
+
+    #[test]
+    fn command_lines_read_back() {
+        let w = |v: &[&str]| shell_words(&v.iter().map(|s| (*s).to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            w(&["python3", "train.py", "--lr=3e-4"]),
+            "python3 train.py --lr=3e-4"
+        );
+        assert_eq!(
+            w(&["sh", "-c", "echo $$ > /tmp/p; it's"]),
+            "sh -c 'echo $$ > /tmp/p; it'\\''s'"
+        );
+        assert_eq!(w(&["a\nb", ""]), "'a?b' ''");
     }
 
     #[test]
