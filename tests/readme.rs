@@ -19,7 +19,7 @@ struct Transcript {
     expected: Vec<String>,
 }
 
-/// The demo commands of every ```text block of the README (`hmn run` ones excepted: their
+/// The demo commands of every `text` code block of the README (`hmn run` ones excepted: their
 /// timings and RSS differ from run to run).
 fn transcripts(readme: &str) -> Vec<Transcript> {
     let mut out: Vec<Transcript> = Vec::new();
@@ -63,7 +63,7 @@ fn transcripts(readme: &str) -> Vec<Transcript> {
         }
     }
     for t in &mut out {
-        while t.expected.last().is_some_and(|l| l.is_empty()) {
+        while t.expected.last().is_some_and(String::is_empty) {
             t.expected.pop();
         }
     }
