@@ -193,7 +193,7 @@ mod tests {
             Some("is not an absolute path")
         );
         assert_eq!(
-            check(Path::new("/nonexistent/hmn-root")),
+            check(&std::env::temp_dir().join("hmn-no-such-root")),
             Some("does not exist")
         );
         let file = std::env::current_exe().unwrap_or_default();
