@@ -2,10 +2,11 @@
 //! the table). Against the fake NVML (`fake-nvml/`), whose calls are nearly free, so what is
 //! measured is this crate's own overhead.
 //!
-//! - `rss`: `process_rss()` vs a bare read+parse of `/proc/self/statm` (the floor) vs the
-//!   `memory-stats` and `sysinfo` crates.
+//! - `rss`: `process_rss()` vs the cheapest read+parse of `/proc/self/statm` (the floor: a
+//!   stack buffer, no allocation) vs the `memory-stats` and `sysinfo` crates.
 //! - `device_info`, `snapshot`: the library vs the raw FFI calls it makes (the floor), and vs
-//!   loading + initialising NVML on every call (what one peer does).
+//!   loading + initialising NVML on every call (what one peer does). The per-call loads read a
+//!   one-GPU, one-process scenario, so the fake does no more work at load than it must.
 //! - `gpu_processes`: 1, 100, 1,000 and 10,000 NVML processes.
 //! - `process`: `hmn` as a process (fake NVML) vs a stand-in `nvidia-smi` answering the same
 //!   question from a capture.
@@ -45,8 +46,10 @@ mod linux {
         pub lib: PathBuf,
         pub smi: PathBuf,
         pub real: bool,
-        /// A one-GPU scenario for the process comparison.
+        /// A one-GPU scenario for the process comparison and the per-call loads.
         pub small: PathBuf,
+        /// The four-GPU scenario (1 to 10,000 processes) the steady-state benchmarks read.
+        pub large: PathBuf,
     }
 
     /// Build the fakes and point this process (and its children) at them. Runs before any
@@ -59,6 +62,7 @@ mod linux {
                 smi: PathBuf::from("nvidia-smi"),
                 real: true,
                 small: PathBuf::new(),
+                large: PathBuf::new(),
             };
         }
         let lib = support::fake_nvml(support::FakeVariant::Modern);
@@ -80,13 +84,12 @@ mod linux {
                 )
             })
             .collect();
-        let scenario =
-            support::write_scenario(&format!(r#"{{"devices": [{}]}}"#, devices.join(",")));
+        let large = support::write_scenario(&format!(r#"{{"devices": [{}]}}"#, devices.join(",")));
         // SAFETY: called first thing in main, before any other thread exists.
         unsafe {
             std::env::set_var("HYPOMNESIS_NVML_LIBRARY", &lib);
-            std::env::set_var("FAKE_NVML_SCENARIO", &scenario);
-            std::env::set_var("HYPOMNESIS_SYSFS", "/nonexistent/bench-sysfs");
+            std::env::set_var("FAKE_NVML_SCENARIO", &large);
+            std::env::set_var("HYPOMNESIS_SYSFS", support::empty_dir());
             std::env::set_var(
                 "FAKE_SMI_CAPTURE",
                 support::capture("linux-x86_64__nvidia-l40s__595.80.txt"),
@@ -106,6 +109,7 @@ mod linux {
             smi,
             real: false,
             small,
+            large,
         }
     }
 
@@ -237,14 +241,28 @@ mod linux {
         }
     }
 
+    /// The cheapest read + parse of the resident pages: one `read` into a stack buffer, the
+    /// second field's digits summed in place, no allocation.
     fn statm_floor() -> u64 {
-        let text = std::fs::read_to_string("/proc/self/statm").unwrap();
-        text.split_ascii_whitespace()
-            .nth(1)
+        use std::io::Read;
+        let mut buf = [0_u8; 128];
+        let n = std::fs::File::open("/proc/self/statm")
             .unwrap()
-            .parse::<u64>()
-            .unwrap()
-            * 4096
+            .read(&mut buf)
+            .unwrap();
+        let mut field = 0;
+        let mut pages = 0_u64;
+        for &b in &buf[..n] {
+            if b == b' ' {
+                field += 1;
+                if field == 2 {
+                    break;
+                }
+            } else if field == 1 {
+                pages = pages * 10 + u64::from(b - b'0');
+            }
+        }
+        pages * 4096
     }
 
     pub fn rss(c: &mut Criterion) {
@@ -273,13 +291,23 @@ mod linux {
 
     pub fn nvml(c: &mut Criterion, s: &Setup) {
         // First, while nothing else in this process holds the library: load, initialise, query,
-        // shut down and unload on every call (so each call really starts NVML).
+        // shut down and unload on every call (so each call really starts NVML). The fake reads
+        // its scenario at each load, so it is given the one-GPU, one-process one here.
+        if !s.real {
+            // SAFETY: criterion runs benchmarks on this thread; no other thread reads the
+            // environment meanwhile.
+            unsafe { std::env::set_var("FAKE_NVML_SCENARIO", &s.small) };
+        }
         let mut g = c.benchmark_group("device_info");
         g.sample_size(20);
         g.bench_function("load_init_per_call", |b| {
             b.iter(|| black_box(load_init_per_call(&s.lib)));
         });
         g.finish();
+        if !s.real {
+            // SAFETY: as above.
+            unsafe { std::env::set_var("FAKE_NVML_SCENARIO", &s.large) };
+        }
         // Then warm the library's process-wide state, as a training loop would.
         hypomnesis::device_info(0).unwrap();
         let raw = Raw::open(&s.lib);

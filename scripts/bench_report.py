@@ -20,6 +20,26 @@ def median_ns(group, name):
         return json.load(f)["median"]["point_estimate"]
 
 
+def run_date(*groups):
+    """The day criterion wrote the newest result of these groups (when they were measured)."""
+    newest = 0
+    for g in groups:
+        for dirpath, _, files in os.walk(os.path.join(CRIT, g)):
+            if "estimates.json" in files and os.path.basename(dirpath) == "new":
+                newest = max(newest, os.path.getmtime(os.path.join(dirpath, "estimates.json")))
+    return time.strftime("%Y-%m-%d", time.gmtime(newest)) if newest else "unknown"
+
+
+def this_machine():
+    """CPU count and model, memory and kernel of the machine this report runs on."""
+    try:
+        model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+    except Exception:
+        model = platform.processor() or platform.machine()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 30
+    return f"{os.cpu_count()} CPUs ({model}), {mem} GiB RAM, Linux {platform.release()}"
+
+
 def fmt_ns(ns):
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
         if ns >= scale:
@@ -88,23 +108,19 @@ def serve_load(seconds=10, clients=64):
 def main():
     out = []
     w = out.append
-    cpu = platform.processor() or platform.machine()
-    try:
-        model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except Exception:
-        model = cpu
     w("# Benchmarks\n")
-    w(f"Machine: {os.cpu_count()} vCPUs ({model}), "
-      f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') >> 30} GiB RAM, Linux {platform.release()}, no GPU; "
+    w(f"Machine: {this_machine()}, no GPU (read by `scripts/bench_report.py` when it wrote this file); "
       "shared and noisy, so compare the ratios (measured in one run), not absolute times.\n")
     w("Produced by `scripts/bench.sh` (criterion medians; `BENCH_TIME` seconds per benchmark). "
       "NVML figures are against the fake NVML of this repository, whose calls cost almost nothing, "
       "so they show this crate's own overhead; `scripts/gpu-bench.sh` runs the same on a GPU host.\n")
 
-    w("## Resident set of this process\n")
+    w(f"## Resident set of this process (measured {run_date('rss')})\n")
     floor = median_ns("rss", "floor_statm")
+    w("The floor is the cheapest read + parse there is: one `read` of `/proc/self/statm` into a stack "
+      "buffer and the digits of its second field summed in place, no allocation.\n")
     w("| what | median | ratio to the floor |\n|---|---:|---:|")
-    for name, label in (("floor_statm", "bare read + parse of `/proc/self/statm` (floor)"),
+    for name, label in (("floor_statm", "one read into a stack buffer + in-place parse (floor)"),
                         ("hypomnesis_process_rss", "`hypomnesis::process_rss()`"),
                         ("memory_stats", "`memory-stats` crate"), ("sysinfo", "`sysinfo` crate (one process, memory only)")):
         v = median_ns("rss", name)
@@ -114,7 +130,9 @@ def main():
       f"({median_ns('rss', 'memory_stats') / ours:.2f}x slower than ours) and sysinfo "
       f"({median_ns('rss', 'sysinfo') / ours:.2f}x slower than ours).\n")
 
-    w("## Device figures and snapshots (steady state, fake NVML)\n")
+    w(f"## Device figures and snapshots (steady state, fake NVML; measured {run_date('device_info', 'snapshot')})\n")
+    w("The per-call comparison loads a fake that reads a one-GPU, one-process scenario at each load, so "
+      "it does no more work than a library load, initialisation and one query need.\n")
     w("| what | median | ratio |\n|---|---:|---:|")
     f_dev = median_ns("device_info", "floor_raw_ffi")
     dev = median_ns("device_info", "hypomnesis_device_info")
@@ -129,14 +147,14 @@ def main():
     w(f"\nTargets: ≤ 2x the floor (`device_info` {dev / f_dev:.2f}x, `Snapshot::now` {snap / f_snap:.2f}x); "
       f"≥ 20x faster than loading per call ({per_call / dev:.1f}x).\n")
 
-    w("## Process lists (`gpu_processes`, fake NVML)\n")
+    w(f"## Process lists (`gpu_processes`, fake NVML; measured {run_date('gpu_processes')})\n")
     w("| NVML processes | median | per process |\n|---:|---:|---:|")
     for n in (1, 100, 1000, 10000):
         v = median_ns("gpu_processes", str(n))
         w(f"| {n:,} | {fmt_ns(v)} | {fmt_ns(v / n)} |")
     w("")
 
-    w("## `hmn` as a process vs `nvidia-smi`\n")
+    w(f"## `hmn` as a process vs `nvidia-smi` (measured {run_date('process')})\n")
     h = median_ns("process", "hmn_fake_nvml")
     s = median_ns("process", "stand_in_nvidia_smi")
     w("| what | median |\n|---|---:|")
@@ -145,7 +163,7 @@ def main():
     w(f"\nRatio {h / s:.2f}x. The stand-in does no driver work, so this compares process start-up and "
       "output only; a real `nvidia-smi` takes ~10–20 ms per call warm and seconds cold (peers.md §3).\n")
 
-    w("## DRM fdinfo sweep (`benches/fdinfo_sweep.rs`)\n")
+    w(f"## DRM fdinfo sweep (`benches/fdinfo_sweep.rs`; measured {run_date('fdinfo_sweep')})\n")
     w("| processes | median | per 1,000 processes |\n|---:|---:|---:|")
     for n in (100, 1000, 2000, 10000):
         v = median_ns("fdinfo_sweep", str(n))
@@ -153,7 +171,7 @@ def main():
     w("\nSynthetic procfs trees on disk (4 fds per process, 1 in 10 holding an amdgpu node). Hosts whose "
       "DRM drivers publish no fdinfo memory (NVIDIA-only) skip the sweep entirely.\n")
 
-    w("## Sampling overhead and the exporter\n")
+    w(f"## Sampling overhead and the exporter (measured {time.strftime('%Y-%m-%d', time.gmtime())})\n")
     w("| what | result |\n|---|---:|")
     if os.path.exists(HMN):
         w(f"| `hmn run --interval 100ms -- sleep 20` | {cpu_of(['run', '--interval', '100ms', '--', 'sleep', '20'], 20):.2f} CPU s per minute |")
@@ -170,9 +188,13 @@ def main():
             w(f"| `hmn serve` peak RSS under that load | {r[1] / MIB:.1f} MiB |")
     h200 = os.path.join(ROOT, "docs", "h200", "gpu-bench.txt")
     if os.path.exists(h200):
-        w("\n## On a real NVIDIA H200 (driver 580.159.04), `scripts/gpu-bench.sh`\n")
-        w("Real NVML and the real driver; 16 vCPUs. Raw output in `docs/h200/gpu-bench.txt`.\n")
         text = open(h200).read()
+        meta = dict(re.findall(r"^# (date|machine|driver): (.*)$", text, re.M))
+        w("\n## On a real NVIDIA H200, `scripts/gpu-bench.sh`\n")
+        w(f"Real NVML and the real driver. Run: {meta.get('date', 'date not recorded by that run')}; "
+          f"machine: {meta.get('machine', 'not recorded by that run')}; "
+          f"driver: {meta.get('driver', 'as in the nvidia-smi line of the raw output')}. "
+          "Raw output in `docs/h200/gpu-bench.txt`.\n")
         med = {}
         for m in re.finditer(r"^(\S+/\S+)\s*\n?\s*time:\s+\[\S+ \S+ (\S+) (\S+)", text, re.M):
             v, unit = float(m.group(2)), m.group(3)
@@ -192,7 +214,7 @@ def main():
         row("raw calls of a snapshot (floor)", "snapshot/floor_raw_ffi")
         row("`Snapshot::now(0)`", "snapshot/hypomnesis_snapshot_now", "snapshot/floor_raw_ffi", "the floor")
         row("`gpu_processes(0)` (idle GPU)", "gpu_processes/live")
-    w(f"\nMeasured {time.strftime('%Y-%m-%d')} with `scripts/bench.sh`.")
+    w(f"\nWritten {time.strftime('%Y-%m-%d', time.gmtime())} by `scripts/bench.sh`.")
     print("\n".join(out))
 
 

@@ -100,6 +100,9 @@ pub mod __parsers {
     };
     #[cfg(all(target_os = "linux", feature = "drm"))]
     pub use crate::gpu::drm::{Sweep, sweep_tree};
+    /// A `--query-gpu` row made into device figures, as the `nvidia-smi` fallback does.
+    #[cfg(feature = "nvidia-smi-fallback")]
+    pub use crate::gpu::nvidia_smi::device_info_of as smi_device_info;
     #[cfg(feature = "nvidia-smi-fallback")]
     pub use crate::gpu::nvidia_smi::parse::{
         ListGpu, ListMig, QGpuMig, QMemory, QMemoryLines, QMigDevice, QProcess, SmiApp, SmiGpu,

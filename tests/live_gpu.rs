@@ -1,17 +1,24 @@
 //! Live tests for a host with an NVIDIA GPU and driver. Run with
 //! `cargo test --test live_gpu -- --ignored` (or `scripts/gpu-check.sh`).
-#![cfg(all(feature = "nvml", feature = "nvidia-smi-fallback"))]
+//!
+//! The per-process tests make CUDA contexts of their own through the CUDA driver API
+//! (`libcuda.so.1`, which every NVIDIA driver installs): this process's, and a child's that
+//! holds 1 GiB. `scripts/gpu-check.sh` also starts a `PyTorch` process and names its pid in
+//! `HMN_LIVE_TORCH_PID`.
+#![cfg(all(target_os = "linux", feature = "nvml", feature = "nvidia-smi-fallback"))]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing
 )] // test code
+#![allow(unsafe_code)] // the CUDA driver API, called through libloading
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 
 use hypomnesis::__parsers::parse_q_memory;
-use hypomnesis::{GpuQuerySource, Snapshot};
+use hypomnesis::{GpuContextKind, GpuQuerySource, Snapshot};
 
 const MIB: u64 = 1 << 20;
 const TIB: u64 = 1 << 40;
@@ -100,6 +107,213 @@ fn nvml_is_the_source_and_reports_itself() {
             println!("    {k}: {v}");
         }
     }
+}
+
+/// A CUDA context of this process on one GPU, made with the CUDA driver API, and memory
+/// allocated in it. Dropping it frees the memory and releases the context.
+struct Cuda {
+    lib: libloading::Library,
+    device: i32,
+    allocation: u64,
+}
+
+type CuResult = i32;
+
+impl Cuda {
+    /// Retain CUDA device `ordinal`'s primary context, make it current, and allocate `bytes`.
+    fn hold(ordinal: i32, bytes: usize) -> Self {
+        // SAFETY: every call below is a CUDA driver API function with the prototype cuda.h
+        // declares (CUresult is an int enum, CUdevice an int, CUcontext an opaque pointer,
+        // CUdeviceptr a 64-bit integer); every pointer passed is a live local of that type, and
+        // the library outlives the calls (it is kept in the returned value).
+        unsafe {
+            let lib = libloading::Library::new("libcuda.so.1")
+                .expect("libcuda.so.1 (the CUDA driver library) loads");
+            let init: libloading::Symbol<unsafe extern "C" fn(u32) -> CuResult> =
+                lib.get(b"cuInit\0").unwrap();
+            assert_eq!(init(0), 0, "cuInit");
+            let get: libloading::Symbol<unsafe extern "C" fn(*mut i32, i32) -> CuResult> =
+                lib.get(b"cuDeviceGet\0").unwrap();
+            let mut device = 0_i32;
+            assert_eq!(get(&raw mut device, ordinal), 0, "cuDeviceGet");
+            let retain: libloading::Symbol<
+                unsafe extern "C" fn(*mut *mut std::ffi::c_void, i32) -> CuResult,
+            > = lib.get(b"cuDevicePrimaryCtxRetain\0").unwrap();
+            let mut ctx = std::ptr::null_mut();
+            assert_eq!(retain(&raw mut ctx, device), 0, "cuDevicePrimaryCtxRetain");
+            let set: libloading::Symbol<unsafe extern "C" fn(*mut std::ffi::c_void) -> CuResult> =
+                lib.get(b"cuCtxSetCurrent\0").unwrap();
+            assert_eq!(set(ctx), 0, "cuCtxSetCurrent");
+            let alloc: libloading::Symbol<unsafe extern "C" fn(*mut u64, usize) -> CuResult> =
+                lib.get(b"cuMemAlloc_v2\0").unwrap();
+            let mut allocation = 0_u64;
+            assert_eq!(alloc(&raw mut allocation, bytes), 0, "cuMemAlloc_v2");
+            Self {
+                lib,
+                device,
+                allocation,
+            }
+        }
+    }
+
+    /// The PCI bus id CUDA gives the device (`0000:18:00.0`), to find NVML's index for it.
+    fn pci_bus_id(&self) -> String {
+        let mut buf = [0_u8; 64];
+        // SAFETY: cuDeviceGetPCIBusId(char*, int, CUdevice) writes a NUL-terminated string of at
+        // most `len` bytes into the live buffer.
+        unsafe {
+            let f: libloading::Symbol<unsafe extern "C" fn(*mut u8, i32, i32) -> CuResult> =
+                self.lib.get(b"cuDeviceGetPCIBusId\0").unwrap();
+            assert_eq!(
+                f(buf.as_mut_ptr(), 64, self.device),
+                0,
+                "cuDeviceGetPCIBusId"
+            );
+        }
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    }
+}
+
+impl Drop for Cuda {
+    fn drop(&mut self) {
+        // SAFETY: as in `hold`; the allocation and the retained context are this value's.
+        unsafe {
+            if let Ok(free) = self
+                .lib
+                .get::<unsafe extern "C" fn(u64) -> CuResult>(b"cuMemFree_v2\0")
+            {
+                free(self.allocation);
+            }
+            if let Ok(release) = self
+                .lib
+                .get::<unsafe extern "C" fn(i32) -> CuResult>(b"cuDevicePrimaryCtxRelease_v2\0")
+            {
+                release(self.device);
+            }
+        }
+    }
+}
+
+/// NVML's index of the GPU whose PCI bus id is `bus` (CUDA's `0000:18:00.0`, NVML's
+/// `00000000:18:00.0`): the device order of the two APIs may differ.
+fn nvml_index_of(bus: &str) -> u32 {
+    let tail = |b: &str| {
+        b.rsplit_once(':')
+            .map(|(head, dev)| {
+                let bus = head.rsplit(':').next().unwrap_or(head);
+                format!("{bus}:{dev}").to_ascii_lowercase()
+            })
+            .unwrap_or_default()
+    };
+    (0..hypomnesis::device_count().unwrap())
+        .find(|&i| {
+            hypomnesis::device_info(i)
+                .unwrap()
+                .pci_bus_id
+                .is_some_and(|b| tail(&b) == tail(bus))
+        })
+        .unwrap_or_else(|| panic!("no NVML device has PCI bus id {bus}"))
+}
+
+#[test]
+#[ignore = "requires an NVIDIA GPU"]
+fn this_process_with_a_cuda_context_of_its_own_is_measured_per_process() {
+    let before = hypomnesis::process_gpu_info(0).unwrap();
+    println!("before any CUDA context: {before:?}");
+    let cuda = Cuda::hold(0, 256 << 20);
+    let index = nvml_index_of(&cuda.pci_bus_id());
+    let g = hypomnesis::process_gpu_info(index).unwrap();
+    println!("with a context and 256 MiB on GPU {index}: {g:?}");
+    assert!(g.is_per_process, "this process is listed by NVML: {g:?}");
+    assert_eq!(g.source, GpuQuerySource::Nvml);
+    assert!(
+        g.used_bytes >= 256 << 20,
+        "at least the allocation (plus the context): {g:?}"
+    );
+    let d = hypomnesis::device_info(index).unwrap();
+    assert!(g.used_bytes < d.used_bytes, "a part of the device's use");
+    let me = std::process::id();
+    let row = hypomnesis::gpu_processes(index)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.pid == me)
+        .expect("this process is in the process list");
+    assert_eq!(row.used_bytes, g.used_bytes);
+    assert!(matches!(
+        row.context,
+        Some(GpuContextKind::Compute | GpuContextKind::ComputeAndGraphics)
+    ));
+    drop(cuda);
+}
+
+#[test]
+#[ignore = "requires an NVIDIA GPU"]
+fn another_process_holding_a_gibibyte_is_listed_with_it() {
+    if std::env::var("HMN_LIVE_HOLDER").is_ok() {
+        // The child: hold 1 GiB until the parent closes our stdin.
+        let cuda = Cuda::hold(0, 1 << 30);
+        println!("HMN_READY {}", cuda.pci_bus_id());
+        let mut line = String::new();
+        let _ = std::io::stdin().read_line(&mut line);
+        drop(cuda);
+        return;
+    }
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "another_process_holding_a_gibibyte_is_listed_with_it",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env("HMN_LIVE_HOLDER", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let bus = loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the holder ended early"
+        );
+        if let Some(b) = line.trim().strip_prefix("HMN_READY ") {
+            break b.to_string();
+        }
+    };
+    let index = nvml_index_of(&bus);
+    let rows = hypomnesis::gpu_processes(index).unwrap();
+    drop(child.stdin.take());
+    let _ = child.wait();
+    let row = rows
+        .iter()
+        .find(|e| e.pid == child.id())
+        .unwrap_or_else(|| panic!("pid {} not in {rows:?}", child.id()));
+    println!("holder: {row:?}");
+    assert!(row.used_bytes >= 1 << 30, "{row:?}");
+    assert!(row.name.is_some(), "a visible process is named: {row:?}");
+    assert!(!row.outside_pid_namespace);
+}
+
+#[test]
+#[ignore = "requires an NVIDIA GPU and the PyTorch process scripts/gpu-check.sh starts"]
+fn the_torch_process_of_gpu_check_is_listed() {
+    let pid: u32 = std::env::var("HMN_LIVE_TORCH_PID")
+        .expect("scripts/gpu-check.sh sets HMN_LIVE_TORCH_PID")
+        .parse()
+        .unwrap();
+    let rows: Vec<_> = (0..hypomnesis::device_count().unwrap())
+        .flat_map(|i| hypomnesis::gpu_processes(i).unwrap())
+        .filter(|e| e.pid == pid)
+        .collect();
+    println!("torch: {rows:?}");
+    let total: u64 = rows.iter().map(|e| e.used_bytes).sum();
+    assert!(
+        total >= 3 << 30,
+        "the 3 GiB tensor plus its context: {rows:?}"
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! * `FAKE_SMI_CAPTURE` — path of a capture file (`tests/fixtures/nvidia-smi/recorded/*.txt`).
 //! * `FAKE_SMI_PHASE` — which recorded phase to answer from: `idle` or `load` (default `load`).
 //! * `FAKE_SMI_MODE` — `normal` (default), `hang`, `garbage`, `exit-fail`, `reject-reserved`,
-//!   `half-line`, `flood`, `sleep-ms:<n>`.
+//!   `half-line`, `half-line-apps` (only the process list is cut), `flood`, `sleep-ms:<n>`.
 //!
 //! Understood arguments: `--query-gpu=…`, `--query-compute-apps=…` (with
 //! `--format=csv[,noheader][,nounits]`), `-i/--id`, `-q/--query` (with any `-d/--display`),
@@ -41,6 +41,8 @@ enum Mode {
     ExitFail,
     RejectReserved,
     HalfLine,
+    /// Only the `--query-compute-apps` answer loses half its last line.
+    HalfLineApps,
     Flood,
     SleepMs(u64),
 }
@@ -54,6 +56,7 @@ impl Mode {
             "exit-fail" => Self::ExitFail,
             "reject-reserved" => Self::RejectReserved,
             "half-line" => Self::HalfLine,
+            "half-line-apps" => Self::HalfLineApps,
             "flood" => Self::Flood,
             other => Self::SleepMs(other.strip_prefix("sleep-ms:")?.trim().parse().ok()?),
         })
@@ -144,7 +147,8 @@ fn main() -> ExitCode {
     };
 
     let mut stdout = answer.stdout;
-    if mode == Mode::HalfLine {
+    let apps = args.iter().any(|a| a.starts_with("--query-compute-apps"));
+    if mode == Mode::HalfLine || (mode == Mode::HalfLineApps && apps) {
         stdout = cut_last_line(&stdout);
     }
     emit(stdout.as_bytes());

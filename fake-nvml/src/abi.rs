@@ -60,6 +60,18 @@ pub struct ProcessInfoV2 {
     pub compute_instance_id: u32,
 }
 
+/// The 32-byte `_v3` element of drivers 535.43–535.86: `nvmlProcessInfo_t` with
+/// `usedGpuCcProtectedMemory` appended.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessInfoV3Wide {
+    pub pid: u32,
+    pub used_gpu_memory: u64,
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+    pub used_gpu_cc_protected_memory: u64,
+}
+
 /// `nvmlPciInfo_t` (v3 layout, also what `_v2` takes): 68 bytes, align 4.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +140,11 @@ mod tests {
         assert_eq!(size_of::<ProcessInfoV1>(), 16);
         assert_eq!(offset_of!(ProcessInfoV1, used_gpu_memory), 8);
         assert_eq!(size_of::<ProcessInfoV2>(), 24);
+        assert_eq!(size_of::<ProcessInfoV3Wide>(), 32);
+        assert_eq!(
+            offset_of!(ProcessInfoV3Wide, used_gpu_cc_protected_memory),
+            24
+        );
         assert_eq!(offset_of!(ProcessInfoV2, gpu_instance_id), 16);
         assert_eq!(offset_of!(ProcessInfoV2, compute_instance_id), 20);
         assert_eq!(size_of::<PciInfo>(), 68);

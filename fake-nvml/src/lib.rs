@@ -34,7 +34,8 @@ use abi::{
     MEMORY_V2_VERSION, Memory, MemoryV2, NVML_ERROR_FUNCTION_NOT_FOUND,
     NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND,
     NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_UNINITIALIZED, NVML_ERROR_UNKNOWN, NVML_SUCCESS, PciInfo,
-    ProcessInfoV1, ProcessInfoV2, VALUE_NOT_AVAILABLE_U32, VALUE_NOT_AVAILABLE_U64,
+    ProcessInfoV1, ProcessInfoV2, ProcessInfoV3Wide, VALUE_NOT_AVAILABLE_U32,
+    VALUE_NOT_AVAILABLE_U64,
 };
 use scenario::{GROW_PID_BASE, GROW_USED, MAX_DEVICES, MAX_MIG_DEVICES, Scenario};
 
@@ -894,9 +895,13 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
             Ok(m) => m,
             Err(code) => return code,
         };
+        let v2_total = match t {
+            Target::Gpu(i) => l.sc.devices[i].v2_total.unwrap_or(total),
+            Target::Mig(..) => total,
+        };
         let value = MemoryV2 {
             version,
-            total,
+            total: v2_total,
             reserved,
             free,
             used: total.saturating_sub(reserved).saturating_sub(free),
@@ -918,12 +923,20 @@ enum Family {
 }
 
 /// Element layout: v1 = 16-byte `nvmlProcessInfo_v1_t`, Wide = 24-byte `nvmlProcessInfo_t`
-/// (`_v2` and `_v3`).
+/// (`_v2` and `_v3`), V3Wide = the 32-byte element of `_v3` in drivers 535.43–535.86.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Layout {
     V1,
     Wide,
+    #[cfg_attr(not(feature = "r535-wide"), allow(dead_code))]
+    V3Wide,
 }
+
+/// The `_v3` element layout of this build.
+#[cfg(feature = "r535-wide")]
+const V3_LAYOUT: Layout = Layout::V3Wide;
+#[cfg(not(feature = "r535-wide"))]
+const V3_LAYOUT: Layout = Layout::Wide;
 
 /// Rows of a scenario process list; `ids` fills instance ids the rows leave out.
 fn list_rows(list: &[scenario::Process], ids: (u32, u32)) -> Vec<ProcessInfoV2> {
@@ -1010,6 +1023,18 @@ unsafe fn write_rows(infos: *mut c_void, layout: Layout, rows: &[ProcessInfoV2])
                         used_gpu_memory: row.used_gpu_memory,
                     }),
                 Layout::Wide => infos.cast::<ProcessInfoV2>().add(k).write_unaligned(*row),
+                Layout::V3Wide => {
+                    infos
+                        .cast::<ProcessInfoV3Wide>()
+                        .add(k)
+                        .write_unaligned(ProcessInfoV3Wide {
+                            pid: row.pid,
+                            used_gpu_memory: row.used_gpu_memory,
+                            gpu_instance_id: row.gpu_instance_id,
+                            compute_instance_id: row.compute_instance_id,
+                            used_gpu_cc_protected_memory: 0,
+                        })
+                }
             }
         }
     }
@@ -1039,32 +1064,40 @@ fn process_list(
         #[allow(clippy::cast_possible_truncation)]
         let needed = current.len().min(u32::MAX as usize) as c_uint;
 
-        let code = if l.sc.garbage.count_larger_than_buffer && capacity > 0 && !infos.is_null() {
-            let n = needed.min(capacity) as usize;
-            // SAFETY: n <= capacity elements; out count non-null.
-            unsafe {
-                write_rows(infos, layout, &current[..n]);
-                info_count.write_unaligned(capacity.saturating_add(10));
-            }
-            NVML_SUCCESS
-        } else if needed == 0 {
-            // SAFETY: non-null out count.
-            unsafe { info_count.write_unaligned(0) };
-            NVML_SUCCESS
-        } else if capacity < needed {
-            // SAFETY: non-null out count.
-            unsafe { info_count.write_unaligned(needed) };
-            NVML_ERROR_INSUFFICIENT_SIZE
-        } else if infos.is_null() {
-            NVML_ERROR_INVALID_ARGUMENT
-        } else {
-            // SAFETY: the caller's array holds `capacity` >= needed elements.
-            unsafe {
-                write_rows(infos, layout, &current);
-                info_count.write_unaligned(needed);
-            }
-            NVML_SUCCESS
-        };
+        let code =
+            if d.grow_past_every_resize && family == Family::Compute && matches!(t, Target::Gpu(_))
+            {
+                // However large the buffer, the list has meanwhile outgrown it.
+                let needed = capacity.max(needed).saturating_mul(3) / 2 + 16;
+                // SAFETY: non-null out count.
+                unsafe { info_count.write_unaligned(needed) };
+                NVML_ERROR_INSUFFICIENT_SIZE
+            } else if l.sc.garbage.count_larger_than_buffer && capacity > 0 && !infos.is_null() {
+                let n = needed.min(capacity) as usize;
+                // SAFETY: n <= capacity elements; out count non-null.
+                unsafe {
+                    write_rows(infos, layout, &current[..n]);
+                    info_count.write_unaligned(capacity.saturating_add(10));
+                }
+                NVML_SUCCESS
+            } else if needed == 0 {
+                // SAFETY: non-null out count.
+                unsafe { info_count.write_unaligned(0) };
+                NVML_SUCCESS
+            } else if capacity < needed {
+                // SAFETY: non-null out count.
+                unsafe { info_count.write_unaligned(needed) };
+                NVML_ERROR_INSUFFICIENT_SIZE
+            } else if infos.is_null() {
+                NVML_ERROR_INVALID_ARGUMENT
+            } else {
+                // SAFETY: the caller's array holds `capacity` >= needed elements.
+                unsafe {
+                    write_rows(infos, layout, &current);
+                    info_count.write_unaligned(needed);
+                }
+                NVML_SUCCESS
+            };
 
         // `grow_between_calls`: after the first Compute call on this device returns, the list
         // gains the synthetic processes (seen from the next call on).
@@ -1142,23 +1175,52 @@ process_fn!(
     #[cfg(feature = "r510")]
     nvmlDeviceGetComputeRunningProcesses_v3,
     Family::Compute,
-    Layout::Wide,
+    V3_LAYOUT,
     ProcessInfoV2
 );
 process_fn!(
     #[cfg(feature = "r510")]
     nvmlDeviceGetGraphicsRunningProcesses_v3,
     Family::Graphics,
-    Layout::Wide,
+    V3_LAYOUT,
     ProcessInfoV2
 );
 process_fn!(
     #[cfg(feature = "r510")]
     nvmlDeviceGetMPSComputeRunningProcesses_v3,
     Family::Mps,
-    Layout::Wide,
+    V3_LAYOUT,
     ProcessInfoV2
 );
+
+// ---------------------------------------------------------------------------------------------
+// Presence-only symbols: what a loader probes to tell driver generations apart
+// ---------------------------------------------------------------------------------------------
+
+/// Confidential-computing memory sizes (R535 and later). The fake has no such memory.
+#[cfg(feature = "r510")]
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetConfComputeMemSizeInfo(
+    device: NvmlDevice,
+    _info: *mut c_void,
+) -> NvmlReturn {
+    any_call("nvmlDeviceGetConfComputeMemSizeInfo", device, |_, _| {
+        NVML_ERROR_NOT_SUPPORTED
+    })
+}
+
+/// The detailed process list (535.104.05 and later, where the 32-byte data moved). The fake
+/// lists processes through the classic functions only.
+#[cfg(all(feature = "r510", not(feature = "r535-wide")))]
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetRunningProcessDetailList(
+    device: NvmlDevice,
+    _list: *mut c_void,
+) -> NvmlReturn {
+    any_call("nvmlDeviceGetRunningProcessDetailList", device, |_, _| {
+        NVML_ERROR_NOT_SUPPORTED
+    })
+}
 
 // ---------------------------------------------------------------------------------------------
 // Test introspection (not NVML)

@@ -22,6 +22,8 @@
 //!                            "gpu_instance_id": null, "compute_instance_id": null}],
 //!     "graphics_processes": [],
 //!     "grow_between_calls": 0,            // synthetic compute processes after the first call
+//!     "grow_past_every_resize": false,    // every Compute list call needs more room than given
+//!     "v2_total": null,                   // nvmlDeviceGetMemoryInfo_v2's total, when not v1's
 //!     "mig_mode": 1,                      // nvmlDeviceGetMigMode current mode (0 off, 1 on);
 //!                                         // absent/null = NOT_SUPPORTED (a GPU without MIG)
 //!     "mig_pending": 1,                   // pending mode, default = mig_mode
@@ -149,6 +151,10 @@ struct RawDevice {
     #[serde(default)]
     grow_between_calls: u32,
     #[serde(default)]
+    grow_past_every_resize: bool,
+    #[serde(default)]
+    v2_total: Option<u64>,
+    #[serde(default)]
     mig_mode: Option<u32>,
     #[serde(default)]
     mig_pending: Option<u32>,
@@ -263,6 +269,11 @@ pub struct Device {
     pub compute_processes: Vec<Process>,
     pub graphics_processes: Vec<Process>,
     pub grow_between_calls: u32,
+    /// Every Compute list call needs more room than it was given (a list that outgrows
+    /// every buffer a client allocates).
+    pub grow_past_every_resize: bool,
+    /// The total `nvmlDeviceGetMemoryInfo_v2` reports, when it differs from v1's.
+    pub v2_total: Option<u64>,
     /// `None`: MIG not supported.
     pub mig_mode: Option<u32>,
     pub mig_pending: Option<u32>,
@@ -357,6 +368,8 @@ impl Scenario {
                     compute_processes: d.compute_processes,
                     graphics_processes: d.graphics_processes,
                     grow_between_calls: d.grow_between_calls,
+                    grow_past_every_resize: d.grow_past_every_resize,
+                    v2_total: d.v2_total,
                     mig_mode: d.mig_mode,
                     mig_pending: d.mig_pending.or(d.mig_mode),
                     max_mig_devices,

@@ -26,6 +26,10 @@ pub enum FakeVariant {
     PreR510,
     /// R450.51: only the v1 process lists and v1 memory info (`--no-default-features`).
     R450,
+    /// 535.43–535.86: `_v3` process lists with 32-byte elements, detectable by
+    /// `nvmlDeviceGetConfComputeMemSizeInfo` without `nvmlDeviceGetRunningProcessDetailList`
+    /// (`--no-default-features --features r535-wide`).
+    R535Wide,
 }
 
 impl FakeVariant {
@@ -35,6 +39,7 @@ impl FakeVariant {
             Self::Modern => "modern",
             Self::PreR510 => "pre-r510",
             Self::R450 => "r450",
+            Self::R535Wide => "r535-wide",
         }
     }
 
@@ -44,6 +49,7 @@ impl FakeVariant {
             Self::Modern => &[],
             Self::PreR510 => &["--no-default-features", "--features", "v2-procs"],
             Self::R450 => &["--no-default-features"],
+            Self::R535Wide => &["--no-default-features", "--features", "r535-wide"],
         }
     }
 }

@@ -459,7 +459,9 @@ fn bytes(field: &Field, what: &str, index: u32) -> Result<u64> {
     }
 }
 
-fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
+/// A `--query-gpu` row as device figures: `used = total - free`, and the reservation kept only
+/// when it fits in that used figure (within nvidia-smi's rounding to whole MiB).
+pub fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
     let total = bytes(&g.total_mib, "memory.total", g.index)?;
     let free = bytes(&g.free_mib, "memory.free", g.index)?;
     let used = total.checked_sub(free).ok_or_else(|| {

@@ -1,0 +1,279 @@
+//! What real drivers do that a simpler fake would not: the 32-byte `_v3` rows of drivers
+//! 535.43–535.86, an idle GPU whose whole used memory is the reservation, one pid with different
+//! compute and graphics figures, a process list that outgrows every buffer, v1 and v2 totals
+//! that disagree, and the device-wide fallback of `process_gpu_info` when NVML lists this
+//! process under a pid we cannot see.
+//!
+//! Each scenario runs in a child process (NVML is loaded once per process).
+#![cfg(all(target_os = "linux", feature = "nvml"))]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
+#![allow(unsafe_code)] // the test dlopens the fake itself to read its call counters
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use hypomnesis::{GpuContextKind, SourceState};
+use support::{FakeVariant, fake_nvml, write_scenario};
+
+const MIB: u64 = 1 << 20;
+/// Pids above Linux's largest possible `pid_max` (2^22): never visible here.
+const GHOST: u32 = 4_194_400;
+
+fn run_child(name: &str, variant: FakeVariant, scenario: &str, procfs: Option<&Path>) {
+    let lib = fake_nvml(variant);
+    let mut cmd = support::child_command();
+    cmd.env("HMN_CHILD", name)
+        .env("HYPOMNESIS_NVML_LIBRARY", &lib)
+        .env("HMN_FAKE_LIB", &lib)
+        .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
+        .env("PATH", support::empty_dir())
+        .env_remove("HYPOMNESIS_NVIDIA_SMI")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir());
+    match procfs {
+        Some(p) => cmd.env("HYPOMNESIS_PROCFS", p),
+        None => cmd.env_remove("HYPOMNESIS_PROCFS"),
+    };
+    support::run_child_passing(&mut cmd, &format!("scenario {name}"));
+}
+
+#[test]
+#[ignore = "entry point for the scenario child processes; the other tests run it"]
+fn child() {
+    match std::env::var("HMN_CHILD").unwrap().as_str() {
+        "wide" => wide(),
+        "idle" => idle(),
+        "compute_graphics" => compute_graphics(),
+        "runaway" => runaway(),
+        "v2_total" => v2_total(),
+        "fallback" => fallback(),
+        "no_context" => no_context(),
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+/// A call counter of the fake, read through a second `dlopen` of the same library.
+fn calls(symbol: &str) -> u64 {
+    let lib = PathBuf::from(std::env::var("HMN_FAKE_LIB").unwrap());
+    let name = std::ffi::CString::new(symbol).unwrap();
+    // SAFETY: the fake exports `fake_nvml_call_count(const char*) -> unsigned long long`; the
+    // name is a live NUL-terminated string for the duration of the call.
+    unsafe {
+        let lib = libloading::Library::new(lib).unwrap();
+        let f: libloading::Symbol<unsafe extern "C" fn(*const std::ffi::c_char) -> u64> =
+            lib.get(b"fake_nvml_call_count\0").unwrap();
+        f(name.as_ptr())
+    }
+}
+
+fn h200(extra: &str) -> String {
+    format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {} {extra}}}]}}"#,
+        143_771 * MIB,
+        614 * MIB,
+        110_796 * MIB
+    )
+}
+
+// ---------------------------------------------------------------- child side
+
+fn wide() {
+    let p = hypomnesis::gpu_processes(0).unwrap();
+    let rows: Vec<_> = p.iter().map(|e| (e.pid, e.used_bytes)).collect();
+    assert_eq!(
+        rows,
+        vec![
+            (GHOST, 1024 * MIB),
+            (GHOST + 1, 2048 * MIB),
+            (GHOST + 2, 512 * MIB)
+        ],
+        "32-byte rows read with a 32-byte stride"
+    );
+    let nvml = hypomnesis::sources().into_iter().next().unwrap();
+    let detail = |k: &str| {
+        nvml.details
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+            .unwrap()
+    };
+    assert_eq!(
+        detail("compute process list"),
+        "nvmlDeviceGetComputeRunningProcesses_v3 (32-byte entries)"
+    );
+}
+
+fn idle() {
+    let d = hypomnesis::device_info(0).unwrap();
+    assert_eq!(d.used_bytes, 614 * MIB, "v1 used is the reservation alone");
+    assert_eq!(
+        d.reserved_bytes,
+        Some(614 * MIB),
+        "reserved == used on an idle GPU is consistent, not refused"
+    );
+    assert_eq!(d.allocatable_bytes(), Some((143_771 - 614) * MIB));
+    assert!(hypomnesis::gpu_processes(0).unwrap().is_empty());
+}
+
+fn compute_graphics() {
+    let p = hypomnesis::gpu_processes(0).unwrap();
+    let rows: Vec<_> = p.iter().map(|e| (e.pid, e.used_bytes, e.context)).collect();
+    assert_eq!(
+        rows,
+        vec![
+            (GHOST, 300 * MIB, Some(GpuContextKind::ComputeAndGraphics)),
+            (
+                GHOST + 1,
+                700 * MIB,
+                Some(GpuContextKind::ComputeAndGraphics)
+            ),
+        ],
+        "one pid in both lists takes the larger figure, whichever list has it"
+    );
+}
+
+fn runaway() {
+    let e = hypomnesis::gpu_processes(0).unwrap_err().to_string();
+    assert!(
+        e.contains("nvmlDeviceGetComputeRunningProcesses_v3")
+            && e.contains("still answered NVML_ERROR_INSUFFICIENT_SIZE after 8 tries"),
+        "{e}"
+    );
+    assert_eq!(
+        calls("nvmlDeviceGetComputeRunningProcesses_v3"),
+        8,
+        "eight tries, then it gives up"
+    );
+    assert!(hypomnesis::device_info(0).is_ok());
+}
+
+fn v2_total() {
+    let d = hypomnesis::device_info(0).unwrap();
+    assert_eq!(d.total_bytes, 143_771 * MIB, "the v1 total stands");
+    assert_eq!(
+        d.reserved_bytes, None,
+        "a v2 answer with another total is not trusted"
+    );
+    assert_eq!(d.used_bytes, (143_771 - 110_796) * MIB);
+}
+
+fn fallback() {
+    let g = hypomnesis::process_gpu_info(0).unwrap();
+    assert_eq!(
+        (g.used_bytes, g.is_per_process),
+        ((143_771 - 110_796) * MIB, false),
+        "this process has a CUDA context but NVML lists only pids we cannot see: the \
+         device-wide figure, flagged as such"
+    );
+}
+
+fn no_context() {
+    let g = hypomnesis::process_gpu_info(0).unwrap();
+    assert_eq!(
+        (g.used_bytes, g.is_per_process),
+        (0, true),
+        "no CUDA context here: this process holds nothing, whatever NVML lists"
+    );
+    // The doctor report still says the source answered.
+    let nvml = hypomnesis::sources().into_iter().next().unwrap();
+    assert_eq!(nvml.state, SourceState::Answered);
+}
+
+// ---------------------------------------------------------------- parent side
+
+fn procs(rows: &[(u32, u64)]) -> String {
+    let v: Vec<String> = rows
+        .iter()
+        .map(|(pid, mib)| format!(r#"{{"pid": {pid}, "used": {}}}"#, mib * MIB))
+        .collect();
+    format!("[{}]", v.join(", "))
+}
+
+#[test]
+fn thirty_two_byte_v3_rows_of_drivers_535_43_to_535_86() {
+    let list = procs(&[(GHOST, 1024), (GHOST + 1, 2048), (GHOST + 2, 512)]);
+    run_child(
+        "wide",
+        FakeVariant::R535Wide,
+        &h200(&format!(r#", "compute_processes": {list}"#)),
+        None,
+    );
+}
+
+#[test]
+fn an_idle_gpu_keeps_its_reservation() {
+    let scenario = format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
+        143_771 * MIB,
+        614 * MIB,
+        (143_771 - 614) * MIB
+    );
+    run_child("idle", FakeVariant::Modern, &scenario, None);
+}
+
+#[test]
+fn different_compute_and_graphics_figures_for_one_pid() {
+    let compute = procs(&[(GHOST, 100), (GHOST + 1, 700)]);
+    let graphics = procs(&[(GHOST, 300), (GHOST + 1, 200)]);
+    run_child(
+        "compute_graphics",
+        FakeVariant::Modern,
+        &h200(&format!(
+            r#", "compute_processes": {compute}, "graphics_processes": {graphics}"#
+        )),
+        None,
+    );
+}
+
+#[test]
+fn a_list_that_outgrows_every_buffer_is_given_up_on() {
+    let list = procs(&[(GHOST, 1)]);
+    run_child(
+        "runaway",
+        FakeVariant::Modern,
+        &h200(&format!(
+            r#", "compute_processes": {list}, "grow_past_every_resize": true"#
+        )),
+        None,
+    );
+}
+
+#[test]
+fn v1_and_v2_totals_that_disagree_give_no_reservation() {
+    run_child(
+        "v2_total",
+        FakeVariant::Modern,
+        &h200(&format!(r#", "v2_total": {}"#, 143_770 * MIB)),
+        None,
+    );
+}
+
+/// A procfs whose `self/fd` holds `/dev/nvidia-uvm` (a CUDA context) or not.
+fn procfs_with_context(uvm: bool) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("hmn-shapes-procfs-{}-{uvm}", std::process::id()));
+    let fd = root.join("self").join("fd");
+    std::fs::create_dir_all(&fd).unwrap();
+    let link = fd.join("7");
+    let _ = std::fs::remove_file(&link);
+    let target = if uvm { "/dev/nvidia-uvm" } else { "/dev/null" };
+    std::os::unix::fs::symlink(target, &link).unwrap();
+    root
+}
+
+#[test]
+fn a_cuda_process_nvml_lists_under_another_pid_gets_the_device_wide_figure() {
+    let list = procs(&[(GHOST, 4096)]);
+    let scenario = h200(&format!(r#", "compute_processes": {list}"#));
+    let with = procfs_with_context(true);
+    run_child("fallback", FakeVariant::Modern, &scenario, Some(&with));
+    let without = procfs_with_context(false);
+    run_child("no_context", FakeVariant::Modern, &scenario, Some(&without));
+    for d in [with, without] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
