@@ -50,7 +50,123 @@ pub enum HypomnesisError {
 /// `Result` with [`HypomnesisError`].
 pub type Result<T> = std::result::Result<T, HypomnesisError>;
 
+/// What kind of failure an error (or a failed source, or a refused figure) is: what a program
+/// reacts to (advice, a retry, an alert) without reading the message, which is for people and
+/// may be reworded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The GPU driver's kernel module is not loaded (`NVML_ERROR_DRIVER_NOT_LOADED`).
+    DriverNotLoaded,
+    /// The driver's user-space library and the loaded kernel module differ in version, as after
+    /// an upgrade without a reboot (`NVML_ERROR_LIB_RM_VERSION_MISMATCH`).
+    DriverVersionMismatch,
+    /// This user or container may not read it (`NVML_ERROR_NO_PERMISSION`, nvidia-smi's
+    /// `[Insufficient Permissions]`, an unreadable file).
+    NoPermission,
+    /// The GPU fell off the bus or needs a reset (`NVML_ERROR_GPU_IS_LOST`,
+    /// `NVML_ERROR_RESET_REQUIRED`).
+    GpuLost,
+    /// This GPU, driver or platform does not provide it (`NVML_ERROR_NOT_SUPPORTED`).
+    NotSupported,
+    /// A tool did not finish within its time limit and was killed.
+    TimedOut,
+    /// A tool that timed out a moment ago is not run again yet.
+    Paused,
+    /// A setting is wrong: an environment variable or a root directory.
+    BadSetting,
+    /// The library, tool or file is not there.
+    NotInstalled,
+    /// The source is not compiled into this build (its cargo feature is off).
+    NotBuiltIn,
+    /// A device index past the last device, or a UUID no device has.
+    NoSuchDevice,
+    /// The source answered something that makes no sense (impossible figures, unparsable
+    /// output).
+    BadAnswer,
+    /// Anything else.
+    Other,
+}
+
+/// NVML return-code names, as every NVML error message carries them, and their kinds.
+const NVML_KINDS: &[(&str, ErrorKind)] = &[
+    ("NVML_ERROR_DRIVER_NOT_LOADED", ErrorKind::DriverNotLoaded),
+    (
+        "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+        ErrorKind::DriverVersionMismatch,
+    ),
+    ("NVML_ERROR_NO_PERMISSION", ErrorKind::NoPermission),
+    ("NVML_ERROR_GPU_IS_LOST", ErrorKind::GpuLost),
+    ("NVML_ERROR_RESET_REQUIRED", ErrorKind::GpuLost),
+    ("NVML_ERROR_NOT_SUPPORTED", ErrorKind::NotSupported),
+    ("NVML_ERROR_LIBRARY_NOT_FOUND", ErrorKind::NotInstalled),
+    ("NVML_ERROR_NOT_FOUND", ErrorKind::NoSuchDevice),
+    ("NVML_ERROR_TIMEOUT", ErrorKind::TimedOut),
+];
+
+/// The words every message of a timed-out tool run carries (the runner writes them).
+pub(crate) const TIMED_OUT: &str = "did not finish within";
+/// The words every message of a run skipped after a timeout carries.
+pub(crate) const PAUSED: &str = "not run again";
+/// The words of a source that is not compiled into this build.
+pub(crate) const NOT_BUILT_IN: &str = "not compiled in";
+/// What nvidia-smi prints (in brackets) in place of a figure the user may not read.
+pub(crate) const SMI_NO_PERMISSION: &str = "Insufficient Permissions";
+
+/// The kind of an error message this crate wrote, from the machine-readable parts every such
+/// message carries: an NVML return-code name, the environment variable a message about a
+/// setting starts with, or the fixed words of the constants above (which the writers of those
+/// messages use too).
+pub(crate) fn kind_of_message(message: &str) -> ErrorKind {
+    if let Some((_, kind)) = NVML_KINDS.iter().find(|(name, _)| message.contains(name)) {
+        return *kind;
+    }
+    if message.starts_with(NOT_BUILT_IN) {
+        ErrorKind::NotBuiltIn
+    } else if message.contains(SMI_NO_PERMISSION) {
+        ErrorKind::NoPermission
+    } else if message.contains(PAUSED) {
+        ErrorKind::Paused
+    } else if message.contains(TIMED_OUT) {
+        ErrorKind::TimedOut
+    } else if message.starts_with("HYPOMNESIS_") {
+        // What is wrong with a setting is said first: `HYPOMNESIS_X must be…`, `HYPOMNESIS_X: …`.
+        ErrorKind::BadSetting
+    } else {
+        ErrorKind::Other
+    }
+}
+
 impl HypomnesisError {
+    /// What kind of failure this is (see [`ErrorKind`]), for programs that react to it.
+    ///
+    /// Index and source errors are classified by their variant, I/O errors by their
+    /// `std::io::ErrorKind`, and the sources' own errors by the NVML return code (or the
+    /// `nvidia-smi` token, or the environment variable) their message carries.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::DeviceIndexOutOfRange { .. } => ErrorKind::NoSuchDevice,
+            Self::NoGpuSource => ErrorKind::NotInstalled,
+            Self::Io(e) => match e.kind() {
+                std::io::ErrorKind::InvalidInput => ErrorKind::BadSetting,
+                std::io::ErrorKind::NotFound => ErrorKind::NotInstalled,
+                std::io::ErrorKind::PermissionDenied => ErrorKind::NoPermission,
+                std::io::ErrorKind::TimedOut => ErrorKind::TimedOut,
+                _ => ErrorKind::Other,
+            },
+            Self::Ram(m)
+            | Self::Nvml(m)
+            | Self::Dxgi(m)
+            | Self::Pdh(m)
+            | Self::Drm(m)
+            | Self::NvidiaSmi(m)
+            | Self::Metal(m) => kind_of_message(m),
+        }
+    }
+
     /// The same error with `note` appended to its message (e.g. what a fallback source said).
     #[must_use]
     pub(crate) fn with_note(self, note: &str) -> Self {
@@ -104,5 +220,57 @@ mod tests {
         );
         #[cfg(target_os = "linux")]
         assert!(io.to_string().contains("/proc/self/statm"), "{io}");
+    }
+
+    #[test]
+    fn kinds() {
+        let nvml = |m: &str| HypomnesisError::Nvml(m.into()).kind();
+        assert_eq!(
+            nvml("nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9) (library x)"),
+            ErrorKind::DriverNotLoaded
+        );
+        assert_eq!(
+            nvml("nvmlInit_v2 failed: NVML_ERROR_LIB_RM_VERSION_MISMATCH (18)"),
+            ErrorKind::DriverVersionMismatch
+        );
+        assert_eq!(
+            nvml("nvmlDeviceGetHandleByIndex_v2 for GPU 1 failed: NVML_ERROR_NO_PERMISSION (4)"),
+            ErrorKind::NoPermission
+        );
+        assert_eq!(nvml("x: NVML_ERROR_GPU_IS_LOST (15)"), ErrorKind::GpuLost);
+        assert_eq!(nvml("x: NVML_ERROR_NOT_SUPPORTED (3)"), ErrorKind::NotSupported);
+        assert_eq!(nvml("something else"), ErrorKind::Other);
+        let smi = |m: &str| HypomnesisError::NvidiaSmi(m.into()).kind();
+        assert_eq!(
+            smi(&format!("`nvidia-smi -q` {TIMED_OUT} 10s and was killed")),
+            ErrorKind::TimedOut
+        );
+        assert_eq!(
+            smi(&format!("{PAUSED}: `nvidia-smi` {TIMED_OUT} 10s 3 s ago")),
+            ErrorKind::Paused
+        );
+        assert_eq!(
+            smi("GPU 0: memory.total is [Insufficient Permissions], not a number"),
+            ErrorKind::NoPermission
+        );
+        assert_eq!(
+            kind_of_message("Insufficient Permissions"),
+            ErrorKind::NoPermission
+        );
+        assert_eq!(
+            smi("HYPOMNESIS_NVIDIA_SMI_TIMEOUT: \"soon\" is not a duration"),
+            ErrorKind::BadSetting
+        );
+        assert_eq!(
+            HypomnesisError::DeviceIndexOutOfRange { index: 1, count: 1 }.kind(),
+            ErrorKind::NoSuchDevice
+        );
+        assert_eq!(HypomnesisError::NoGpuSource.kind(), ErrorKind::NotInstalled);
+        let io = |k| HypomnesisError::Io(std::io::Error::new(k, "x")).kind();
+        assert_eq!(io(std::io::ErrorKind::InvalidInput), ErrorKind::BadSetting);
+        assert_eq!(io(std::io::ErrorKind::PermissionDenied), ErrorKind::NoPermission);
+        assert_eq!(io(std::io::ErrorKind::NotFound), ErrorKind::NotInstalled);
+        assert_eq!(io(std::io::ErrorKind::TimedOut), ErrorKind::TimedOut);
+        assert_eq!(io(std::io::ErrorKind::Other), ErrorKind::Other);
     }
 }

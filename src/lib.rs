@@ -64,7 +64,7 @@ mod snapshot;
 pub mod spill;
 mod types;
 
-pub use error::{HypomnesisError, Result};
+pub use error::{ErrorKind, HypomnesisError, Result};
 #[cfg(feature = "nvml")]
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{

@@ -65,12 +65,34 @@ fn scan_for_uvm(root: &Path) -> Option<bool> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PidView {
     /// Visible here under the same number.
-    Here,
-    /// Visible here under another number (`local`): the caller runs in a child PID namespace
-    /// and reads the host's procfs.
-    Mapped { local: u32 },
-    /// Not visible from the caller's namespace.
-    Outside,
+    Here(u32),
+    /// Visible here as `local`, while the source reported `host`: the caller runs in a child
+    /// PID namespace and reads the host's procfs.
+    Mapped { local: u32, host: u32 },
+    /// Not visible from the caller's namespace; the number is the source's.
+    Outside(u32),
+}
+
+impl PidView {
+    /// The pid to show: the caller's number when it has one, else the source's.
+    pub(crate) fn pid(self) -> u32 {
+        match self {
+            Self::Here(p) | Self::Outside(p) | Self::Mapped { local: p, .. } => p,
+        }
+    }
+
+    /// The source's (host) pid when it differs from the one shown.
+    pub(crate) fn host_pid(self) -> Option<u32> {
+        match self {
+            Self::Mapped { host, .. } => Some(host),
+            Self::Here(_) | Self::Outside(_) => None,
+        }
+    }
+
+    /// Whether the process is not visible from the caller's namespace.
+    pub(crate) fn is_outside(self) -> bool {
+        matches!(self, Self::Outside(_))
+    }
 }
 
 /// The `NSpid:` values of a `status` file: the pid in each namespace, outermost (the procfs
@@ -94,45 +116,41 @@ pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
     let dir = root.join(pid.to_string());
     if root_is_own {
         return if dir.is_dir() {
-            PidView::Here
+            PidView::Here(pid)
         } else {
-            PidView::Outside
+            PidView::Outside(pid)
         };
     }
     let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
-        return PidView::Outside;
+        return PidView::Outside(pid);
     };
     let mine = ns_link(Path::new("/proc/self/ns/pid"));
     let theirs = ns_link(&dir.join("ns").join("pid"));
     match (mine, theirs) {
         (Some(m), Some(t)) if m == t => {
             match parse_nspid(&status).and_then(|v| v.last().copied()) {
-                Some(local) if local == pid => PidView::Here,
-                Some(local) => PidView::Mapped { local },
-                None => PidView::Outside,
+                Some(local) if local == pid => PidView::Here(pid),
+                Some(local) => PidView::Mapped { local, host: pid },
+                None => PidView::Outside(pid),
             }
         }
         // Another namespace than ours. Its numbers in `root` are ours only when we share the
         // namespace of `root` itself (e.g. a pod with hostPID).
         (Some(m), Some(_)) => {
             if ns_link(&root.join("1").join("ns").join("pid")).is_some_and(|r| r == m) {
-                PidView::Here
+                PidView::Here(pid)
             } else {
-                PidView::Outside
+                PidView::Outside(pid)
             }
         }
         // The links cannot be read: the relation is unknown, so the pid is shown as `root` has it.
-        _ => PidView::Here,
+        _ => PidView::Here(pid),
     }
 }
 
-/// A source's pid placed in the caller's view: (pid to show, host pid when mapped, outside).
-pub(crate) fn place(root: &Path, pid: u32) -> (u32, Option<u32>, bool) {
-    match view(root, pid, crate::roots::procfs_is_own()) {
-        PidView::Here => (pid, None, false),
-        PidView::Mapped { local } => (local, Some(pid), false),
-        PidView::Outside => (pid, None, true),
-    }
+/// A source's pid placed in the caller's view, through the procfs root in use.
+pub(crate) fn place(root: &Path, pid: u32) -> PidView {
+    view(root, pid, crate::roots::procfs_is_own())
 }
 
 /// A process name from a path or a name: the final path component (NVML and `nvidia-smi`
@@ -196,14 +214,36 @@ mod tests {
         std::os::unix::fs::symlink("pid:[4026539999]", root.join("50000/ns/pid")).unwrap();
         std::fs::create_dir_all(root.join("1/ns")).unwrap();
         std::os::unix::fs::symlink("pid:[4026530001]", root.join("1/ns/pid")).unwrap();
-        assert_eq!(view(&root, 48213, false), PidView::Mapped { local: 7 });
-        assert_eq!(view(&root, 50000, false), PidView::Outside);
-        assert_eq!(view(&root, 60000, false), PidView::Outside);
+        let mapped = view(&root, 48213, false);
         assert_eq!(
-            view(Path::new("/proc"), std::process::id(), true),
-            PidView::Here
+            mapped,
+            PidView::Mapped {
+                local: 7,
+                host: 48213
+            }
         );
-        assert_eq!(view(Path::new("/proc"), 4_194_400, true), PidView::Outside);
+        assert_eq!(
+            (mapped.pid(), mapped.host_pid(), mapped.is_outside()),
+            (7, Some(48213), false)
+        );
+        let outside = view(&root, 50000, false);
+        assert_eq!(outside, PidView::Outside(50000));
+        assert_eq!(
+            (outside.pid(), outside.host_pid(), outside.is_outside()),
+            (50000, None, true)
+        );
+        assert_eq!(view(&root, 60000, false), PidView::Outside(60000));
+        let me = std::process::id();
+        let here = view(Path::new("/proc"), me, true);
+        assert_eq!(here, PidView::Here(me));
+        assert_eq!(
+            (here.pid(), here.host_pid(), here.is_outside()),
+            (me, None, false)
+        );
+        assert_eq!(
+            view(Path::new("/proc"), 4_194_400, true),
+            PidView::Outside(4_194_400)
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 

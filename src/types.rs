@@ -380,9 +380,10 @@ pub struct MigState {
 }
 
 impl MigState {
-    /// The state of a GPU that cannot be split (or a source that does not know).
+    /// Nothing known yet about GPU `index`'s MIG mode: the start value a source fills in, and
+    /// what sources that know nothing of MIG (and other vendors' devices) answer.
     #[allow(dead_code)] // a build without GPU backends constructs none
-    pub(crate) fn unsupported(index: u32, source: GpuQuerySource) -> Self {
+    pub(crate) fn unknown(index: u32, source: GpuQuerySource) -> Self {
         Self {
             index,
             name: None,
@@ -393,6 +394,25 @@ impl MigState {
             device_memory_error: None,
             source,
         }
+    }
+}
+
+impl MigState {
+    /// What kind of failure `device_memory_error` is (see [`crate::ErrorKind`]), when there is
+    /// one: `NoPermission` when the whole GPU's figures are refused to this user.
+    #[must_use]
+    pub fn device_memory_error_kind(&self) -> Option<crate::ErrorKind> {
+        self.device_memory_error
+            .as_deref()
+            .map(crate::error::kind_of_message)
+    }
+}
+
+impl MigInstance {
+    /// What kind of failure `memory_error` is, when there is one.
+    #[must_use]
+    pub fn memory_error_kind(&self) -> Option<crate::ErrorKind> {
+        self.memory_error.as_deref().map(crate::error::kind_of_message)
     }
 }
 
@@ -514,6 +534,23 @@ pub struct Roots {
     pub procfs: Root,
     /// Where `/sys` is.
     pub sysfs: Root,
+}
+
+impl SourceReport {
+    /// What kind of failure keeps this source from answering (see [`crate::ErrorKind`]):
+    /// `None` when it answered, `NotInstalled` when it is not present (`NotBuiltIn` when its
+    /// cargo feature is off), the failure's kind otherwise.
+    #[must_use]
+    pub fn kind(&self) -> Option<crate::ErrorKind> {
+        match &self.state {
+            SourceState::Answered => None,
+            SourceState::Absent(why) if why.starts_with(crate::error::NOT_BUILT_IN) => {
+                Some(crate::ErrorKind::NotBuiltIn)
+            }
+            SourceState::Absent(_) => Some(crate::ErrorKind::NotInstalled),
+            SourceState::Failed(why) => Some(crate::error::kind_of_message(why)),
+        }
+    }
 }
 
 /// Generates a consuming builder for a non-exhaustive struct (feature `test-helpers`).

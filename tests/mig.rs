@@ -310,6 +310,10 @@ fn nvml_refused() {
         s.device_memory_error.as_deref(),
         Some("NVML_ERROR_NO_PERMISSION")
     );
+    assert_eq!(
+        s.device_memory_error_kind(),
+        Some(hypomnesis::ErrorKind::NoPermission)
+    );
     assert_eq!(shape(&s.instances[..4]), h200_shape()[..4].to_vec());
     let broken = &s.instances[4];
     assert_eq!(

@@ -182,12 +182,25 @@ fn hang() {
         e.contains("did not finish within 200ms and was killed"),
         "{e}"
     );
+    let smi = hypomnesis::sources()
+        .into_iter()
+        .find(|r| r.source == GpuQuerySource::NvidiaSmi)
+        .unwrap();
+    assert!(
+        matches!(
+            smi.kind(),
+            Some(hypomnesis::ErrorKind::TimedOut | hypomnesis::ErrorKind::Paused)
+        ),
+        "{smi:?}"
+    );
     assert!(
         e.contains("NVML") && e.contains("nvidia-smi fallback"),
         "both reasons are kept: {e}"
     );
     let t = Instant::now();
-    let e = hypomnesis::device_count().unwrap_err().to_string();
+    let err = hypomnesis::device_count().unwrap_err();
+    assert_eq!(err.kind(), hypomnesis::ErrorKind::Paused, "{err}");
+    let e = err.to_string();
     assert!(
         t.elapsed() < Duration::from_millis(200),
         "not re-run right after a timeout"

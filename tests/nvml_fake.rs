@@ -328,6 +328,7 @@ fn no_permission() {
         msg.contains("NVML_ERROR_NO_PERMISSION (4") && msg.contains("GPU 1"),
         "{msg}"
     );
+    assert_eq!(e.kind(), hypomnesis::ErrorKind::NoPermission);
     assert!(hypomnesis::gpu_processes(1).is_err());
     let all = Snapshot::all().unwrap();
     assert_eq!(all.len(), 2);
@@ -339,6 +340,14 @@ fn init_error() {
     let e = hypomnesis::device_count().unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, HypomnesisError::Nvml(_)), "{e}");
+    let kind = match want.as_str() {
+        "NVML_ERROR_DRIVER_NOT_LOADED" => hypomnesis::ErrorKind::DriverNotLoaded,
+        "NVML_ERROR_LIB_RM_VERSION_MISMATCH" => hypomnesis::ErrorKind::DriverVersionMismatch,
+        other => panic!("no kind expected for {other}"),
+    };
+    assert_eq!(e.kind(), kind, "{e}");
+    let nvml = hypomnesis::sources().into_iter().next().unwrap();
+    assert_eq!(nvml.kind(), Some(kind), "the doctor report says the same");
     assert!(msg.contains(&want) && msg.contains("nvmlInit_v2"), "{msg}");
     assert!(
         msg.contains(&fake_lib().display().to_string()),

@@ -57,7 +57,7 @@ pub(crate) trait Backend: Send + Sync {
     fn report(&self) -> SourceReport;
     /// MIG mode and instances of one device. Sources that know nothing of MIG say "unknown".
     fn mig_state(&self, index: u32) -> Result<MigState> {
-        Ok(MigState::unsupported(index, self.source()))
+        Ok(MigState::unknown(index, self.source()))
     }
     /// The MIG device with this UUID (`MIG-…`).
     fn mig_instance(&self, uuid: &str) -> Result<MigInstance> {

@@ -12,6 +12,8 @@ pub(crate) mod drm;
 #[cfg(all(target_os = "macos", feature = "metal"))]
 mod metal;
 pub(crate) mod mig;
+#[cfg(any(feature = "nvml", feature = "nvidia-smi-fallback"))]
+mod nvidia;
 #[cfg(feature = "nvidia-smi-fallback")]
 pub(crate) mod nvidia_smi;
 #[cfg(feature = "nvml")]
@@ -256,7 +258,7 @@ impl Dispatcher<'_> {
             // Only NVIDIA GPUs are split into MIG instances.
             Target::Other {
                 backend, global, ..
-            } => Ok(MigState::unsupported(global, backend.source())),
+            } => Ok(MigState::unknown(global, backend.source())),
         }
     }
 
@@ -460,7 +462,10 @@ pub fn sources() -> Vec<SourceReport> {
         if !out.iter().any(|r| r.source == s) {
             out.push(SourceReport {
                 source: s,
-                state: SourceState::Absent(format!("not compiled in (cargo feature `{feature}`)")),
+                state: SourceState::Absent(format!(
+                    "{} (cargo feature `{feature}`)",
+                    crate::error::NOT_BUILT_IN
+                )),
                 details: Vec::new(),
             });
         }

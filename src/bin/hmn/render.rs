@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use hypomnesis::{
-    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, MigInstance, MigState, Root, RootOrigin, Roots,
-    SourceReport, SourceState,
+    ErrorKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, MigInstance, MigState, Root,
+    RootOrigin, Roots, SourceReport, SourceState,
 };
 use serde::Serialize;
 
@@ -113,7 +113,7 @@ pub fn refused_line(s: &MigState) -> String {
         let _ = write!(line, " [{name}]");
     }
     let why = s.device_memory_error.as_deref().unwrap_or("reason unknown");
-    let verb = if why.contains("NO_PERMISSION") || why.contains("Insufficient Permissions") {
+    let verb = if s.device_memory_error_kind() == Some(ErrorKind::NoPermission) {
         "refused"
     } else {
         "unavailable"
@@ -446,40 +446,36 @@ fn source_name(s: GpuQuerySource) -> &'static str {
     }
 }
 
-/// What a user can do about a source's state.
-pub fn hint(source: GpuQuerySource, state: &SourceState) -> Option<&'static str> {
-    let why = match state {
-        SourceState::Absent(w) => {
-            return Some(match source {
-                _ if w.contains("not compiled in") => "rebuild hmn with that cargo feature",
-                GpuQuerySource::Nvml if cfg!(windows) => {
-                    "install the NVIDIA driver (it provides nvml.dll), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path"
-                }
-                GpuQuerySource::Nvml => {
-                    "install the NVIDIA driver (it provides libnvidia-ml.so.1), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path"
-                }
-                GpuQuerySource::NvidiaSmi => {
-                    "install the NVIDIA driver utilities, or set HYPOMNESIS_NVIDIA_SMI to nvidia-smi's path"
-                }
-                _ => return None,
-            });
+/// What a user can do about a source that did not answer, by the kind of its failure.
+pub fn hint(r: &SourceReport) -> Option<&'static str> {
+    Some(match r.kind()? {
+        ErrorKind::NotBuiltIn => "rebuild hmn with that cargo feature",
+        ErrorKind::NotInstalled => match r.source {
+            GpuQuerySource::Nvml if cfg!(windows) => {
+                "install the NVIDIA driver (it provides nvml.dll), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path"
+            }
+            GpuQuerySource::Nvml => {
+                "install the NVIDIA driver (it provides libnvidia-ml.so.1), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path"
+            }
+            GpuQuerySource::NvidiaSmi => {
+                "install the NVIDIA driver utilities, or set HYPOMNESIS_NVIDIA_SMI to nvidia-smi's path"
+            }
+            _ => return None,
+        },
+        ErrorKind::DriverNotLoaded => {
+            "the NVIDIA kernel driver is not loaded: install the driver, or load it (`sudo modprobe nvidia`)"
         }
-        SourceState::Failed(w) => w.as_str(),
+        ErrorKind::DriverVersionMismatch => {
+            "the driver was upgraded but the old kernel module is still loaded: reboot, or reload the nvidia modules"
+        }
+        ErrorKind::NoPermission => {
+            "this user may not query that GPU (a container or cgroup restricts it)"
+        }
+        ErrorKind::TimedOut | ErrorKind::Paused => {
+            "nvidia-smi hangs on this host: run it by hand to see, and consider enabling persistence mode"
+        }
+        ErrorKind::BadSetting => "fix or unset the environment variable named above",
         _ => return None,
-    };
-    let has = |s: &str| why.contains(s);
-    Some(if has("DRIVER_NOT_LOADED") {
-        "the NVIDIA kernel driver is not loaded: install the driver, or load it (`sudo modprobe nvidia`)"
-    } else if has("LIB_RM_VERSION_MISMATCH") {
-        "the driver was upgraded but the old kernel module is still loaded: reboot, or reload the nvidia modules"
-    } else if has("NO_PERMISSION") {
-        "this user may not query that GPU (a container or cgroup restricts it)"
-    } else if has("did not finish") || has("not run again") {
-        "nvidia-smi hangs on this host: run it by hand to see, and consider enabling persistence mode"
-    } else if has("HYPOMNESIS_") {
-        "fix or unset the environment variable named above"
-    } else {
-        return None;
     })
 }
 
@@ -532,7 +528,7 @@ pub fn doctor(
         for (k, v) in &r.details {
             writeln!(out, "    {k}: {v}")?;
         }
-        if let Some(h) = hint(r.source, &r.state) {
+        if let Some(h) = hint(r) {
             writeln!(out, "    what to do: {h}")?;
         }
     }
@@ -1070,14 +1066,21 @@ nvidia-smi: answered
     version: 595.80
 "
         );
-        let failed =
-            SourceState::Failed("nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9)".into());
-        assert!(
-            hint(GpuQuerySource::Nvml, &failed)
-                .unwrap()
-                .contains("modprobe")
-        );
-        assert_eq!(hint(GpuQuerySource::Nvml, &SourceState::Answered), None);
+        let report = |state: SourceState| {
+            SourceReport::builder()
+                .source(GpuQuerySource::Nvml)
+                .state(state)
+                .build()
+        };
+        let failed = report(SourceState::Failed(
+            "nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9)".into(),
+        ));
+        assert!(hint(&failed).unwrap().contains("modprobe"));
+        assert_eq!(hint(&report(SourceState::Answered)), None);
+        let off = report(SourceState::Absent(
+            "not compiled in (cargo feature `nvml`)".into(),
+        ));
+        assert_eq!(hint(&off), Some("rebuild hmn with that cargo feature"));
         let v: serde_json::Value = serde_json::from_str(&text(|w| {
             doctor_json(w, &Err("no statm".into()), &Ok(roots()), &r)
         }))

@@ -393,7 +393,7 @@ impl Backend for DrmBackend {
         let used = self
             .rows(d)?
             .into_iter()
-            .find(|(pid, _)| procfs::place(root, *pid).0 == me)
+            .find(|(pid, _)| procfs::place(root, *pid).pid() == me)
             .map_or(0, |(_, (u, _))| u);
         // The sweep reads this process's own fd table, so absence means no memory here.
         Ok(ProcessGpuInfo {
@@ -411,16 +411,16 @@ impl Backend for DrmBackend {
             .into_iter()
             .filter(|(_, (u, s))| *u > 0 || *s > 0)
             .map(|(pid, (used, shared))| {
-                let (shown, host_pid, outside) = procfs::place(root, pid);
+                let view = procfs::place(root, pid);
                 GpuProcessEntry {
-                    pid: shown,
+                    pid: view.pid(),
                     name: procfs::comm(root, pid),
                     used_bytes: used,
                     source: GpuQuerySource::Drm,
                     device_index: index,
                     shared_used_bytes: shared,
-                    host_pid,
-                    outside_pid_namespace: outside,
+                    host_pid: view.host_pid(),
+                    outside_pid_namespace: view.is_outside(),
                     ..GpuProcessEntry::blank()
                 }
             })

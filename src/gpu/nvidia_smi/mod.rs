@@ -19,7 +19,7 @@ use parse::{
 use runner::{RunError, fmt_duration};
 
 use super::backend::{Backend, Op, Presence};
-use super::mig;
+use super::{mig, nvidia};
 use crate::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HypomnesisError,
     MigInstance, MigState, ProcessGpuInfo, Result, SourceReport, SourceState, procfs,
@@ -100,7 +100,8 @@ impl SmiBackend {
         if let Some((at, why)) = guard.as_ref() {
             if at.elapsed() < COOLDOWN {
                 return Err(HypomnesisError::NvidiaSmi(format!(
-                    "not run again: {why} {:.0} s ago (retried after {} s)",
+                    "{}: {why} {:.0} s ago (retried after {} s)",
+                    crate::error::PAUSED,
                     at.elapsed().as_secs_f64(),
                     COOLDOWN.as_secs()
                 )));
@@ -220,7 +221,7 @@ impl SmiBackend {
         let mut out: Vec<MigState> = gpus
             .iter()
             .map(|g| {
-                let mut s = MigState::unsupported(g.index, GpuQuerySource::NvidiaSmi);
+                let mut s = MigState::unknown(g.index, GpuQuerySource::NvidiaSmi);
                 s.name.clone_from(&g.name);
                 s.uuid.clone_from(&g.uuid);
                 if let Some(m) = modes.iter().find(|m| m.index == g.index) {
@@ -393,7 +394,7 @@ fn mig_memory(m: &QMemoryLines) -> std::result::Result<(u64, u64, Option<u64>), 
         .clone()
         .and_then(std::result::Result::ok)
         .and_then(|r| r.checked_mul(MIB))
-        .filter(|&r| r <= used.saturating_add(ROUNDING));
+        .and_then(|r| nvidia::consistent_reservation(r, used, ROUNDING));
     Ok((total, free, reserved))
 }
 
@@ -478,7 +479,7 @@ pub fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
         .reserved_mib
         .and_then(std::result::Result::ok)
         .and_then(|m| m.checked_mul(MIB))
-        .filter(|&r| r <= used.saturating_add(ROUNDING));
+        .and_then(|r| nvidia::consistent_reservation(r, used, ROUNDING));
     Ok(GpuDeviceInfo {
         index: g.index,
         name: g.name,
@@ -497,9 +498,7 @@ pub fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
 
 impl Backend for SmiBackend {
     fn answers(&self, op: Op) -> bool {
-        // Per-process figures are N/A under Windows WDDM: DXGI and PDH answer those there.
-        !(cfg!(all(windows, feature = "dxgi"))
-            && matches!(op, Op::ProcessGpuInfo | Op::GpuProcesses))
+        nvidia::answers(op)
     }
 
     fn source(&self) -> GpuQuerySource {
@@ -525,29 +524,10 @@ impl Backend for SmiBackend {
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         let root = procfs::root()?;
         let (gpu, rows) = self.rows(index)?;
-        let me = std::process::id();
-        if let Some((_, used, _)) = rows.iter().find(|r| procfs::place(root, r.0).0 == me) {
-            return Ok(ProcessGpuInfo {
-                used_bytes: *used,
-                is_per_process: true,
-                source: GpuQuerySource::NvidiaSmi,
-            });
-        }
-        // Not listed: see the NVML backend for the rule.
-        let same_view = rows.iter().all(|r| !procfs::place(root, r.0).2);
-        if same_view || procfs::self_has_cuda_context(root) == Some(false) {
-            return Ok(ProcessGpuInfo {
-                used_bytes: 0,
-                is_per_process: true,
-                source: GpuQuerySource::NvidiaSmi,
-            });
-        }
-        // Not listed (another PID namespace, or a graphics-only context nvidia-smi does not list).
-        let d = device_info_of(gpu)?;
-        Ok(ProcessGpuInfo {
-            used_bytes: d.used_bytes,
-            is_per_process: false,
-            source: GpuQuerySource::NvidiaSmi,
+        let listed: Vec<(u32, u64)> = rows.iter().map(|r| (r.0, r.1)).collect();
+        // nvidia-smi lists compute contexts only: a graphics-only process is "not listed" too.
+        nvidia::own_usage(GpuQuerySource::NvidiaSmi, root, &listed, || {
+            device_info_of(gpu).map(|d| d.used_bytes)
         })
     }
 
@@ -588,17 +568,17 @@ impl Backend for SmiBackend {
         let mut out: Vec<GpuProcessEntry> = rows
             .into_iter()
             .map(|(pid, used, name)| {
-                let (shown, host_pid, outside) = procfs::place(root, pid);
+                let view = procfs::place(root, pid);
                 let (gpu_instance_id, compute_instance_id) = ids(pid);
                 GpuProcessEntry {
-                    pid: shown,
+                    pid: view.pid(),
                     name: name.map(|n| procfs::short_name(&n).to_string()),
                     used_bytes: used,
                     source: GpuQuerySource::NvidiaSmi,
                     device_index: index,
                     context: Some(GpuContextKind::Compute),
-                    host_pid,
-                    outside_pid_namespace: outside,
+                    host_pid: view.host_pid(),
+                    outside_pid_namespace: view.is_outside(),
                     gpu_instance_id,
                     compute_instance_id,
                     ..GpuProcessEntry::blank()
@@ -696,27 +676,15 @@ impl Backend for SmiBackend {
 
 /// One line for `hmn doctor` on a GPU's MIG mode.
 fn mig_summary(s: &MigState, fields_rejected: bool) -> String {
-    let mut out = match s.enabled {
-        Some(true) => {
-            let n = s.instances.len();
-            format!("on, {n} MIG device{}", if n == 1 { "" } else { "s" })
+    match s.enabled {
+        Some(current) => {
+            nvidia::mig_mode_line(current, s.pending.unwrap_or(current), Ok(s.instances.len()))
         }
-        Some(false) => "off".to_string(),
         None if fields_rejected => {
             "unknown (this nvidia-smi does not know mig.mode.current)".to_string()
         }
         None => "not supported by this GPU".to_string(),
-    };
-    if let (Some(now), Some(next)) = (s.enabled, s.pending)
-        && now != next
-    {
-        out.push_str(if next {
-            "; on after the next GPU reset"
-        } else {
-            "; off after the next GPU reset"
-        });
     }
-    out
 }
 
 #[cfg(test)]

@@ -42,7 +42,8 @@ impl std::fmt::Display for RunError {
             Self::Spawn(e) => write!(f, "could not be started: {e}"),
             Self::TimedOut(d) => write!(
                 f,
-                "did not finish within {} and was killed",
+                "{} {} and was killed",
+                crate::error::TIMED_OUT,
                 fmt_duration(*d)
             ),
             Self::TooMuchOutput(n) => write!(f, "printed more than {n} bytes; output discarded"),

@@ -1,0 +1,144 @@
+//! One device's figures: v1 memory, the v2 reservation, name, UUID, PCI bus id.
+
+use super::ffi::{self, Device, NVML_MEMORY_V2_VERSION, NVML_VALUE_NOT_AVAILABLE, NvmlReturn};
+use super::session::{Failure, Loaded, failed_call};
+use crate::gpu::nvidia;
+use crate::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError};
+
+impl Loaded {
+    /// v1 memory of a device, validated.
+    pub(super) fn memory(
+        &self,
+        dev: Device,
+        index: u32,
+    ) -> std::result::Result<ffi::Memory, Failure> {
+        let m = self
+            .nvml
+            .memory(dev)
+            .ok_or_else(|| {
+                Failure::Other(HypomnesisError::Nvml(
+                    "the library exports no nvmlDeviceGetMemoryInfo".into(),
+                ))
+            })?
+            .map_err(failed_call("nvmlDeviceGetMemoryInfo", Some(index)))?;
+        if m.free > m.total || m.total == NVML_VALUE_NOT_AVAILABLE {
+            return Err(Failure::Other(HypomnesisError::Nvml(format!(
+                "nvmlDeviceGetMemoryInfo for GPU {index} returned impossible figures (total {}, free {})",
+                m.total, m.free
+            ))));
+        }
+        Ok(m)
+    }
+
+    pub(super) fn device_info(&self, index: u32) -> std::result::Result<GpuDeviceInfo, Failure> {
+        let dev = self.device(index)?;
+        let mem = self.memory(dev, index)?;
+        let v2 = self.nvml.memory_v2(dev, NVML_MEMORY_V2_VERSION);
+        let reserved = reserved_from_v2(v2, mem.total, mem.free);
+        let name = self
+            .nvml
+            .device_name(dev)
+            .and_then(std::result::Result::ok)
+            .and_then(|b| text(&b));
+        let uuid = self
+            .nvml
+            .device_uuid(dev)
+            .and_then(std::result::Result::ok)
+            .and_then(|b| text(&b));
+        let pci_bus_id = self
+            .nvml
+            .pci_info(dev)
+            .and_then(std::result::Result::ok)
+            .and_then(|p| {
+                text(
+                    &p.bus_id
+                        .iter()
+                        .map(|c| c.cast_unsigned())
+                        .take_while(|&b| b != 0)
+                        .collect::<Vec<u8>>(),
+                )
+            });
+        Ok(GpuDeviceInfo {
+            index,
+            name,
+            total_bytes: mem.total,
+            free_bytes: mem.free,
+            used_bytes: mem.total - mem.free,
+            reserved_bytes: reserved,
+            driver_version: self.driver_version(),
+            uuid,
+            pci_bus_id,
+            vendor: Some(GpuVendor::Nvidia),
+            source: GpuQuerySource::Nvml,
+            mig_enabled: self.mig_mode(dev).map(|(current, _)| current),
+            ..GpuDeviceInfo::blank()
+        })
+    }
+}
+
+/// `reserved` from a v2 answer, only when it is consistent with the v1 figures: same total, and
+/// `reserved <= total - free` (the reservation is a subset of v1's used). Otherwise `None`.
+pub(super) fn reserved_from_v2(
+    v2: Option<std::result::Result<ffi::MemoryV2, NvmlReturn>>,
+    total: u64,
+    free: u64,
+) -> Option<u64> {
+    let m = v2?.ok()?;
+    let used = total.checked_sub(free)?;
+    if m.total != total {
+        return None;
+    }
+    nvidia::consistent_reservation(m.reserved, used, 0)
+}
+
+/// Bytes to a trimmed UTF-8 string; `None` when empty.
+pub(super) fn text(bytes: &[u8]) -> Option<String> {
+    let s = String::from_utf8_lossy(bytes).trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(clippy::unnecessary_wraps)] // the shape reserved_from_v2 takes
+    fn v2(total: u64, reserved: u64) -> Option<std::result::Result<ffi::MemoryV2, NvmlReturn>> {
+        Some(Ok(ffi::MemoryV2 {
+            version: NVML_MEMORY_V2_VERSION,
+            total,
+            reserved,
+            free: 0,
+            used: 0,
+        }))
+    }
+
+    #[test]
+    fn reserved_only_when_consistent() {
+        let total = 150_754_820_096;
+        let free = 116_181_811_200;
+        assert_eq!(
+            reserved_from_v2(v2(total, 643_825_664), total, free),
+            Some(643_825_664)
+        );
+        assert_eq!(
+            reserved_from_v2(None, total, free),
+            None,
+            "pre-R510: symbol absent"
+        );
+        assert_eq!(
+            reserved_from_v2(Some(Err(13)), total, free),
+            None,
+            "rejected tag"
+        );
+        assert_eq!(
+            reserved_from_v2(v2(total - 1, 1), total, free),
+            None,
+            "totals disagree"
+        );
+        assert_eq!(
+            reserved_from_v2(v2(total, total - free + 1), total, free),
+            None,
+            "reserved > used"
+        );
+    }
+}

@@ -1,0 +1,85 @@
+//! What NVML says about itself, for `hmn doctor`: the library, devices and MIG modes, versions,
+//! which optional functions this driver exports, and what was dropped.
+
+use std::sync::atomic::Ordering;
+
+use super::device::text;
+use super::ffi::ProcessFn;
+use super::library::{LoadOutcome, outcome};
+use super::session::Loaded;
+use crate::{GpuQuerySource, SourceReport, SourceState};
+
+/// The report of the NVML source.
+pub(super) fn report() -> SourceReport {
+    let mut details = Vec::new();
+    let state = match outcome() {
+        LoadOutcome::Failed { reason, explicit } => {
+            if *explicit {
+                SourceState::Failed(reason.clone())
+            } else {
+                SourceState::Absent(reason.clone())
+            }
+        }
+        LoadOutcome::Loaded(l) => {
+            details.push(("library".into(), l.path.display().to_string()));
+            let state = match l.run(Loaded::device_count) {
+                Ok(n) => {
+                    details.push(("devices".into(), n.to_string()));
+                    for i in 0..n {
+                        details.push((format!("GPU {i} MIG"), l.mig_summary(i)));
+                    }
+                    SourceState::Answered
+                }
+                Err(e) => SourceState::Failed(e.to_string()),
+            };
+            if let Some(v) = l.driver_version() {
+                details.push(("driver version".into(), v));
+            }
+            if let Some(v) = l
+                .nvml
+                .lib_version()
+                .and_then(std::result::Result::ok)
+                .and_then(|b| text(&b))
+            {
+                details.push(("NVML version".into(), v));
+            }
+            if let Some(Ok(v)) = l.nvml.cuda_driver_version() {
+                details.push((
+                    "CUDA driver API".into(),
+                    format!("{}.{}", v / 1000, (v % 1000) / 10),
+                ));
+            }
+            details.push((
+                "reserved memory (nvmlDeviceGetMemoryInfo_v2)".into(),
+                if l.nvml.has_memory_v2() {
+                    "available".into()
+                } else {
+                    "not exported (driver older than R510): reserved memory is unknown".into()
+                },
+            ));
+            let list = |f: Option<ProcessFn>| match f {
+                Some(f) => format!("{} ({}-byte entries)", f.name, f.layout.stride()),
+                None => "not exported".into(),
+            };
+            details.push(("compute process list".into(), list(l.nvml.compute)));
+            details.push(("graphics process list".into(), list(l.nvml.graphics)));
+            if let Some(p) = l.nvml.pci_symbol() {
+                details.push(("PCI info".into(), p.into()));
+            }
+            details.push(("nvmlInit calls".into(), l.lock().init_calls.to_string()));
+            let dropped = l.dropped_rows.load(Ordering::Relaxed);
+            if dropped > 0 {
+                details.push((
+                    "process rows dropped".into(),
+                    format!("{dropped} (memory not available or larger than the device)"),
+                ));
+            }
+            state
+        }
+    };
+    SourceReport {
+        source: GpuQuerySource::Nvml,
+        state,
+        details,
+    }
+}

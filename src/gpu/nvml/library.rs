@@ -1,0 +1,116 @@
+//! Finding and loading the NVML library, once per process.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, OnceLock};
+
+use super::ffi::Nvml;
+use super::session::{Loaded, Session};
+
+/// Where the library is looked for: `HYPOMNESIS_NVML_LIBRARY` alone when set (it must be an
+/// absolute path), otherwise the platform's list. `Ok((paths, explicit))`.
+fn candidates() -> std::result::Result<(Vec<PathBuf>, bool), String> {
+    if let Some(v) = std::env::var_os("HYPOMNESIS_NVML_LIBRARY").filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(&v);
+        if !p.is_absolute() {
+            return Err(format!(
+                "HYPOMNESIS_NVML_LIBRARY must be an absolute path to the NVML library, got {:?}",
+                v.to_string_lossy()
+            ));
+        }
+        return Ok((vec![p], true));
+    }
+    Ok((default_candidates(), false))
+}
+
+#[cfg(target_os = "linux")]
+fn default_candidates() -> Vec<PathBuf> {
+    [
+        "libnvidia-ml.so.1",
+        "libnvidia-ml.so",
+        "/usr/lib/wsl/lib/libnvidia-ml.so.1",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .collect()
+}
+
+#[cfg(windows)]
+fn default_candidates() -> Vec<PathBuf> {
+    // Absolute paths only: never the current directory or the DLL search path (DLL planting).
+    let mut out = Vec::new();
+    if let Some(root) = std::env::var_os("SystemRoot").or_else(|| std::env::var_os("windir")) {
+        out.push(PathBuf::from(root).join("System32").join("nvml.dll"));
+    }
+    if let Some(pf) = std::env::var_os("ProgramFiles") {
+        out.push(
+            PathBuf::from(pf)
+                .join("NVIDIA Corporation")
+                .join("NVSMI")
+                .join("nvml.dll"),
+        );
+    }
+    out
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
+fn default_candidates() -> Vec<PathBuf> {
+    Vec::new()
+}
+
+/// The process-wide outcome of loading the library.
+pub(super) enum LoadOutcome {
+    Loaded(Box<Loaded>),
+    Failed { reason: String, explicit: bool },
+}
+
+pub(super) fn outcome() -> &'static LoadOutcome {
+    static STATE: OnceLock<LoadOutcome> = OnceLock::new();
+    STATE.get_or_init(load)
+}
+
+fn load() -> LoadOutcome {
+    let (paths, explicit) = match candidates() {
+        Ok(c) => c,
+        Err(reason) => {
+            return LoadOutcome::Failed {
+                reason,
+                explicit: true,
+            };
+        }
+    };
+    if paths.is_empty() {
+        return LoadOutcome::Failed {
+            reason: format!("NVML is not available on {}", std::env::consts::OS),
+            explicit: false,
+        };
+    }
+    let mut tried = Vec::new();
+    for path in paths {
+        match Nvml::load(&path) {
+            Ok(nvml) => {
+                return LoadOutcome::Loaded(Box::new(Loaded {
+                    nvml,
+                    path,
+                    session: Mutex::new(Session::default()),
+                    dropped_rows: AtomicU64::new(0),
+                }));
+            }
+            Err(why) => {
+                let shown = path.display().to_string();
+                tried.push(if why.starts_with(&shown) {
+                    why
+                } else {
+                    format!("{shown}: {why}")
+                });
+            }
+        }
+    }
+    LoadOutcome::Failed {
+        reason: format!(
+            "could not load the NVML library (tried {})",
+            tried.join("; ")
+        ),
+        explicit,
+    }
+}
