@@ -238,7 +238,10 @@ mod tests {
             ErrorKind::NoPermission
         );
         assert_eq!(nvml("x: NVML_ERROR_GPU_IS_LOST (15)"), ErrorKind::GpuLost);
-        assert_eq!(nvml("x: NVML_ERROR_NOT_SUPPORTED (3)"), ErrorKind::NotSupported);
+        assert_eq!(
+            nvml("x: NVML_ERROR_NOT_SUPPORTED (3)"),
+            ErrorKind::NotSupported
+        );
         assert_eq!(nvml("something else"), ErrorKind::Other);
         let smi = |m: &str| HypomnesisError::NvidiaSmi(m.into()).kind();
         assert_eq!(
@@ -268,7 +271,10 @@ mod tests {
         assert_eq!(HypomnesisError::NoGpuSource.kind(), ErrorKind::NotInstalled);
         let io = |k| HypomnesisError::Io(std::io::Error::new(k, "x")).kind();
         assert_eq!(io(std::io::ErrorKind::InvalidInput), ErrorKind::BadSetting);
-        assert_eq!(io(std::io::ErrorKind::PermissionDenied), ErrorKind::NoPermission);
+        assert_eq!(
+            io(std::io::ErrorKind::PermissionDenied),
+            ErrorKind::NoPermission
+        );
         assert_eq!(io(std::io::ErrorKind::NotFound), ErrorKind::NotInstalled);
         assert_eq!(io(std::io::ErrorKind::TimedOut), ErrorKind::TimedOut);
         assert_eq!(io(std::io::ErrorKind::Other), ErrorKind::Other);

@@ -412,7 +412,9 @@ impl MigInstance {
     /// What kind of failure `memory_error` is, when there is one.
     #[must_use]
     pub fn memory_error_kind(&self) -> Option<crate::ErrorKind> {
-        self.memory_error.as_deref().map(crate::error::kind_of_message)
+        self.memory_error
+            .as_deref()
+            .map(crate::error::kind_of_message)
     }
 }
 

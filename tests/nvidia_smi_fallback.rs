@@ -165,9 +165,10 @@ fn g0_driver(gpus: &[std::collections::HashMap<String, String>]) -> String {
     gpus[0]["driver_version"].clone()
 }
 
-/// How much longer than its limit a timed-out run may take: starting and killing a process,
-/// on a busy two-core machine.
-const TIMEOUT_GRACE: Duration = Duration::from_millis(300);
+/// How much longer than its limit a timed-out run may take end to end here: starting this
+/// child, NVML failing to load, starting and killing nvidia-smi, on a busy two-core machine
+/// with the other tests running. (The runner's own precision is measured in its unit tests.)
+const TIMEOUT_GRACE: Duration = Duration::from_millis(800);
 
 fn hang() {
     let limit = Duration::from_millis(200);
