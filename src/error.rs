@@ -28,6 +28,10 @@ pub enum HypomnesisError {
     /// Apple's Metal / libSystem sources (macOS) failed.
     #[error("Metal: {0}")]
     Metal(String),
+    /// What was asked is not measurable on this platform (spill outside Windows, for instance);
+    /// the message says what and where.
+    #[error("not measurable here: {0}")]
+    Unsupported(String),
     /// A device index at or past the number of devices.
     #[error("GPU index {index} is out of range: {count} device(s) present")]
     DeviceIndexOutOfRange {
@@ -150,6 +154,7 @@ impl HypomnesisError {
         match self {
             Self::DeviceIndexOutOfRange { .. } => ErrorKind::NoSuchDevice,
             Self::NoGpuSource => ErrorKind::NotInstalled,
+            Self::Unsupported(_) => ErrorKind::NotSupported,
             Self::Io(e) => match e.kind() {
                 std::io::ErrorKind::InvalidInput => ErrorKind::BadSetting,
                 std::io::ErrorKind::NotFound => ErrorKind::NotInstalled,
@@ -179,6 +184,7 @@ impl HypomnesisError {
             Self::NvidiaSmi(s) => Self::NvidiaSmi(add(s)),
             Self::Drm(s) => Self::Drm(add(s)),
             Self::Metal(s) => Self::Metal(add(s)),
+            Self::Unsupported(s) => Self::Unsupported(add(s)),
             Self::Io(e) => Self::Io(std::io::Error::new(e.kind(), format!("{e}; {note}"))),
             other => other,
         }

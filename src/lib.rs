@@ -80,13 +80,14 @@ pub use report::MemoryReport;
 pub use roots::{roots, set_roots};
 pub use types::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, MigGpuInstance,
-    MigInstance, MigState, ProcessGpuInfo, Root, RootOrigin, Roots, Snapshot, SourceReport,
-    SourceState,
+    MigInstance, MigState, ProcessGpuInfo, Residency, Root, RootOrigin, Roots, Snapshot,
+    SourceReport, SourceState,
 };
 #[cfg(feature = "test-helpers")]
 pub use types::{
     GpuDeviceInfoBuilder, GpuProcessEntryBuilder, MigGpuInstanceBuilder, MigInstanceBuilder,
-    MigStateBuilder, ProcessGpuInfoBuilder, RootBuilder, RootsBuilder, SnapshotBuilder,
+    MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder, RootsBuilder,
+    SnapshotBuilder,
 };
 
 /// Pure parsers, exposed for property tests, fuzzing and the live cross-checks. Not part of the
@@ -96,7 +97,7 @@ pub mod __parsers {
     pub use crate::duration::parse_duration;
     pub use crate::gpu::drm::parse::{
         FdInfo, Region, RegionKind, client_usage, parse_fdinfo, parse_pci_id, parse_size,
-        parse_sysfs_u64, parse_uevent, pci_address, region_kind,
+        parse_sysfs_u64, parse_uevent, region_kind,
     };
     #[cfg(all(target_os = "linux", feature = "drm"))]
     pub use crate::gpu::drm::{Sweep, sweep_tree};
@@ -109,7 +110,8 @@ pub mod __parsers {
         SmiMigMode, parse_apps, parse_gpus, parse_list, parse_mig_modes, parse_q_memory,
         parse_q_mig, parse_version,
     };
-    pub use crate::gpu::winparse::{parse_bus_id, parse_pdh_instance, utf16_until_nul};
+    pub use crate::gpu::pci::PciAddress;
+    pub use crate::gpu::winparse::{parse_pdh_instance, utf16_until_nul};
     pub use crate::ram::parse::{statm_resident_bytes, status_vmrss_bytes};
 }
 

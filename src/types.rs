@@ -445,6 +445,20 @@ pub struct MigGpuInstance {
     pub reserved_bytes: Option<u64>,
 }
 
+/// Where a GPU's memory resides, as a whole (Windows WDDM): in dedicated video memory, or
+/// spilled into shared system memory. See [`crate::adapter_residency`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Residency {
+    /// Bytes resident in the adapter's dedicated memory.
+    pub dedicated_bytes: u64,
+    /// Bytes resident in shared system memory.
+    pub shared_bytes: u64,
+    /// The adapter's dedicated memory, bytes.
+    pub capacity_bytes: u64,
+}
+
 /// RAM and GPU memory of the calling process at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -712,6 +726,15 @@ builder! {
     RootsBuilder => Roots {
         procfs: Root = Root::builder().build(),
         sysfs: Root = Root::builder().build(),
+    }
+}
+
+builder! {
+    /// Builds a [`Residency`] for tests.
+    ResidencyBuilder => Residency {
+        dedicated_bytes: u64 = 0,
+        shared_bytes: u64 = 0,
+        capacity_bytes: u64 = 0,
     }
 }
 

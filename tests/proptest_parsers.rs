@@ -159,10 +159,11 @@ fn all_parsers(s: &str) {
     check(p::parse_sysfs_u64(s).map(drop));
     check(p::parse_pci_id(s).map(drop));
     let _ = p::parse_uevent(s);
-    let _ = p::pci_address(s);
+    if let Some(a) = p::PciAddress::parse(s) {
+        assert_eq!(p::PciAddress::parse(&a.to_string()), Some(a), "{s:?}");
+    }
     let _ = p::region_kind(s);
     check(p::parse_pdh_instance(s).map(drop));
-    let _ = p::parse_bus_id(s);
     check(hypomnesis::parse_stat(s).map(drop));
 }
 

@@ -336,10 +336,22 @@ fn gpu_memory_of_the_child_from_the_fake_nvml_csv_and_svg() {
     }
 }
 
+/// Waits until process `pid` runs `name` (a child is named after its parent until it execs).
+fn wait_for_exec(pid: u32, name: &str) {
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().to_string())
+        != Ok(name.to_string())
+    {
+        assert!(started.elapsed() < Duration::from_secs(5), "{pid} never ran {name}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn watch_follows_a_live_pid_and_notices_its_exit() {
     let mut sleeper = Command::new("sleep").arg("0.7").spawn().unwrap();
     let pid = sleeper.id().to_string();
+    wait_for_exec(sleeper.id(), "sleep");
     // Reap it as soon as it exits (a zombie is still "exited" to hmn, but be a good parent).
     let reaper = std::thread::spawn(move || sleeper.wait().unwrap());
     let o = hmn()

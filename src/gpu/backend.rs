@@ -5,6 +5,7 @@
     allow(dead_code)
 )]
 
+use super::pci::PciAddress;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
     ProcessGpuInfo, Result, SourceReport,
@@ -75,6 +76,15 @@ pub(crate) trait Backend: Send + Sync {
     fn scope(&self) -> Scope {
         Scope::Nvidia
     }
+    /// Whether this backend lists devices the NVIDIA sources may measure too (a sysfs walk that
+    /// meets NVIDIA cards; DXGI, whose NVIDIA adapters take NVML's order), and so wants
+    /// [`Self::nvidia_devices`] before it is asked anything else.
+    fn needs_nvidia_devices(&self) -> bool {
+        false
+    }
+    /// The PCI addresses of the devices the NVIDIA sources measure, in their index order:
+    /// given by the dispatcher once, before any other question, to the backends that want it.
+    fn nvidia_devices(&self, _addresses: &[PciAddress]) {}
 }
 
 /// An error of `source`'s own kind.

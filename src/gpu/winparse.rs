@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::pci::PciAddress;
 use crate::ram::parse::clip;
 
 /// A PDH "GPU Process Memory" / "GPU Adapter Memory" instance name, e.g.
@@ -185,33 +186,16 @@ pub fn classify_adapter(vendor_id: u32, dedicated: u64, flags: u32) -> AdapterKi
     }
 }
 
-/// `(bus, device, function)` of an NVML bus id such as `00000000:01:00.0` or `0000:01:00.0`.
-#[must_use]
-pub fn parse_bus_id(s: &str) -> Option<(u32, u32, u32)> {
-    let mut parts = s.trim().rsplitn(3, ':');
-    let dev_fn = parts.next()?;
-    let bus = u32::from_str_radix(parts.next()?, 16).ok()?;
-    let (dev, func) = dev_fn.split_once('.')?;
-    Some((
-        bus,
-        u32::from_str_radix(dev, 16).ok()?,
-        u32::from_str_radix(func, 16).ok()?,
-    ))
-}
-
 /// The order of the NVIDIA adapters that matches NVML's: adapter positions sorted by where
 /// their PCI address appears among NVML's bus ids; adapters whose address is unknown or not
 /// among NVML's keep their enumeration order, after the matched ones.
-pub fn order_by_nvml(
-    addresses: &[Option<(u32, u32, u32)>],
-    nvml: &[Option<(u32, u32, u32)>],
-) -> Vec<usize> {
+pub fn order_by_nvml(addresses: &[Option<PciAddress>], nvml: &[PciAddress]) -> Vec<usize> {
     let mut keyed: Vec<(usize, usize)> = addresses
         .iter()
         .enumerate()
         .map(|(i, a)| {
             let rank = a
-                .and_then(|a| nvml.iter().position(|n| *n == Some(a)))
+                .and_then(|a| nvml.iter().position(|n| *n == a))
                 .unwrap_or(usize::MAX);
             (rank, i)
         })
@@ -334,20 +318,18 @@ mod tests {
         assert_eq!(classify_adapter(0x1002, 16 << 30, 0), AdapterKind::Other);
         assert_eq!(classify_adapter(0x8086, 0, 0), AdapterKind::Other);
         assert_eq!(classify_adapter(0x8086, 0, 2), AdapterKind::Skip);
-        assert_eq!(parse_bus_id("00000000:0C:00.0"), Some((0x0C, 0, 0)));
-        assert_eq!(parse_bus_id("0000:81:1f.3"), Some((0x81, 0x1F, 3)));
-        assert_eq!(parse_bus_id("nonsense"), None);
-        let nvml = [
-            parse_bus_id("00000000:01:00.0"),
-            parse_bus_id("00000000:41:00.0"),
-        ];
-        // DXGI enumerated the display GPU (bus 0x41) first.
+        let at = |s: &str| PciAddress::parse(s);
+        let nvml: Vec<PciAddress> = ["00000000:01:00.0", "00000000:41:00.0"]
+            .iter()
+            .filter_map(|s| at(s))
+            .collect();
+        // DXGI enumerated the display GPU (bus 0x41) first; D3DKMT gives no domain.
         assert_eq!(
-            order_by_nvml(&[Some((0x41, 0, 0)), Some((0x01, 0, 0))], &nvml),
+            order_by_nvml(&[at("41:00.0"), at("01:00.0")], &nvml),
             vec![1, 0]
         );
         assert_eq!(
-            order_by_nvml(&[None, Some((0x41, 0, 0)), None], &nvml),
+            order_by_nvml(&[None, at("41:00.0"), None], &nvml),
             vec![1, 0, 2]
         );
         assert_eq!(order_by_nvml(&[], &nvml), Vec::<usize>::new());

@@ -160,9 +160,14 @@ pub fn run(args: &SpillArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         }
         if measurable {
             for (i, slot) in (0_u32..).zip(trackers.iter_mut()) {
-                if let Ok((ded, shared, cap)) = hypomnesis::adapter_residency(i) {
-                    let t = slot.get_or_insert_with(|| SpillTracker::new(cap, thresholds));
-                    t.observe(SpillSample::new(started.elapsed(), ded, shared));
+                if let Ok(r) = hypomnesis::adapter_residency(i) {
+                    let t =
+                        slot.get_or_insert_with(|| SpillTracker::new(r.capacity_bytes, thresholds));
+                    t.observe(SpillSample::new(
+                        started.elapsed(),
+                        r.dedicated_bytes,
+                        r.shared_bytes,
+                    ));
                 }
             }
         }

@@ -156,16 +156,19 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         .map(|i| {
             hypomnesis::adapter_residency(i)
                 .ok()
-                .map(|(_, _, cap)| SpillTracker::new(cap, SpillThresholds::default()))
+                .map(|r| SpillTracker::new(r.capacity_bytes, SpillThresholds::default()))
         })
         .collect();
     loop {
         let t_ms = started.elapsed().as_millis();
         let mut spilling: Option<bool> = None;
         for (i, t) in (0_u32..).zip(spill.iter_mut()) {
-            if let (Some(t), Ok((ded, shared, _))) = (t.as_mut(), hypomnesis::adapter_residency(i))
-            {
-                let now = t.observe(SpillSample::new(started.elapsed(), ded, shared));
+            if let (Some(t), Ok(r)) = (t.as_mut(), hypomnesis::adapter_residency(i)) {
+                let now = t.observe(SpillSample::new(
+                    started.elapsed(),
+                    r.dedicated_bytes,
+                    r.shared_bytes,
+                ));
                 spilling = Some(spilling.unwrap_or(false) || now);
             }
         }

@@ -188,22 +188,6 @@ pub fn parse_uevent(text: &str) -> (Option<String>, Option<String>) {
     )
 }
 
-/// A PCI address in any of the usual spellings (`0000:03:00.0`, NVML's `00000000:03:00.0`)
-/// as (domain, bus, device, function), for comparing across sources.
-#[must_use]
-pub fn pci_address(s: &str) -> Option<(u32, u32, u32, u32)> {
-    let s = s.trim();
-    let (rest, func) = s.rsplit_once('.')?;
-    let mut parts = rest.rsplitn(3, ':');
-    let dev = u32::from_str_radix(parts.next()?, 16).ok()?;
-    let bus = u32::from_str_radix(parts.next()?, 16).ok()?;
-    let domain = match parts.next() {
-        Some(d) => u32::from_str_radix(d, 16).ok()?,
-        None => 0,
-    };
-    Some((domain, bus, dev, u32::from_str_radix(func, 16).ok()?))
-}
-
 /// Drivers whose fdinfo carries memory statistics: a host whose DRM devices all use other
 /// drivers (NVIDIA's, nouveau) never has its processes swept.
 pub const FDINFO_MEMORY_DRIVERS: &[&str] = &[
@@ -300,10 +284,6 @@ mod tests {
             (Some("amdgpu".into()), Some("0000:03:00.0".into()))
         );
         assert_eq!(parse_uevent(""), (None, None));
-        assert_eq!(pci_address("00000000:03:00.0"), pci_address("0000:03:00.0"));
-        assert_eq!(pci_address("0000:0a:1f.3"), Some((0, 0x0A, 0x1F, 3)));
-        assert_eq!(pci_address("01:00.0"), Some((0, 1, 0, 0)));
-        assert_eq!(pci_address("junk"), None);
         assert_eq!(region_kind("vram0"), RegionKind::Local);
         assert_eq!(region_kind("local1"), RegionKind::Local);
         assert_eq!(region_kind("stolen-local0"), RegionKind::Other);

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::parse::{self, FDINFO_MEMORY_DRIVERS};
 use crate::gpu::backend::{Backend, Presence, Scope};
+use crate::gpu::pci::PciAddress;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HypomnesisError, ProcessGpuInfo,
     Result, SourceReport, SourceState, procfs, roots,
@@ -100,9 +101,26 @@ fn walk(sysfs: &Path) -> (Vec<Device>, Vec<String>) {
             driver,
         });
     }
-    devices.sort_by_key(|d| parse::pci_address(&d.slot).unwrap_or((u32::MAX, 0, 0, 0)));
+    devices.sort_by_key(|d| {
+        let a = PciAddress::parse(&d.slot);
+        (a.is_none(), a)
+    });
     (devices, notes)
 }
+
+/// The walk of `<sysfs>/class/drm`, every card (NVIDIA ones too), or why there is none.
+type Walked = std::result::Result<(Vec<Device>, Vec<String>), String>;
+
+fn walked() -> &'static Walked {
+    static WALK: OnceLock<Walked> = OnceLock::new();
+    WALK.get_or_init(|| match roots::sysfs() {
+        Ok(sysfs) => Ok(walk(sysfs)),
+        Err(e) => Err(e.to_string()),
+    })
+}
+
+/// The PCI addresses of the devices the NVIDIA sources measure, as the dispatcher said.
+static NVIDIA: OnceLock<Vec<PciAddress>> = OnceLock::new();
 
 /// The devices this backend lists: all but NVIDIA cards that the NVIDIA sources measure.
 struct Devices {
@@ -115,30 +133,22 @@ struct Devices {
 fn devices() -> &'static Devices {
     static LIST: OnceLock<Devices> = OnceLock::new();
     LIST.get_or_init(|| {
-        let sysfs = match roots::sysfs() {
-            Ok(p) => p,
+        let (all, notes) = match walked() {
+            Ok(w) => w,
             Err(e) => {
                 return Devices {
                     list: Vec::new(),
                     notes: Vec::new(),
-                    error: Some(e.to_string()),
+                    error: Some(e.clone()),
                 };
             }
         };
-        let (all, mut notes) = walk(sysfs);
-        // Asked of the NVIDIA sources only when an NVIDIA card is here at all.
-        let nvidia: Vec<_> = if all.iter().any(|d| d.vendor_id == 0x10DE) {
-            crate::gpu::nvidia_bus_ids()
-                .iter()
-                .filter_map(|b| parse::pci_address(b))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let nvidia = NVIDIA.get().map_or(&[][..], Vec::as_slice);
+        let mut notes = notes.clone();
         let mut list = Vec::new();
-        for d in all {
+        for d in all.iter().cloned() {
             if d.vendor_id == 0x10DE
-                && parse::pci_address(&d.slot).is_some_and(|a| nvidia.contains(&a))
+                && PciAddress::parse(&d.slot).is_some_and(|a| nvidia.contains(&a))
             {
                 notes.push(format!(
                     "{} ({}): NVIDIA, measured by NVML/nvidia-smi",
@@ -346,6 +356,16 @@ impl Backend for DrmBackend {
 
     fn scope(&self) -> Scope {
         Scope::Others
+    }
+
+    fn needs_nvidia_devices(&self) -> bool {
+        walked()
+            .as_ref()
+            .is_ok_and(|(all, _)| all.iter().any(|d| d.vendor_id == 0x10DE))
+    }
+
+    fn nvidia_devices(&self, addresses: &[PciAddress]) {
+        let _ = NVIDIA.set(addresses.to_vec());
     }
 
     fn presence(&self) -> Presence {

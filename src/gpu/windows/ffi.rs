@@ -30,6 +30,7 @@ use windows::Win32::System::Threading::{
 };
 use windows::core::{HSTRING, Interface, PWSTR};
 
+use crate::gpu::pci::PciAddress;
 use crate::gpu::winparse::{NameLookup, utf16_until_nul};
 
 /// One DXGI adapter's description (plain data).
@@ -43,7 +44,7 @@ pub(crate) struct AdapterDesc {
     pub luid: (u32, u32),
     pub flags: u32,
     /// PCI bus, device, function from D3DKMT, when it answers.
-    pub address: Option<(u32, u32, u32)>,
+    pub address: Option<PciAddress>,
 }
 
 fn luid_parts(l: LUID) -> (u32, u32) {
@@ -129,8 +130,8 @@ pub(crate) fn local_usage(luid: (u32, u32)) -> Result<u64, String> {
     Ok(info.CurrentUsage)
 }
 
-/// PCI (bus, device, function) of an adapter through D3DKMT, `None` when unavailable.
-fn adapter_address(luid: LUID) -> Option<(u32, u32, u32)> {
+/// The PCI address of an adapter through D3DKMT, `None` when unavailable.
+fn adapter_address(luid: LUID) -> Option<PciAddress> {
     let mut open = D3DKMT_OPENADAPTERFROMLUID {
         AdapterLuid: luid,
         hAdapter: 0,
@@ -153,11 +154,13 @@ fn adapter_address(luid: LUID) -> Option<(u32, u32, u32)> {
     };
     // SAFETY: closes the handle opened above exactly once.
     let _ = unsafe { D3DKMTCloseAdapter(&raw const close) };
-    ok.then_some((
-        address.BusNumber,
-        address.DeviceNumber,
-        address.FunctionNumber,
-    ))
+    // D3DKMT gives no PCI domain: Windows numbers its devices in domain 0.
+    ok.then_some(PciAddress {
+        domain: 0,
+        bus: address.BusNumber,
+        device: address.DeviceNumber,
+        function: address.FunctionNumber,
+    })
 }
 
 /// A PDH query, closed when dropped.

@@ -16,10 +16,11 @@ use std::sync::OnceLock;
 use ffi::AdapterDesc;
 
 use super::backend::{Backend, Op, Presence, Scope};
+use super::pci::PciAddress;
 use super::winparse::{self, AdapterKind, NameLookup};
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HypomnesisError, ProcessGpuInfo,
-    Result, SourceReport, SourceState,
+    Residency, Result, SourceReport, SourceState,
 };
 
 const DEDICATED: &str = r"\GPU Process Memory(*)\Dedicated Usage";
@@ -27,6 +28,9 @@ const SHARED: &str = r"\GPU Process Memory(*)\Shared Usage";
 const ADAPTER_DEDICATED: &str = r"\GPU Adapter Memory(*)\Dedicated Usage";
 const ADAPTER_SHARED: &str = r"\GPU Adapter Memory(*)\Shared Usage";
 const MIB: u64 = 1 << 20;
+
+/// The PCI addresses of the NVIDIA devices in NVML's order, as the dispatcher said.
+static NVIDIA_ORDER: OnceLock<Vec<PciAddress>> = OnceLock::new();
 
 /// The adapters, walked once per process.
 struct Adapters {
@@ -51,9 +55,9 @@ fn adapters() -> &'static std::result::Result<Adapters, String> {
                 )),
             }
         }
-        let nvml = super::nvml_bus_ids();
+        let nvml = NVIDIA_ORDER.get().map_or(&[][..], Vec::as_slice);
         let order =
-            winparse::order_by_nvml(&nvidia.iter().map(|a| a.address).collect::<Vec<_>>(), &nvml);
+            winparse::order_by_nvml(&nvidia.iter().map(|a| a.address).collect::<Vec<_>>(), nvml);
         let nvidia = order
             .into_iter()
             .filter_map(|i| nvidia.get(i).cloned())
@@ -118,7 +122,7 @@ fn adapter_used(a: &AdapterDesc) -> Result<u64> {
 
 /// `(dedicated, shared, capacity)` of device `index` (NVIDIA devices first, then the others,
 /// as in the device list).
-pub(crate) fn residency(index: u32) -> Result<(u64, u64, u64)> {
+pub(crate) fn residency(index: u32) -> Result<Residency> {
     let nvidia = scoped(Scope::Nvidia)?;
     let a = if let Some(a) = usize::try_from(index).ok().and_then(|i| nvidia.get(i)) {
         a
@@ -132,7 +136,11 @@ pub(crate) fn residency(index: u32) -> Result<(u64, u64, u64)> {
         winparse::adapter_sum(r.iter().map(|(n, v)| (n.as_str(), *v)), a.luid)
     };
     match (sum(0), sum(1)) {
-        (Some(d), Some(s)) => Ok((d, s, a.dedicated)),
+        (Some(d), Some(s)) => Ok(Residency {
+            dedicated_bytes: d,
+            shared_bytes: s,
+            capacity_bytes: a.dedicated,
+        }),
         _ => Err(HypomnesisError::Pdh(format!(
             "no `GPU Adapter Memory` counters for {}",
             a.name
@@ -201,6 +209,15 @@ impl Backend for DxgiBackend {
         self.scope
     }
 
+    fn needs_nvidia_devices(&self) -> bool {
+        // The NVIDIA adapters take NVML's order, so that indices agree across sources.
+        self.scope == Scope::Nvidia
+    }
+
+    fn nvidia_devices(&self, addresses: &[PciAddress]) {
+        let _ = NVIDIA_ORDER.set(addresses.to_vec());
+    }
+
     fn answers(&self, op: Op) -> bool {
         // NVIDIA process lists come from PdhBackend; other vendors' from here. DXGI knows
         // nothing of MIG (which Windows does not offer).
@@ -223,7 +240,7 @@ impl Backend for DxgiBackend {
             reserved_bytes: None,
             driver_version: None,
             uuid: None,
-            pci_bus_id: a.address.map(|(b, d, f)| format!("{b:02X}:{d:02X}.{f}")),
+            pci_bus_id: a.address.map(|a| a.to_string()),
             vendor: u16::try_from(a.vendor_id)
                 .ok()
                 .and_then(GpuVendor::from_pci_vendor_id),
@@ -265,7 +282,7 @@ impl Backend for DxgiBackend {
                             a.dedicated / MIB,
                             a.luid.0,
                             a.luid.1,
-                            a.address.map_or("unknown".into(), |(b, d, f)| format!("{b:02X}:{d:02X}.{f}"))
+                            a.address.map_or("unknown".into(), |a| a.to_string())
                         ),
                     ));
                 }
