@@ -339,10 +339,11 @@ fn gpu_memory_of_the_child_from_the_fake_nvml_csv_and_svg() {
 /// Waits until process `pid` runs `name` (a child is named after its parent until it execs).
 fn wait_for_exec(pid: u32, name: &str) {
     let started = std::time::Instant::now();
-    while std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().to_string())
-        != Ok(name.to_string())
-    {
-        assert!(started.elapsed() < Duration::from_secs(5), "{pid} never ran {name}");
+    while std::fs::read_to_string(format!("/proc/{pid}/comm")).map_or(true, |c| c.trim() != name) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{pid} never ran {name}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
