@@ -4,8 +4,19 @@ use std::time::Duration;
 
 use crate::ram::parse::clip;
 
-/// A duration such as `10s`, `500ms`, `1.5s`, `2m`, or a bare number of seconds; more than 0 and
-/// at most one day.
+/// A duration such as `10s`, `500ms`, `1.5s`, `2m`, `1h`, or a bare number of seconds: more
+/// than 0 and at most one day, rounded to whole milliseconds. What `HYPOMNESIS_NVIDIA_SMI_TIMEOUT`
+/// and `hmn`'s duration options take.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(hypomnesis::parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+/// assert!(hypomnesis::parse_duration("soon").is_err());
+/// ```
+///
+/// # Errors
+///
+/// A message naming the text when it is not such a duration or is out of range.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let bad = || {

@@ -384,6 +384,7 @@ fn a_closed_stdout_pipe_exits_quietly_in_json_too() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one scenario, its assertions in order
 fn every_capture_through_the_stand_in_nvidia_smi() {
     for cap in all_captures() {
         let text = capture_reader::read(&cap);

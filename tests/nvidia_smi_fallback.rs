@@ -62,6 +62,7 @@ fn env(k: &str) -> String {
 }
 
 /// Every figure the library gives equals the capture's.
+#[allow(clippy::too_many_lines)] // one scenario, its assertions in order
 fn replay() {
     let text = capture_reader::read(env("FAKE_SMI_CAPTURE").as_ref());
     let phase = env("FAKE_SMI_PHASE");

@@ -244,6 +244,7 @@ fn plot_labels_stay_inside_and_capacity_is_marked() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one scenario, its assertions in order
 fn gpu_memory_of_the_child_from_the_fake_nvml_csv_and_svg() {
     let pid_file = tmp("child.pid");
     let _ = std::fs::remove_file(&pid_file);

@@ -114,6 +114,19 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Stderr once it contains `text`, or as it is after `limit` (its reader is a thread of its
+    /// own, a moment behind the server).
+    fn stderr_with(&self, text: &str, limit: Duration) -> String {
+        let started = Instant::now();
+        loop {
+            let s = self.stderr();
+            if s.contains(text) || started.elapsed() > limit {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn get(&self, path: &str) -> Reply {
         get(self.addr, path, &[])
     }
@@ -299,6 +312,7 @@ fn plain() -> String {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one scenario, its assertions in order
 fn metrics_carry_the_scenario() {
     let named = Named::spawn(&["python3", r#"say "hi""#]);
     let server = Server::start(FakeVariant::Modern, &scenario(&named), &[]);
@@ -585,11 +599,8 @@ fn library_debug_output_does_not_hang_a_scrape() {
         "{}",
         r.body
     );
-    assert!(
-        server.stderr().contains("[hypomnesis] NVML:"),
-        "{}",
-        server.stderr()
-    );
+    let said = server.stderr_with("[hypomnesis] NVML:", Duration::from_secs(5));
+    assert!(said.contains("[hypomnesis] NVML:"), "{said}");
 }
 
 /// Sends `signal` and waits for the exit: status 0 within `limit`, and the last stderr line.

@@ -1,104 +1,17 @@
 //! Command-line definition, dispatch, and the mapping of outcomes to exit codes.
 
-use std::fmt::Write as _;
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
+use crate::args::{JsonArg, RootArgs};
 #[cfg(feature = "serve")]
-use crate::serve;
-use crate::{device, doctor, ps, run, spill, watch};
-
-/// The text of `hmn --help` (and of the man page's DESCRIPTION). A prose paragraph is one line,
-/// wrapped to the terminal by clap and by man; lines that start with spaces are kept as they are.
-pub const LONG_ABOUT: &str = "\
-Measure GPU and RAM memory from outside any framework.
-
-With no subcommand, hmn prints one line per GPU:
-
-  GPU 0 [NVIDIA H200]: free 110796 MiB / 143771 MiB (614 MiB reserved), driver 590.48.01
-
-What the figures mean (NVIDIA):
-
-  total     what the driver reports, the same as nvidia-smi's Total
-  reserved  the driver/firmware carve-out: PART of total, not extra
-  free      what new allocations can still get
-  used      (in --json) total - free, so it includes reserved
-
-Allocations can use at most total - reserved, and free already accounts for it. The reserved figure is shown only when the driver reports it (R510 and later); it is never guessed. MiB are 1,048,576 bytes, rounded down.
-
-A GPU split with MIG (A100, H100, H200) is followed by one line per MIG device:
-
-  GPU 0 [NVIDIA H200]: free 126198 MiB / 143771 MiB (614 MiB reserved), driver 590.48.01
-    MIG 1c.3g.71gb GI 2 CI 0: free 54499 MiB / 71424 MiB
-    MIG 2c.3g.71gb GI 2 CI 1: free 54499 MiB / 71424 MiB
-    MIG 1g.18gb GI 9: free 16375 MiB / 16384 MiB
-
-Memory belongs to the GPU instance (GI): its compute instances (CI) show the same figures. When the whole GPU's figures are refused (unprivileged users), its line says so and the MIG lines still follow. `hmn ps` adds GI and CI columns when a process runs in a MIG instance.
-
-Where the figures come from: NVIDIA GPUs through NVML (libnvidia-ml, loaded once), or nvidia-smi when NVML cannot be loaded; on Linux, AMD and Intel GPUs through sysfs and DRM fdinfo (listed after the NVIDIA ones); on Windows DXGI and PDH; on macOS Metal. `hmn doctor` says which answered and why the others did not.";
-
-/// Exit statuses, for `--help` and the man page.
-pub const EXIT_STATUS: &str =
-    "0 success (also when there is no GPU), 1 a measurement failed, 2 usage error.";
-
-/// The environment variables `hmn` reads: (name, meaning).
-pub const ENVIRONMENT: &[(&str, &str)] = &[
-    (
-        "HYPOMNESIS_NVML_LIBRARY",
-        "absolute path of libnvidia-ml; when set, nothing else is tried",
-    ),
-    ("HYPOMNESIS_NVIDIA_SMI", "path of nvidia-smi (else PATH)"),
-    (
-        "HYPOMNESIS_NVIDIA_SMI_TIMEOUT",
-        "limit of one nvidia-smi run, e.g. 2s or 500ms (default 10s)",
-    ),
-    (
-        "HYPOMNESIS_PROCFS",
-        "where /proc is (an absolute path, e.g. a host's procfs mounted in a container)",
-    ),
-    (
-        "HYPOMNESIS_SYSFS",
-        "where /sys is (an absolute path, e.g. a host's sysfs mounted in a container)",
-    ),
-];
-
-/// `--help`'s closing text: exit status and environment.
-fn after_help() -> String {
-    let width = ENVIRONMENT.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-    let mut s = format!("Exit status: {EXIT_STATUS}\n\nEnvironment:\n");
-    for (name, meaning) in ENVIRONMENT {
-        let _ = writeln!(s, "  {name:<width$}  {meaning}");
-    }
-    s.trim_end().to_string()
-}
-
-/// `--json`, for the commands that can print JSON.
-#[derive(Debug, Clone, Copy, Default, Args)]
-pub struct JsonArg {
-    /// Print JSON on stdout instead of text (null for unknown values).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `--procfs` and `--sysfs`, for the commands that measure.
-#[derive(Debug, Clone, Default, Args)]
-pub struct RootArgs {
-    /// Read processes from this procfs instead of /proc (e.g. the host's, mounted at /host/proc).
-    #[arg(long, value_name = "DIR")]
-    pub procfs: Option<PathBuf>,
-    /// Read devices from this sysfs instead of /sys (e.g. the host's, mounted at /host/sys).
-    #[arg(long, value_name = "DIR")]
-    pub sysfs: Option<PathBuf>,
-}
-
-impl RootArgs {
-    fn any(&self) -> bool {
-        self.procfs.is_some() || self.sysfs.is_some()
-    }
-}
+use crate::cmd::serve;
+use crate::cmd::{devices, doctor, ps, run, spill, watch};
+use crate::help::{LONG_ABOUT, after_help};
+use crate::outcome::Outcome;
+use crate::view;
 
 /// The `hmn` command line.
 #[derive(Debug, Parser)]
@@ -201,15 +114,6 @@ impl Command {
     }
 }
 
-/// How a command ended, when it did not fail on I/O.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Success,
-    MeasurementFailed,
-    /// Exit with this status (a command's, passed through).
-    Code(u8),
-}
-
 /// Options given before the subcommand (`hmn --json ps`) moved to the subcommand; an option
 /// the subcommand does not take is a usage error (`hmn --json serve`).
 fn settle(cli: &mut Cli) -> Result<(), String> {
@@ -287,7 +191,7 @@ pub fn main() -> ExitCode {
     // Unlocked: `hmn serve` and library diagnostics write to stderr from other threads too.
     let mut err = io::stderr();
     let result = match &cli.command {
-        None => device::run(json, &mut out, &mut err),
+        None => devices::run(json, &mut out, &mut err),
         Some(Command::Ps(args)) => ps::run(args, &mut out, &mut err),
         Some(Command::Doctor(args)) => doctor::run(args, &mut out),
         Some(Command::Run(args)) => run::run(args, &mut out, &mut err),
@@ -300,14 +204,12 @@ pub fn main() -> ExitCode {
         })
         .map(|()| Outcome::Success),
         Some(Command::Man) => out
-            .write_all(crate::man::render(&Cli::command()).as_bytes())
+            .write_all(view::man::render(&Cli::command()).as_bytes())
             .map(|()| Outcome::Success),
     };
-    let result = result.and_then(|o| crate::render::unless_closed(out.flush()).map(|()| o));
+    let result = result.and_then(|o| view::unless_closed(out.flush()).map(|()| o));
     match result {
-        Ok(Outcome::Success) => ExitCode::SUCCESS,
-        Ok(Outcome::MeasurementFailed) => ExitCode::from(1),
-        Ok(Outcome::Code(c)) => ExitCode::from(c),
+        Ok(o) => o.exit_code(),
         // `hmn ps | head -1`: the reader is gone; nothing more to say.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {

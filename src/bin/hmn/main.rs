@@ -1,19 +1,19 @@
 //! `hmn`: GPU and RAM memory from the shell. See `hmn --help`.
+//!
+//! - `cli`: the command line and dispatch; `args`, `help`, `outcome`: what it is made of;
+//! - `collect`: the one sampler, the loop's pace, the command a run starts;
+//! - `cmd`: one module per subcommand, folding what was collected into a result;
+//! - `view`: pure renderers of those results (text, JSON, CSV, SVG, roff).
+//!
+//! Arrows point one way: cli → cmd → collect and view; view and collect → the library.
 
+mod args;
 mod cli;
-mod device;
-mod doctor;
-mod man;
-mod plot;
-mod ps;
-mod render;
-mod run;
-mod sample;
-#[cfg(feature = "serve")]
-mod serve;
-mod spill;
-mod sys;
-mod watch;
+mod cmd;
+mod collect;
+mod help;
+mod outcome;
+mod view;
 
 fn main() -> std::process::ExitCode {
     cli::main()

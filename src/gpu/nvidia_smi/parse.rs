@@ -328,6 +328,36 @@ fn set_memory(m: &mut QMemoryLines, key: &str, v: &str) {
     }
 }
 
+/// One `key : value` line of a GPU's `Processes` block: a GPU instance id (or, without one, a
+/// compute instance id or a process id after a finished row) starts a new process.
+fn process_line(gpu: &mut QGpuMig, key: &str, v: &str) {
+    let k = key.to_ascii_lowercase();
+    let starts = match k.as_str() {
+        "gpu instance id" => true,
+        "compute instance id" => gpu
+            .processes
+            .last()
+            .is_none_or(|p| p.compute_instance_id.is_some() || p.pid.is_some()),
+        "process id" => gpu.processes.last().is_none_or(|p| p.pid.is_some()),
+        _ => false,
+    };
+    if starts {
+        gpu.processes.push(QProcess::default());
+    }
+    let Some(p) = gpu.processes.last_mut() else {
+        return;
+    };
+    match k.as_str() {
+        "gpu instance id" => p.gpu_instance_id = id_field(Some(v)),
+        "compute instance id" => p.compute_instance_id = id_field(Some(v)),
+        "process id" => p.pid = id_field(Some(v)),
+        "type" => p.kind = text_field(v),
+        "name" => p.name = text_field(v),
+        "used gpu memory" => p.used_mib = Some(mib_field(v)),
+        _ => {}
+    }
+}
+
 /// The MIG mode, `MIG Device` blocks (with their `Shared FB Memory Usage`) and `Processes`
 /// (with GPU/compute instance ids) of every GPU in `nvidia-smi -q` output. Keys are matched by
 /// their place in the indentation tree, so the varying padding before `:` does not matter.
@@ -383,33 +413,7 @@ pub fn parse_q_mig(text: &str) -> Vec<QGpuMig> {
                     set_memory(d.memory.get_or_insert_with(QMemoryLines::default), key, v);
                 }
             }
-            (["Processes"], Some(v)) => {
-                let k = key.to_ascii_lowercase();
-                let starts = match k.as_str() {
-                    "gpu instance id" => true,
-                    "compute instance id" => gpu
-                        .processes
-                        .last()
-                        .is_none_or(|p| p.compute_instance_id.is_some() || p.pid.is_some()),
-                    "process id" => gpu.processes.last().is_none_or(|p| p.pid.is_some()),
-                    _ => false,
-                };
-                if starts {
-                    gpu.processes.push(QProcess::default());
-                }
-                let Some(p) = gpu.processes.last_mut() else {
-                    continue;
-                };
-                match k.as_str() {
-                    "gpu instance id" => p.gpu_instance_id = id_field(Some(v)),
-                    "compute instance id" => p.compute_instance_id = id_field(Some(v)),
-                    "process id" => p.pid = id_field(Some(v)),
-                    "type" => p.kind = text_field(v),
-                    "name" => p.name = text_field(v),
-                    "used gpu memory" => p.used_mib = Some(mib_field(v)),
-                    _ => {}
-                }
-            }
+            (["Processes"], Some(v)) => process_line(gpu, key, v),
             _ => {}
         }
         if value.is_none() {

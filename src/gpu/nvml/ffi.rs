@@ -317,6 +317,38 @@ fn first_sym<T: Copy>(lib: &Library, names: &[&'static [u8]]) -> Option<(T, &'st
     })
 }
 
+/// The compute and graphics process-list functions of `lib`, each the newest it exports, with
+/// the element layout that version writes (see [`v3_layout`]).
+fn process_fns(lib: &Library) -> (Option<ProcessFn>, Option<ProcessFn>) {
+    let layout_v3 = v3_layout(
+        sym::<FnVoid>(lib, b"nvmlDeviceGetConfComputeMemSizeInfo\0").is_some(),
+        sym::<FnVoid>(lib, b"nvmlDeviceGetRunningProcessDetailList\0").is_some(),
+    );
+    let procs = |v3: &'static [u8], v2: &'static [u8], v1: &'static [u8]| {
+        [
+            (v3, layout_v3),
+            (v2, ProcessLayout::V2),
+            (v1, ProcessLayout::V1),
+        ]
+        .into_iter()
+        .find_map(|(n, layout)| {
+            first_sym::<FnProcesses>(lib, &[n]).map(|(f, name)| ProcessFn { f, name, layout })
+        })
+    };
+    (
+        procs(
+            b"nvmlDeviceGetComputeRunningProcesses_v3\0",
+            b"nvmlDeviceGetComputeRunningProcesses_v2\0",
+            b"nvmlDeviceGetComputeRunningProcesses\0",
+        ),
+        procs(
+            b"nvmlDeviceGetGraphicsRunningProcesses_v3\0",
+            b"nvmlDeviceGetGraphicsRunningProcesses_v2\0",
+            b"nvmlDeviceGetGraphicsRunningProcesses\0",
+        ),
+    )
+}
+
 impl Nvml {
     /// Load the library at `path` and resolve its symbols. `nvmlInit*`, the device count and
     /// the handle lookup are required; everything else is optional.
@@ -341,31 +373,7 @@ impl Nvml {
             ],
         )
         .ok_or("the library exports no nvmlDeviceGetHandleByIndex")?;
-        let layout_v3 = v3_layout(
-            sym::<FnVoid>(&lib, b"nvmlDeviceGetConfComputeMemSizeInfo\0").is_some(),
-            sym::<FnVoid>(&lib, b"nvmlDeviceGetRunningProcessDetailList\0").is_some(),
-        );
-        let procs = |v3: &'static [u8], v2: &'static [u8], v1: &'static [u8]| {
-            [
-                (v3, layout_v3),
-                (v2, ProcessLayout::V2),
-                (v1, ProcessLayout::V1),
-            ]
-            .into_iter()
-            .find_map(|(n, layout)| {
-                first_sym::<FnProcesses>(&lib, &[n]).map(|(f, name)| ProcessFn { f, name, layout })
-            })
-        };
-        let compute = procs(
-            b"nvmlDeviceGetComputeRunningProcesses_v3\0",
-            b"nvmlDeviceGetComputeRunningProcesses_v2\0",
-            b"nvmlDeviceGetComputeRunningProcesses\0",
-        );
-        let graphics = procs(
-            b"nvmlDeviceGetGraphicsRunningProcesses_v3\0",
-            b"nvmlDeviceGetGraphicsRunningProcesses_v2\0",
-            b"nvmlDeviceGetGraphicsRunningProcesses\0",
-        );
+        let (compute, graphics) = process_fns(&lib);
         Ok(Self {
             init,
             init_name,

@@ -6,8 +6,9 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::run::{Point, Summary};
-use crate::sample::Devices;
+use hypomnesis::GpuDeviceInfo;
+
+use super::run::Point;
 
 const MIB: f64 = 1_048_576.0;
 const GIB: f64 = 1_073_741_824.0;
@@ -78,12 +79,13 @@ fn peak(s: &[(f64, f64)]) -> Option<(f64, f64)> {
         })
 }
 
-/// Draw the timeline to `path`.
+/// Draw the timeline to `path`: the RSS and each GPU of `devices` (as first read; `None` when
+/// unreadable) over time, titled with the command line.
 pub fn draw(
     path: &Path,
     points: &[Point],
-    devices: &Devices,
-    summary: &Summary,
+    devices: &[Option<GpuDeviceInfo>],
+    command: &str,
 ) -> Result<(), String> {
     let e = |x: &dyn std::fmt::Display| x.to_string();
     let max = points
@@ -92,8 +94,15 @@ pub fn draw(
         .max()
         .unwrap_or(0);
     // Each GPU's total and usable memory, drawn as lines when the data comes near them.
-    let marks: Vec<(u32, Vec<(&str, u64)>)> = (0..devices.count())
-        .map(|i| (i, capacity_marks(devices.total(i), devices.reserved(i))))
+    let marks: Vec<(u32, Vec<(&str, u64)>)> = (0_u32..)
+        .zip(devices)
+        .map(|(i, d)| {
+            let d = d.as_ref();
+            (
+                i,
+                capacity_marks(d.map(|d| d.total_bytes), d.and_then(|d| d.reserved_bytes)),
+            )
+        })
         .collect();
     let on_scale = |cap: u64| capacity_on_scale(cap, max);
     let top = marks
@@ -109,15 +118,8 @@ pub fn draw(
     let y_max = (top as f64 / scale * 1.15).max(1.0);
     let root = SVGBackend::new(path, (960, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
-    let mut title: String = format!("hmn run: {}", summary.command.join(" "))
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if title.chars().count() > 90 {
-        title = title.chars().take(89).collect::<String>() + "…";
-    }
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
+        .caption(title(command), ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
@@ -133,42 +135,23 @@ pub fn draw(
         "RSS (process tree)".into(),
         series(points, |p| p.rss, scale),
     )];
-    for i in 0..devices.count() {
-        let name = devices.name(i).map_or(String::new(), |n| format!(" {n}"));
+    for (i, d) in devices.iter().enumerate() {
+        let name = d
+            .as_ref()
+            .and_then(|d| d.name.as_deref())
+            .map_or(String::new(), |n| format!(" {n}"));
         lines.push((
             format!("GPU {i}{name}"),
-            series(points, |p| p.gpu.get(i as usize).copied().flatten(), scale),
+            series(points, |p| p.gpu.get(i).copied().flatten(), scale),
         ));
     }
+    let axes = Axes {
+        unit_name,
+        t_max,
+        y_max,
+    };
     for (k, (label, data)) in lines.into_iter().enumerate() {
-        if data.is_empty() {
-            continue;
-        }
-        let color = Palette99::pick(k).to_rgba();
-        let pk = peak(&data);
-        chart
-            .draw_series(LineSeries::new(data, color.stroke_width(2)))
-            .map_err(|x| e(&x))?
-            .label(label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        if let Some((x, y)) = pk {
-            chart
-                .draw_series(std::iter::once(Circle::new((x, y), 5, color.filled())))
-                .map_err(|x| e(&x))?;
-            let style = ("sans-serif", 14)
-                .into_font()
-                .color(&BLACK)
-                .pos(label_anchor(x, y, t_max, y_max));
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    format!("peak {y:.1} {unit_name}"),
-                    (x, y),
-                    style,
-                )))
-                .map_err(|x| e(&x))?;
-        }
+        draw_line(&mut chart, k, label, data, &axes)?;
     }
     draw_capacity(&mut chart, &marks, max, scale, t_max, y_max)?;
     chart
@@ -178,6 +161,64 @@ pub fn draw(
         .draw()
         .map_err(|x| e(&x))?;
     root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// `hmn run: <command>`, control characters as spaces, cut to 90 characters.
+fn title(command: &str) -> String {
+    let title: String = format!("hmn run: {command}")
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if title.chars().count() > 90 {
+        title.chars().take(89).collect::<String>() + "…"
+    } else {
+        title
+    }
+}
+
+/// The scale of a chart, for placing labels.
+struct Axes {
+    unit_name: &'static str,
+    t_max: f64,
+    y_max: f64,
+}
+
+/// One series (colour `k` of the palette) with its peak marked and labelled inside the chart.
+fn draw_line(
+    chart: &mut Chart<'_, '_>,
+    k: usize,
+    label: String,
+    data: Vec<(f64, f64)>,
+    axes: &Axes,
+) -> Result<(), String> {
+    let e = |x: &dyn std::fmt::Display| x.to_string();
+    if data.is_empty() {
+        return Ok(());
+    }
+    let color = Palette99::pick(k).to_rgba();
+    let pk = peak(&data);
+    chart
+        .draw_series(LineSeries::new(data, color.stroke_width(2)))
+        .map_err(|x| e(&x))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    if let Some((x, y)) = pk {
+        chart
+            .draw_series(std::iter::once(Circle::new((x, y), 5, color.filled())))
+            .map_err(|x| e(&x))?;
+        let style = ("sans-serif", 14)
+            .into_font()
+            .color(&BLACK)
+            .pos(label_anchor(x, y, axes.t_max, axes.y_max));
+        chart
+            .draw_series(std::iter::once(Text::new(
+                format!("peak {y:.1} {}", axes.unit_name),
+                (x, y),
+                style,
+            )))
+            .map_err(|x| e(&x))?;
+    }
     Ok(())
 }
 
@@ -201,7 +242,7 @@ fn draw_capacity(
         for (label, bytes) in m {
             #[allow(clippy::cast_precision_loss)] // display only
             let y = *bytes as f64 / scale;
-            let text = format!("GPU {i} {label} {}", crate::render::format_size(*bytes));
+            let text = format!("GPU {i} {label} {}", super::format_size(*bytes));
             if !on_scale(*bytes) {
                 notes.push(text);
                 continue;

@@ -6,8 +6,7 @@ use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use hypomnesis::{
-    GpuDeviceInfo, GpuProcessEntry, GpuVendor, HypomnesisError, MigGpuInstance, SourceReport,
-    SourceState,
+    GpuDeviceInfo, GpuProcessEntry, GpuVendor, MigGpuInstance, SourceReport, SourceState,
 };
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -15,6 +14,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
+
+use crate::collect::sampler::{Frame, Sampler, Want};
 
 /// What one measurement found.
 #[derive(Debug, Clone, Default)]
@@ -48,32 +49,39 @@ impl Sample {
     }
 }
 
+/// What the exporter reads each measurement.
+pub const WANT: Want = Want {
+    devices: true,
+    processes: true,
+    residency: false,
+    mig: true,
+    sources: true,
+};
+
 /// Measures every device and process list, then asks each source for its report. Blocking: it
 /// loads libraries and may run `nvidia-smi`.
 pub fn measure() -> Sample {
-    let mut s = Sample::default();
-    match hypomnesis::device_count() {
-        Ok(n) => {
-            s.counted = Some(n);
-            for i in 0..n {
-                match hypomnesis::device_info(i) {
-                    Ok(d) => s.devices.push(d),
-                    Err(_) => s.device_errors += 1,
-                }
-                match hypomnesis::gpu_processes(i) {
-                    Ok(list) => s.processes.extend(list),
-                    Err(_) => s.process_errors += 1,
-                }
-                if let Ok(instances) = hypomnesis::mig_instances(i) {
-                    s.mig.extend(hypomnesis::mig_gpu_instances(&instances));
-                }
-            }
+    sample_of(Sampler::new(WANT).frame(&[]))
+}
+
+/// The exposition's view of a frame. A host without GPUs is not a failed measurement.
+pub fn sample_of(frame: Frame) -> Sample {
+    let mut s = Sample {
+        counted: frame.count.ok(),
+        sources: frame.sources.unwrap_or_default(),
+        ..Sample::default()
+    };
+    for d in frame.devices {
+        match d.info {
+            Some(Ok(info)) => s.devices.push(info),
+            _ => s.device_errors += 1,
         }
-        // A host without GPUs is not a failed measurement.
-        Err(HypomnesisError::NoGpuSource) => s.counted = Some(0),
-        Err(_) => {}
+        match d.processes {
+            Some(Ok(list)) => s.processes.extend(list),
+            _ => s.process_errors += 1,
+        }
+        s.mig.extend(d.mig.unwrap_or_default());
     }
-    s.sources = hypomnesis::sources();
     s
 }
 

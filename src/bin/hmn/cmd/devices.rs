@@ -4,8 +4,8 @@ use std::io::{self, Write};
 
 use hypomnesis::{GpuDeviceInfo, GpuVendor, HypomnesisError};
 
-use crate::cli::Outcome;
-use crate::render::{self, DeviceView};
+use crate::outcome::Outcome;
+use crate::view::devices::{self as render, DeviceView};
 
 pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
     let count = match hypomnesis::device_count() {

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use clap::{Arg, ArgAction, Command};
 use roff::{Inline, Roff, bold, italic, roman};
 
-use crate::cli::{ENVIRONMENT, EXIT_STATUS};
+use crate::help::{ENVIRONMENT, EXIT_STATUS};
 
 /// A piece of help text: prose to fill, or lines to keep as they are.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,7 +25,8 @@ use axum::routing::get;
 use clap::Args;
 use tokio::sync::Mutex;
 
-use crate::cli::{Outcome, RootArgs};
+use crate::args::{self, RootArgs};
+use crate::outcome::Outcome;
 
 /// What `/metrics` is served as (prometheus-client writes `OpenMetrics`, ending with `# EOF`).
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -46,7 +47,7 @@ pub struct ServeArgs {
     pub listen: SocketAddr,
     /// Scrapes within this long of the last measurement are answered from it (e.g. 1s, 500ms):
     /// however many scrapers there are, the GPUs are measured at most once per interval.
-    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = hypomnesis::__parsers::parse_duration)]
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = args::duration)]
     pub min_interval: Duration,
     /// Allow a --listen address that is not loopback. The metrics name the GPUs and the
     /// processes using them (pid and name): anyone who can reach the address can read them.

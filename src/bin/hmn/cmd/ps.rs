@@ -2,11 +2,13 @@
 
 use std::io::{self, Write};
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use hypomnesis::HypomnesisError;
 
-use crate::cli::{JsonArg, Outcome, RootArgs};
-use crate::render::{self, PsRow};
+use crate::args::{JsonArg, RootArgs};
+use crate::outcome::Outcome;
+use crate::view::devices::no_gpu_sentence;
+use crate::view::ps::{self as render, PsRow, SortKey};
 
 /// Options of `hmn ps`.
 #[derive(Debug, Args)]
@@ -26,20 +28,10 @@ pub struct PsArgs {
     pub roots: RootArgs,
 }
 
-/// Sort orders of `hmn ps`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SortKey {
-    Dedicated,
-    Shared,
-    Total,
-    Pid,
-    Name,
-}
-
 pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
     let devices: Vec<u32> = match (args.device, hypomnesis::device_count()) {
         (_, Err(HypomnesisError::NoGpuSource)) => {
-            writeln!(err, "{}", render::no_gpu_sentence())?;
+            writeln!(err, "{}", no_gpu_sentence())?;
             Vec::new()
         }
         (_, Err(e)) => {

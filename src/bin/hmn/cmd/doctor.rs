@@ -4,8 +4,9 @@ use std::io::{self, Write};
 
 use clap::Args;
 
-use crate::cli::{JsonArg, Outcome, RootArgs};
-use crate::render;
+use crate::args::{JsonArg, RootArgs};
+use crate::outcome::Outcome;
+use crate::view::doctor as render;
 
 /// Options of `hmn doctor`.
 #[derive(Debug, Args)]

@@ -1,0 +1,291 @@
+//! `hmn run -- CMD…`: run a command and report the peaks of its whole process tree.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use hypomnesis::GpuDeviceInfo;
+
+use crate::args::{self, JsonArg, RootArgs};
+use crate::collect::child::{self, Child};
+use crate::collect::sampler::{Frame, Sampler, Want, max_opt};
+use crate::collect::ticker::{Tick, Ticker, stop_flag};
+use crate::outcome::Outcome;
+use crate::view::run::{self as render, DevicePeak, Point, Summary};
+
+/// Options of `hmn run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Time between samples, e.g. 100ms or 1s.
+    #[arg(long, default_value = "100ms", value_parser = args::duration, value_name = "DURATION")]
+    pub interval: Duration,
+    /// Write the timeline as CSV to this file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Draw the timeline (RSS and GPU memory per device) as SVG to this file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: JsonArg,
+    #[command(flatten)]
+    pub roots: RootArgs,
+    /// The command and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// The peaks of a run, folded one point at a time (what the summary needs, whatever the length
+/// of the run).
+#[derive(Debug, Default)]
+struct Peaks {
+    samples: usize,
+    rss: Option<u64>,
+    gpu: Option<u64>,
+    device_gpu: Vec<Option<u64>>,
+    device_used: Vec<Option<u64>>,
+}
+
+impl Peaks {
+    fn add(&mut self, p: &Point) {
+        self.samples += 1;
+        self.rss = max_opt(self.rss, p.rss);
+        let known: Vec<u64> = p.gpu.iter().flatten().copied().collect();
+        let total = (!known.is_empty()).then(|| known.into_iter().fold(0, u64::saturating_add));
+        self.gpu = max_opt(self.gpu, total);
+        fold_each(&mut self.device_gpu, &p.gpu);
+        fold_each(&mut self.device_used, &p.device_used);
+    }
+
+    fn devices(&self, first: &[Option<GpuDeviceInfo>]) -> Vec<DevicePeak> {
+        (0_u32..)
+            .zip(first)
+            .map(|(i, d)| DevicePeak {
+                index: i,
+                name: d.as_ref().and_then(|d| d.name.clone()),
+                total_bytes: d.as_ref().map(|d| d.total_bytes),
+                peak_gpu_bytes: self.device_gpu.get(i as usize).copied().flatten(),
+                peak_device_used_bytes: self.device_used.get(i as usize).copied().flatten(),
+            })
+            .collect()
+    }
+}
+
+/// Per-position maxima of `now` folded into `peaks`.
+fn fold_each(peaks: &mut Vec<Option<u64>>, now: &[Option<u64>]) {
+    if peaks.len() < now.len() {
+        peaks.resize(now.len(), None);
+    }
+    for (p, n) in peaks.iter_mut().zip(now) {
+        *p = max_opt(*p, *n);
+    }
+}
+
+/// The timeline point of one frame: the tree's RSS and GPU memory, and each device's use.
+fn point(frame: &Frame, tree: &[u32]) -> Point {
+    let set: HashSet<u32> = tree.iter().copied().collect();
+    Point {
+        t: frame.at,
+        rss: frame.rss_sum(tree),
+        gpu: (0..frame.devices.len())
+            .map(|i| frame.gpu_of(i, &set))
+            .collect(),
+        device_used: (0..frame.devices.len()).map(|i| frame.used(i)).collect(),
+    }
+}
+
+/// Where the timeline goes while the command runs: the CSV file is written row by row; the
+/// plot keeps its points.
+struct Timeline {
+    csv: Option<(PathBuf, BufWriter<File>)>,
+    points: Option<Vec<Point>>,
+}
+
+impl Timeline {
+    fn add(&mut self, p: &Point, err: &mut impl Write) -> io::Result<()> {
+        if let Some((path, f)) = &mut self.csv
+            && let Err(e) = f.write_all(render::csv_row(p, p.gpu.len()).as_bytes())
+        {
+            writeln!(err, "hmn run: cannot write {}: {e}", path.display())?;
+            self.csv = None;
+        }
+        if let Some(points) = &mut self.points {
+            points.push(p.clone());
+        }
+        Ok(())
+    }
+}
+
+pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
+    let stop = stop_flag();
+    let started = Instant::now();
+    let mut child = match Child::spawn(&args.command, "hmn run", err)? {
+        Ok(c) => c,
+        Err(code) => return Ok(Outcome::Code(code)),
+    };
+    let pid = child.id();
+    let sampler = Sampler::new(Want {
+        devices: true,
+        processes: true,
+        ..Want::default()
+    });
+    let mut ticker = Ticker::new(args.interval, None, stop);
+    let mut peaks = Peaks::default();
+    let mut first: Option<Vec<Option<GpuDeviceInfo>>> = None;
+    let mut timeline = Timeline {
+        csv: None,
+        points: args.plot.as_ref().map(|_| Vec::new()),
+    };
+    let mut forwarded = false;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        let tree = hypomnesis::process_tree(pid).unwrap_or_else(|_| vec![pid]);
+        let frame = sampler.frame(&tree);
+        let devices =
+            first.get_or_insert_with(|| frame.devices.iter().map(|d| d.info().cloned()).collect());
+        if timeline.csv.is_none()
+            && let Some(path) = &args.csv
+            && peaks.samples == 0
+        {
+            timeline.csv = open_csv(path, devices.len(), err)?;
+        }
+        let p = point(&frame, &tree);
+        peaks.add(&p);
+        timeline.add(&p, err)?;
+        match ticker.wait(|| matches!(child.try_wait(), Ok(Some(_)))) {
+            Tick::Stopped if !forwarded => {
+                // A terminal's Ctrl-C already reached the command; a signal sent to hmn alone
+                // did not: pass it on if the command is still running a moment later.
+                std::thread::sleep(Duration::from_millis(200));
+                if child.try_wait()?.is_none() {
+                    child.interrupt();
+                }
+                forwarded = true;
+            }
+            Tick::Stopped => std::thread::sleep(Duration::from_millis(10)),
+            Tick::Due | Tick::Done | Tick::Deadline => {}
+        }
+    };
+    let (code, signal) = child::status_parts(status);
+    let devices = first.unwrap_or_default();
+    let command: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let summary = Summary {
+        exit_code: code,
+        signal,
+        duration_s: started.elapsed().as_secs_f64(),
+        samples: peaks.samples,
+        interval_ms: args.interval.as_millis(),
+        peak_rss_bytes: peaks.rss,
+        peak_gpu_bytes: peaks.gpu,
+        devices: peaks.devices(&devices),
+        command,
+    };
+    finish(args, &mut timeline, &devices, &summary, out, err)?;
+    Ok(Outcome::Code(child::passed_on(code, signal)))
+}
+
+/// The CSV file with its header, or `None` (said on `err`) when it cannot be created.
+fn open_csv(
+    path: &PathBuf,
+    devices: usize,
+    err: &mut impl Write,
+) -> io::Result<Option<(PathBuf, BufWriter<File>)>> {
+    let opened = File::create(path).and_then(|f| {
+        let mut w = BufWriter::new(f);
+        w.write_all(render::csv_header(devices).as_bytes())?;
+        Ok(w)
+    });
+    match opened {
+        Ok(w) => Ok(Some((path.clone(), w))),
+        Err(e) => {
+            writeln!(err, "hmn run: cannot write {}: {e}", path.display())?;
+            Ok(None)
+        }
+    }
+}
+
+/// The CSV flushed, the plot drawn, the summary on stderr, the JSON on stdout.
+fn finish(
+    args: &RunArgs,
+    timeline: &mut Timeline,
+    devices: &[Option<GpuDeviceInfo>],
+    summary: &Summary,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> io::Result<()> {
+    if let Some(path) = &args.csv {
+        match &mut timeline.csv {
+            Some((_, w)) => {
+                if let Err(e) = w.flush() {
+                    writeln!(err, "hmn run: cannot write {}: {e}", path.display())?;
+                }
+            }
+            None if summary.samples == 0 => {
+                // The command ended before the first sample: an empty timeline, with its header.
+                if let Err(e) = std::fs::write(path, render::csv_header(devices.len())) {
+                    writeln!(err, "hmn run: cannot write {}: {e}", path.display())?;
+                }
+            }
+            None => {}
+        }
+    }
+    if let (Some(path), Some(points)) = (&args.plot, &timeline.points)
+        && let Err(e) = crate::view::plot::draw(
+            path,
+            points,
+            devices,
+            &render::shell_words(&summary.command),
+        )
+    {
+        writeln!(err, "hmn run: cannot draw {}: {e}", path.display())?;
+    }
+    write!(err, "{}", render::summary(summary))?;
+    if args.output.json {
+        // The command's status is passed on even when stdout is closed.
+        crate::view::unless_closed(crate::view::json(out, summary))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn pt(ms: u64, rss: u64, gpu: Option<u64>, used: Option<u64>) -> Point {
+        Point {
+            t: Duration::from_millis(ms),
+            rss: Some(rss),
+            gpu: vec![gpu],
+            device_used: vec![used],
+        }
+    }
+
+    #[test]
+    fn peaks_of_a_timeline() {
+        let mut peaks = Peaks::default();
+        for p in [
+            pt(0, 10 * MIB, Some(0), Some(100 * MIB)),
+            pt(100, 300 * MIB, Some(64 * MIB), None),
+            pt(200, 20 * MIB, None, Some(90 * MIB)),
+        ] {
+            peaks.add(&p);
+        }
+        assert_eq!(peaks.samples, 3);
+        assert_eq!((peaks.rss, peaks.gpu), (Some(300 * MIB), Some(64 * MIB)));
+        let per = peaks.devices(&[None]);
+        assert_eq!(per[0].peak_gpu_bytes, Some(64 * MIB));
+        assert_eq!(per[0].peak_device_used_bytes, Some(100 * MIB));
+        assert_eq!(per[0].name, None);
+    }
+}

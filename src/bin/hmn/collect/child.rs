@@ -1,0 +1,127 @@
+//! The command `hmn run` and `hmn spill` start: spawning it (127 when it cannot be), passing a
+//! stop on to it, and the exit status hmn passes on. The one foreign call of `hmn` lives here.
+#![allow(unsafe_code)]
+
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::process::{Command, ExitStatus};
+
+/// The exit status a shell gives a command that cannot be started.
+pub const CANNOT_START: u8 = 127;
+
+/// A started command.
+#[derive(Debug)]
+pub struct Child {
+    inner: std::process::Child,
+}
+
+impl Child {
+    /// Starts `command` (program and arguments) on this terminal; when it cannot be started,
+    /// says why on `err` (as `who: cannot start …`) and gives the status to exit with.
+    pub fn spawn(
+        command: &[OsString],
+        who: &str,
+        err: &mut impl Write,
+    ) -> io::Result<Result<Self, u8>> {
+        let Some((program, rest)) = command.split_first() else {
+            writeln!(err, "{who}: no command given ({who} -- CMD ARGS…)")?;
+            return Ok(Err(2));
+        };
+        match Command::new(program).args(rest).spawn() {
+            Ok(inner) => Ok(Ok(Self { inner })),
+            Err(e) => {
+                writeln!(
+                    err,
+                    "{who}: cannot start {}: {e}",
+                    program.to_string_lossy()
+                )?;
+                Ok(Err(CANNOT_START))
+            }
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.inner.id()
+    }
+
+    /// The status, once it has exited.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        self.inner.try_wait()
+    }
+
+    /// Sends it SIGINT (a terminal's Ctrl-C reaches it already; a signal sent to hmn alone does
+    /// not); `false` when it could not be delivered.
+    pub fn interrupt(&self) -> bool {
+        interrupt(self.id())
+    }
+}
+
+/// Send SIGINT to `pid`; `false` if it could not be delivered.
+#[cfg(unix)]
+fn interrupt(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill takes plain integers and touches no memory of ours.
+    unsafe { libc::kill(pid, libc::SIGINT) == 0 }
+}
+
+/// Windows delivers Ctrl-C to every process of the console; nothing to forward.
+#[cfg(not(unix))]
+fn interrupt(_pid: u32) -> bool {
+    false
+}
+
+/// The exit code and the signal that ended a process (the signal only on Unix).
+pub fn status_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        (status.code(), status.signal())
+    }
+    #[cfg(not(unix))]
+    {
+        (status.code(), None)
+    }
+}
+
+/// The exit status hmn passes on: the command's code, or 128 + the signal that killed it.
+pub fn passed_on(code: Option<i32>, signal: Option<i32>) -> u8 {
+    match (code, signal) {
+        (_, Some(sig)) => u8::try_from(128 + sig.clamp(0, 127)).unwrap_or(255),
+        (Some(c), None) => u8::try_from(c.rem_euclid(256)).unwrap_or(255),
+        (None, None) => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_statuses() {
+        assert_eq!(passed_on(Some(0), None), 0);
+        assert_eq!(passed_on(Some(3), None), 3);
+        assert_eq!(passed_on(None, Some(15)), 143);
+        assert_eq!(passed_on(None, Some(9)), 137);
+        assert_eq!(passed_on(Some(-1), None), 255);
+        assert_eq!(passed_on(None, None), 1);
+    }
+
+    #[test]
+    fn a_command_that_cannot_start_is_127() {
+        let mut err = Vec::new();
+        let r = Child::spawn(&["/nonexistent/program".into()], "hmn run", &mut err).unwrap();
+        assert_eq!(r.err(), Some(CANNOT_START));
+        let said = String::from_utf8(err).unwrap();
+        assert!(
+            said.starts_with("hmn run: cannot start /nonexistent/program: "),
+            "{said}"
+        );
+        let mut err = Vec::new();
+        assert_eq!(
+            Child::spawn(&[], "hmn spill", &mut err).unwrap().err(),
+            Some(2)
+        );
+    }
+}

@@ -1,0 +1,5 @@
+//! Collecting: the one sampler, the pace of its loops, and the command a run starts.
+
+pub mod child;
+pub mod sampler;
+pub mod ticker;

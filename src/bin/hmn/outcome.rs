@@ -1,0 +1,25 @@
+//! How a command ended, and the exit status that says so.
+
+use std::process::ExitCode;
+
+/// How a command ended, when it did not fail on I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0.
+    Success,
+    /// A source exists but nothing could be read: exit 1.
+    MeasurementFailed,
+    /// Exit with this status (a usage error's 2, a command's, passed through).
+    Code(u8),
+}
+
+impl Outcome {
+    /// The process exit code.
+    pub fn exit_code(self) -> ExitCode {
+        match self {
+            Self::Success => ExitCode::SUCCESS,
+            Self::MeasurementFailed => ExitCode::from(1),
+            Self::Code(c) => ExitCode::from(c),
+        }
+    }
+}

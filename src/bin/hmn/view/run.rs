@@ -1,0 +1,198 @@
+//! `hmn run`'s views: the summary on stderr, the CSV timeline, and the command line quoted.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::size;
+
+/// One sample of the timeline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Point {
+    pub t: Duration,
+    /// RSS of the process tree.
+    pub rss: Option<u64>,
+    /// GPU memory the tree holds, per device.
+    pub gpu: Vec<Option<u64>>,
+    /// Used memory of each device.
+    pub device_used: Vec<Option<u64>>,
+}
+
+/// Per device peaks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DevicePeak {
+    pub index: u32,
+    pub name: Option<String>,
+    pub total_bytes: Option<u64>,
+    pub peak_gpu_bytes: Option<u64>,
+    pub peak_device_used_bytes: Option<u64>,
+}
+
+/// The result of a run (also `--json`'s object).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub command: Vec<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_s: f64,
+    pub samples: usize,
+    pub interval_ms: u128,
+    pub peak_rss_bytes: Option<u64>,
+    pub peak_gpu_bytes: Option<u64>,
+    pub devices: Vec<DevicePeak>,
+}
+
+/// A command line as a shell would take it back: words with spaces, quotes or other
+/// characters the shell reads are single-quoted; control characters are shown as `?`.
+pub fn shell_words(words: &[String]) -> String {
+    let quote = |w: &String| {
+        let w: String = w
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        let plain = !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_alphanumeric() || "-_./=:,+@%".contains(c));
+        if plain {
+            w
+        } else {
+            format!("'{}'", w.replace('\'', "'\\''"))
+        }
+    };
+    words.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+/// The summary printed on stderr.
+pub fn summary(s: &Summary) -> String {
+    let mut out = String::new();
+    let how = match (s.exit_code, s.signal) {
+        (_, Some(sig)) => format!("was killed by signal {sig}"),
+        (Some(c), None) => format!("exited with status {c}"),
+        (None, None) => "ended".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "hmn run: `{}` {how} after {:.1} s ({} samples, every {} ms)",
+        shell_words(&s.command),
+        s.duration_s,
+        s.samples,
+        s.interval_ms
+    );
+    let _ = writeln!(out, "  peak RSS (process tree): {}", size(s.peak_rss_bytes));
+    for d in &s.devices {
+        let name = d.name.as_ref().map_or(String::new(), |n| format!(" [{n}]"));
+        let total = d
+            .total_bytes
+            .map_or(String::new(), |t| format!(" of {}", super::format_size(t)));
+        let _ = writeln!(
+            out,
+            "  GPU {}{name}: peak {} held by the process tree; device peak used {}{total}",
+            d.index,
+            size(d.peak_gpu_bytes),
+            size(d.peak_device_used_bytes)
+        );
+    }
+    if s.devices.is_empty() {
+        out.push_str("  GPU: no GPU source answered\n");
+    }
+    out
+}
+
+/// The CSV header for `devices` GPUs: `t_s,rss_bytes,gpu0_bytes,gpu0_device_used_bytes,…`.
+pub fn csv_header(devices: usize) -> String {
+    let mut out = String::from("t_s,rss_bytes");
+    for i in 0..devices {
+        let _ = write!(out, ",gpu{i}_bytes,gpu{i}_device_used_bytes");
+    }
+    out.push('\n');
+    out
+}
+
+/// One CSV row (an empty cell is unknown).
+pub fn csv_row(p: &Point, devices: usize) -> String {
+    let cell = |v: Option<u64>| v.map_or(String::new(), |b| b.to_string());
+    let mut out = format!("{:.3},{}", p.t.as_secs_f64(), cell(p.rss));
+    for i in 0..devices {
+        let _ = write!(
+            out,
+            ",{},{}",
+            cell(p.gpu.get(i).copied().flatten()),
+            cell(p.device_used.get(i).copied().flatten())
+        );
+    }
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn command_lines_read_back() {
+        let w = |v: &[&str]| shell_words(&v.iter().map(|s| (*s).to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            w(&["python3", "train.py", "--lr=3e-4"]),
+            "python3 train.py --lr=3e-4"
+        );
+        assert_eq!(
+            w(&["sh", "-c", "echo $$ > /tmp/p; it's"]),
+            "sh -c 'echo $$ > /tmp/p; it'\\''s'"
+        );
+        assert_eq!(w(&["a\nb", ""]), "'a?b' ''");
+    }
+
+    #[test]
+    fn csv_and_summary() {
+        let p = |ms: u64, rss: u64, gpu: Option<u64>, used: Option<u64>| Point {
+            t: Duration::from_millis(ms),
+            rss: Some(rss),
+            gpu: vec![gpu],
+            device_used: vec![used],
+        };
+        let rows: String = [
+            p(0, 10 * MIB, Some(0), Some(100 * MIB)),
+            p(100, 300 * MIB, Some(64 * MIB), None),
+            p(200, 20 * MIB, None, Some(90 * MIB)),
+        ]
+        .iter()
+        .map(|p| csv_row(p, 1))
+        .collect();
+        assert_eq!(
+            format!("{}{rows}", csv_header(1)),
+            format!(
+                "t_s,rss_bytes,gpu0_bytes,gpu0_device_used_bytes\n0.000,{},0,{}\n0.100,{},{},\n0.200,{},,{}\n",
+                10 * MIB,
+                100 * MIB,
+                300 * MIB,
+                64 * MIB,
+                20 * MIB,
+                90 * MIB
+            )
+        );
+        let s = Summary {
+            command: vec!["python3".into(), "train.py".into()],
+            exit_code: Some(0),
+            signal: None,
+            duration_s: 12.34,
+            samples: 3,
+            interval_ms: 100,
+            peak_rss_bytes: Some(300 * MIB),
+            peak_gpu_bytes: Some(64 * MIB),
+            devices: vec![DevicePeak {
+                index: 0,
+                name: None,
+                total_bytes: None,
+                peak_gpu_bytes: Some(64 * MIB),
+                peak_device_used_bytes: Some(100 * MIB),
+            }],
+        };
+        assert_eq!(
+            summary(&s),
+            "hmn run: `python3 train.py` exited with status 0 after 12.3 s (3 samples, every 100 ms)\n  peak RSS (process tree): 300 MiB\n  GPU 0: peak 64 MiB held by the process tree; device peak used 100 MiB\n"
+        );
+    }
+}
