@@ -1,17 +1,16 @@
 //! One device's figures: v1 memory, the v2 reservation, name, UUID, PCI bus id.
 
-use super::ffi::{self, Device, NVML_MEMORY_V2_VERSION, NVML_VALUE_NOT_AVAILABLE, NvmlReturn};
+use super::abi::{
+    Memory, MemoryV2, NVML_MEMORY_V2_VERSION, NVML_VALUE_NOT_AVAILABLE, NvmlReturn, text,
+};
+use super::ffi::Device;
 use super::session::{Failure, Loaded, failed_call};
 use crate::gpu::nvidia;
 use crate::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError};
 
 impl Loaded {
     /// v1 memory of a device, validated.
-    pub(super) fn memory(
-        &self,
-        dev: Device,
-        index: u32,
-    ) -> std::result::Result<ffi::Memory, Failure> {
+    pub(super) fn memory(&self, dev: Device, index: u32) -> std::result::Result<Memory, Failure> {
         let m = self
             .nvml
             .memory(dev)
@@ -79,7 +78,7 @@ impl Loaded {
 /// `reserved` from a v2 answer, only when it is consistent with the v1 figures: same total, and
 /// `reserved <= total - free` (the reservation is a subset of v1's used). Otherwise `None`.
 pub(super) fn reserved_from_v2(
-    v2: Option<std::result::Result<ffi::MemoryV2, NvmlReturn>>,
+    v2: Option<std::result::Result<MemoryV2, NvmlReturn>>,
     total: u64,
     free: u64,
 ) -> Option<u64> {
@@ -91,19 +90,13 @@ pub(super) fn reserved_from_v2(
     nvidia::consistent_reservation(m.reserved, used, 0)
 }
 
-/// Bytes to a trimmed UTF-8 string; `None` when empty.
-pub(super) fn text(bytes: &[u8]) -> Option<String> {
-    let s = String::from_utf8_lossy(bytes).trim().to_string();
-    (!s.is_empty()).then_some(s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[allow(clippy::unnecessary_wraps)] // the shape reserved_from_v2 takes
-    fn v2(total: u64, reserved: u64) -> Option<std::result::Result<ffi::MemoryV2, NvmlReturn>> {
-        Some(Ok(ffi::MemoryV2 {
+    fn v2(total: u64, reserved: u64) -> Option<std::result::Result<MemoryV2, NvmlReturn>> {
+        Some(Ok(MemoryV2 {
             version: NVML_MEMORY_V2_VERSION,
             total,
             reserved,

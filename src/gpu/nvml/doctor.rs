@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::device::text;
+use super::abi::text;
 use super::ffi::ProcessFn;
 use super::library::{LoadOutcome, outcome};
 use super::session::Loaded;

@@ -3,11 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::device::{reserved_from_v2, text};
-use super::ffi::{
-    Device, NVML_DEVICE_MIG_ENABLE, NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED,
-    NVML_MEMORY_V2_VERSION, NVML_VALUE_NOT_AVAILABLE, NVML_VALUE_NOT_AVAILABLE_U32, return_name,
+use super::abi::{
+    NVML_DEVICE_MIG_ENABLE, NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, NVML_MEMORY_V2_VERSION,
+    NVML_VALUE_NOT_AVAILABLE, NVML_VALUE_NOT_AVAILABLE_U32, return_name, text,
 };
+use super::device::reserved_from_v2;
+use super::ffi::Device;
 use super::session::{Failure, Loaded, failed_call};
 use crate::gpu::{mig, nvidia};
 use crate::{GpuQuerySource, HypomnesisError, MigInstance, MigState};
@@ -16,9 +17,6 @@ use crate::{GpuQuerySource, HypomnesisError, MigInstance, MigState};
 const MIG_MODE_REUSE: Duration = Duration::from_secs(5);
 /// A MIG device count above this is garbage (GPUs have at most 7 today).
 const MAX_MIG_SLOTS: u32 = 256;
-
-/// Current and pending MIG mode; `None` when the GPU cannot be split.
-pub(super) type MigMode = Option<(bool, bool)>;
 
 /// The MIG instance a process list belongs to (GPU and compute instance ids), for lists read on
 /// MIG device handles.

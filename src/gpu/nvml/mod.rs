@@ -10,6 +10,7 @@
 //!   `processes`: process lists, `doctor`: the source's report. This file is the
 //!   [`Backend`] the dispatcher asks.
 
+mod abi;
 mod device;
 mod doctor;
 mod ffi;
@@ -18,7 +19,7 @@ mod mig;
 mod processes;
 mod session;
 
-pub use ffi::NVML_MEMORY_V2_VERSION;
+pub use abi::NVML_MEMORY_V2_VERSION;
 use library::{LoadOutcome, outcome};
 use session::Loaded;
 

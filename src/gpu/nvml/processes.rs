@@ -5,12 +5,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use super::device::text;
-use super::ffi::{
-    Device, NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS,
-    NVML_VALUE_NOT_AVAILABLE, ProcessFn, ProcessInfoV1, ProcessInfoV2, ProcessInfoV3Wide,
-    ProcessLayout, ProcessRecord,
+use super::abi::{
+    NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS, NVML_VALUE_NOT_AVAILABLE,
+    ProcessInfoV1, ProcessInfoV2, ProcessInfoV3Wide, ProcessLayout, ProcessRecord, text,
 };
+use super::ffi::{Device, ProcessFn};
 use super::mig::{InstanceIds, instance_id};
 use super::session::{Failure, Loaded};
 use crate::{GpuContextKind, HypomnesisError, procfs};

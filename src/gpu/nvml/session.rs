@@ -6,15 +6,17 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::ffi::{
-    self, Device, NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_UNINITIALIZED, NVML_SUCCESS, Nvml,
-    NvmlReturn, return_name,
+use super::abi::{
+    NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_UNINITIALIZED, NVML_SUCCESS, NvmlReturn, return_name,
 };
-use super::mig::MigMode;
+use super::ffi::{self, Device, Nvml};
 use crate::{HypomnesisError, Result};
 
 /// How long a failed `nvmlInit` is remembered before it is tried again.
 pub(crate) const INIT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Current and pending MIG mode; `None` when the GPU cannot be split.
+pub(super) type MigMode = Option<(bool, bool)>;
 
 /// What one initialisation of NVML knows; a new one starts empty.
 #[derive(Default)]
@@ -205,7 +207,7 @@ impl Loaded {
                 self.nvml
                     .driver_version()
                     .and_then(std::result::Result::ok)
-                    .and_then(|b| super::device::text(&b))
+                    .and_then(|b| super::abi::text(&b))
             })
             .clone()
     }
