@@ -107,9 +107,12 @@ pub mod __parsers {
     pub use crate::gpu::nvidia_smi::device_info_of as smi_device_info;
     #[cfg(feature = "nvidia-smi-fallback")]
     pub use crate::gpu::nvidia_smi::parse::{
-        ListGpu, ListMig, QGpuMig, QMemory, QMemoryLines, QMigDevice, QProcess, SmiApp, SmiGpu,
-        SmiMigMode, parse_apps, parse_gpus, parse_list, parse_mig_modes, parse_q_memory,
-        parse_q_mig, parse_version,
+        QMemory, SmiApp, SmiGpu, parse_apps, parse_gpus, parse_q_memory, parse_version,
+    };
+    #[cfg(feature = "nvidia-smi-fallback")]
+    pub use crate::gpu::nvidia_smi::parse_mig::{
+        ListGpu, ListMig, QGpuMig, QMemoryLines, QMigDevice, QProcess, SmiMigMode, parse_list,
+        parse_mig_modes, parse_q_mig,
     };
     pub use crate::gpu::pci::PciAddress;
     pub use crate::gpu::winparse::{parse_pdh_instance, utf16_until_nul};

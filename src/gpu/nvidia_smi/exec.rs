@@ -1,0 +1,171 @@
+//! Running `nvidia-smi`: where it is, how long it may take, and the pause after it hung.
+
+use std::path::{Path, PathBuf};
+use std::sync::PoisonError;
+use std::time::{Duration, Instant};
+
+use super::SmiBackend;
+use super::runner::{self, RunError};
+use crate::{HypomnesisError, Result};
+
+/// Default limit of one run.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a source that timed out is left alone.
+pub(crate) const COOLDOWN: Duration = Duration::from_secs(60);
+
+/// Where the executable is and how long it may run.
+pub(super) struct Setup {
+    pub(super) exe: std::result::Result<PathBuf, String>,
+    pub(super) explicit: bool,
+    pub(super) timeout: std::result::Result<Duration, String>,
+}
+
+impl SmiBackend {
+    pub(super) fn setup(&self) -> &Setup {
+        self.setup.get_or_init(|| {
+            let timeout = match std::env::var("HYPOMNESIS_NVIDIA_SMI_TIMEOUT") {
+                Ok(v) if !v.trim().is_empty() => crate::duration::parse_duration(&v)
+                    .map_err(|why| format!("HYPOMNESIS_NVIDIA_SMI_TIMEOUT: {why}")),
+                Ok(_) | Err(std::env::VarError::NotPresent) => Ok(DEFAULT_TIMEOUT),
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    Err("HYPOMNESIS_NVIDIA_SMI_TIMEOUT is not valid UTF-8".to_string())
+                }
+            };
+            match std::env::var_os("HYPOMNESIS_NVIDIA_SMI").filter(|v| !v.is_empty()) {
+                Some(p) => Setup {
+                    exe: Ok(PathBuf::from(p)),
+                    explicit: true,
+                    timeout,
+                },
+                None => Setup {
+                    exe: find_on_path(),
+                    explicit: false,
+                    timeout,
+                },
+            }
+        })
+    }
+
+    /// Run nvidia-smi with `args`; `Ok` only for exit status 0.
+    pub(super) fn run(&self, args: &[&str]) -> Result<runner::Ran> {
+        let setup = self.setup();
+        let exe = setup
+            .exe
+            .as_ref()
+            .map_err(|why| HypomnesisError::NvidiaSmi(why.clone()))?;
+        let timeout = setup.timeout.clone().map_err(HypomnesisError::NvidiaSmi)?;
+        let mut guard = self
+            .timed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, why)) = guard.as_ref() {
+            if at.elapsed() < COOLDOWN {
+                return Err(HypomnesisError::NvidiaSmi(format!(
+                    "{}: {why} {:.0} s ago (retried after {} s)",
+                    crate::error::PAUSED,
+                    at.elapsed().as_secs_f64(),
+                    COOLDOWN.as_secs()
+                )));
+            }
+            *guard = None;
+        }
+        drop(guard);
+        let shown = format!("`{} {}`", exe.display(), args.join(" "));
+        match runner::run(exe, args, timeout) {
+            Ok(ran) => Ok(ran),
+            Err(e @ RunError::TimedOut(_)) => {
+                let why = format!("{shown} {e}");
+                *self
+                    .timed_out
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), why.clone()));
+                Err(HypomnesisError::NvidiaSmi(why))
+            }
+            Err(e) => Err(HypomnesisError::NvidiaSmi(format!("{shown} {e}"))),
+        }
+    }
+
+    pub(super) fn failed_run(args: &[&str], exe: &Path, ran: &runner::Ran) -> HypomnesisError {
+        let said = if ran.stderr.trim().is_empty() {
+            &ran.stdout
+        } else {
+            &ran.stderr
+        };
+        let said: String = said.trim().lines().take(3).collect::<Vec<_>>().join(" / ");
+        HypomnesisError::NvidiaSmi(format!(
+            "`{} {}` exited with {}: {}",
+            exe.display(),
+            args.join(" "),
+            ran.status,
+            if said.is_empty() {
+                "(no output)"
+            } else {
+                said.as_str()
+            }
+        ))
+    }
+
+    pub(super) fn exe_path(&self) -> PathBuf {
+        self.setup()
+            .exe
+            .clone()
+            .unwrap_or_else(|_| PathBuf::from("nvidia-smi"))
+    }
+
+    /// Output of a run that must succeed.
+    pub(super) fn run_ok(&self, args: &[&str]) -> Result<String> {
+        let ran = self.run(args)?;
+        if !ran.status.success() {
+            return Err(Self::failed_run(args, &self.exe_path(), &ran));
+        }
+        Ok(ran.stdout)
+    }
+}
+
+fn find_on_path() -> std::result::Result<PathBuf, String> {
+    let (name, dirs): (&str, Vec<PathBuf>) = if cfg!(windows) {
+        let mut dirs = Vec::new();
+        if let Some(root) = std::env::var_os("SystemRoot").or_else(|| std::env::var_os("windir")) {
+            dirs.push(PathBuf::from(root).join("System32"));
+        }
+        if let Some(pf) = std::env::var_os("ProgramFiles") {
+            dirs.push(PathBuf::from(pf).join("NVIDIA Corporation").join("NVSMI"));
+        }
+        ("nvidia-smi.exe", dirs)
+    } else {
+        let dirs = std::env::var_os("PATH")
+            .map(|p| {
+                std::env::split_paths(&p)
+                    .filter(|d| d.is_absolute())
+                    .collect()
+            })
+            .unwrap_or_default();
+        ("nvidia-smi", dirs)
+    };
+    dirs.iter()
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+        .ok_or_else(|| {
+            if cfg!(windows) {
+                let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+                format!(
+                    "{name} was not found in {} (set HYPOMNESIS_NVIDIA_SMI to its path)",
+                    shown.join(" or ")
+                )
+            } else {
+                format!("{name} was not found on PATH (set HYPOMNESIS_NVIDIA_SMI to its path)")
+            }
+        })
+}
+
+#[cfg(unix)]
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(p: &Path) -> bool {
+    p.is_file()
+}
