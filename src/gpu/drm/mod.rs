@@ -9,11 +9,15 @@
 //! fdinfo memory statistics.
 
 #[cfg(all(target_os = "linux", feature = "drm"))]
+mod backend;
+#[cfg(all(target_os = "linux", feature = "drm"))]
+mod devices;
+#[cfg(all(target_os = "linux", feature = "drm"))]
 mod sweep;
 
 pub(crate) mod parse;
 
 #[cfg(all(target_os = "linux", feature = "drm"))]
-pub(crate) use sweep::DrmBackend;
+pub(crate) use backend::DrmBackend;
 #[cfg(all(target_os = "linux", feature = "drm"))]
 pub use sweep::{Sweep, sweep_tree};

@@ -1,0 +1,228 @@
+//! The DRM backend: the device list, their memory, and their processes from the sweep
+//! (reused for a moment, so one `hmn ps` over every device sweeps once).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::devices::{
+    Device, NVIDIA, device, devices, memory, no_device, sweep_worthwhile, vendor, walked,
+};
+use super::sweep::{Sweep, sweep_tree};
+use crate::gpu::backend::{Backend, Presence, Scope};
+use crate::gpu::pci::PciAddress;
+use crate::{
+    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, ProcessGpuInfo, Result,
+    SourceReport, SourceState, procfs, roots,
+};
+
+/// How long one sweep's result is reused (one `hmn ps` asks for every device in turn).
+const SWEEP_REUSE: Duration = Duration::from_millis(250);
+
+/// The DRM backend.
+pub(crate) struct DrmBackend {
+    last: Mutex<Option<(Instant, Sweep)>>,
+}
+
+impl DrmBackend {
+    pub(crate) const fn new() -> Self {
+        Self {
+            last: Mutex::new(None),
+        }
+    }
+
+    fn sweep(&self) -> Result<Sweep> {
+        let root = procfs::root()?;
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, s)) = last.as_ref()
+            && at.elapsed() < SWEEP_REUSE
+        {
+            return Ok(s.clone());
+        }
+        let s = if sweep_worthwhile(&devices().list) {
+            sweep_tree(root)
+        } else {
+            Sweep::default()
+        };
+        *last = Some((Instant::now(), s.clone()));
+        Ok(s)
+    }
+
+    fn rows(&self, d: &Device) -> Result<BTreeMap<u32, (u64, u64)>> {
+        Ok(self.sweep()?.per_slot.remove(&d.slot).unwrap_or_default())
+    }
+}
+
+impl Backend for DrmBackend {
+    fn source(&self) -> GpuQuerySource {
+        GpuQuerySource::Drm
+    }
+
+    fn scope(&self) -> Scope {
+        Scope::Others
+    }
+
+    fn needs_nvidia_devices(&self) -> bool {
+        walked()
+            .as_ref()
+            .is_ok_and(|(all, _)| all.iter().any(|d| d.vendor_id == 0x10DE))
+    }
+
+    fn nvidia_devices(&self, addresses: &[PciAddress]) {
+        let _ = NVIDIA.set(addresses.to_vec());
+    }
+
+    fn presence(&self) -> Presence {
+        let devs = devices();
+        if devs.list.is_empty() && devs.error.is_none() {
+            Presence::Absent(no_device())
+        } else {
+            Presence::Present
+        }
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        let devs = devices();
+        if let Some(e) = &devs.error {
+            return Err(HypomnesisError::Drm(e.clone()));
+        }
+        Ok(u32::try_from(devs.list.len()).unwrap_or(u32::MAX))
+    }
+
+    fn device_info(&self, index: u32) -> Result<GpuDeviceInfo> {
+        let d = device(index)?;
+        let (total, used, extra) = memory(d)?;
+        let used = used.min(total);
+        let name = fs::read_to_string(d.dev().join("product_name"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        Ok(GpuDeviceInfo {
+            index,
+            name,
+            total_bytes: total,
+            free_bytes: total - used,
+            used_bytes: used,
+            pci_bus_id: Some(d.slot.clone()),
+            vendor: vendor(d),
+            source: GpuQuerySource::Drm,
+            ..extra
+        })
+    }
+
+    fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
+        let d = device(index)?;
+        let me = std::process::id();
+        let root = procfs::root()?;
+        let used = self
+            .rows(d)?
+            .into_iter()
+            .find(|(pid, _)| procfs::place(root, *pid).pid() == me)
+            .map_or(0, |(_, (u, _))| u);
+        // The sweep reads this process's own fd table, so absence means no memory here.
+        Ok(ProcessGpuInfo {
+            used_bytes: used,
+            is_per_process: true,
+            source: GpuQuerySource::Drm,
+        })
+    }
+
+    fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
+        let d = device(index)?;
+        let root = procfs::root()?;
+        Ok(self
+            .rows(d)?
+            .into_iter()
+            .filter(|(_, (u, s))| *u > 0 || *s > 0)
+            .map(|(pid, (used, shared))| {
+                let view = procfs::place(root, pid);
+                GpuProcessEntry {
+                    pid: view.pid(),
+                    name: procfs::comm(root, pid),
+                    used_bytes: used,
+                    source: GpuQuerySource::Drm,
+                    device_index: index,
+                    shared_used_bytes: shared,
+                    host_pid: view.host_pid(),
+                    outside_pid_namespace: view.is_outside(),
+                    ..GpuProcessEntry::blank()
+                }
+            })
+            .collect())
+    }
+
+    fn report(&self) -> SourceReport {
+        let devs = devices();
+        if let Some(e) = &devs.error {
+            return SourceReport {
+                source: GpuQuerySource::Drm,
+                state: SourceState::Failed(e.clone()),
+                details: Vec::new(),
+            };
+        }
+        let mut details = match roots::sysfs() {
+            Ok(p) => vec![("sysfs".to_string(), p.display().to_string())],
+            Err(_) => Vec::new(),
+        };
+        for (i, d) in devs.list.iter().enumerate() {
+            let mem = match memory(d) {
+                Ok((t, u, _)) => format!("{} MiB of {} MiB used", u >> 20, t >> 20),
+                Err(e) => e.to_string(),
+            };
+            details.push((
+                format!("device {i}"),
+                format!(
+                    "{} {} (PCI {:04X}:{}, driver {}): {mem}",
+                    d.card,
+                    d.slot,
+                    d.vendor_id,
+                    d.product_id.map_or("?".into(), |p| format!("{p:04X}")),
+                    d.driver.as_deref().unwrap_or("unknown")
+                ),
+            ));
+        }
+        for n in &devs.notes {
+            details.push(("skipped".into(), n.clone()));
+        }
+        if !devs.list.is_empty() {
+            if sweep_worthwhile(&devs.list) {
+                let s = match self.sweep() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        return SourceReport {
+                            source: GpuQuerySource::Drm,
+                            state: SourceState::Failed(e.to_string()),
+                            details,
+                        };
+                    }
+                };
+                details.push((
+                    "processes swept".into(),
+                    format!("{} ({} DRM fdinfo files read)", s.pids, s.fdinfo_reads),
+                ));
+                if s.unreadable > 0 {
+                    details.push((
+                        "processes not readable".into(),
+                        format!("{} (other users' processes: their GPU memory is not counted; run as root to see them)", s.unreadable),
+                    ));
+                }
+            } else {
+                details.push((
+                    "process sweep".into(),
+                    "skipped: no device's driver publishes fdinfo memory".into(),
+                ));
+            }
+        }
+        let state = if devs.list.is_empty() {
+            SourceState::Absent(no_device())
+        } else {
+            SourceState::Answered
+        };
+        SourceReport {
+            source: GpuQuerySource::Drm,
+            state,
+            details,
+        }
+    }
+}
