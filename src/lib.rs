@@ -88,7 +88,7 @@ pub use types::{
 pub use types::{
     GpuDeviceInfoBuilder, GpuProcessEntryBuilder, MigGpuInstanceBuilder, MigInstanceBuilder,
     MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder, RootsBuilder,
-    SnapshotBuilder,
+    SnapshotBuilder, SourceReportBuilder,
 };
 
 /// Pure parsers, exposed for property tests, fuzzing and the live cross-checks. Not part of the

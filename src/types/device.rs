@@ -1,0 +1,121 @@
+//! Whole-device figures, where a GPU's memory resides, and one process's snapshot.
+
+use super::{GpuQuerySource, GpuVendor, ProcessGpuInfo};
+
+/// Device-wide memory of one GPU, in bytes.
+///
+/// On NVIDIA, `total_bytes` is the NVML v1 total (what `nvidia-smi` calls Total), `free_bytes`
+/// the v1 free figure, and `used_bytes = total_bytes - free_bytes` on every path, so `used_bytes`
+/// *includes* the driver reservation. `reserved_bytes` breaks that reservation out: it is a
+/// **subset** of `total_bytes` (and of `used_bytes`), never an amount on top of it. Allocation
+/// headroom is `total_bytes - reserved_bytes`; `free_bytes` already reflects it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct GpuDeviceInfo {
+    /// Index of the device (NVML order on NVIDIA hosts).
+    pub index: u32,
+    /// Product name, e.g. `NVIDIA H200`; `None` when the source cannot tell.
+    pub name: Option<String>,
+    /// Total memory the driver reports, bytes.
+    pub total_bytes: u64,
+    /// Free memory, bytes.
+    pub free_bytes: u64,
+    /// `total_bytes - free_bytes`, bytes (includes the driver reservation).
+    pub used_bytes: u64,
+    /// Driver/firmware reservation, bytes, a subset of `total_bytes`; `None` when the source does
+    /// not report it (pre-R510 NVIDIA drivers, non-NVIDIA sources). Read from NVML's
+    /// `nvmlDeviceGetMemoryInfo_v2` or `nvidia-smi --query-gpu=memory.reserved`, never inferred.
+    /// From NVML `reserved_bytes <= used_bytes` holds exactly; from `nvidia-smi`, whose
+    /// figures are rounded to whole MiB, to within 2 MiB.
+    pub reserved_bytes: Option<u64>,
+    /// Driver version in the vendor's own form (e.g. `590.48.01`); `None` when unknown.
+    pub driver_version: Option<String>,
+    /// Device UUID (`GPU-…` on NVIDIA); `None` when unknown.
+    pub uuid: Option<String>,
+    /// PCI bus id as the source prints it (NVML: `00000000:01:00.0`); `None` when unknown.
+    pub pci_bus_id: Option<String>,
+    /// Maker of the device; `None` when unknown.
+    pub vendor: Option<GpuVendor>,
+    /// Which source produced these figures.
+    pub source: GpuQuerySource,
+    /// GTT (system memory the GPU maps) size, bytes — amdgpu; `None` elsewhere.
+    pub gtt_total_bytes: Option<u64>,
+    /// GTT in use, bytes — amdgpu; `None` elsewhere.
+    pub gtt_used_bytes: Option<u64>,
+    /// CPU-visible VRAM (the BAR window) size, bytes — amdgpu; `None` elsewhere.
+    pub visible_vram_total_bytes: Option<u64>,
+    /// CPU-visible VRAM in use, bytes — amdgpu; `None` elsewhere.
+    pub visible_vram_used_bytes: Option<u64>,
+    /// Whether the GPU runs in MIG (Multi-Instance GPU) mode: `Some(true)` on, `Some(false)` off;
+    /// `None` when the GPU cannot be split (or the source does not say, e.g. the `nvidia-smi`
+    /// fallback, which answers through [`crate::mig_state`] instead). When it is on, the
+    /// figures above are the whole GPU's; [`crate::mig_instances`] has each instance's.
+    pub mig_enabled: Option<bool>,
+}
+
+impl GpuDeviceInfo {
+    /// All-unknown figures, for the crate's constructors (`..GpuDeviceInfo::blank()`).
+    #[allow(dead_code)] // a build without GPU backends constructs none
+    pub(crate) fn blank() -> Self {
+        Self {
+            index: 0,
+            name: None,
+            total_bytes: 0,
+            free_bytes: 0,
+            used_bytes: 0,
+            reserved_bytes: None,
+            driver_version: None,
+            uuid: None,
+            pci_bus_id: None,
+            vendor: None,
+            source: GpuQuerySource::Nvml,
+            gtt_total_bytes: None,
+            gtt_used_bytes: None,
+            visible_vram_total_bytes: None,
+            visible_vram_used_bytes: None,
+            mig_enabled: None,
+        }
+    }
+
+    /// The device name, or `unknown GPU` when there is none.
+    #[must_use]
+    pub fn name_or_unknown(&self) -> &str {
+        self.name.as_deref().unwrap_or("unknown GPU")
+    }
+
+    /// Memory that allocations can ever use: `total_bytes - reserved_bytes`; `None` when the
+    /// reservation is unknown.
+    #[must_use]
+    pub fn allocatable_bytes(&self) -> Option<u64> {
+        self.reserved_bytes
+            .and_then(|r| self.total_bytes.checked_sub(r))
+    }
+}
+
+/// Where a GPU's memory resides, as a whole (Windows WDDM): in dedicated video memory, or
+/// spilled into shared system memory. See [`crate::adapter_residency`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Residency {
+    /// Bytes resident in the adapter's dedicated memory.
+    pub dedicated_bytes: u64,
+    /// Bytes resident in shared system memory.
+    pub shared_bytes: u64,
+    /// The adapter's dedicated memory, bytes.
+    pub capacity_bytes: u64,
+}
+
+/// RAM and GPU memory of the calling process at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// Resident set size of the calling process, bytes.
+    pub ram_bytes: u64,
+    /// This process's GPU memory on the device; `None` when no source could tell.
+    pub gpu: Option<ProcessGpuInfo>,
+    /// Device-wide figures of the device; `None` when no source could tell.
+    pub gpu_device: Option<GpuDeviceInfo>,
+}

@@ -1,0 +1,111 @@
+//! Public data types. All are `#[non_exhaustive]`: fields may be added, never changed.
+//! Downstream tests can fabricate them with the builders of the `test-helpers` feature.
+
+use std::fmt;
+
+mod builders;
+mod device;
+mod mig;
+mod process;
+mod report;
+#[cfg(test)]
+mod tests;
+
+#[cfg(feature = "test-helpers")]
+pub use builders::{
+    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, MigGpuInstanceBuilder, MigInstanceBuilder,
+    MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder, RootsBuilder,
+    SnapshotBuilder, SourceReportBuilder,
+};
+pub use device::{GpuDeviceInfo, Residency, Snapshot};
+pub use mig::{MigGpuInstance, MigInstance, MigState};
+pub use process::{GpuContextKind, GpuProcessEntry, ProcessGpuInfo};
+pub use report::{Root, RootOrigin, Roots, SourceReport, SourceState};
+
+/// Where a figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum GpuQuerySource {
+    /// DXGI adapter queries (Windows).
+    Dxgi,
+    /// NVIDIA Management Library, loaded at run time.
+    Nvml,
+    /// Windows PDH "GPU Process Memory" counters.
+    Pdh,
+    /// The `nvidia-smi` executable, run as a subprocess.
+    NvidiaSmi,
+    /// Apple's Metal / libSystem (macOS).
+    Metal,
+    /// Linux DRM: sysfs device files and `/proc/<pid>/fdinfo` (AMD, Intel).
+    Drm,
+}
+
+impl GpuQuerySource {
+    /// A short stable name: `nvml`, `nvidia-smi`, `dxgi`, `pdh`, `metal`, `drm`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dxgi => "dxgi",
+            Self::Nvml => "nvml",
+            Self::Pdh => "pdh",
+            Self::NvidiaSmi => "nvidia-smi",
+            Self::Metal => "metal",
+            Self::Drm => "drm",
+        }
+    }
+}
+
+impl fmt::Display for GpuQuerySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who made the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum GpuVendor {
+    /// NVIDIA (PCI vendor 0x10DE).
+    Nvidia,
+    /// AMD (PCI vendor 0x1002).
+    Amd,
+    /// Intel (PCI vendor 0x8086).
+    Intel,
+    /// Apple silicon.
+    Apple,
+}
+
+impl GpuVendor {
+    /// The vendor of a PCI vendor id, when it is one we know.
+    #[must_use]
+    pub fn from_pci_vendor_id(id: u16) -> Option<Self> {
+        match id {
+            0x10DE => Some(Self::Nvidia),
+            0x1002 => Some(Self::Amd),
+            0x8086 => Some(Self::Intel),
+            0x106B => Some(Self::Apple),
+            _ => None,
+        }
+    }
+
+    /// A short stable name: `nvidia`, `amd`, `intel`, `apple`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Nvidia => "nvidia",
+            Self::Amd => "amd",
+            Self::Intel => "intel",
+            Self::Apple => "apple",
+        }
+    }
+}
+
+impl fmt::Display for GpuVendor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

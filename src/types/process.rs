@@ -1,0 +1,87 @@
+//! GPU memory of processes: the calling one, and each one a device lists.
+
+use super::GpuQuerySource;
+
+/// GPU memory of the calling process on one device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ProcessGpuInfo {
+    /// Bytes. When `is_per_process` is false this is the whole device's usage.
+    pub used_bytes: u64,
+    /// `true`: `used_bytes` is this process's own usage. `false`: the source could not attribute
+    /// memory to this process, and `used_bytes` is the device-wide usage (a fallback).
+    pub is_per_process: bool,
+    /// Which source produced the figure.
+    pub source: GpuQuerySource,
+}
+
+/// The kind of GPU context a process holds, where the source knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum GpuContextKind {
+    /// A compute (CUDA/OpenCL) context only.
+    Compute,
+    /// A graphics (GL/Vulkan/DirectX) context only.
+    Graphics,
+    /// Both (what `nvidia-smi` prints as `C+G`).
+    ComputeAndGraphics,
+}
+
+/// One process holding memory on a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct GpuProcessEntry {
+    /// Process id as the source reports it (NVML reports pids of the host's PID namespace).
+    pub pid: u32,
+    /// Short process name; `None` when it cannot be resolved (e.g. the pid lives in another PID
+    /// namespace, or belongs to another user and the source does not name it).
+    pub name: Option<String>,
+    /// Dedicated device memory held, bytes.
+    pub used_bytes: u64,
+    /// Which source listed it.
+    pub source: GpuQuerySource,
+    /// Index of the device the memory is on.
+    pub device_index: u32,
+    /// Resident shared (system) memory used by the GPU for this process, bytes (Windows);
+    /// 0 where the platform has no such notion.
+    pub shared_used_bytes: u64,
+    /// Compute, graphics or both; `None` when the source does not say.
+    pub context: Option<GpuContextKind>,
+    /// The pid in the host's PID namespace, when the source reported that one and `pid` is its
+    /// number in the caller's namespace; `None` when no mapping was made.
+    pub host_pid: Option<u32>,
+    /// `true` when the process is not visible from the caller's PID namespace (it runs in
+    /// another container, or the caller's container does not share the host's pids): `pid` is
+    /// then the source's number for it, and its memory is still counted.
+    pub outside_pid_namespace: bool,
+    /// The MIG GPU instance the process runs in; `None` when MIG is off or the source does not
+    /// say (NVML reports `0xFFFFFFFF` then).
+    pub gpu_instance_id: Option<u32>,
+    /// The MIG compute instance (inside [`Self::gpu_instance_id`]) the process runs in; `None`
+    /// when MIG is off or the source does not say.
+    pub compute_instance_id: Option<u32>,
+}
+
+impl GpuProcessEntry {
+    /// An empty row, for the crate's constructors (`..GpuProcessEntry::blank()`).
+    #[allow(dead_code)] // a build without GPU backends constructs none
+    pub(crate) fn blank() -> Self {
+        Self {
+            pid: 0,
+            name: None,
+            used_bytes: 0,
+            source: GpuQuerySource::Nvml,
+            device_index: 0,
+            shared_used_bytes: 0,
+            context: None,
+            host_pid: None,
+            outside_pid_namespace: false,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        }
+    }
+}

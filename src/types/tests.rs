@@ -1,0 +1,266 @@
+use super::*;
+
+#[test]
+fn vendor_ids() {
+    assert_eq!(
+        GpuVendor::from_pci_vendor_id(0x10DE),
+        Some(GpuVendor::Nvidia)
+    );
+    assert_eq!(GpuVendor::from_pci_vendor_id(0x1002), Some(GpuVendor::Amd));
+    assert_eq!(
+        GpuVendor::from_pci_vendor_id(0x8086),
+        Some(GpuVendor::Intel)
+    );
+    assert_eq!(GpuVendor::from_pci_vendor_id(0x1414), None);
+}
+
+#[cfg(feature = "test-helpers")]
+#[test]
+fn builder_round_trip_keeps_reserved_a_subset_of_total() {
+    // The RTX 5060 Ti figures of the v0.2.4 validation: total 16311 MiB, reserved 259 MiB.
+    let total = 17_103_323_136_u64;
+    let reserved = 271_581_184_u64;
+    let free = 13_284 * 1024 * 1024;
+    let info = GpuDeviceInfo::builder()
+        .index(0)
+        .name(Some("NVIDIA GeForce RTX 5060 Ti".into()))
+        .total_bytes(total)
+        .free_bytes(free)
+        .used_bytes(total - free)
+        .reserved_bytes(Some(reserved))
+        .build();
+    assert_eq!(info.reserved_bytes, Some(reserved));
+    let r = info.reserved_bytes.unwrap_or(u64::MAX);
+    assert!(r < info.total_bytes);
+    assert!(r <= info.used_bytes);
+    assert_eq!(info.allocatable_bytes(), Some(total - reserved));
+    assert_eq!(info.name_or_unknown(), "NVIDIA GeForce RTX 5060 Ti");
+    let unnamed = GpuDeviceInfo::builder().build();
+    assert_eq!(unnamed.name_or_unknown(), "unknown GPU");
+    assert_eq!(unnamed.reserved_bytes, None);
+    assert_eq!(unnamed.allocatable_bytes(), None);
+}
+
+#[cfg(feature = "test-helpers")]
+#[test]
+#[allow(clippy::many_single_char_names, clippy::too_many_lines)] // one value per builder
+fn every_builder_sets_every_field() {
+    // Each setter given a value no other field has, so a setter that wrote the wrong field
+    // (or none) shows.
+    let p = ProcessGpuInfo::builder()
+        .used_bytes(5)
+        .is_per_process(true)
+        .source(GpuQuerySource::Dxgi)
+        .build();
+    assert_eq!(
+        p,
+        ProcessGpuInfo {
+            used_bytes: 5,
+            is_per_process: true,
+            source: GpuQuerySource::Dxgi
+        }
+    );
+    let d = GpuDeviceInfo::builder()
+        .index(1)
+        .name(Some("n".into()))
+        .total_bytes(2)
+        .free_bytes(3)
+        .used_bytes(4)
+        .reserved_bytes(Some(5))
+        .driver_version(Some("d".into()))
+        .uuid(Some("u".into()))
+        .pci_bus_id(Some("b".into()))
+        .vendor(Some(GpuVendor::Amd))
+        .source(GpuQuerySource::Drm)
+        .gtt_total_bytes(Some(6))
+        .gtt_used_bytes(Some(7))
+        .visible_vram_total_bytes(Some(8))
+        .visible_vram_used_bytes(Some(9))
+        .mig_enabled(Some(true))
+        .build();
+    assert_eq!(
+        d,
+        GpuDeviceInfo {
+            index: 1,
+            name: Some("n".into()),
+            total_bytes: 2,
+            free_bytes: 3,
+            used_bytes: 4,
+            reserved_bytes: Some(5),
+            driver_version: Some("d".into()),
+            uuid: Some("u".into()),
+            pci_bus_id: Some("b".into()),
+            vendor: Some(GpuVendor::Amd),
+            source: GpuQuerySource::Drm,
+            gtt_total_bytes: Some(6),
+            gtt_used_bytes: Some(7),
+            visible_vram_total_bytes: Some(8),
+            visible_vram_used_bytes: Some(9),
+            mig_enabled: Some(true),
+        }
+    );
+    let e = GpuProcessEntry::builder()
+        .pid(7)
+        .name(Some("python".into()))
+        .used_bytes(9)
+        .source(GpuQuerySource::Pdh)
+        .device_index(1)
+        .shared_used_bytes(3)
+        .context(Some(GpuContextKind::Graphics))
+        .host_pid(Some(70))
+        .outside_pid_namespace(true)
+        .gpu_instance_id(Some(2))
+        .compute_instance_id(Some(4))
+        .build();
+    assert_eq!(
+        e,
+        GpuProcessEntry {
+            pid: 7,
+            name: Some("python".into()),
+            used_bytes: 9,
+            source: GpuQuerySource::Pdh,
+            device_index: 1,
+            shared_used_bytes: 3,
+            context: Some(GpuContextKind::Graphics),
+            host_pid: Some(70),
+            outside_pid_namespace: true,
+            gpu_instance_id: Some(2),
+            compute_instance_id: Some(4),
+        }
+    );
+    let m = MigInstance::builder()
+        .parent_index(1)
+        .slot(2)
+        .uuid(Some("MIG-u".into()))
+        .name(Some("n".into()))
+        .profile(Some("1g.18gb".into()))
+        .gpu_instance_id(Some(3))
+        .compute_instance_id(Some(4))
+        .total_bytes(Some(5))
+        .free_bytes(Some(6))
+        .used_bytes(Some(7))
+        .reserved_bytes(Some(8))
+        .memory_error(Some("e".into()))
+        .source(GpuQuerySource::NvidiaSmi)
+        .build();
+    assert_eq!(
+        m,
+        MigInstance {
+            parent_index: 1,
+            slot: 2,
+            uuid: Some("MIG-u".into()),
+            name: Some("n".into()),
+            profile: Some("1g.18gb".into()),
+            gpu_instance_id: Some(3),
+            compute_instance_id: Some(4),
+            total_bytes: Some(5),
+            free_bytes: Some(6),
+            used_bytes: Some(7),
+            reserved_bytes: Some(8),
+            memory_error: Some("e".into()),
+            source: GpuQuerySource::NvidiaSmi,
+        }
+    );
+    let st = MigState::builder()
+        .index(1)
+        .name(Some("n".into()))
+        .uuid(Some("u".into()))
+        .enabled(Some(true))
+        .pending(Some(false))
+        .instances(vec![m.clone()])
+        .device_memory_error(Some("e".into()))
+        .source(GpuQuerySource::NvidiaSmi)
+        .build();
+    assert_eq!(
+        st,
+        MigState {
+            index: 1,
+            name: Some("n".into()),
+            uuid: Some("u".into()),
+            enabled: Some(true),
+            pending: Some(false),
+            instances: vec![m],
+            device_memory_error: Some("e".into()),
+            source: GpuQuerySource::NvidiaSmi,
+        }
+    );
+    let g = MigGpuInstance::builder()
+        .parent_index(1)
+        .gpu_instance_id(Some(2))
+        .profile(Some("3g.71gb".into()))
+        .slots(vec![3])
+        .compute_instance_ids(vec![4])
+        .total_bytes(Some(5))
+        .free_bytes(Some(6))
+        .used_bytes(Some(7))
+        .reserved_bytes(Some(8))
+        .build();
+    assert_eq!(
+        g,
+        MigGpuInstance {
+            parent_index: 1,
+            gpu_instance_id: Some(2),
+            profile: Some("3g.71gb".into()),
+            slots: vec![3],
+            compute_instance_ids: vec![4],
+            total_bytes: Some(5),
+            free_bytes: Some(6),
+            used_bytes: Some(7),
+            reserved_bytes: Some(8),
+        }
+    );
+    let r = SourceReport::builder()
+        .source(GpuQuerySource::Metal)
+        .state(SourceState::Failed("x".into()))
+        .details(vec![("k".into(), "v".into())])
+        .build();
+    assert_eq!(
+        r,
+        SourceReport {
+            source: GpuQuerySource::Metal,
+            state: SourceState::Failed("x".into()),
+            details: vec![("k".into(), "v".into())],
+        }
+    );
+    let root = Root::builder()
+        .path("/host/proc".into())
+        .origin(RootOrigin::Environment)
+        .variable("HYPOMNESIS_PROCFS")
+        .build();
+    assert_eq!(
+        root,
+        Root {
+            path: "/host/proc".into(),
+            origin: RootOrigin::Environment,
+            variable: "HYPOMNESIS_PROCFS",
+        }
+    );
+    let sys = Root::builder().path("/host/sys".into()).build();
+    let roots = Roots::builder()
+        .procfs(root.clone())
+        .sysfs(sys.clone())
+        .build();
+    assert_eq!(
+        roots,
+        Roots {
+            procfs: root,
+            sysfs: sys
+        }
+    );
+    let s = Snapshot::builder()
+        .ram_bytes(1)
+        .gpu(Some(p))
+        .gpu_device(Some(d.clone()))
+        .build();
+    assert_eq!(
+        s,
+        Snapshot {
+            ram_bytes: 1,
+            gpu: Some(p),
+            gpu_device: Some(d)
+        }
+    );
+    // Defaults: zero, `None`, `false`, `Nvml`.
+    assert_eq!(GpuDeviceInfo::builder().build(), GpuDeviceInfo::blank());
+    assert_eq!(GpuProcessEntry::builder().build(), GpuProcessEntry::blank());
+}
