@@ -8,7 +8,7 @@
 //! gracefully.
 
 mod conn;
-mod exposition;
+mod measure;
 
 use std::future::{Future, IntoFuture as _};
 use std::io::{self, Write};
@@ -27,6 +27,7 @@ use tokio::sync::Mutex;
 
 use crate::args::{self, RootArgs};
 use crate::outcome::Outcome;
+use crate::view::metrics;
 
 /// What `/metrics` is served as (prometheus-client writes `OpenMetrics`, ending with `# EOF`).
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -230,7 +231,7 @@ async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> R
         return (StatusCode::INTERNAL_SERVER_ERROR, "measurement failed\n").into_response();
     };
     if wants_classic_text(&headers) {
-        let text = exposition::classic_text(&String::from_utf8_lossy(&body));
+        let text = metrics::classic_text(&String::from_utf8_lossy(&body));
         return (
             [(header::CONTENT_TYPE, HeaderValue::from_static(CLASSIC_TEXT))],
             text,
@@ -276,12 +277,12 @@ impl Exporter {
             return body.clone();
         }
         let started = Instant::now();
-        let sample = tokio::task::spawn_blocking(exposition::measure)
+        let sample = tokio::task::spawn_blocking(measure::measure)
             .await
-            .unwrap_or_else(|_| exposition::Sample::failed());
+            .unwrap_or_else(|_| metrics::Sample::failed());
         let took = started.elapsed();
         cache.measurements += 1;
-        let body = Bytes::from(exposition::render(sample, took, cache.measurements));
+        let body = Bytes::from(metrics::render(sample, took, cache.measurements));
         cache.last = Some((Instant::now(), body.clone()));
         body
     }

@@ -4,6 +4,7 @@
 pub mod devices;
 pub mod doctor;
 pub mod man;
+pub mod metrics;
 pub mod plot;
 pub mod ps;
 pub mod run;

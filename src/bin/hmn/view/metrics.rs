@@ -1,5 +1,6 @@
-//! One measurement of the host (`measure`) and its exposition (`render`), written by
-//! prometheus-client's `OpenMetrics` text encoder. Pure apart from `measure`; tested byte for byte.
+//! The exporter's view: one measurement of the host (`Sample`) as `OpenMetrics` text, written by
+//! prometheus-client's encoder, and as the classic Prometheus text format. Pure; tested byte for
+//! byte.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -14,8 +15,6 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
-
-use crate::collect::sampler::{Frame, Sampler, Want};
 
 /// What one measurement found.
 #[derive(Debug, Clone, Default)]
@@ -47,42 +46,6 @@ impl Sample {
     pub fn success(&self) -> bool {
         self.counted.is_some() && self.device_errors == 0
     }
-}
-
-/// What the exporter reads each measurement.
-pub const WANT: Want = Want {
-    devices: true,
-    processes: true,
-    residency: false,
-    mig: true,
-    sources: true,
-};
-
-/// Measures every device and process list, then asks each source for its report. Blocking: it
-/// loads libraries and may run `nvidia-smi`.
-pub fn measure() -> Sample {
-    sample_of(Sampler::new(WANT).frame(&[]))
-}
-
-/// The exposition's view of a frame. A host without GPUs is not a failed measurement.
-pub fn sample_of(frame: Frame) -> Sample {
-    let mut s = Sample {
-        counted: frame.count.ok(),
-        sources: frame.sources.unwrap_or_default(),
-        ..Sample::default()
-    };
-    for d in frame.devices {
-        match d.info {
-            Some(Ok(info)) => s.devices.push(info),
-            _ => s.device_errors += 1,
-        }
-        match d.processes {
-            Some(Ok(list)) => s.processes.extend(list),
-            _ => s.process_errors += 1,
-        }
-        s.mig.extend(d.mig.unwrap_or_default());
-    }
-    s
 }
 
 /// The `OpenMetrics` text of `sample`, which took `took` to measure and was the `measurements`-th

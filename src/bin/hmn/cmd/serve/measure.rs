@@ -1,0 +1,41 @@
+//! One measurement of the host for the exporter: a frame of the one sampler, as the exposition
+//! sees it.
+
+use crate::collect::sampler::{Frame, Sampler, Want};
+use crate::view::metrics::Sample;
+
+/// What the exporter reads each measurement.
+pub const WANT: Want = Want {
+    devices: true,
+    processes: true,
+    residency: false,
+    mig: true,
+    sources: true,
+};
+
+/// Measures every device and process list, then asks each source for its report. Blocking: it
+/// loads libraries and may run `nvidia-smi`.
+pub fn measure() -> Sample {
+    sample_of(Sampler::new(WANT).frame(&[]))
+}
+
+/// The exposition's view of a frame. A host without GPUs is not a failed measurement.
+pub fn sample_of(frame: Frame) -> Sample {
+    let mut s = Sample {
+        counted: frame.count.ok(),
+        sources: frame.sources.unwrap_or_default(),
+        ..Sample::default()
+    };
+    for d in frame.devices {
+        match d.info {
+            Some(Ok(info)) => s.devices.push(info),
+            _ => s.device_errors += 1,
+        }
+        match d.processes {
+            Some(Ok(list)) => s.processes.extend(list),
+            _ => s.process_errors += 1,
+        }
+        s.mig.extend(d.mig.unwrap_or_default());
+    }
+    s
+}
