@@ -32,7 +32,8 @@ fn run_child(name: &str, capture_path: &PathBuf, env: &[(&str, &str)]) {
         .env_remove("HYPOMNESIS_PROCFS")
         .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env_remove("FAKE_SMI_MODE")
-        .env_remove("FAKE_SMI_PHASE");
+        .env_remove("FAKE_SMI_PHASE")
+        .env_remove("FAKE_SMI_LOG");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -53,12 +54,49 @@ fn child() {
         "flood" => flood(),
         "bad_timeout" => bad_timeout(),
         "no_source" => no_source(),
+        "empty_timeout" => empty_timeout(),
+        "found_on_path" => found_on_path(),
+        "not_on_path" => not_on_path(),
+        "mig_ids_when_needed" => mig_ids_when_needed(),
+        "reject_mig" => reject_mig(),
         other => panic!("unknown case {other}"),
     }
 }
 
 fn env(k: &str) -> String {
     std::env::var(k).unwrap()
+}
+
+/// The invocations the fake `nvidia-smi` logged (`FAKE_SMI_LOG`), one argument list per line.
+fn runs() -> Vec<String> {
+    std::fs::read_to_string(env("FAKE_SMI_LOG"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A fresh path for `FAKE_SMI_LOG`.
+fn log_file(name: &str) -> String {
+    let p = std::env::temp_dir().join(format!("hmn-smi-log-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p.to_string_lossy().into_owned()
+}
+
+/// The details of the `nvidia-smi` source's report.
+fn smi_details() -> Vec<(String, String)> {
+    hypomnesis::sources()
+        .into_iter()
+        .find(|r| r.source == GpuQuerySource::NvidiaSmi)
+        .unwrap()
+        .details
+}
+
+fn detail(key: &str) -> Option<String> {
+    smi_details()
+        .into_iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
 }
 
 /// Every figure the library gives equals the capture's.
@@ -152,6 +190,16 @@ fn replay() {
         Some("10s"),
         "without HYPOMNESIS_NVIDIA_SMI_TIMEOUT, a run may take 10 s"
     );
+    assert_eq!(detail("executable"), Some(env("HYPOMNESIS_NVIDIA_SMI")));
+    let unknown = capture_reader::app_rows(&text, &phase)
+        .iter()
+        .filter(|a| capture_reader::mib(&a["used_gpu_memory"]).is_none())
+        .count();
+    assert_eq!(
+        detail("process rows dropped"),
+        (unknown > 0).then(|| format!("{unknown} (used_gpu_memory not available)")),
+        "rows without a memory figure are counted, and only they"
+    );
     let nvml = hypomnesis::sources()
         .into_iter()
         .find(|r| r.source == GpuQuerySource::Nvml)
@@ -208,6 +256,12 @@ fn hang() {
         "not re-run right after a timeout"
     );
     assert!(e.contains("not run again"), "{e}");
+    assert_eq!(
+        runs().len(),
+        1,
+        "one run, then none while paused: {:?}",
+        runs()
+    );
 }
 
 fn garbage() {
@@ -220,6 +274,92 @@ fn exit_fail() {
     assert!(
         e.contains("exit status: 9") && e.contains("couldn't communicate with the NVIDIA driver"),
         "{e}"
+    );
+    assert!(
+        e.contains(&env("HYPOMNESIS_NVIDIA_SMI")),
+        "the executable is named: {e}"
+    );
+    let queries: Vec<String> = runs()
+        .into_iter()
+        .filter(|r| r.starts_with("--query-gpu="))
+        .collect();
+    assert_eq!(
+        queries.len(),
+        1,
+        "a failure that is not a rejected field is not retried without memory.reserved: \
+         {queries:?}"
+    );
+}
+
+fn empty_timeout() {
+    assert!(hypomnesis::device_info(0).is_ok());
+    assert_eq!(
+        detail("timeout").as_deref(),
+        Some("10s"),
+        "empty means the default"
+    );
+}
+
+fn found_on_path() {
+    assert_eq!(hypomnesis::device_count().unwrap(), 1);
+    assert_eq!(detail("executable"), Some(env("HMN_WANT_SMI")));
+}
+
+fn not_on_path() {
+    let e = hypomnesis::device_count().unwrap_err().to_string();
+    assert!(
+        e.contains("/nonexistent/libnvidia-ml.so.1"),
+        "NVML's failure alone: {e}"
+    );
+    let smi = hypomnesis::sources()
+        .into_iter()
+        .find(|r| r.source == GpuQuerySource::NvidiaSmi)
+        .unwrap();
+    assert!(
+        matches!(&smi.state, SourceState::Absent(w) if w.contains("nvidia-smi was not found on PATH")),
+        "{smi:?}"
+    );
+}
+
+/// The H100 capture: `-q` (for the MIG ids of processes) is run only when there are processes.
+fn mig_ids_when_needed() {
+    let procs = hypomnesis::gpu_processes(0).unwrap();
+    let q_runs = runs().iter().filter(|r| r.as_str() == "-q").count();
+    if env("FAKE_SMI_PHASE") == "idle" {
+        assert!(procs.is_empty());
+        assert_eq!(q_runs, 0, "no process to place: {:?}", runs());
+    } else {
+        assert_eq!(procs.len(), 3);
+        for p in &procs {
+            assert_eq!(
+                (p.gpu_instance_id, p.compute_instance_id),
+                (Some(2), Some(0)),
+                "{p:?}"
+            );
+        }
+        assert_eq!(q_runs, 1, "{:?}", runs());
+    }
+}
+
+/// A driver without the `mig.mode.*` fields: MIG unknown, said so, and not asked again.
+fn reject_mig() {
+    let s = hypomnesis::mig_state(0).unwrap();
+    assert_eq!((s.enabled, s.pending), (None, None));
+    assert!(s.instances.is_empty());
+    assert_eq!(
+        detail("GPU 0 MIG").as_deref(),
+        Some("unknown (this nvidia-smi does not know mig.mode.current)")
+    );
+    assert!(hypomnesis::mig_state(0).is_ok());
+    let asked = runs()
+        .iter()
+        .filter(|r| r.contains("mig.mode.current"))
+        .count();
+    assert_eq!(
+        asked,
+        1,
+        "a rejected field is not asked for again: {:?}",
+        runs()
     );
 }
 
@@ -317,6 +457,100 @@ fn a_hanging_nvidia_smi_is_killed_at_the_timeout() {
         &[
             ("FAKE_SMI_MODE", "hang"),
             ("HYPOMNESIS_NVIDIA_SMI_TIMEOUT", "200ms"),
+            ("FAKE_SMI_LOG", &log_file("hang")),
+        ],
+    );
+}
+
+#[test]
+fn an_empty_timeout_variable_means_the_default() {
+    run_child(
+        "empty_timeout",
+        &l40s(),
+        &[("HYPOMNESIS_NVIDIA_SMI_TIMEOUT", "")],
+    );
+}
+
+#[cfg(unix)]
+/// A folder of `PATH` candidates: `dir/` holds a directory named `nvidia-smi`, `plain/` a file
+/// that is not executable, `rel/` (put on `PATH` relatively) and `real/` the fake.
+fn path_candidates() -> PathBuf {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let base = std::env::temp_dir().join(format!("hmn-smi-path-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(base.join("dir").join("nvidia-smi")).unwrap();
+    std::fs::create_dir_all(base.join("plain")).unwrap();
+    let plain = base.join("plain").join("nvidia-smi");
+    std::fs::write(&plain, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    for d in ["rel", "real"] {
+        std::fs::create_dir_all(base.join(d)).unwrap();
+        symlink(fake_smi(), base.join(d).join("nvidia-smi")).unwrap();
+    }
+    base
+}
+
+#[cfg(unix)]
+fn search_path(base: &std::path::Path, dirs: &[&str]) -> String {
+    dirs.iter()
+        .map(|d| match *d {
+            "rel" => "rel".to_string(),
+            d => base.join(d).to_string_lossy().into_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+#[cfg(unix)]
+#[test]
+fn nvidia_smi_is_looked_for_on_path() {
+    let base = path_candidates();
+    let real = base.join("real").join("nvidia-smi");
+    for (name, dirs, want) in [
+        (
+            "found_on_path",
+            &["rel", "dir", "plain", "real"][..],
+            real.to_str().unwrap(),
+        ),
+        ("not_on_path", &["rel", "dir", "plain"][..], ""),
+    ] {
+        let mut cmd = support::child_command();
+        cmd.current_dir(&base)
+            .env("HMN_CHILD", name)
+            .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
+            .env_remove("HYPOMNESIS_NVIDIA_SMI")
+            .env("PATH", search_path(&base, dirs))
+            .env("HMN_WANT_SMI", want)
+            .env("FAKE_SMI_CAPTURE", l40s())
+            .env_remove("FAKE_SMI_MODE")
+            .env("HYPOMNESIS_SYSFS", support::empty_dir());
+        support::run_child_passing(&mut cmd, name);
+    }
+}
+
+#[test]
+fn mig_ids_of_processes_are_asked_for_only_when_there_are_processes() {
+    let h100 = capture("linux-x86_64__nvidia-h100-mig__590.48.01.txt");
+    for phase in ["idle", "load"] {
+        run_child(
+            "mig_ids_when_needed",
+            &h100,
+            &[
+                ("FAKE_SMI_PHASE", phase),
+                ("FAKE_SMI_LOG", &log_file(phase)),
+            ],
+        );
+    }
+}
+
+#[test]
+fn a_driver_without_mig_fields() {
+    run_child(
+        "reject_mig",
+        &capture("linux-x86_64__nvidia-h100-mig__590.48.01.txt"),
+        &[
+            ("FAKE_SMI_MODE", "reject-mig"),
+            ("FAKE_SMI_LOG", &log_file("reject-mig")),
         ],
     );
 }
@@ -328,7 +562,14 @@ fn garbage_output_is_an_error() {
 
 #[test]
 fn a_failing_nvidia_smi_reports_status_and_message() {
-    run_child("exit_fail", &l40s(), &[("FAKE_SMI_MODE", "exit-fail")]);
+    run_child(
+        "exit_fail",
+        &l40s(),
+        &[
+            ("FAKE_SMI_MODE", "exit-fail"),
+            ("FAKE_SMI_LOG", &log_file("exit-fail")),
+        ],
+    );
 }
 
 #[test]

@@ -4,7 +4,10 @@
 //! * `FAKE_SMI_CAPTURE` — path of a capture file (`tests/fixtures/nvidia-smi/recorded/*.txt`).
 //! * `FAKE_SMI_PHASE` — which recorded phase to answer from: `idle` or `load` (default `load`).
 //! * `FAKE_SMI_MODE` — `normal` (default), `hang`, `garbage`, `exit-fail`, `reject-reserved`,
-//!   `half-line`, `half-line-apps` (only the process list is cut), `flood`, `sleep-ms:<n>`.
+//!   `reject-mig` (the `mig.mode.*` fields are unknown, as before R450), `half-line`,
+//!   `half-line-apps` (only the process list is cut), `flood`, `sleep-ms:<n>`.
+//! * `FAKE_SMI_LOG` — when set, each invocation appends its arguments, space-separated, as one
+//!   line to this file (so tests can count runs).
 //!
 //! Understood arguments: `--query-gpu=…`, `--query-compute-apps=…` (with
 //! `--format=csv[,noheader][,nounits]`), `-i/--id`, `-q/--query` (with any `-d/--display`),
@@ -40,6 +43,8 @@ enum Mode {
     Garbage,
     ExitFail,
     RejectReserved,
+    /// The `mig.mode.*` fields are unknown fields (drivers before R450).
+    RejectMig,
     HalfLine,
     /// Only the `--query-compute-apps` answer loses half its last line.
     HalfLineApps,
@@ -55,6 +60,7 @@ impl Mode {
             "garbage" => Self::Garbage,
             "exit-fail" => Self::ExitFail,
             "reject-reserved" => Self::RejectReserved,
+            "reject-mig" => Self::RejectMig,
             "half-line" => Self::HalfLine,
             "half-line-apps" => Self::HalfLineApps,
             "flood" => Self::Flood,
@@ -99,11 +105,24 @@ impl Answer {
 }
 
 fn main() -> ExitCode {
+    if let Some(log) = std::env::var_os("FAKE_SMI_LOG").filter(|p| !p.is_empty()) {
+        let line = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
+        let logged = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut f| writeln!(f, "{line}"));
+        if let Err(e) = logged {
+            eprintln!("fake-nvidia-smi: cannot append to FAKE_SMI_LOG: {e}");
+            return ExitCode::from(4);
+        }
+    }
     let mode_text = std::env::var("FAKE_SMI_MODE").unwrap_or_default();
     let Some(mode) = Mode::parse(&mode_text) else {
         eprintln!(
             "fake-nvidia-smi: unknown FAKE_SMI_MODE {mode_text:?} (expected normal, hang, garbage, \
-             exit-fail, reject-reserved, half-line, flood or sleep-ms:<n>)"
+             exit-fail, reject-reserved, reject-mig, half-line, half-line-apps, flood or \
+             sleep-ms:<n>)"
         );
         return ExitCode::from(3);
     };
@@ -141,7 +160,12 @@ fn main() -> ExitCode {
             } else {
                 phase.trim().to_owned()
             };
-            answer(&args, &capture, &phase, mode == Mode::RejectReserved)
+            let rejected: &[&str] = match mode {
+                Mode::RejectReserved => &["memory.reserved"],
+                Mode::RejectMig => &["mig.mode.current", "mig.mode.pending"],
+                _ => &[],
+            };
+            answer(&args, &capture, &phase, rejected)
         }
         Err(message) => Answer::capture_problem(message),
     };
@@ -339,7 +363,7 @@ fn parse_args(args: &[String]) -> Option<Request> {
     Some(req)
 }
 
-fn answer(args: &[String], capture: &str, phase: &str, reject_reserved: bool) -> Answer {
+fn answer(args: &[String], capture: &str, phase: &str, rejected: &[&str]) -> Answer {
     let Some(req) = parse_args(args) else {
         return bad_arguments();
     };
@@ -358,11 +382,6 @@ fn answer(args: &[String], capture: &str, phase: &str, reject_reserved: bool) ->
     if req.list {
         return verbatim(capture, "capabilities :: list");
     }
-    let rejected: &[&str] = if reject_reserved {
-        &["memory.reserved"]
-    } else {
-        &[]
-    };
     if let Some(fields) = &req.query_gpu {
         let Some(format) = req.format.as_deref().and_then(Format::parse) else {
             return bad_arguments();
@@ -618,7 +637,7 @@ index, name, memory.total [MiB], memory.reserved [MiB]
             ],
             CAPTURE,
             "load",
-            false,
+            &[],
         );
         assert_eq!(a.code, 0);
         assert_eq!(a.stdout, "8192, NVIDIA GeForce RTX 2080 SUPER, [N/A]\n");
@@ -631,7 +650,7 @@ index, name, memory.total [MiB], memory.reserved [MiB]
             ],
             CAPTURE,
             "load",
-            false,
+            &[],
         );
         assert_eq!(
             a.stdout,
@@ -644,7 +663,7 @@ index, name, memory.total [MiB], memory.reserved [MiB]
             ],
             CAPTURE,
             "load",
-            true,
+            &["memory.reserved"],
         );
         assert_eq!(a.code, 2);
         assert!(
@@ -657,6 +676,7 @@ index, name, memory.total [MiB], memory.reserved [MiB]
     fn modes_and_cuts() {
         assert_eq!(Mode::parse("sleep-ms:25"), Some(Mode::SleepMs(25)));
         assert_eq!(Mode::parse("bogus"), None);
+        assert_eq!(Mode::parse("reject-mig"), Some(Mode::RejectMig));
         assert_eq!(cut_last_line("a, b\n1234, 5678\n"), "a, b\n1234,");
         assert_eq!(strip_unit("538 MiB"), "538");
         assert_eq!(strip_unit("[N/A]"), "[N/A]");

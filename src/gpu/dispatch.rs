@@ -12,7 +12,8 @@ use std::sync::OnceLock;
 use super::backend::{Backend, Op, Presence, Scope};
 use super::pci::PciAddress;
 use crate::{
-    GpuDeviceInfo, GpuProcessEntry, HypomnesisError, MigInstance, MigState, ProcessGpuInfo, Result,
+    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
+    ProcessGpuInfo, Result, SourceReport, SourceState,
 };
 
 #[cfg(feature = "nvml")]
@@ -278,12 +279,45 @@ pub(super) fn dispatcher() -> Dispatcher<'static> {
     Dispatcher { list: backends() }
 }
 
+/// One report per source, in order of first appearance (DXGI serves two scopes: the best state
+/// of its reports, their details added up), then an `Absent` report for each `wanted` source
+/// (with its cargo feature) that is not built in.
+pub(super) fn merge_reports(
+    reports: Vec<SourceReport>,
+    wanted: &[(GpuQuerySource, &str)],
+) -> Vec<SourceReport> {
+    let mut out: Vec<SourceReport> = Vec::new();
+    for r in reports {
+        if let Some(seen) = out.iter_mut().find(|s| s.source == r.source) {
+            if seen.state != SourceState::Answered && r.state == SourceState::Answered {
+                seen.state = r.state;
+            }
+            seen.details.extend(r.details);
+        } else {
+            out.push(r);
+        }
+    }
+    for &(s, feature) in wanted {
+        if !out.iter().any(|r| r.source == s) {
+            out.push(SourceReport {
+                source: s,
+                state: SourceState::Absent(format!(
+                    "{} (cargo feature `{feature}`)",
+                    crate::error::NOT_BUILT_IN
+                )),
+                details: Vec::new(),
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::{GpuQuerySource, GpuVendor, SourceReport, SourceState};
+    use crate::GpuVendor;
 
     /// A backend with scripted answers.
     struct Fake {
@@ -534,13 +568,78 @@ mod tests {
             e.to_string(),
             "NVML: GPU lost; nvidia-smi fallback: nvidia-smi: exit status 9"
         );
-        // A failed primary then an out-of-range fallback: still the primary's error.
+        // A failed primary then an out-of-range fallback: still the primary's error, as it was.
         let c = Fake::new(GpuQuerySource::NvidiaSmi, true, Ok(0));
         let list: [&dyn Backend; 2] = [&a, &c];
-        assert!(matches!(
-            first_ok(&list, Scope::Nvidia, Op::DeviceInfo, |x| x.device_info(0)).unwrap_err(),
-            HypomnesisError::Nvml(_)
-        ));
+        let e = first_ok(&list, Scope::Nvidia, Op::DeviceInfo, |x| x.device_info(0)).unwrap_err();
+        assert!(matches!(e, HypomnesisError::Nvml(_)), "{e}");
+        // A source alone: its error as it was, no empty note added.
+        let alone: [&dyn Backend; 1] = [&a];
+        let e = first_ok(&alone, Scope::Nvidia, Op::DeviceInfo, |x| x.device_count()).unwrap_err();
+        assert_eq!(e.to_string(), "NVML: GPU lost");
+    }
+
+    fn report(source: GpuQuerySource, state: SourceState, detail: &str) -> SourceReport {
+        SourceReport {
+            source,
+            state,
+            details: vec![(detail.into(), "x".into())],
+        }
+    }
+
+    #[test]
+    fn one_report_per_source_and_the_sources_not_built_in() {
+        let failed = || SourceState::Failed("no adapter".into());
+        let reports = vec![
+            report(GpuQuerySource::Dxgi, failed(), "a"),
+            report(GpuQuerySource::Nvml, SourceState::Answered, "n"),
+            report(GpuQuerySource::Dxgi, SourceState::Answered, "b"),
+            report(GpuQuerySource::Dxgi, failed(), "c"),
+        ];
+        let wanted = [(GpuQuerySource::Nvml, "nvml"), (GpuQuerySource::Drm, "drm")];
+        let merged = merge_reports(reports, &wanted);
+        assert_eq!(merged.len(), 3, "{merged:?}");
+        let dxgi = &merged[0];
+        assert_eq!(dxgi.source, GpuQuerySource::Dxgi);
+        assert_eq!(
+            dxgi.state,
+            SourceState::Answered,
+            "the best state of the two scopes"
+        );
+        let keys: Vec<&str> = dxgi.details.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["a", "b", "c"], "details add up");
+        assert_eq!(
+            merged[1].details.len(),
+            1,
+            "a source built in is not added again"
+        );
+        assert_eq!(merged[2].source, GpuQuerySource::Drm);
+        assert_eq!(
+            merged[2].state,
+            SourceState::Absent("not compiled in (cargo feature `drm`)".into())
+        );
+        assert_eq!(merged[2].kind(), Some(crate::ErrorKind::NotBuiltIn));
+        // A failure does not overwrite an answer.
+        let merged = merge_reports(
+            vec![
+                report(GpuQuerySource::Dxgi, SourceState::Answered, "a"),
+                report(GpuQuerySource::Dxgi, failed(), "b"),
+            ],
+            &[],
+        );
+        assert_eq!(merged[0].state, SourceState::Answered);
+        let merged = merge_reports(
+            vec![
+                report(GpuQuerySource::Dxgi, failed(), "a"),
+                report(
+                    GpuQuerySource::Dxgi,
+                    SourceState::Absent("gone".into()),
+                    "b",
+                ),
+            ],
+            &[],
+        );
+        assert_eq!(merged[0].state, failed(), "the first failure stands");
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub use mig::mig_gpu_instances;
 use crate::HypomnesisError;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, MigInstance, MigState, ProcessGpuInfo,
-    Residency, Result, SourceReport, SourceState,
+    Residency, Result, SourceReport,
 };
 
 /// Number of GPUs this host can measure.
@@ -157,18 +157,6 @@ pub fn adapter_residency(index: u32) -> Result<Residency> {
 /// and its details (library path, driver and library versions, optional features).
 #[must_use]
 pub fn sources() -> Vec<SourceReport> {
-    let mut out: Vec<SourceReport> = Vec::new();
-    for r in backends().iter().map(|b| b.report()) {
-        // One entry per source (DXGI serves two scopes): states merge to the best, details add up.
-        if let Some(seen) = out.iter_mut().find(|s| s.source == r.source) {
-            if seen.state != SourceState::Answered && r.state == SourceState::Answered {
-                seen.state = r.state;
-            }
-            seen.details.extend(r.details);
-        } else {
-            out.push(r);
-        }
-    }
     let mut wanted = vec![
         (GpuQuerySource::Nvml, "nvml"),
         (GpuQuerySource::NvidiaSmi, "nvidia-smi-fallback"),
@@ -182,17 +170,5 @@ pub fn sources() -> Vec<SourceReport> {
     if cfg!(target_os = "linux") {
         wanted.push((GpuQuerySource::Drm, "drm"));
     }
-    for (s, feature) in wanted {
-        if !out.iter().any(|r| r.source == s) {
-            out.push(SourceReport {
-                source: s,
-                state: SourceState::Absent(format!(
-                    "{} (cargo feature `{feature}`)",
-                    crate::error::NOT_BUILT_IN
-                )),
-                details: Vec::new(),
-            });
-        }
-    }
-    out
+    dispatch::merge_reports(backends().iter().map(|b| b.report()).collect(), &wanted)
 }

@@ -1,5 +1,6 @@
 //! Devices and their processes from `nvidia-smi --query-gpu` and `--query-compute-apps`.
 
+use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 
 use super::SmiBackend;
@@ -58,35 +59,58 @@ impl SmiBackend {
     }
 
     /// Processes on GPU `index` with known memory (rows printed `[N/A]` are dropped and counted).
-    pub(super) fn rows(&self, index: u32) -> Result<(SmiGpu, Vec<AppRow>)> {
+    pub(super) fn rows(&self, index: u32) -> Result<Listed> {
         let gpus = self.gpus()?;
-        let count = u32::try_from(gpus.len()).unwrap_or(u32::MAX);
-        let only = gpus.len() == 1;
-        let gpu = gpus
-            .into_iter()
-            .find(|g| g.index == index)
-            .ok_or(HypomnesisError::DeviceIndexOutOfRange { index, count })?;
-        let mut rows = Vec::new();
-        let mut dropped = 0;
-        for a in self.apps()? {
-            let mine = match (&a.pci_bus_id, &gpu.pci_bus_id) {
-                (Some(a), Some(g)) => a.eq_ignore_ascii_case(g),
-                _ => only,
-            };
-            if !mine {
-                continue;
-            }
-            match a.used_mib.ok().and_then(|m| m.checked_mul(MIB)) {
-                Some(bytes) => rows.push((a.pid, bytes, a.name)),
-                None => dropped += 1,
-            }
-        }
-        if dropped > 0 {
-            self.dropped_rows.fetch_add(dropped, Ordering::Relaxed);
-        }
-        rows.sort_by_key(|r| r.0);
-        Ok((gpu, rows))
+        let count = gpus.len();
+        let gpu = gpus.into_iter().find(|g| g.index == index).ok_or(
+            HypomnesisError::DeviceIndexOutOfRange {
+                index,
+                count: u32::try_from(count).unwrap_or(u32::MAX),
+            },
+        )?;
+        let (rows, dropped) = select_rows(&gpu, count, self.apps()?);
+        self.dropped_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(index, dropped);
+        Ok(Listed {
+            gpu,
+            gpu_count: count,
+            rows,
+        })
     }
+}
+
+/// A GPU of `--query-gpu` with its process rows.
+pub(super) struct Listed {
+    pub(super) gpu: SmiGpu,
+    /// How many GPUs `--query-gpu` listed.
+    pub(super) gpu_count: usize,
+    /// By pid.
+    pub(super) rows: Vec<AppRow>,
+}
+
+/// The rows of `apps` that run on `gpu`, by pid, and how many of them had no usable memory
+/// figure. A row belongs to `gpu` when their PCI bus ids are equal; on a host of one GPU
+/// (`gpu_count`), a row or GPU without a bus id belongs to it too.
+pub(super) fn select_rows(gpu: &SmiGpu, gpu_count: usize, apps: Vec<SmiApp>) -> (Vec<AppRow>, u64) {
+    let mut rows = Vec::new();
+    let mut dropped = 0;
+    for a in apps {
+        let mine = match (&a.pci_bus_id, &gpu.pci_bus_id) {
+            (Some(a), Some(g)) => a.eq_ignore_ascii_case(g),
+            _ => gpu_count == 1,
+        };
+        if !mine {
+            continue;
+        }
+        match a.used_mib.ok().and_then(|m| m.checked_mul(MIB)) {
+            Some(bytes) => rows.push((a.pid, bytes, a.name)),
+            None => dropped += 1,
+        }
+    }
+    rows.sort_by_key(|r| r.0);
+    (rows, dropped)
 }
 
 fn bytes(field: &Field, what: &str, index: u32) -> Result<u64> {
@@ -151,6 +175,98 @@ mod tests {
             reserved_mib: reserved,
             name: None,
         }
+    }
+
+    fn app(bus: Option<&str>, pid: u32, used: Field) -> SmiApp {
+        SmiApp {
+            pci_bus_id: bus.map(str::to_string),
+            pid,
+            used_mib: used,
+            name: Some(format!("p{pid}")),
+        }
+    }
+
+    fn on_bus(bus: Option<&str>) -> SmiGpu {
+        SmiGpu {
+            pci_bus_id: bus.map(str::to_string),
+            ..gpu(Ok(10), Ok(5), None)
+        }
+    }
+
+    #[test]
+    fn rows_follow_the_bus_id_and_count_what_they_drop() {
+        let apps = || {
+            vec![
+                app(Some("00000000:41:00.0"), 30, Ok(3)),
+                app(Some("00000000:01:00.0"), 20, Ok(2)),
+                app(Some("00000000:01:00.0"), 10, Err("[N/A]".into())),
+                app(Some("00000000:01:00.0"), 11, Ok(u64::MAX)),
+                app(Some("00000000:01:00.0"), 5, Ok(1)),
+                app(None, 40, Ok(4)),
+            ]
+        };
+        let first = on_bus(Some("00000000:01:00.0"));
+        let (rows, dropped) = select_rows(&first, 2, apps());
+        assert_eq!(
+            rows,
+            vec![
+                (5, MIB, Some("p5".into())),
+                (20, 2 * MIB, Some("p20".into()))
+            ],
+            "its own rows, by pid; a row without a bus id is no one's on two GPUs"
+        );
+        assert_eq!(dropped, 2, "[N/A] and an overflowing figure");
+        let second = on_bus(Some("00000000:41:00.0"));
+        let (rows, dropped) = select_rows(&second, 2, apps());
+        assert_eq!(rows, vec![(30, 3 * MIB, Some("p30".into()))]);
+        assert_eq!(dropped, 0);
+        // One GPU: rows without a bus id (or a GPU without one) are its own.
+        let (rows, _) = select_rows(&first, 1, vec![app(None, 40, Ok(4))]);
+        assert_eq!(rows.len(), 1);
+        let (rows, _) = select_rows(&on_bus(None), 1, apps());
+        assert_eq!(rows.len(), 4);
+        let (rows, _) = select_rows(&on_bus(None), 2, apps());
+        assert!(rows.is_empty());
+        // The bus id is compared without regard to case.
+        let upper = on_bus(Some("00000000:4B:00.0"));
+        let (rows, _) = select_rows(&upper, 2, vec![app(Some("00000000:4b:00.0"), 1, Ok(1))]);
+        assert_eq!(rows.len(), 1);
+    }
+
+    #[test]
+    fn every_figure_of_the_row_is_kept() {
+        let g = SmiGpu {
+            index: 3,
+            uuid: Some("GPU-abc".into()),
+            driver_version: Some("595.80".into()),
+            pci_bus_id: Some("00000000:41:00.0".into()),
+            name: Some("NVIDIA L40S".into()),
+            ..gpu(Ok(100), Ok(60), Some(Ok(7)))
+        };
+        let d = device_info_of(g).unwrap();
+        assert_eq!(d.index, 3);
+        assert_eq!(d.uuid.as_deref(), Some("GPU-abc"));
+        assert_eq!(d.driver_version.as_deref(), Some("595.80"));
+        assert_eq!(d.pci_bus_id.as_deref(), Some("00000000:41:00.0"));
+        assert_eq!(d.name.as_deref(), Some("NVIDIA L40S"));
+        assert_eq!(d.vendor, Some(GpuVendor::Nvidia));
+        assert_eq!(d.source, GpuQuerySource::NvidiaSmi);
+        assert_eq!(
+            (d.total_bytes, d.free_bytes, d.used_bytes),
+            (100 * MIB, 60 * MIB, 40 * MIB)
+        );
+    }
+
+    #[test]
+    fn two_mib_of_rounding_and_no_more() {
+        // used = 40 MiB: a reservation of up to 42 MiB is rounding, 43 MiB is not believed.
+        let with = |r| {
+            device_info_of(gpu(Ok(100), Ok(60), Some(Ok(r))))
+                .unwrap()
+                .reserved_bytes
+        };
+        assert_eq!(with(42), Some(42 * MIB));
+        assert_eq!(with(43), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use super::SmiBackend;
 use super::parse::{self, Field, SmiGpu};
-use super::parse_mig::{self, ListMig, MIG_FIELDS, QGpuMig, QMemoryLines, SmiMigMode};
+use super::parse_mig::{self, ListGpu, ListMig, MIG_FIELDS, QGpuMig, QMemoryLines, SmiMigMode};
 use super::{MIB, ROUNDING};
 use crate::gpu::{mig, nvidia};
 use crate::{GpuQuerySource, HypomnesisError, MigInstance, MigState, Result};
@@ -43,24 +43,9 @@ impl SmiBackend {
     pub(super) fn mig_states(&self) -> Result<Vec<MigState>> {
         let gpus = self.gpus()?;
         let modes = self.mig_modes()?.unwrap_or_default();
-        let mut out: Vec<MigState> = gpus
-            .iter()
-            .map(|g| {
-                let mut s = MigState::unknown(g.index, GpuQuerySource::NvidiaSmi);
-                s.name.clone_from(&g.name);
-                s.uuid.clone_from(&g.uuid);
-                if let Some(m) = modes.iter().find(|m| m.index == g.index) {
-                    s.enabled = m.current;
-                    s.pending = m.pending;
-                }
-                if s.enabled == Some(true) {
-                    s.device_memory_error = refused_figure(g);
-                }
-                s
-            })
-            .collect();
-        if !out.iter().any(|s| s.enabled == Some(true)) {
-            return Ok(out);
+        let mut states = states_of(&gpus, &modes);
+        if !states.iter().any(|s| s.enabled == Some(true)) {
+            return Ok(states);
         }
         let q = self.q_mig()?;
         let list = match self.run_ok(&["-L"]) {
@@ -70,23 +55,60 @@ impl SmiBackend {
                 Vec::new()
             }
         };
-        let only = gpus.len() == 1 && q.len() == 1;
-        for (s, g) in out.iter_mut().zip(&gpus) {
-            if s.enabled != Some(true) {
-                continue;
+        add_instances(&mut states, &gpus, &q, &list);
+        Ok(states)
+    }
+}
+
+/// Whether the mode query says GPU `index` has MIG on.
+pub(super) fn mig_on(modes: &[SmiMigMode], index: u32) -> bool {
+    modes
+        .iter()
+        .any(|m| m.index == index && m.current == Some(true))
+}
+
+/// The `-q` block of the GPU with PCI bus id `bus`, among the `gpu_count` GPUs of
+/// `--query-gpu`: the one with the same bus id, or the only block of a one-GPU host.
+pub(super) fn q_of<'a>(
+    q: &'a [QGpuMig],
+    gpu_count: usize,
+    bus: Option<&str>,
+) -> Option<&'a QGpuMig> {
+    let only = gpu_count == 1 && q.len() == 1;
+    q.iter()
+        .find(|qg| only || bus.is_some_and(|b| b.eq_ignore_ascii_case(&qg.pci_bus_id)))
+}
+
+/// Each GPU's MIG state from `--query-gpu` and the mode query (instances not yet known).
+fn states_of(gpus: &[SmiGpu], modes: &[SmiMigMode]) -> Vec<MigState> {
+    gpus.iter()
+        .map(|g| {
+            let mut s = MigState::unknown(g.index, GpuQuerySource::NvidiaSmi);
+            s.name.clone_from(&g.name);
+            s.uuid.clone_from(&g.uuid);
+            if let Some(m) = modes.iter().find(|m| m.index == g.index) {
+                s.enabled = m.current;
+                s.pending = m.pending;
             }
-            let qg = q.iter().find(|qg| {
-                only || g
-                    .pci_bus_id
-                    .as_deref()
-                    .is_some_and(|b| b.eq_ignore_ascii_case(&qg.pci_bus_id))
-            });
-            let lg = list.iter().find(|l| {
-                l.index == g.index || (l.uuid.is_some() && l.uuid.as_deref() == g.uuid.as_deref())
-            });
-            s.instances = instances_of(g.index, qg, lg.map_or(&[][..], |l| l.mig.as_slice()));
+            if s.enabled == Some(true) {
+                s.device_memory_error = refused_figure(g);
+            }
+            s
+        })
+        .collect()
+}
+
+/// The instances of every GPU with MIG on, from its `-q` block and its `-L` entry.
+fn add_instances(states: &mut [MigState], gpus: &[SmiGpu], q: &[QGpuMig], list: &[ListGpu]) {
+    for (s, g) in states.iter_mut().zip(gpus) {
+        if s.enabled != Some(true) {
+            continue;
         }
-        Ok(out)
+        let qg = q_of(q, gpus.len(), g.pci_bus_id.as_deref());
+        let lg = list.iter().find(|l| {
+            l.index == g.index || (l.uuid.is_some() && l.uuid.as_deref() == g.uuid.as_deref())
+        });
+        s.instances = instances_of(g.index, qg, lg.map_or(&[][..], |l| l.mig.as_slice()));
     }
 }
 
@@ -110,11 +132,11 @@ fn instances_of(index: u32, q: Option<&QGpuMig>, list: &[ListMig]) -> Vec<MigIns
         m.gpu_instance_id = d.gpu_instance_id;
         m.compute_instance_id = d.compute_instance_id;
         match d.memory.as_ref().map(mig_memory) {
-            Some(Ok((total, free, reserved))) => {
-                m.total_bytes = Some(total);
-                m.free_bytes = Some(free);
-                m.used_bytes = Some(total - free);
-                m.reserved_bytes = reserved;
+            Some(Ok(memory)) => {
+                m.total_bytes = Some(memory.total);
+                m.free_bytes = Some(memory.free);
+                m.used_bytes = Some(memory.used);
+                m.reserved_bytes = memory.reserved;
             }
             Some(Err(why)) => m.memory_error = Some(why),
             None => {
@@ -142,7 +164,15 @@ fn instances_of(index: u32, q: Option<&QGpuMig>, list: &[ListMig]) -> Vec<MigIns
     out
 }
 
-fn mig_memory(m: &QMemoryLines) -> std::result::Result<(u64, u64, Option<u64>), String> {
+/// One MIG device's memory, bytes.
+struct Memory {
+    total: u64,
+    free: u64,
+    used: u64,
+    reserved: Option<u64>,
+}
+
+fn mig_memory(m: &QMemoryLines) -> std::result::Result<Memory, String> {
     let get = |f: &Option<Field>, k: &str| match f {
         Some(Ok(mib)) => mib
             .checked_mul(MIB)
@@ -161,7 +191,12 @@ fn mig_memory(m: &QMemoryLines) -> std::result::Result<(u64, u64, Option<u64>), 
         .and_then(std::result::Result::ok)
         .and_then(|r| r.checked_mul(MIB))
         .and_then(|r| nvidia::consistent_reservation(r, used, ROUNDING));
-    Ok((total, free, reserved))
+    Ok(Memory {
+        total,
+        free,
+        used,
+        reserved,
+    })
 }
 
 /// One line for `hmn doctor` on a GPU's MIG mode.
@@ -174,5 +209,313 @@ pub(super) fn mig_summary(s: &MigState, fields_rejected: bool) -> String {
             "unknown (this nvidia-smi does not know mig.mode.current)".to_string()
         }
         None => "not supported by this GPU".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::nvidia_smi::parse_mig::{QMigDevice, QProcess};
+
+    fn gpu(index: u32, bus: &str, uuid: &str) -> SmiGpu {
+        SmiGpu {
+            index,
+            uuid: Some(uuid.into()),
+            driver_version: None,
+            pci_bus_id: Some(bus.into()),
+            total_mib: Ok(81_559),
+            free_mib: Ok(69_956),
+            reserved_mib: None,
+            name: Some(format!("GPU{index}")),
+        }
+    }
+
+    fn mode(index: u32, current: Option<bool>, pending: Option<bool>) -> SmiMigMode {
+        SmiMigMode {
+            index,
+            current,
+            pending,
+        }
+    }
+
+    fn memory(total: u64, free: u64, reserved: u64) -> QMemoryLines {
+        QMemoryLines {
+            total_mib: Some(Ok(total)),
+            reserved_mib: Some(Ok(reserved)),
+            used_mib: Some(Ok(total - free)),
+            free_mib: Some(Ok(free)),
+        }
+    }
+
+    fn device(index: Option<u32>, gi: u32, ci: u32, m: Option<QMemoryLines>) -> QMigDevice {
+        QMigDevice {
+            index,
+            gpu_instance_id: Some(gi),
+            compute_instance_id: Some(ci),
+            memory: m,
+        }
+    }
+
+    fn q(bus: &str, devices: Vec<QMigDevice>, pids: &[u32]) -> QGpuMig {
+        QGpuMig {
+            pci_bus_id: bus.into(),
+            mig_current: Some(true),
+            mig_pending: Some(true),
+            devices,
+            processes: pids
+                .iter()
+                .map(|&pid| QProcess {
+                    pid: Some(pid),
+                    gpu_instance_id: Some(2),
+                    compute_instance_id: Some(0),
+                    ..QProcess::default()
+                })
+                .collect(),
+        }
+    }
+
+    fn listed(index: u32, uuid: &str, mig: &[(u32, &str)]) -> ListGpu {
+        ListGpu {
+            index,
+            name: None,
+            uuid: Some(uuid.into()),
+            mig: mig
+                .iter()
+                .map(|&(index, profile)| ListMig {
+                    index,
+                    profile: Some(profile.into()),
+                    uuid: Some(format!("MIG-{uuid}-{index}")),
+                })
+                .collect(),
+        }
+    }
+
+    const BUS0: &str = "00000000:18:00.0";
+    const BUS1: &str = "00000000:2A:00.0";
+
+    #[test]
+    fn mig_is_on_only_for_the_gpu_whose_current_mode_says_so() {
+        let modes = [
+            mode(0, Some(false), Some(true)),
+            mode(1, Some(true), Some(true)),
+        ];
+        assert!(!mig_on(&modes, 0), "pending is not current");
+        assert!(mig_on(&modes, 1));
+        assert!(!mig_on(&modes, 2));
+        assert!(!mig_on(&[mode(0, None, None)], 0));
+    }
+
+    #[test]
+    fn the_q_block_is_found_by_bus_id_or_as_the_only_one() {
+        let blocks = [q(BUS0, vec![], &[1]), q(BUS1, vec![], &[2])];
+        assert_eq!(
+            q_of(&blocks, 2, Some(BUS1)).map(|b| b.processes[0].pid),
+            Some(Some(2))
+        );
+        assert_eq!(
+            q_of(&blocks, 2, Some(&BUS1.to_lowercase())).map(|b| b.processes[0].pid),
+            Some(Some(2)),
+            "bus ids compared without regard to case"
+        );
+        assert!(q_of(&blocks, 2, None).is_none());
+        assert!(q_of(&blocks, 2, Some("00000000:99:00.0")).is_none());
+        let one = [q(BUS0, vec![], &[1])];
+        assert!(q_of(&one, 1, None).is_some(), "one GPU, one block");
+        assert!(q_of(&one, 1, Some("00000000:99:00.0")).is_some());
+        assert!(
+            q_of(&one, 2, None).is_none(),
+            "two GPUs: the bus id decides"
+        );
+        assert!(q_of(&[], 1, Some(BUS0)).is_none());
+    }
+
+    #[test]
+    fn states_carry_modes_names_and_refused_figures() {
+        let mut refused = gpu(1, BUS1, "GPU-b");
+        refused.total_mib = Err("[Insufficient Permissions]".into());
+        let gpus = [gpu(0, BUS0, "GPU-a"), refused, gpu(2, BUS1, "GPU-c")];
+        let modes = [
+            mode(0, Some(false), Some(true)),
+            mode(1, Some(true), Some(true)),
+        ];
+        let states = states_of(&gpus, &modes);
+        assert_eq!(states.len(), 3);
+        let s = &states[0];
+        assert_eq!(
+            (s.index, s.enabled, s.pending),
+            (0, Some(false), Some(true))
+        );
+        assert_eq!(
+            (s.name.as_deref(), s.uuid.as_deref()),
+            (Some("GPU0"), Some("GPU-a"))
+        );
+        assert_eq!(
+            s.device_memory_error, None,
+            "MIG off: the GPU's figures stand"
+        );
+        assert_eq!(
+            states[1].device_memory_error.as_deref(),
+            Some("Insufficient Permissions")
+        );
+        assert_eq!(
+            (states[2].enabled, states[2].pending),
+            (None, None),
+            "no mode: unknown"
+        );
+        assert_eq!(states[2].source, GpuQuerySource::NvidiaSmi);
+    }
+
+    #[test]
+    fn instances_come_from_their_own_gpu_blocks() {
+        let gpus = [gpu(0, BUS0, "GPU-a"), gpu(1, BUS1, "GPU-b")];
+        let modes = [
+            mode(0, Some(false), Some(false)),
+            mode(1, Some(true), Some(true)),
+        ];
+        let mut states = states_of(&gpus, &modes);
+        let blocks = [
+            q(
+                BUS0,
+                vec![device(Some(0), 7, 7, Some(memory(10, 5, 0)))],
+                &[],
+            ),
+            q(
+                BUS1,
+                vec![
+                    device(None, 2, 0, Some(memory(71_424, 54_499, 0))),
+                    device(Some(1), 3, 0, Some(memory(33_280, 33_264, 0))),
+                ],
+                &[],
+            ),
+        ];
+        // -L lists GPU 1 (found by index) with a device that -q has no block for.
+        let list = [
+            listed(0, "GPU-a", &[(0, "7g.80gb")]),
+            listed(
+                1,
+                "GPU-b",
+                &[(0, "3g.71gb"), (1, "2g.35gb"), (5, "1g.18gb")],
+            ),
+        ];
+        add_instances(&mut states, &gpus, &blocks, &list);
+        assert!(states[0].instances.is_empty(), "MIG off: no instances");
+        let got: Vec<_> = states[1]
+            .instances
+            .iter()
+            .map(|m| {
+                (
+                    m.parent_index,
+                    m.slot,
+                    m.gpu_instance_id,
+                    m.profile.as_deref(),
+                    m.total_bytes.map(|b| b / MIB),
+                    m.used_bytes.map(|b| b / MIB),
+                    m.memory_error.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    1,
+                    0,
+                    Some(2),
+                    Some("3g.71gb"),
+                    Some(71_424),
+                    Some(16_925),
+                    false
+                ),
+                (
+                    1,
+                    1,
+                    Some(3),
+                    Some("2g.35gb"),
+                    Some(33_280),
+                    Some(16),
+                    false
+                ),
+                (1, 5, None, Some("1g.18gb"), None, None, true),
+            ],
+            "a -q device without an Index takes its position; a device only -L lists is known, \
+             its memory not"
+        );
+        assert_eq!(states[1].instances[0].uuid.as_deref(), Some("MIG-GPU-b-0"));
+    }
+
+    #[test]
+    fn the_list_entry_is_found_by_uuid_when_the_index_differs() {
+        let gpus = [gpu(4, BUS0, "GPU-x")];
+        let mut states = states_of(&gpus, &[mode(4, Some(true), Some(true))]);
+        let blocks = [q(
+            BUS0,
+            vec![device(Some(0), 1, 0, Some(memory(10, 4, 0)))],
+            &[],
+        )];
+        add_instances(
+            &mut states,
+            &gpus,
+            &blocks,
+            &[
+                listed(9, "GPU-y", &[(0, "no")]),
+                listed(8, "GPU-x", &[(0, "1g.10gb")]),
+            ],
+        );
+        assert_eq!(states[0].instances[0].profile.as_deref(), Some("1g.10gb"));
+        // A -L entry without a UUID does not match a GPU by its missing one.
+        let mut states = states_of(&gpus, &[mode(4, Some(true), Some(true))]);
+        let mut anonymous = listed(9, "GPU-x", &[(0, "no")]);
+        anonymous.uuid = None;
+        let mut nameless = gpu(4, BUS0, "GPU-x");
+        nameless.uuid = None;
+        add_instances(&mut states, &[nameless], &blocks, &[anonymous]);
+        assert_eq!(states[0].instances[0].profile, None);
+    }
+
+    #[test]
+    fn memory_lines_that_do_not_add_up_are_named() {
+        let used = |m: QMemoryLines| mig_memory(&m).map(|m| (m.total, m.free, m.used, m.reserved));
+        assert_eq!(
+            used(memory(10, 4, 0)),
+            Ok((10 * MIB, 4 * MIB, 6 * MIB, Some(0)))
+        );
+        let mut m = memory(10, 4, 0);
+        m.free_mib = Some(Ok(11));
+        assert_eq!(
+            used(m),
+            Err("Shared FB Memory Usage Free is larger than Total".into())
+        );
+        let mut m = memory(10, 4, 0);
+        m.total_mib = None;
+        assert_eq!(
+            used(m),
+            Err("Shared FB Memory Usage has no Total line".into())
+        );
+        let mut m = memory(10, 4, 0);
+        m.free_mib = Some(Err("[N/A]".into()));
+        assert_eq!(used(m), Err("Shared FB Memory Usage Free is [N/A]".into()));
+        let mut m = memory(10, 4, 0);
+        m.reserved_mib = Some(Ok(9));
+        assert_eq!(
+            used(m).map(|m| m.3),
+            Ok(None),
+            "a reservation above used is not believed"
+        );
+    }
+
+    #[test]
+    fn doctor_lines() {
+        let mut s = MigState::unknown(0, GpuQuerySource::NvidiaSmi);
+        assert_eq!(mig_summary(&s, false), "not supported by this GPU");
+        assert_eq!(
+            mig_summary(&s, true),
+            "unknown (this nvidia-smi does not know mig.mode.current)"
+        );
+        s.enabled = Some(false);
+        assert!(
+            mig_summary(&s, true).starts_with("off"),
+            "{}",
+            mig_summary(&s, true)
+        );
     }
 }

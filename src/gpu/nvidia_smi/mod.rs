@@ -13,8 +13,9 @@ mod runner;
 
 pub use device::device_info_of;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use exec::Setup;
@@ -40,8 +41,8 @@ pub(crate) struct SmiBackend {
     reserved_rejected: AtomicBool,
     /// This driver rejects the `mig.mode.*` fields.
     mig_rejected: AtomicBool,
-    /// Process rows left out (memory not available).
-    dropped_rows: AtomicU64,
+    /// Process rows left out (memory not available) of each device's latest list.
+    dropped_rows: Mutex<BTreeMap<u32, u64>>,
 }
 
 impl SmiBackend {
@@ -51,7 +52,7 @@ impl SmiBackend {
             timed_out: Mutex::new(None),
             reserved_rejected: AtomicBool::new(false),
             mig_rejected: AtomicBool::new(false),
-            dropped_rows: AtomicU64::new(0),
+            dropped_rows: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -83,7 +84,7 @@ impl Backend for SmiBackend {
 
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         let root = procfs::root()?;
-        let (gpu, rows) = self.rows(index)?;
+        let device::Listed { gpu, rows, .. } = self.rows(index)?;
         let listed: Vec<(u32, u64)> = rows.iter().map(|r| (r.0, r.1)).collect();
         // nvidia-smi lists compute contexts only: a graphics-only process is "not listed" too.
         nvidia::own_usage(GpuQuerySource::NvidiaSmi, root, &listed, || {
@@ -93,15 +94,21 @@ impl Backend for SmiBackend {
 
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
         let root = procfs::root()?;
-        let (gpu, rows) = self.rows(index)?;
-        // With MIG on, `-q` says which GPU/compute instance each process runs in.
-        // Without them the ids are unknown (`None`); the list itself still stands.
-        let mig_on = !rows.is_empty()
-            && self.mig_modes().ok().flatten().is_some_and(|m| {
-                m.iter()
-                    .any(|m| m.index == index && m.current == Some(true))
-            });
-        let q = if mig_on {
+        let device::Listed {
+            gpu,
+            gpu_count,
+            rows,
+        } = self.rows(index)?;
+        // With MIG on, `-q` says which GPU/compute instance each process runs in (asked only
+        // when there is a process to place). Without it the ids are unknown (`None`); the list
+        // itself still stands.
+        let q = if !rows.is_empty()
+            && self
+                .mig_modes()
+                .ok()
+                .flatten()
+                .is_some_and(|modes| mig::mig_on(&modes, index))
+        {
             self.q_mig().unwrap_or_else(|e| {
                 crate::debug_log!("nvidia-smi -q: {e}; MIG instance ids of processes unknown");
                 Vec::new()
@@ -109,15 +116,7 @@ impl Backend for SmiBackend {
         } else {
             Vec::new()
         };
-        let only = q.len() == 1;
-        let procs = q
-            .iter()
-            .find(|qg| {
-                only || gpu
-                    .pci_bus_id
-                    .as_deref()
-                    .is_some_and(|b| b.eq_ignore_ascii_case(&qg.pci_bus_id))
-            })
+        let procs = mig::q_of(&q, gpu_count, gpu.pci_bus_id.as_deref())
             .map_or(&[][..], |qg| qg.processes.as_slice());
         let ids = |pid: u32| {
             procs
@@ -222,7 +221,12 @@ impl Backend for SmiBackend {
                 }
             }
         };
-        let dropped = self.dropped_rows.load(Ordering::Relaxed);
+        let dropped: u64 = self
+            .dropped_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum();
         if dropped > 0 {
             details.push((
                 "process rows dropped".into(),
