@@ -432,6 +432,15 @@ fn no_source() {
     for r in hypomnesis::sources() {
         assert!(matches!(r.state, SourceState::Absent(_)), "{r:?}");
     }
+    let nvml = hypomnesis::sources().into_iter().next().unwrap();
+    assert_eq!(nvml.source, GpuQuerySource::Nvml);
+    assert!(
+        matches!(&nvml.state, SourceState::Absent(w)
+            if w.contains("tried libnvidia-ml.so.1: ")
+                && w.contains("; libnvidia-ml.so: ")
+                && w.contains("; /usr/lib/wsl/lib/libnvidia-ml.so.1: ")),
+        "every default place is tried and named: {nvml:?}"
+    );
 }
 
 #[test]

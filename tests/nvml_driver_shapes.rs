@@ -18,7 +18,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use hypomnesis::{GpuContextKind, SourceState};
+use hypomnesis::{GpuContextKind, GpuQuerySource, GpuVendor, SourceState};
 use support::{FakeVariant, fake_nvml, write_scenario};
 
 const MIB: u64 = 1 << 20;
@@ -53,6 +53,7 @@ fn child() {
         "v2_total" => v2_total(),
         "fallback" => fallback(),
         "no_context" => no_context(),
+        "impossible" => impossible(),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -162,6 +163,31 @@ fn v2_total() {
     assert_eq!(d.used_bytes, (143_771 - 110_796) * MIB);
 }
 
+/// GPU 0 says free > total, GPU 1 a total of "not available"; GPU 2 is wholly free.
+fn impossible() {
+    let e = hypomnesis::device_info(0).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!(
+            "nvmlDeviceGetMemoryInfo for GPU 0 returned impossible figures (total {}, free {})",
+            1024 * MIB,
+            1025 * MIB
+        )),
+        "{e}"
+    );
+    let e = hypomnesis::device_info(1).unwrap_err().to_string();
+    assert!(e.contains("GPU 1 returned impossible figures"), "{e}");
+    let d = hypomnesis::device_info(2).unwrap();
+    assert_eq!(
+        (d.free_bytes, d.used_bytes),
+        (1024 * MIB, 0),
+        "free == total is fine"
+    );
+    assert_eq!(
+        (d.vendor, d.source),
+        (Some(GpuVendor::Nvidia), GpuQuerySource::Nvml)
+    );
+}
+
 fn fallback() {
     let g = hypomnesis::process_gpu_info(0).unwrap();
     assert_eq!(
@@ -241,6 +267,17 @@ fn a_list_that_outgrows_every_buffer_is_given_up_on() {
         )),
         None,
     );
+}
+
+#[test]
+fn impossible_memory_figures_are_refused_and_a_wholly_free_gpu_is_not() {
+    let s = format!(
+        r#"{{"devices": [{{"total": {t}, "free": {}}}, {{"total": {}, "free": 0}}, {{"total": {t}, "free": {t}}}]}}"#,
+        1025 * MIB,
+        u64::MAX,
+        t = 1024 * MIB
+    );
+    run_child("impossible", FakeVariant::Modern, &s, None);
 }
 
 #[test]

@@ -364,6 +364,28 @@ fn init_error() {
         matches!(&nvml.state, SourceState::Failed(w) if w.contains(&want)),
         "{nvml:?}"
     );
+    // The library's own words for the code, when it has some.
+    match std::env::var("HMN_WANT_TEXT") {
+        Ok(text) => assert!(msg.contains(&format!(", \"{text}\")")), "{msg}"),
+        Err(_) => assert!(!msg.contains('"'), "no empty quotes: {msg}"),
+    }
+    // A failed nvmlInit is not retried for a second, whoever asks; then it is.
+    let calls = || fake_counter(b"nvmlInit_v2\0");
+    let before = calls();
+    assert!(hypomnesis::device_count().is_err() && hypomnesis::device_info(0).is_err());
+    assert_eq!(calls(), before, "not retried at once");
+    let shown = hypomnesis::sources()
+        .into_iter()
+        .find(|r| r.source == GpuQuerySource::Nvml)
+        .unwrap()
+        .details
+        .into_iter()
+        .find(|(k, _)| k == "nvmlInit calls")
+        .map(|(_, v)| v);
+    assert_eq!(shown, Some(calls().to_string()), "doctor counts the calls");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(hypomnesis::device_count().is_err());
+    assert_eq!(calls(), before + 1, "retried after a second");
 }
 
 fn multi() {
@@ -600,7 +622,24 @@ fn driver_not_loaded_at_init() {
         "init_error",
         FakeVariant::Modern,
         &s,
-        &[("HMN_WANT", "NVML_ERROR_DRIVER_NOT_LOADED (9")],
+        &[
+            ("HMN_WANT", "NVML_ERROR_DRIVER_NOT_LOADED (9"),
+            ("HMN_WANT_TEXT", "Driver Not Loaded"),
+        ],
+    );
+}
+
+#[test]
+fn a_library_without_words_for_its_codes() {
+    let s = format!(
+        r#"{{"init_error": 9, "garbage": {{"empty_error_strings": true}}, "devices": [{}]}}"#,
+        h200("")
+    );
+    run_child(
+        "init_error",
+        FakeVariant::Modern,
+        &s,
+        &[("HMN_WANT", "NVML_ERROR_DRIVER_NOT_LOADED (9)")],
     );
 }
 
@@ -611,7 +650,13 @@ fn lib_rm_version_mismatch_at_init() {
         "init_error",
         FakeVariant::Modern,
         &s,
-        &[("HMN_WANT", "NVML_ERROR_LIB_RM_VERSION_MISMATCH (18")],
+        &[
+            ("HMN_WANT", "NVML_ERROR_LIB_RM_VERSION_MISMATCH (18"),
+            (
+                "HMN_WANT_TEXT",
+                "RM has detected an NVML/RM version mismatch",
+            ),
+        ],
     );
 }
 

@@ -383,9 +383,18 @@ pub extern "C" fn nvmlShutdown() -> NvmlReturn {
 /// Never NULL; works without init; not subject to fail rules (it returns a string).
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlErrorString(result: NvmlReturn) -> *const c_char {
-    let _ = catch_unwind(|| {
-        *lock().calls.entry("nvmlErrorString").or_insert(0) += 1;
-    });
+    let empty = catch_unwind(|| {
+        let mut g = lock();
+        *g.calls.entry("nvmlErrorString").or_insert(0) += 1;
+        let _ = ensure_loaded(&mut g);
+        g.loaded
+            .as_ref()
+            .is_some_and(|l| l.sc.garbage.empty_error_strings)
+    })
+    .unwrap_or(false);
+    if empty {
+        return c"".as_ptr();
+    }
     abi::error_string(result).as_ptr()
 }
 

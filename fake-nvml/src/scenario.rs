@@ -46,7 +46,7 @@
 //!   }],
 //!   "fail": [{"function": "nvmlDeviceGetMemoryInfo", "code": 1, "times": 1, "device": 0}],
 //!   "garbage": {"name_without_nul": false, "count_larger_than_buffer": false,
-//!               "process_used_max": false}
+//!               "process_used_max": false, "empty_error_strings": false}
 //! }
 //! ```
 //!
@@ -251,6 +251,9 @@ pub struct Garbage {
     /// Every process row reports `usedGpuMemory` = 0xFFFFFFFFFFFFFFFF.
     #[serde(default)]
     pub process_used_max: bool,
+    /// `nvmlErrorString` returns an empty string for every code.
+    #[serde(default)]
+    pub empty_error_strings: bool,
 }
 
 /// A device with every default filled in.

@@ -126,22 +126,9 @@ impl Backend for SmiBackend {
         };
         let mut out: Vec<GpuProcessEntry> = rows
             .into_iter()
-            .map(|(pid, used, name)| {
-                let view = procfs::place(root, pid);
-                let (gpu_instance_id, compute_instance_id) = ids(pid);
-                GpuProcessEntry {
-                    pid: view.pid(),
-                    name: name.map(|n| procfs::short_name(&n).to_string()),
-                    used_bytes: used,
-                    source: GpuQuerySource::NvidiaSmi,
-                    device_index: index,
-                    context: Some(GpuContextKind::Compute),
-                    host_pid: view.host_pid(),
-                    outside_pid_namespace: view.is_outside(),
-                    gpu_instance_id,
-                    compute_instance_id,
-                    ..GpuProcessEntry::blank()
-                }
+            .map(|row| {
+                let ids = ids(row.0);
+                entry(index, procfs::place(root, row.0), row, ids)
             })
             .collect();
         out.sort_by_key(|e| e.pid);
@@ -238,5 +225,67 @@ impl Backend for SmiBackend {
             state,
             details,
         }
+    }
+}
+
+/// One process row of GPU `index` as the library shows it: `view` places its pid, `ids` are its
+/// MIG GPU and compute instance ids.
+fn entry(
+    index: u32,
+    view: procfs::PidView,
+    (_, used, name): device::AppRow,
+    (gpu_instance_id, compute_instance_id): (Option<u32>, Option<u32>),
+) -> GpuProcessEntry {
+    GpuProcessEntry {
+        pid: view.pid(),
+        name: name.map(|n| procfs::short_name(&n).to_string()),
+        used_bytes: used,
+        source: GpuQuerySource::NvidiaSmi,
+        device_index: index,
+        context: Some(GpuContextKind::Compute),
+        host_pid: view.host_pid(),
+        outside_pid_namespace: view.is_outside(),
+        gpu_instance_id,
+        compute_instance_id,
+        ..GpuProcessEntry::blank()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::procfs::PidView;
+
+    #[test]
+    fn a_row_keeps_its_device_place_and_instance() {
+        let row = (4007, 3 * MIB, Some("/opt/train/python3".to_string()));
+        let e = entry(
+            2,
+            PidView::Mapped {
+                local: 7,
+                host: 4007,
+            },
+            row.clone(),
+            (Some(2), Some(1)),
+        );
+        assert_eq!(
+            (e.pid, e.host_pid, e.outside_pid_namespace),
+            (7, Some(4007), false)
+        );
+        assert_eq!((e.device_index, e.used_bytes), (2, 3 * MIB));
+        assert_eq!(e.name.as_deref(), Some("python3"));
+        assert_eq!(
+            (e.gpu_instance_id, e.compute_instance_id),
+            (Some(2), Some(1))
+        );
+        assert_eq!(
+            (e.source, e.context),
+            (GpuQuerySource::NvidiaSmi, Some(GpuContextKind::Compute))
+        );
+        let e = entry(0, PidView::Outside(4007), row, (None, None));
+        assert_eq!(
+            (e.pid, e.host_pid, e.outside_pid_namespace),
+            (4007, None, true)
+        );
     }
 }
