@@ -54,6 +54,8 @@ fn child() {
         "fallback" => fallback(),
         "no_context" => no_context(),
         "impossible" => impossible(),
+        "mig_mode_reuse" => mig_mode_reuse(),
+        "mig_slots" => mig_slots(),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -188,6 +190,31 @@ fn impossible() {
     );
 }
 
+/// Two GPUs that can be split: each one's MIG mode is asked once, then reused.
+fn mig_mode_reuse() {
+    for _ in 0..3 {
+        for i in 0..2 {
+            assert_eq!(hypomnesis::device_info(i).unwrap().mig_enabled, Some(false));
+        }
+    }
+    assert_eq!(
+        calls("nvmlDeviceGetMigMode"),
+        2,
+        "once per GPU within the reuse time"
+    );
+}
+
+/// A GPU with 256 MIG slots (one occupied, slot 200) and one that claims 257.
+fn mig_slots() {
+    let list = hypomnesis::mig_instances(0).unwrap();
+    assert_eq!(list.iter().map(|m| m.slot).collect::<Vec<_>>(), vec![200]);
+    let e = hypomnesis::mig_instances(1).unwrap_err().to_string();
+    assert!(
+        e.contains("nvmlDeviceGetMaxMigDeviceCount for GPU 1 returned 257, more than any GPU has"),
+        "{e}"
+    );
+}
+
 fn fallback() {
     let g = hypomnesis::process_gpu_info(0).unwrap();
     assert_eq!(
@@ -278,6 +305,26 @@ fn impossible_memory_figures_are_refused_and_a_wholly_free_gpu_is_not() {
         t = 1024 * MIB
     );
     run_child("impossible", FakeVariant::Modern, &s, None);
+}
+
+#[test]
+fn the_mig_mode_of_each_gpu_is_reused_for_a_while() {
+    let gpu = r#"{"mig_mode": 0}"#;
+    run_child(
+        "mig_mode_reuse",
+        FakeVariant::Modern,
+        &format!(r#"{{"devices": [{gpu}, {gpu}]}}"#),
+        None,
+    );
+}
+
+#[test]
+fn a_mig_device_count_beyond_256_is_garbage() {
+    let s = r#"{"devices": [
+        {"mig_mode": 1, "max_mig_devices": 256, "mig_devices": [{"slot": 200, "gpu_instance_id": 1}]},
+        {"mig_mode": 1, "max_mig_devices": 257, "mig_devices": []}
+    ]}"#;
+    run_child("mig_slots", FakeVariant::Modern, s, None);
 }
 
 #[test]

@@ -27,10 +27,11 @@
 //!     "mig_mode": 1,                      // nvmlDeviceGetMigMode current mode (0 off, 1 on);
 //!                                         // absent/null = NOT_SUPPORTED (a GPU without MIG)
 //!     "mig_pending": 1,                   // pending mode, default = mig_mode
-//!     "max_mig_devices": 7,               // nvmlDeviceGetMaxMigDeviceCount, default 7 (at most 8)
+//!     "max_mig_devices": 7,               // nvmlDeviceGetMaxMigDeviceCount, default 7 (any u32)
 //!     "aggregate_error": 4,               // while mig_mode is 1: the GPU's memory functions and
 //!                                         // process lists give this code (unprivileged caller)
-//!     "mig_devices": [{                   // MIG devices (at most 8), only while mig_mode is 1
+//!     "mig_devices": [{                   // MIG devices (at most 8, and at most max_mig_devices),
+//!                                         // only while mig_mode is 1
 //!       "slot": 0,                        // nvmlDeviceGetMigDeviceHandleByIndex index, default
 //!                                         // its position; other slots < max are NOT_FOUND
 //!       "gpu_instance_id": 2, "compute_instance_id": 0,   // default 0
@@ -411,9 +412,10 @@ fn resolve_mig(
     max: u32,
     raw: Vec<RawMig>,
 ) -> Result<Vec<MigDevice>, String> {
-    if max as usize > MAX_MIG_DEVICES {
+    if raw.len() > MAX_MIG_DEVICES {
         return Err(format!(
-            "device {gpu}: max_mig_devices {max}; the fake supports at most {MAX_MIG_DEVICES}"
+            "device {gpu}: {} MIG devices; the fake supports at most {MAX_MIG_DEVICES}",
+            raw.len()
         ));
     }
     if raw.len() > max as usize {
