@@ -566,10 +566,16 @@ mod tests {
         for bad in [
             r#"{"devices": [{"mig_devices": [{"slot": 7}]}]}"#,
             r#"{"devices": [{"mig_devices": [{"slot": 1}, {"slot": 1}]}]}"#,
-            r#"{"devices": [{"max_mig_devices": 9}]}"#,
+            r#"{"devices": [{"max_mig_devices": 1, "mig_devices": [{}, {}]}]}"#,
+            r#"{"devices": [{"max_mig_devices": 99, "mig_devices": [{}, {}, {}, {}, {}, {}, {}, {}, {}]}]}"#,
             r#"{"devices": [{"mig_devices": [{"typo": 1}]}]}"#,
         ] {
             assert!(Scenario::parse(bad).is_err(), "{bad}");
         }
+        let wide = Scenario::parse(r#"{"devices": [{"max_mig_devices": 300}]}"#).unwrap();
+        assert_eq!(
+            wide.devices[0].max_mig_devices, 300,
+            "any count is told as it is"
+        );
     }
 }
