@@ -172,3 +172,19 @@ pub fn sources() -> Vec<SourceReport> {
     }
     dispatch::merge_reports(backends().iter().map(|b| b.report()).collect(), &wanted)
 }
+
+#[cfg(all(test, not(all(windows, feature = "pdh"))))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spill_is_not_measurable_outside_windows() {
+        let e = adapter_residency(3).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::NotSupported);
+        assert!(
+            e.to_string()
+                .contains("GPU 3: spill into shared memory is measurable only on Windows"),
+            "{e}"
+        );
+    }
+}

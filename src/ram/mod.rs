@@ -26,28 +26,16 @@ mod windows;
 /// `/proc/self/status`). Windows: the working set from `K32GetProcessMemoryInfo`. macOS:
 /// `phys_footprint` from `task_info(TASK_VM_INFO)`.
 pub fn process_rss() -> Result<u64> {
-    imp()
-}
-
-#[cfg(target_os = "linux")]
-fn imp() -> Result<u64> {
-    linux::self_rss()
-}
-
-#[cfg(windows)]
-fn imp() -> Result<u64> {
-    windows::self_rss()
-}
-
-#[cfg(target_os = "macos")]
-fn imp() -> Result<u64> {
-    macos::self_rss()
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
-fn imp() -> Result<u64> {
-    Err(crate::HypomnesisError::Ram(format!(
+    #[cfg(target_os = "linux")]
+    let rss = linux::self_rss();
+    #[cfg(windows)]
+    let rss = windows::self_rss();
+    #[cfg(target_os = "macos")]
+    let rss = macos::self_rss();
+    #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
+    let rss = Err(crate::HypomnesisError::Ram(format!(
         "process RSS is not implemented for this platform ({})",
         std::env::consts::OS
-    )))
+    )));
+    rss
 }

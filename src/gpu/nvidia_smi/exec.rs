@@ -158,14 +158,17 @@ fn find_on_path() -> std::result::Result<PathBuf, String> {
         })
 }
 
-#[cfg(unix)]
+/// A regular file that may be run: with an execute bit on Unix.
 fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    p.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-#[cfg(not(unix))]
-fn is_executable(p: &Path) -> bool {
-    p.is_file()
+    let Ok(m) = p.metadata() else {
+        return false;
+    };
+    #[cfg(unix)]
+    let runnable = {
+        use std::os::unix::fs::PermissionsExt;
+        m.permissions().mode() & 0o111 != 0
+    };
+    #[cfg(not(unix))]
+    let runnable = true;
+    m.is_file() && runnable
 }

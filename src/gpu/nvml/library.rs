@@ -23,39 +23,34 @@ fn candidates() -> std::result::Result<(Vec<PathBuf>, bool), String> {
     Ok((default_candidates(), false))
 }
 
-#[cfg(target_os = "linux")]
+/// Where the library is looked for when `HYPOMNESIS_NVML_LIBRARY` is not set: the loader's
+/// search path (and WSL's folder) on Linux; on Windows absolute paths only, never the current
+/// directory or the DLL search path (DLL planting); nowhere elsewhere.
 fn default_candidates() -> Vec<PathBuf> {
-    [
-        "libnvidia-ml.so.1",
-        "libnvidia-ml.so",
-        "/usr/lib/wsl/lib/libnvidia-ml.so.1",
-    ]
-    .into_iter()
-    .map(PathBuf::from)
-    .collect()
-}
-
-#[cfg(windows)]
-fn default_candidates() -> Vec<PathBuf> {
-    // Absolute paths only: never the current directory or the DLL search path (DLL planting).
     let mut out = Vec::new();
-    if let Some(root) = std::env::var_os("SystemRoot").or_else(|| std::env::var_os("windir")) {
-        out.push(PathBuf::from(root).join("System32").join("nvml.dll"));
-    }
-    if let Some(pf) = std::env::var_os("ProgramFiles") {
-        out.push(
-            PathBuf::from(pf)
-                .join("NVIDIA Corporation")
-                .join("NVSMI")
-                .join("nvml.dll"),
+    if cfg!(target_os = "linux") {
+        out.extend(
+            [
+                "libnvidia-ml.so.1",
+                "libnvidia-ml.so",
+                "/usr/lib/wsl/lib/libnvidia-ml.so.1",
+            ]
+            .map(PathBuf::from),
         );
+    } else if cfg!(windows) {
+        if let Some(root) = std::env::var_os("SystemRoot").or_else(|| std::env::var_os("windir")) {
+            out.push(PathBuf::from(root).join("System32").join("nvml.dll"));
+        }
+        if let Some(pf) = std::env::var_os("ProgramFiles") {
+            out.push(
+                PathBuf::from(pf)
+                    .join("NVIDIA Corporation")
+                    .join("NVSMI")
+                    .join("nvml.dll"),
+            );
+        }
     }
     out
-}
-
-#[cfg(not(any(target_os = "linux", windows)))]
-fn default_candidates() -> Vec<PathBuf> {
-    Vec::new()
 }
 
 /// The process-wide outcome of loading the library.
