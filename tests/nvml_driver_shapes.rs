@@ -56,6 +56,8 @@ fn child() {
         "impossible" => impossible(),
         "mig_mode_reuse" => mig_mode_reuse(),
         "mig_slots" => mig_slots(),
+        "mig_alias" => mig_alias(),
+        "mig_impossible" => mig_impossible(),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -215,6 +217,39 @@ fn mig_slots() {
     );
 }
 
+/// The parent handle NVML gives for a MIG device is not the one GPU 1 was listed with: the
+/// GPU is recognised by its UUID.
+fn mig_alias() {
+    let list = hypomnesis::mig_instances(1).unwrap();
+    let second = list[1].uuid.clone().unwrap();
+    let m = hypomnesis::mig_instance(&second).unwrap();
+    assert_eq!((m.parent_index, m.slot), (1, list[1].slot));
+    assert_eq!(m, list[1]);
+}
+
+/// MIG devices whose memory figures cannot be: free > total, a total of "not available";
+/// then one wholly free.
+fn mig_impossible() {
+    let list = hypomnesis::mig_instances(0).unwrap();
+    assert_eq!(
+        list[0].memory_error.as_deref(),
+        Some(format!("impossible figures (total {}, free {})", 10 * MIB, 11 * MIB).as_str())
+    );
+    assert_eq!((list[0].total_bytes, list[0].used_bytes), (None, None));
+    assert!(
+        list[1]
+            .memory_error
+            .as_deref()
+            .unwrap()
+            .starts_with("impossible figures")
+    );
+    assert_eq!(list[2].memory_error, None);
+    assert_eq!(
+        (list[2].total_bytes, list[2].used_bytes),
+        (Some(10 * MIB), Some(0))
+    );
+}
+
 fn fallback() {
     let g = hypomnesis::process_gpu_info(0).unwrap();
     assert_eq!(
@@ -325,6 +360,28 @@ fn a_mig_device_count_beyond_256_is_garbage() {
         {"mig_mode": 1, "max_mig_devices": 257, "mig_devices": []}
     ]}"#;
     run_child("mig_slots", FakeVariant::Modern, s, None);
+}
+
+#[test]
+fn a_mig_device_is_placed_by_uuid_when_its_parent_handle_differs() {
+    let gpu = r#"{"mig_mode": 1, "mig_devices": [{"gpu_instance_id": 1}, {"gpu_instance_id": 2}]}"#;
+    let s = format!(r#"{{"devices": [{gpu}, {gpu}], "garbage": {{"parent_handle_alias": true}}}}"#);
+    run_child("mig_alias", FakeVariant::Modern, &s, None);
+}
+
+#[test]
+fn mig_devices_with_impossible_memory_say_so() {
+    let s = format!(
+        r#"{{"devices": [{{"mig_mode": 1, "mig_devices": [
+            {{"gpu_instance_id": 1, "total": {t}, "free": {}}},
+            {{"gpu_instance_id": 2, "total": {}, "free": 0}},
+            {{"gpu_instance_id": 3, "total": {t}, "free": {t}}}
+        ]}}]}}"#,
+        11 * MIB,
+        u64::MAX,
+        t = 10 * MIB
+    );
+    run_child("mig_impossible", FakeVariant::Modern, &s, None);
 }
 
 #[test]

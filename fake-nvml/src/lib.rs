@@ -133,14 +133,31 @@ fn handle_for(index: usize) -> NvmlDevice {
         .cast::<c_void>()
 }
 
-fn index_of(handle: NvmlDevice) -> Option<usize> {
-    let offset = (handle as usize).checked_sub(HANDLE_SLOTS.as_ptr() as usize)?;
+/// Second handles of the GPUs, given as MIG devices' parents with `parent_handle_alias`.
+static ALIAS_SLOTS: [u64; MAX_DEVICES] = [0; MAX_DEVICES];
+
+fn alias_for(index: usize) -> NvmlDevice {
+    ALIAS_SLOTS
+        .as_ptr()
+        .wrapping_add(index)
+        .cast_mut()
+        .cast::<c_void>()
+}
+
+/// The element of `table` that `handle` points at.
+fn slot_in(table: &[u64], handle: NvmlDevice) -> Option<usize> {
+    let offset = (handle as usize).checked_sub(table.as_ptr() as usize)?;
     let slot = size_of::<u64>();
     if offset % slot != 0 {
         return None;
     }
     let index = offset / slot;
-    (index < MAX_DEVICES).then_some(index)
+    (index < table.len()).then_some(index)
+}
+
+/// The GPU a handle (its own or its alias) stands for.
+fn index_of(handle: NvmlDevice) -> Option<usize> {
+    slot_in(&HANDLE_SLOTS, handle).or_else(|| slot_in(&ALIAS_SLOTS, handle))
 }
 
 /// MIG device handles: one table row of `MAX_MIG_DEVICES` per GPU, indexed by the MIG device's
@@ -823,10 +840,17 @@ pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
     any_call(
         "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
         mig_device,
-        |_, t| match t {
+        |l, t| match t {
             Target::Gpu(_) => NVML_ERROR_INVALID_ARGUMENT,
-            // SAFETY: out-pointer per the NVML contract.
-            Target::Mig(i, _) => unsafe { put(device, handle_for(i)) },
+            Target::Mig(i, _) => {
+                let parent = if l.sc.garbage.parent_handle_alias {
+                    alias_for(i)
+                } else {
+                    handle_for(i)
+                };
+                // SAFETY: out-pointer per the NVML contract.
+                unsafe { put(device, parent) }
+            }
         },
     )
 }

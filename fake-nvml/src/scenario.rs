@@ -47,7 +47,8 @@
 //!   }],
 //!   "fail": [{"function": "nvmlDeviceGetMemoryInfo", "code": 1, "times": 1, "device": 0}],
 //!   "garbage": {"name_without_nul": false, "count_larger_than_buffer": false,
-//!               "process_used_max": false, "empty_error_strings": false}
+//!               "process_used_max": false, "empty_error_strings": false,
+//!               "parent_handle_alias": false}
 //! }
 //! ```
 //!
@@ -255,6 +256,10 @@ pub struct Garbage {
     /// `nvmlErrorString` returns an empty string for every code.
     #[serde(default)]
     pub empty_error_strings: bool,
+    /// `nvmlDeviceGetDeviceHandleFromMigDeviceHandle` gives a second handle of the GPU, not the
+    /// one `nvmlDeviceGetHandleByIndex` gives (NVML does not promise one handle per GPU).
+    #[serde(default)]
+    pub parent_handle_alias: bool,
 }
 
 /// A device with every default filled in.
