@@ -64,7 +64,8 @@ pub fn mig_gpu_instances(instances: &[MigInstance]) -> Vec<MigGpuInstance> {
         if g.profile.is_none() {
             g.profile = m.gpu_instance_profile().map(str::to_string);
         }
-        if g.total_bytes.is_none() && m.total_bytes.is_some() {
+        // The first compute instance with figures gives them (they share the GPU instance's).
+        if g.total_bytes.is_none() {
             g.total_bytes = m.total_bytes;
             g.free_bytes = m.free_bytes;
             g.used_bytes = m.used_bytes;
@@ -160,6 +161,25 @@ mod tests {
             2
         );
         assert!(mig_gpu_instances(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_compute_instance_without_figures_does_not_erase_its_gpu_instances() {
+        let first = inst(0, Some(2), Some(0), "1c.3g.71gb", 71_424, 100);
+        let mut second = inst(1, Some(2), Some(1), "2c.3g.71gb", 71_424, 100);
+        second.total_bytes = None;
+        second.free_bytes = None;
+        second.used_bytes = None;
+        second.memory_error = Some("NVML_ERROR_NO_PERMISSION".into());
+        for list in [vec![first.clone(), second.clone()], vec![second, first]] {
+            let groups = mig_gpu_instances(&list);
+            assert_eq!(groups.len(), 1);
+            assert_eq!(
+                (groups[0].total_bytes, groups[0].used_bytes),
+                (Some(71_424 * MIB), Some(100 * MIB)),
+                "the figures of the compute instance that has them, in either order"
+            );
+        }
     }
 
     #[test]
