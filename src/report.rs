@@ -186,8 +186,7 @@ mod tests {
             uuid: None,
             pci_bus_id: None,
             vendor: None,
-            source: GpuQuerySource::Nvml,
-            ..GpuDeviceInfo::blank()
+            ..GpuDeviceInfo::blank(GpuQuerySource::Nvml)
         }
     }
 

@@ -112,6 +112,16 @@ fn child() {
         }
         Err(e) => println!("RESULT gpu_processes err {e}"),
     }
+    let dropped = hypomnesis::sources()
+        .into_iter()
+        .next()
+        .and_then(|r| {
+            r.details
+                .into_iter()
+                .find(|(k, _)| k == "process rows dropped")
+        })
+        .map_or_else(|| "none".to_string(), |(_, v)| v);
+    println!("RESULT dropped={dropped}");
     let s = hypomnesis::Snapshot::now(0).unwrap();
     assert!(s.ram_bytes > 0);
 }
@@ -204,7 +214,12 @@ fn garbage_answers_degrade_never_lie() {
     let cases = [
         ("count_larger_than_buffer", "gpu_processes err"),
         ("name_without_nul", "name=false"),
+        ("name_without_nul", "dropped=none"),
         ("process_used_max", "gpu_processes ok rows=0"),
+        (
+            "process_used_max",
+            "dropped=1 (memory not available or larger than the device)",
+        ),
     ];
     for (knob, want) in cases {
         let s = scenario(&format!(r#", "garbage": {{"{knob}": true}}"#));

@@ -26,6 +26,16 @@ const MIB: u64 = 1 << 20;
 const GHOST: u32 = 4_194_400;
 
 fn run_child(name: &str, variant: FakeVariant, scenario: &str, procfs: Option<&Path>) {
+    run_child_env(name, variant, scenario, procfs, &[]);
+}
+
+fn run_child_env(
+    name: &str,
+    variant: FakeVariant,
+    scenario: &str,
+    procfs: Option<&Path>,
+    env: &[(&str, &str)],
+) {
     let lib = fake_nvml(variant);
     let mut cmd = support::child_command();
     cmd.env("HMN_CHILD", name)
@@ -39,6 +49,9 @@ fn run_child(name: &str, variant: FakeVariant, scenario: &str, procfs: Option<&P
         Some(p) => cmd.env("HYPOMNESIS_PROCFS", p),
         None => cmd.env_remove("HYPOMNESIS_PROCFS"),
     };
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     support::run_child_passing(&mut cmd, &format!("scenario {name}"));
 }
 
@@ -58,6 +71,9 @@ fn child() {
         "mig_slots" => mig_slots(),
         "mig_alias" => mig_alias(),
         "mig_impossible" => mig_impossible(),
+        "mig_list_fails" => mig_list_fails(),
+        "huge_list" => huge_list(),
+        "names" => names(),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -250,6 +266,54 @@ fn mig_impossible() {
     );
 }
 
+/// One MIG device's process list fails: with the GPU-wide list at hand it only loses that
+/// device's instance ids; without it (unprivileged) the failure is the answer.
+fn mig_list_fails() {
+    let got = hypomnesis::gpu_processes(0);
+    if std::env::var("HMN_WANT").unwrap() == "list" {
+        let pids: Vec<u32> = got.unwrap().iter().map(|p| p.pid).collect();
+        assert_eq!(pids, vec![GHOST, GHOST + 1]);
+    } else {
+        let e = got.unwrap_err().to_string();
+        assert!(e.contains("for GPU 0 failed") && e.contains("(999"), "{e}");
+    }
+}
+
+/// A driver that asks for room for more processes than pids exist.
+fn huge_list() {
+    let ask: u32 = std::env::var("HMN_WANT").unwrap().parse().unwrap();
+    let got = hypomnesis::gpu_processes(0);
+    if ask > 1 << 22 {
+        let e = got.unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "asked for room for {ask} processes, more than any host can run"
+            )),
+            "{e}"
+        );
+    } else {
+        assert_eq!(got.unwrap().len(), 3, "room for {ask} rows is given");
+    }
+}
+
+/// Names: `comm` first; NVML's name for a pid this procfs shows without a `comm`; none for a
+/// pid outside this view (NVML would name whatever has that number here).
+fn names() {
+    let rows: Vec<(u32, Option<String>)> = hypomnesis::gpu_processes(0)
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.pid, p.name))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (GHOST, Some("python3".into())),
+            (GHOST + 1, Some("trainer".into())),
+            (GHOST + 2, None)
+        ]
+    );
+}
+
 fn fallback() {
     let g = hypomnesis::process_gpu_info(0).unwrap();
     assert_eq!(
@@ -382,6 +446,68 @@ fn mig_devices_with_impossible_memory_say_so() {
         t = 10 * MIB
     );
     run_child("mig_impossible", FakeVariant::Modern, &s, None);
+}
+
+#[test]
+fn a_mig_device_whose_process_list_fails() {
+    for (aggregate, want) in [("null", "list"), ("4", "error")] {
+        let s = format!(
+            r#"{{"devices": [{{"mig_mode": 1, "aggregate_error": {aggregate}, "mig_devices": [
+                {{"gpu_instance_id": 1, "compute_processes": [{{"pid": {GHOST}, "used": 1048576}}]}},
+                {{"gpu_instance_id": 2, "compute_processes": [{{"pid": {}, "used": 1048576}}]}}
+              ]}}],
+              "fail": [{{"function": "nvmlDeviceGetComputeRunningProcesses_v3", "code": 999,
+                        "times": 1000, "device": 0, "mig_device": 1}}]}}"#,
+            GHOST + 1
+        );
+        run_child_env(
+            "mig_list_fails",
+            FakeVariant::Modern,
+            &s,
+            None,
+            &[("HMN_WANT", want)],
+        );
+    }
+}
+
+#[test]
+fn a_process_list_that_asks_for_impossible_room_is_refused() {
+    let list = procs(&[(GHOST, 1), (GHOST + 1, 1), (GHOST + 2, 1)]);
+    for ask in [100_u64, 1 << 22, (1 << 22) + 1] {
+        let s = format!(
+            r#"{{"devices": [{{"compute_processes": {list}}}], "garbage": {{"ask_for_rows": {ask}}}}}"#
+        );
+        let want = ask.to_string();
+        run_child_env(
+            "huge_list",
+            FakeVariant::Modern,
+            &s,
+            None,
+            &[("HMN_WANT", &want)],
+        );
+    }
+}
+
+#[test]
+fn process_names_come_from_comm_then_nvml_for_visible_pids_only() {
+    let root = std::env::temp_dir().join(format!("hmn-shapes-names-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    for (pid, comm) in [(GHOST, None), (GHOST + 1, Some("trainer\n"))] {
+        let dir = root.join(pid.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("status"), format!("Name:\tx\nNSpid:\t{pid}\n")).unwrap();
+        if let Some(c) = comm {
+            std::fs::write(dir.join("comm"), c).unwrap();
+        }
+    }
+    let list = procs(&[(GHOST, 1), (GHOST + 1, 1), (GHOST + 2, 1)]);
+    let s = format!(
+        r#"{{"process_names": {{"{GHOST}": "python3", "{}": "nvml-name", "{}": "not-ours"}},
+            "devices": [{{"compute_processes": {list}}}]}}"#,
+        GHOST + 1,
+        GHOST + 2
+    );
+    run_child("names", FakeVariant::Modern, &s, Some(&root));
 }
 
 #[test]

@@ -69,8 +69,22 @@ impl Loaded {
     /// Consumes one use of the first `fail` rule matching `name` (and `device`, if the rule
     /// names one) and returns its code.
     fn take_failure(&mut self, name: &str, device: Option<usize>) -> Option<NvmlReturn> {
+        self.take_failure_on(name, device, None)
+    }
+
+    /// As [`Self::take_failure`], for a call on MIG device `mig` (its position in the GPU's
+    /// `mig_devices`) when it is one: a rule naming a MIG device matches only calls on it.
+    fn take_failure_on(
+        &mut self,
+        name: &str,
+        device: Option<usize>,
+        mig: Option<usize>,
+    ) -> Option<NvmlReturn> {
         let rule = self.sc.fail.iter_mut().find(|r| {
-            r.times > 0 && r.function == name && (r.device.is_none() || r.device == device)
+            r.times > 0
+                && r.function == name
+                && (r.device.is_none() || r.device == device)
+                && (r.mig_device.is_none() || r.mig_device == mig)
         })?;
         rule.times -= 1;
         Some(rule.code)
@@ -282,7 +296,11 @@ fn any_call(
             return NVML_ERROR_UNINITIALIZED;
         };
         let target = target_of(l, handle);
-        if let Some(code) = l.take_failure(name, target.map(Target::gpu)) {
+        let mig = match target {
+            Some(Target::Mig(_, k)) => Some(k),
+            _ => None,
+        };
+        if let Some(code) = l.take_failure_on(name, target.map(Target::gpu), mig) {
             return code;
         }
         match target {
@@ -1097,40 +1115,45 @@ fn process_list(
         #[allow(clippy::cast_possible_truncation)]
         let needed = current.len().min(u32::MAX as usize) as c_uint;
 
-        let code =
-            if d.grow_past_every_resize && family == Family::Compute && matches!(t, Target::Gpu(_))
-            {
-                // However large the buffer, the list has meanwhile outgrown it.
-                let needed = capacity.max(needed).saturating_mul(3) / 2 + 16;
-                // SAFETY: non-null out count.
-                unsafe { info_count.write_unaligned(needed) };
-                NVML_ERROR_INSUFFICIENT_SIZE
-            } else if l.sc.garbage.count_larger_than_buffer && capacity > 0 && !infos.is_null() {
-                let n = needed.min(capacity) as usize;
-                // SAFETY: n <= capacity elements; out count non-null.
-                unsafe {
-                    write_rows(infos, layout, &current[..n]);
-                    info_count.write_unaligned(capacity.saturating_add(10));
-                }
-                NVML_SUCCESS
-            } else if needed == 0 {
-                // SAFETY: non-null out count.
-                unsafe { info_count.write_unaligned(0) };
-                NVML_SUCCESS
-            } else if capacity < needed {
-                // SAFETY: non-null out count.
-                unsafe { info_count.write_unaligned(needed) };
-                NVML_ERROR_INSUFFICIENT_SIZE
-            } else if infos.is_null() {
-                NVML_ERROR_INVALID_ARGUMENT
-            } else {
-                // SAFETY: the caller's array holds `capacity` >= needed elements.
-                unsafe {
-                    write_rows(infos, layout, &current);
-                    info_count.write_unaligned(needed);
-                }
-                NVML_SUCCESS
-            };
+        let code = if let Some(ask) = l.sc.garbage.ask_for_rows.filter(|&n| capacity < n) {
+            // SAFETY: non-null out count.
+            unsafe { info_count.write_unaligned(ask) };
+            NVML_ERROR_INSUFFICIENT_SIZE
+        } else if d.grow_past_every_resize
+            && family == Family::Compute
+            && matches!(t, Target::Gpu(_))
+        {
+            // However large the buffer, the list has meanwhile outgrown it.
+            let needed = capacity.max(needed).saturating_mul(3) / 2 + 16;
+            // SAFETY: non-null out count.
+            unsafe { info_count.write_unaligned(needed) };
+            NVML_ERROR_INSUFFICIENT_SIZE
+        } else if l.sc.garbage.count_larger_than_buffer && capacity > 0 && !infos.is_null() {
+            let n = needed.min(capacity) as usize;
+            // SAFETY: n <= capacity elements; out count non-null.
+            unsafe {
+                write_rows(infos, layout, &current[..n]);
+                info_count.write_unaligned(capacity.saturating_add(10));
+            }
+            NVML_SUCCESS
+        } else if needed == 0 {
+            // SAFETY: non-null out count.
+            unsafe { info_count.write_unaligned(0) };
+            NVML_SUCCESS
+        } else if capacity < needed {
+            // SAFETY: non-null out count.
+            unsafe { info_count.write_unaligned(needed) };
+            NVML_ERROR_INSUFFICIENT_SIZE
+        } else if infos.is_null() {
+            NVML_ERROR_INVALID_ARGUMENT
+        } else {
+            // SAFETY: the caller's array holds `capacity` >= needed elements.
+            unsafe {
+                write_rows(infos, layout, &current);
+                info_count.write_unaligned(needed);
+            }
+            NVML_SUCCESS
+        };
 
         // `grow_between_calls`: after the first Compute call on this device returns, the list
         // gains the synthetic processes (seen from the next call on).

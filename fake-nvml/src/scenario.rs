@@ -45,10 +45,11 @@
 //!       "compute_processes": [], "graphics_processes": []  // ids default to the device's
 //!     }]
 //!   }],
-//!   "fail": [{"function": "nvmlDeviceGetMemoryInfo", "code": 1, "times": 1, "device": 0}],
+//!   "fail": [{"function": "nvmlDeviceGetMemoryInfo", "code": 1, "times": 1, "device": 0,
+//!             "mig_device": null}],
 //!   "garbage": {"name_without_nul": false, "count_larger_than_buffer": false,
 //!               "process_used_max": false, "empty_error_strings": false,
-//!               "parent_handle_alias": false}
+//!               "parent_handle_alias": false, "ask_for_rows": null}
 //! }
 //! ```
 //!
@@ -233,6 +234,10 @@ pub struct FailRule {
     /// `nvmlDeviceGetHandleByIndex*`); omitted = any call.
     #[serde(default)]
     pub device: Option<usize>,
+    /// Only calls on this MIG device (its position in the GPU's `mig_devices`); omitted = calls
+    /// on GPUs and MIG devices alike.
+    #[serde(default)]
+    pub mig_device: Option<usize>,
 }
 
 fn one() -> u64 {
@@ -260,6 +265,10 @@ pub struct Garbage {
     /// one `nvmlDeviceGetHandleByIndex` gives (NVML does not promise one handle per GPU).
     #[serde(default)]
     pub parent_handle_alias: bool,
+    /// Process-list calls whose buffer holds fewer rows than this answer INSUFFICIENT_SIZE and
+    /// ask for room for this many.
+    #[serde(default)]
+    pub ask_for_rows: Option<u32>,
 }
 
 /// A device with every default filled in.

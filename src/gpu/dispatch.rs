@@ -393,8 +393,7 @@ mod tests {
                 uuid: None,
                 pci_bus_id: None,
                 vendor: Some(GpuVendor::Nvidia),
-                source: self.source,
-                ..GpuDeviceInfo::blank()
+                ..GpuDeviceInfo::blank(self.source)
             })
         }
         fn process_gpu_info(&self, _: u32) -> Result<ProcessGpuInfo> {

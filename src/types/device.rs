@@ -55,9 +55,9 @@ pub struct GpuDeviceInfo {
 }
 
 impl GpuDeviceInfo {
-    /// All-unknown figures, for the crate's constructors (`..GpuDeviceInfo::blank()`).
+    /// All-unknown figures, for the crate's constructors (`..GpuDeviceInfo::blank(source)`).
     #[allow(dead_code)] // a build without GPU backends constructs none
-    pub(crate) fn blank() -> Self {
+    pub(crate) fn blank(source: GpuQuerySource) -> Self {
         Self {
             index: 0,
             name: None,
@@ -69,7 +69,7 @@ impl GpuDeviceInfo {
             uuid: None,
             pci_bus_id: None,
             vendor: None,
-            source: GpuQuerySource::Nvml,
+            source,
             gtt_total_bytes: None,
             gtt_used_bytes: None,
             visible_vram_total_bytes: None,

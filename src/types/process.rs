@@ -67,14 +67,14 @@ pub struct GpuProcessEntry {
 }
 
 impl GpuProcessEntry {
-    /// An empty row, for the crate's constructors (`..GpuProcessEntry::blank()`).
+    /// An empty row, for the crate's constructors (`..GpuProcessEntry::blank(source)`).
     #[allow(dead_code)] // a build without GPU backends constructs none
-    pub(crate) fn blank() -> Self {
+    pub(crate) fn blank(source: GpuQuerySource) -> Self {
         Self {
             pid: 0,
             name: None,
             used_bytes: 0,
-            source: GpuQuerySource::Nvml,
+            source,
             device_index: 0,
             shared_used_bytes: 0,
             context: None,

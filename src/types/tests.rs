@@ -261,6 +261,12 @@ fn every_builder_sets_every_field() {
         }
     );
     // Defaults: zero, `None`, `false`, `Nvml`.
-    assert_eq!(GpuDeviceInfo::builder().build(), GpuDeviceInfo::blank());
-    assert_eq!(GpuProcessEntry::builder().build(), GpuProcessEntry::blank());
+    assert_eq!(
+        GpuDeviceInfo::builder().build(),
+        GpuDeviceInfo::blank(GpuQuerySource::Nvml)
+    );
+    assert_eq!(
+        GpuProcessEntry::builder().build(),
+        GpuProcessEntry::blank(GpuQuerySource::Nvml)
+    );
 }

@@ -106,7 +106,6 @@ impl Backend for DrmBackend {
             used_bytes: used,
             pci_bus_id: Some(d.slot.clone()),
             vendor: vendor(d),
-            source: GpuQuerySource::Drm,
             ..extra
         })
     }
@@ -141,12 +140,11 @@ impl Backend for DrmBackend {
                     pid: view.pid(),
                     name: procfs::comm(root, pid),
                     used_bytes: used,
-                    source: GpuQuerySource::Drm,
                     device_index: index,
                     shared_used_bytes: shared,
                     host_pid: view.host_pid(),
                     outside_pid_namespace: view.is_outside(),
-                    ..GpuProcessEntry::blank()
+                    ..GpuProcessEntry::blank(GpuQuerySource::Drm)
                 }
             })
             .collect())

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use super::parse::{self, FDINFO_MEMORY_DRIVERS};
 use crate::gpu::pci::PciAddress;
-use crate::{GpuDeviceInfo, GpuVendor, HypomnesisError, Result, roots};
+use crate::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Result, roots};
 
 /// One DRM device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,7 +210,7 @@ pub(super) fn memory(d: &Device) -> Result<(u64, u64, GpuDeviceInfo)> {
                 gtt_used_bytes: opt("mem_info_gtt_used"),
                 visible_vram_total_bytes: opt("mem_info_vis_vram_total"),
                 visible_vram_used_bytes: opt("mem_info_vis_vram_used"),
-                ..GpuDeviceInfo::blank()
+                ..GpuDeviceInfo::blank(GpuQuerySource::Drm)
             },
         ));
     }
@@ -218,7 +218,11 @@ pub(super) fn memory(d: &Device) -> Result<(u64, u64, GpuDeviceInfo)> {
     if d.card_dir.join("lmem_total_bytes").exists() {
         let total = read_u64(&d.card_dir.join("lmem_total_bytes")).map_err(drm)?;
         let avail = read_u64(&d.card_dir.join("lmem_avail_bytes")).map_err(drm)?;
-        return Ok((total, total.saturating_sub(avail), GpuDeviceInfo::blank()));
+        return Ok((
+            total,
+            total.saturating_sub(avail),
+            GpuDeviceInfo::blank(GpuQuerySource::Drm),
+        ));
     }
     let driver = d.driver.as_deref().unwrap_or("unknown driver");
     Err(drm(match driver {

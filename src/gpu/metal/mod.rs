@@ -325,8 +325,7 @@ impl Backend for MetalBackend {
             uuid: None,
             pci_bus_id: None,
             vendor: Some(GpuVendor::Apple),
-            source: GpuQuerySource::Metal,
-            ..GpuDeviceInfo::blank()
+            ..GpuDeviceInfo::blank(GpuQuerySource::Metal)
         })
     }
 
@@ -355,11 +354,10 @@ impl Backend for MetalBackend {
                     pid,
                     name,
                     used_bytes: r.bytes,
-                    source: GpuQuerySource::Metal,
                     device_index: index,
                     shared_used_bytes: 0,
                     context: None,
-                    ..GpuProcessEntry::blank()
+                    ..GpuProcessEntry::blank(GpuQuerySource::Metal)
                 })
             })
             .collect();

@@ -155,8 +155,7 @@ pub fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
         uuid: g.uuid,
         pci_bus_id: g.pci_bus_id,
         vendor: Some(GpuVendor::Nvidia),
-        source: GpuQuerySource::NvidiaSmi,
-        ..GpuDeviceInfo::blank()
+        ..GpuDeviceInfo::blank(GpuQuerySource::NvidiaSmi)
     })
 }
 

@@ -240,14 +240,13 @@ fn entry(
         pid: view.pid(),
         name: name.map(|n| procfs::short_name(&n).to_string()),
         used_bytes: used,
-        source: GpuQuerySource::NvidiaSmi,
         device_index: index,
         context: Some(GpuContextKind::Compute),
         host_pid: view.host_pid(),
         outside_pid_namespace: view.is_outside(),
         gpu_instance_id,
         compute_instance_id,
-        ..GpuProcessEntry::blank()
+        ..GpuProcessEntry::blank(GpuQuerySource::NvidiaSmi)
     }
 }
 

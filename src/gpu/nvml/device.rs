@@ -68,9 +68,8 @@ impl Loaded {
             uuid,
             pci_bus_id,
             vendor: Some(GpuVendor::Nvidia),
-            source: GpuQuerySource::Nvml,
             mig_enabled: self.mig_mode(dev).map(|(current, _)| current),
-            ..GpuDeviceInfo::blank()
+            ..GpuDeviceInfo::blank(GpuQuerySource::Nvml)
         })
     }
 }

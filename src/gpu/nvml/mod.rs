@@ -102,14 +102,13 @@ impl Backend for NvmlBackend {
                         pid: view.pid(),
                         name,
                         used_bytes: r.used,
-                        source: GpuQuerySource::Nvml,
                         device_index: index,
                         context: Some(r.context),
                         host_pid: view.host_pid(),
                         outside_pid_namespace: view.is_outside(),
                         gpu_instance_id: r.gpu_instance,
                         compute_instance_id: r.compute_instance,
-                        ..GpuProcessEntry::blank()
+                        ..GpuProcessEntry::blank(GpuQuerySource::Nvml)
                     }
                 })
                 .collect();

@@ -182,11 +182,10 @@ fn processes(a: &AdapterDesc, device_index: u32) -> Result<Vec<GpuProcessEntry>>
                 pid,
                 name: winparse::display_name(pid, lookup, from_snapshot.as_deref()),
                 used_bytes: d,
-                source: GpuQuerySource::Pdh,
                 device_index,
                 shared_used_bytes: s,
                 context: None,
-                ..GpuProcessEntry::blank()
+                ..GpuProcessEntry::blank(GpuQuerySource::Pdh)
             }
         })
         .collect())
@@ -244,8 +243,7 @@ impl Backend for DxgiBackend {
             vendor: u16::try_from(a.vendor_id)
                 .ok()
                 .and_then(GpuVendor::from_pci_vendor_id),
-            source: GpuQuerySource::Dxgi,
-            ..GpuDeviceInfo::blank()
+            ..GpuDeviceInfo::blank(GpuQuerySource::Dxgi)
         })
     }
 
