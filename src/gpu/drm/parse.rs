@@ -89,22 +89,18 @@ pub fn parse_fdinfo(text: &str) -> Result<FdInfo, String> {
                 );
             }
             _ => {
-                let (kind, region) = if let Some(r) = key.strip_prefix("drm-total-") {
-                    (0, r)
-                } else if let Some(r) = key.strip_prefix("drm-resident-") {
-                    (1, r)
-                } else if let Some(r) = key.strip_prefix("drm-memory-") {
-                    (2, r)
-                } else {
-                    continue;
-                };
+                let (region, set): (&str, fn(&mut Region, u64)) =
+                    if let Some(r) = key.strip_prefix("drm-total-") {
+                        (r, |e, b| e.total = Some(b))
+                    } else if let Some(r) = key.strip_prefix("drm-resident-") {
+                        (r, |e, b| e.resident = Some(b))
+                    } else if let Some(r) = key.strip_prefix("drm-memory-") {
+                        (r, |e, b| e.legacy = Some(b))
+                    } else {
+                        continue;
+                    };
                 let bytes = parse_size(value).map_err(|why| format!("{key}: {why}"))?;
-                let entry = info.regions.entry(region.to_string()).or_default();
-                match kind {
-                    0 => entry.total = Some(bytes),
-                    1 => entry.resident = Some(bytes),
-                    _ => entry.legacy = Some(bytes),
-                }
+                set(info.regions.entry(region.to_string()).or_default(), bytes);
             }
         }
     }
@@ -216,6 +212,25 @@ mod tests {
         assert_eq!(f.pdev.as_deref(), Some("0000:03:00.0"));
         assert_eq!(f.client_id, Some(42));
         assert_eq!(f.regions["vram"].bytes(), Some(512 << 20));
+        assert_eq!(
+            f.regions["gtt"],
+            Region {
+                total: Some(16 << 20),
+                resident: Some(16 << 20),
+                legacy: Some(16 << 20)
+            }
+        );
+        let one_each = "drm-driver: x\ndrm-total-a: 1\ndrm-resident-b: 2\ndrm-memory-c: 3\n";
+        let g = parse_fdinfo(one_each).unwrap();
+        let only = |total, resident, legacy| Region {
+            total,
+            resident,
+            legacy,
+        };
+        assert_eq!(g.regions["a"], only(Some(1), None, None));
+        assert_eq!(g.regions["b"], only(None, Some(2), None));
+        assert_eq!(g.regions["c"], only(None, None, Some(3)));
+        assert_eq!(g.regions.len(), 3);
         assert_eq!(client_usage(&f), (512 << 20, 16 << 20));
         let legacy = "drm-driver:\tamdgpu\ndrm-pdev:\t0000:03:00.0\ndrm-client-id:\t7\ndrm-memory-vram:\t2048 KiB\ndrm-memory-gtt: \t1024 KiB\ndrm-memory-cpu: \t512 KiB\n";
         assert_eq!(
@@ -248,6 +263,8 @@ mod tests {
         assert_eq!(parse_size("0"), Ok(0));
         assert_eq!(parse_size("12 KiB"), Ok(12 << 10));
         assert_eq!(parse_size("3 MiB"), Ok(3 << 20));
+        assert_eq!(parse_size("2 GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("5 kB"), Ok(5 << 10));
         assert!(parse_size("3 TiB").unwrap_err().contains("unknown unit"));
         assert!(parse_size("x KiB").unwrap_err().contains("not a number"));
         assert!(
