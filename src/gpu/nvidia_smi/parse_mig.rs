@@ -466,6 +466,19 @@ GPU 00000000:3B:00.0
             vec![Some(7), Some(8)]
         );
         assert!(old[1].processes.is_empty());
+        // An entry may start at its compute instance id (no GPU instance line); a compute
+        // instance id after a complete entry starts the next one.
+        let ci_first = parse_q_mig(
+            "GPU 0\n    Processes\n        Process ID : 10\n        Compute instance ID : 1\n        Process ID : 11\n        Compute instance ID : 2\n        Process ID : 12\n",
+        );
+        assert_eq!(
+            ci_first[0]
+                .processes
+                .iter()
+                .map(|p| (p.pid, p.compute_instance_id))
+                .collect::<Vec<_>>(),
+            vec![(Some(10), None), (Some(11), Some(1)), (Some(12), Some(2))]
+        );
         assert!(parse_q_mig("").is_empty());
         assert!(parse_q_mig("\u{0}\u{ff} garbage\n  MIG Device\n").is_empty());
     }

@@ -1,6 +1,6 @@
 //! Running `nvidia-smi` with a hard timeout and bounded output.
 
-use std::io::Read;
+use std::io::{self, Read};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -64,21 +64,16 @@ pub(crate) fn fmt_duration(d: Duration) -> String {
 /// Read a pipe to its end, keeping at most `cap` bytes. `Err(total)` when more came.
 fn drain(mut r: impl Read, cap: usize) -> Result<Vec<u8>, usize> {
     let mut kept = Vec::new();
-    let mut total = 0_usize;
-    let mut chunk = [0_u8; 16 * 1024];
-    loop {
-        match r.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                total = total.saturating_add(n);
-                if kept.len() < cap {
-                    let take = n.min(cap - kept.len());
-                    kept.extend_from_slice(chunk.get(..take).unwrap_or_default());
-                }
-            }
-        }
+    let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
+    // A read error ends the output; what came before it is kept.
+    let _ = r.by_ref().take(limit).read_to_end(&mut kept);
+    if kept.len() <= cap {
+        return Ok(kept);
     }
-    if total > cap { Err(total) } else { Ok(kept) }
+    let rest = io::copy(&mut r, &mut io::sink()).unwrap_or(0);
+    Err(kept
+        .len()
+        .saturating_add(usize::try_from(rest).unwrap_or(usize::MAX)))
 }
 
 /// Run `exe args…` with stdin closed; kill and reap it if it runs past `timeout`.
@@ -191,6 +186,23 @@ mod tests {
         let r = sh("echo hi", Duration::from_secs(10)).unwrap();
         assert_eq!(r.stdout, "hi\n");
         assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn drained_up_to_the_cap_and_counted_past_it() {
+        assert_eq!(
+            drain(&[7_u8; 10][..], 10),
+            Ok(vec![7; 10]),
+            "exactly the cap is kept"
+        );
+        assert_eq!(drain(&[7_u8; 11][..], 10), Err(11));
+        assert_eq!(
+            drain(vec![7_u8; 100_000].as_slice(), 10),
+            Err(100_000),
+            "every byte is counted"
+        );
+        assert_eq!(drain(&[][..], 0), Ok(Vec::new()));
+        assert_eq!(drain(&[1_u8][..], 0), Err(1));
     }
 
     #[test]
