@@ -74,6 +74,7 @@ fn child() {
         "mig_list_fails" => mig_list_fails(),
         "huge_list" => huge_list(),
         "names" => names(),
+        "ids" => ids(),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -139,6 +140,19 @@ fn idle() {
     );
     assert_eq!(d.allocatable_bytes(), Some((143_771 - 614) * MIB));
     assert!(hypomnesis::gpu_processes(0).unwrap().is_empty());
+    // The doctor names the functions this driver is read with.
+    let nvml = hypomnesis::sources().into_iter().next().unwrap();
+    let detail = |k: &str| {
+        nvml.details
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(detail("PCI info"), Some("nvmlDeviceGetPciInfo_v3"));
+    assert_eq!(
+        detail("compute process list"),
+        Some("nvmlDeviceGetComputeRunningProcesses_v3 (24-byte entries)")
+    );
 }
 
 fn compute_graphics() {
@@ -314,6 +328,27 @@ fn names() {
     );
 }
 
+/// The instance ids a list layout carries (the v1 layout has none).
+fn ids() {
+    let got: Vec<_> = hypomnesis::gpu_processes(0)
+        .unwrap()
+        .into_iter()
+        .map(|p| {
+            (
+                p.pid,
+                p.used_bytes,
+                p.gpu_instance_id,
+                p.compute_instance_id,
+            )
+        })
+        .collect();
+    let ids = match std::env::var("HMN_WANT").unwrap().as_str() {
+        "none" => (None, None),
+        _ => (Some(3), Some(1)),
+    };
+    assert_eq!(got, vec![(GHOST, 5 * MIB, ids.0, ids.1)]);
+}
+
 fn fallback() {
     let g = hypomnesis::process_gpu_info(0).unwrap();
     assert_eq!(
@@ -355,6 +390,23 @@ fn thirty_two_byte_v3_rows_of_drivers_535_43_to_535_86() {
         &h200(&format!(r#", "compute_processes": {list}"#)),
         None,
     );
+}
+
+#[test]
+fn every_list_layout_gives_pid_memory_and_instance_ids() {
+    let s = format!(
+        r#"{{"devices": [{{"compute_processes": [{{"pid": {GHOST}, "used": {},
+            "gpu_instance_id": 3, "compute_instance_id": 1}}]}}]}}"#,
+        5 * MIB
+    );
+    for (variant, want) in [
+        (FakeVariant::Modern, "3,1"),
+        (FakeVariant::R535Wide, "3,1"),
+        (FakeVariant::PreR510, "3,1"),
+        (FakeVariant::R450, "none"),
+    ] {
+        run_child_env("ids", variant, &s, None, &[("HMN_WANT", want)]);
+    }
 }
 
 #[test]

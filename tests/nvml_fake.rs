@@ -442,6 +442,11 @@ fn reinit() {
     let d = hypomnesis::device_info(0).unwrap();
     assert_eq!(d.total_bytes, 143_771 * MIB);
     assert_eq!(fake_counter(b"fake_nvml_init_count\0"), 2);
+    assert_eq!(
+        fake_counter(b"nvmlShutdown\0"),
+        1,
+        "the lost session is shut down before the new one (NVML counts its inits)"
+    );
     hypomnesis::device_info(0).unwrap();
     assert_eq!(fake_counter(b"fake_nvml_init_count\0"), 2);
 }

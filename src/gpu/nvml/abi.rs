@@ -96,10 +96,10 @@ pub(crate) struct MemoryV2 {
 }
 
 /// `NVML_STRUCT_VERSION(Memory, 2)`: the struct size with the version number in the top byte,
-/// `40 | 2 << 24 = 0x0200_0028`. Real drivers answer any other tag with
+/// `40 + (2 << 24) = 0x0200_0028`. Real drivers answer any other tag with
 /// `NVML_ERROR_FUNCTION_NOT_FOUND`.
 #[allow(clippy::cast_possible_truncation)] // 40 fits in u32
-pub const NVML_MEMORY_V2_VERSION: u32 = (size_of::<MemoryV2>() as u32) | (2 << 24);
+pub const NVML_MEMORY_V2_VERSION: u32 = (size_of::<MemoryV2>() as u32) + (2 << 24);
 
 /// `nvmlProcessInfo_v1_t`: 16 bytes.
 #[repr(C)]
@@ -249,6 +249,51 @@ mod tests {
         assert_eq!(ProcessLayout::V1.stride(), 16);
         assert_eq!(ProcessLayout::V2.stride(), 24);
         assert_eq!(ProcessLayout::V3Wide.stride(), 32);
+    }
+
+    #[test]
+    fn every_return_code_has_its_nvml_h_name() {
+        let names = [
+            "SUCCESS",
+            "ERROR_UNINITIALIZED",
+            "ERROR_INVALID_ARGUMENT",
+            "ERROR_NOT_SUPPORTED",
+            "ERROR_NO_PERMISSION",
+            "ERROR_ALREADY_INITIALIZED",
+            "ERROR_NOT_FOUND",
+            "ERROR_INSUFFICIENT_SIZE",
+            "ERROR_INSUFFICIENT_POWER",
+            "ERROR_DRIVER_NOT_LOADED",
+            "ERROR_TIMEOUT",
+            "ERROR_IRQ_ISSUE",
+            "ERROR_LIBRARY_NOT_FOUND",
+            "ERROR_FUNCTION_NOT_FOUND",
+            "ERROR_CORRUPTED_INFOROM",
+            "ERROR_GPU_IS_LOST",
+            "ERROR_RESET_REQUIRED",
+            "ERROR_OPERATING_SYSTEM",
+            "ERROR_LIB_RM_VERSION_MISMATCH",
+            "ERROR_IN_USE",
+            "ERROR_MEMORY",
+            "ERROR_NO_DATA",
+            "ERROR_VGPU_ECC_NOT_SUPPORTED",
+            "ERROR_INSUFFICIENT_RESOURCES",
+            "ERROR_FREQ_NOT_SUPPORTED",
+            "ERROR_ARGUMENT_VERSION_MISMATCH",
+            "ERROR_DEPRECATED",
+            "ERROR_NOT_READY",
+            "ERROR_GPU_NOT_FOUND",
+            "ERROR_INVALID_STATE",
+            "ERROR_RESET_TYPE_NOT_SUPPORTED",
+        ];
+        for (code, name) in (0..).zip(names) {
+            assert_eq!(return_name(code), format!("NVML_{name}"), "code {code}");
+        }
+        assert_eq!(return_name(999), "NVML_ERROR_UNKNOWN");
+        assert_eq!(
+            return_name(31),
+            "an NVML return code this crate does not know"
+        );
     }
 
     #[test]
