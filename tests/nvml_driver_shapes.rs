@@ -149,6 +149,8 @@ fn idle() {
             .map(|(_, v)| v.as_str())
     };
     assert_eq!(detail("PCI info"), Some("nvmlDeviceGetPciInfo_v3"));
+    assert_eq!(detail("CUDA driver API"), Some("12.4"), "12040 is CUDA 12.4");
+    assert_eq!(detail("NVML version"), Some("13.590.48.01"));
     assert_eq!(
         detail("compute process list"),
         Some("nvmlDeviceGetComputeRunningProcesses_v3 (24-byte entries)")
@@ -412,7 +414,8 @@ fn every_list_layout_gives_pid_memory_and_instance_ids() {
 #[test]
 fn an_idle_gpu_keeps_its_reservation() {
     let scenario = format!(
-        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
+        r#"{{"cuda_driver_version": 12040,
+            "devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
         143_771 * MIB,
         614 * MIB,
         (143_771 - 614) * MIB
