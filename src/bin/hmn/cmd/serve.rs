@@ -8,9 +8,10 @@
 //! gracefully.
 
 mod conn;
+mod http;
 mod measure;
 
-use std::future::{Future, IntoFuture as _};
+use std::future::Future;
 use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -119,39 +120,18 @@ async fn serve(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
     };
     let addr = listener.local_addr()?;
     let app = router(Arc::new(Exporter::new(args.min_interval)));
-    let listener = conn::Limited::new(listener, conn::MAX_CONNECTIONS, conn::IDLE_TIMEOUT);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = stop_rx.await;
-    });
-    let mut server = tokio::spawn(server.into_future());
     writeln!(err, "hmn: serving metrics on http://{addr}/metrics")?;
     err.flush()?;
-    let signal = tokio::select! {
-        ended = &mut server => {
-            let why = match ended {
-                Ok(Ok(())) => "it stopped".to_string(),
-                Ok(Err(e)) => e.to_string(),
-                Err(e) => e.to_string(),
-            };
-            writeln!(err, "hmn: the server stopped: {why}")?;
-            return Ok(Outcome::Code(1));
-        }
-        signal = stop => signal,
-    };
-    let _ = stop_tx.send(());
-    if tokio::time::timeout(SHUTDOWN_GRACE, &mut server)
-        .await
-        .is_err()
-    {
-        server.abort();
+    let (signal, all_closed) =
+        http::serve(listener, app, http::Limits::DEFAULT, stop, SHUTDOWN_GRACE).await;
+    if all_closed {
+        writeln!(err, "hmn: {signal}: stopped")?;
+    } else {
         writeln!(
             err,
             "hmn: {signal}: stopped (connections still open after {}s were closed)",
             SHUTDOWN_GRACE.as_secs()
         )?;
-    } else {
-        writeln!(err, "hmn: {signal}: stopped")?;
     }
     Ok(Outcome::Success)
 }

@@ -1,75 +1,16 @@
-//! The listener of `hmn serve`: at most `MAX_CONNECTIONS` open connections, and each one closed
-//! after `IDLE_TIMEOUT` without progress, so clients that connect and stall (or stop reading)
-//! cannot pile up. Every connection is served by its own task (axum), so a slow one never
-//! delays the others.
+//! One accepted connection of `hmn serve`: its reads and writes fail with `TimedOut` once it
+//! has made no progress for the idle timeout (a client that stops reading its response), which
+//! makes hyper drop it. Request heads have their own deadline (see `http.rs`).
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
-
-/// Most connections served at once; more wait in the kernel's backlog.
-pub const MAX_CONNECTIONS: usize = 256;
-/// A connection that neither sends nor takes a byte for this long is closed.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A TCP listener that hands out [`Conn`]s.
-#[derive(Debug)]
-pub struct Limited {
-    inner: TcpListener,
-    slots: Arc<Semaphore>,
-    idle: Duration,
-}
-
-impl Limited {
-    pub fn new(inner: TcpListener, max: usize, idle: Duration) -> Self {
-        Self {
-            inner,
-            slots: Arc::new(Semaphore::new(max)),
-            idle,
-        }
-    }
-}
-
-impl axum::serve::Listener for Limited {
-    type Io = Conn;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Conn, SocketAddr) {
-        loop {
-            // The semaphore is never closed, so a permit always comes.
-            let permit = Arc::clone(&self.slots).acquire_owned().await.ok();
-            match self.inner.accept().await {
-                Ok((stream, addr)) => {
-                    // Responses are written whole; Nagle would only delay them.
-                    let _ = stream.set_nodelay(true);
-                    return (Conn::new(stream, self.idle, permit), addr);
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::ConnectionAborted
-                            | io::ErrorKind::ConnectionReset
-                            | io::ErrorKind::ConnectionRefused
-                    ) => {}
-                // Out of file descriptors and the like: give others time to close theirs.
-                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-            }
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
-}
 
 /// One accepted connection: its reads and writes fail with `TimedOut` once it has made no
 /// progress for the idle timeout, which makes hyper drop it.
@@ -78,16 +19,16 @@ pub struct Conn {
     stream: TcpStream,
     idle: Duration,
     deadline: Pin<Box<Sleep>>,
-    _slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Conn {
-    fn new(stream: TcpStream, idle: Duration, slot: Option<OwnedSemaphorePermit>) -> Self {
+    pub fn new(stream: TcpStream, idle: Duration) -> Self {
+        // Responses are written whole; Nagle would only delay them.
+        let _ = stream.set_nodelay(true);
         Self {
             stream,
             idle,
             deadline: Box::pin(tokio::time::sleep(idle)),
-            _slot: slot,
         }
     }
 
@@ -192,18 +133,17 @@ mod tests {
         assert_eq!(client.try_write(bytes).unwrap(), bytes.len());
     }
 
-    async fn pair(idle: Duration, max: usize) -> (Limited, SocketAddr) {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        (Limited::new(l, max, idle), addr)
+    /// A connected client and the server side of its connection.
+    async fn pair(idle: Duration) -> (TcpStream, Conn) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (server, _) = l.accept().await.unwrap();
+        (client, Conn::new(server, idle))
     }
 
     #[tokio::test]
     async fn idle_connections_time_out_and_busy_ones_do_not() {
-        use axum::serve::Listener as _;
-        let (mut l, addr) = pair(Duration::from_millis(300), 4).await;
-        let client = TcpStream::connect(addr).await.unwrap();
-        let (mut conn, _) = l.accept().await;
+        let (client, mut conn) = pair(Duration::from_millis(300)).await;
         // Traffic every 100 ms keeps it open well past the idle time.
         for _ in 0..6 {
             send(&client, b"x").await;
@@ -217,19 +157,5 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         // 300 ms after the last byte, of which 100 ms had passed.
         assert!(started.elapsed() >= Duration::from_millis(150));
-    }
-
-    #[tokio::test]
-    async fn connections_beyond_the_limit_wait_for_a_slot() {
-        use axum::serve::Listener as _;
-        let (mut l, addr) = pair(Duration::from_secs(60), 1).await;
-        let _a = TcpStream::connect(addr).await.unwrap();
-        let (first, _) = l.accept().await;
-        let _b = TcpStream::connect(addr).await.unwrap();
-        let waiting = tokio::time::timeout(Duration::from_millis(200), l.accept()).await;
-        assert!(waiting.is_err(), "a second slot was handed out");
-        drop(first);
-        let second = tokio::time::timeout(Duration::from_secs(5), l.accept()).await;
-        assert!(second.is_ok());
     }
 }
