@@ -45,11 +45,21 @@ pub fn is_zombie(stat: &str) -> bool {
 /// # Errors
 ///
 /// [`crate::HypomnesisError::Io`] when the process is gone or not readable,
-/// [`crate::HypomnesisError::Ram`] on other platforms or for malformed files.
+/// [`crate::HypomnesisError::Ram`] when it has exited but is not yet reaped (a zombie), on other
+/// platforms, or for malformed files.
 pub fn process_rss_of(pid: u32) -> Result<u64> {
     #[cfg(target_os = "linux")]
     {
-        crate::ram::linux::rss_at(&crate::roots::procfs()?.join(pid.to_string()))
+        let dir = crate::roots::procfs()?.join(pid.to_string());
+        let rss = crate::ram::linux::rss_at(&dir)?;
+        // An exited process waiting to be reaped reads as 0 bytes: that is not a figure.
+        if rss == 0 && std::fs::read_to_string(dir.join("stat")).is_ok_and(|stat| is_zombie(&stat))
+        {
+            return Err(crate::HypomnesisError::Ram(format!(
+                "process {pid} has exited (a zombie not yet reaped): it has no resident set"
+            )));
+        }
+        Ok(rss)
     }
     #[cfg(not(target_os = "linux"))]
     {

@@ -149,7 +149,11 @@ fn idle() {
             .map(|(_, v)| v.as_str())
     };
     assert_eq!(detail("PCI info"), Some("nvmlDeviceGetPciInfo_v3"));
-    assert_eq!(detail("CUDA driver API"), Some("12.4"), "12040 is CUDA 12.4");
+    assert_eq!(
+        detail("CUDA driver API"),
+        Some("12.4"),
+        "12040 is CUDA 12.4"
+    );
     assert_eq!(detail("NVML version"), Some("13.590.48.01"));
     assert_eq!(
         detail("compute process list"),

@@ -584,7 +584,11 @@ fn slow_clients_cannot_starve_a_scrape() {
         std::thread::sleep(Duration::from_millis(900));
     }
     for (status, took) in &answers {
-        assert_eq!(*status, Some(200), "a scrape behind 260 slow clients: {answers:?}");
+        assert_eq!(
+            *status,
+            Some(200),
+            "a scrape behind 260 slow clients: {answers:?}"
+        );
         assert!(*took < Duration::from_secs(1), "{answers:?}");
     }
     // By now (7 s) every trickler has been closed: a read ends (EOF or reset) at once.
@@ -593,7 +597,10 @@ fn slow_clients_cannot_starve_a_scrape() {
         s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
         let mut b = [0_u8; 64];
         if let Err(e) = s.read(&mut b)
-            && matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+            && matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            )
         {
             still_open += 1;
         }

@@ -1,10 +1,12 @@
 //! `hmn run -- CMD…`: run a command and report the peaks of its whole process tree.
 
+mod timeline;
+
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -13,9 +15,11 @@ use hypomnesis::GpuDeviceInfo;
 use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::child::{self, Child};
 use crate::collect::sampler::{Frame, Sampler, Want, max_opt};
-use crate::collect::ticker::{Tick, Ticker, stop_flag};
+use crate::collect::stop::Stop;
+use crate::collect::ticker::Ticker;
 use crate::outcome::Outcome;
 use crate::view::run::{self as render, DevicePeak, Point, Summary};
+use timeline::Timeline;
 
 /// Options of `hmn run`.
 #[derive(Debug, Args)]
@@ -97,82 +101,23 @@ fn point(frame: &Frame, tree: &[u32]) -> Point {
     }
 }
 
-/// Where the timeline goes while the command runs: the CSV file is written row by row; the
-/// plot keeps its points.
-struct Timeline {
-    csv: Option<(PathBuf, BufWriter<File>)>,
-    points: Option<Vec<Point>>,
-}
-
-impl Timeline {
-    fn add(&mut self, p: &Point, err: &mut impl Write) -> io::Result<()> {
-        if let Some((path, f)) = &mut self.csv
-            && let Err(e) = f.write_all(render::csv_row(p, p.gpu.len()).as_bytes())
-        {
-            writeln!(err, "hmn run: cannot write {}: {e}", path.display())?;
-            self.csv = None;
-        }
-        if let Some(points) = &mut self.points {
-            points.push(p.clone());
-        }
-        Ok(())
-    }
-}
-
 pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
-    let stop = stop_flag();
+    // Where the timeline goes is checked before the command starts, not after it ran.
+    let mut timeline = match Timeline::open(args.csv.as_deref(), args.plot.as_deref()) {
+        Ok(t) => t,
+        Err((path, e)) => {
+            writeln!(err, "hmn run: cannot write {}: {e}", path.display())?;
+            return Ok(Outcome::Code(2));
+        }
+    };
+    let stop = Stop::on_signals();
     let started = Instant::now();
     let mut child = match Child::spawn(&args.command, "hmn run", err)? {
         Ok(c) => c,
         Err(code) => return Ok(Outcome::Code(code)),
     };
-    let pid = child.id();
-    let sampler = Sampler::new(Want {
-        devices: true,
-        processes: true,
-        ..Want::default()
-    });
-    let mut ticker = Ticker::new(args.interval, None, stop);
-    let mut peaks = Peaks::default();
-    let mut first: Option<Vec<Option<GpuDeviceInfo>>> = None;
-    let mut timeline = Timeline {
-        csv: None,
-        points: args.plot.as_ref().map(|_| Vec::new()),
-    };
-    let mut forwarded = false;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        let tree = hypomnesis::process_tree(pid).unwrap_or_else(|_| vec![pid]);
-        let frame = sampler.frame(&tree);
-        let devices =
-            first.get_or_insert_with(|| frame.devices.iter().map(|d| d.info().cloned()).collect());
-        if timeline.csv.is_none()
-            && let Some(path) = &args.csv
-            && peaks.samples == 0
-        {
-            timeline.csv = open_csv(path, devices.len(), err)?;
-        }
-        let p = point(&frame, &tree);
-        peaks.add(&p);
-        timeline.add(&p, err)?;
-        match ticker.wait(|| matches!(child.try_wait(), Ok(Some(_)))) {
-            Tick::Stopped if !forwarded => {
-                // A terminal's Ctrl-C already reached the command; a signal sent to hmn alone
-                // did not: pass it on if the command is still running a moment later.
-                std::thread::sleep(Duration::from_millis(200));
-                if child.try_wait()?.is_none() {
-                    child.interrupt();
-                }
-                forwarded = true;
-            }
-            Tick::Stopped => std::thread::sleep(Duration::from_millis(10)),
-            Tick::Due | Tick::Done | Tick::Deadline => {}
-        }
-    };
+    let (status, peaks, devices) = follow(&mut child, args.interval, &stop, &mut timeline, err)?;
     let (code, signal) = child::status_parts(status);
-    let devices = first.unwrap_or_default();
     let command: Vec<String> = args
         .command
         .iter()
@@ -190,27 +135,55 @@ pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Re
         command,
     };
     finish(args, &mut timeline, &devices, &summary, out, err)?;
-    Ok(Outcome::Code(child::passed_on(code, signal)))
+    // Stopped by a signal of its own, hmn ends as that signal says; otherwise as the command.
+    Ok(Outcome::Code(match stop.signal() {
+        Some(sig) => child::passed_on(None, Some(sig)),
+        None => child::passed_on(code, signal),
+    }))
 }
 
-/// The CSV file with its header, or `None` (said on `err`) when it cannot be created.
-fn open_csv(
-    path: &PathBuf,
-    devices: usize,
+/// Samples the command's process tree every `interval` until it exits, passing on every stop
+/// signal hmn gets to the whole tree; its exit status, the peaks, and the devices as first
+/// seen.
+fn follow(
+    child: &mut Child,
+    interval: Duration,
+    stop: &Stop,
+    timeline: &mut Timeline,
     err: &mut impl Write,
-) -> io::Result<Option<(PathBuf, BufWriter<File>)>> {
-    let opened = File::create(path).and_then(|f| {
-        let mut w = BufWriter::new(f);
-        w.write_all(render::csv_header(devices).as_bytes())?;
-        Ok(w)
+) -> io::Result<(ExitStatus, Peaks, Vec<Option<GpuDeviceInfo>>)> {
+    let pid = child.id();
+    let sampler = Sampler::new(Want {
+        devices: true,
+        processes: true,
+        ..Want::default()
     });
-    match opened {
-        Ok(w) => Ok(Some((path.clone(), w))),
-        Err(e) => {
-            writeln!(err, "hmn run: cannot write {}: {e}", path.display())?;
-            Ok(None)
+    // The loop watches `stop` itself: it keeps sampling while the command winds down.
+    let mut ticker = Ticker::new(interval, None, Stop::never());
+    let mut peaks = Peaks::default();
+    let mut first: Option<Vec<Option<GpuDeviceInfo>>> = None;
+    let mut passed_on = None;
+    let status = loop {
+        if let Some(sig) = stop.signal()
+            && passed_on != Some(sig)
+        {
+            child.signal_tree(sig);
+            passed_on = Some(sig);
         }
-    }
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        let tree = hypomnesis::process_tree(pid).unwrap_or_else(|_| vec![pid]);
+        let frame = sampler.frame(&tree);
+        let devices =
+            first.get_or_insert_with(|| frame.devices.iter().map(|d| d.info().cloned()).collect());
+        let p = point(&frame, &tree);
+        peaks.add(&p);
+        timeline.add(&p, devices.len(), err)?;
+        let _ =
+            ticker.wait(|| matches!(child.try_wait(), Ok(Some(_))) || stop.signal() != passed_on);
+    };
+    Ok((status, peaks, first.unwrap_or_default()))
 }
 
 /// The CSV flushed, the plot drawn, the summary on stderr, the JSON on stdout.
@@ -222,26 +195,11 @@ fn finish(
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> io::Result<()> {
-    if let Some(path) = &args.csv {
-        match &mut timeline.csv {
-            Some((_, w)) => {
-                if let Err(e) = w.flush() {
-                    writeln!(err, "hmn run: cannot write {}: {e}", path.display())?;
-                }
-            }
-            None if summary.samples == 0 => {
-                // The command ended before the first sample: an empty timeline, with its header.
-                if let Err(e) = std::fs::write(path, render::csv_header(devices.len())) {
-                    writeln!(err, "hmn run: cannot write {}: {e}", path.display())?;
-                }
-            }
-            None => {}
-        }
-    }
-    if let (Some(path), Some(points)) = (&args.plot, &timeline.points)
+    timeline.finish_csv(devices.len(), err)?;
+    if let (Some(path), Some(points)) = (&args.plot, timeline.plot_points())
         && let Err(e) = crate::view::plot::draw(
             path,
-            points,
+            &points,
             devices,
             &render::shell_words(&summary.command),
         )

@@ -10,7 +10,8 @@ use hypomnesis::spill::{SpillSample, SpillThresholds, SpillTracker};
 use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::child::{self, Child};
 use crate::collect::sampler::{Frame, Sampler, Want};
-use crate::collect::ticker::{Ticker, stop_flag};
+use crate::collect::stop::Stop;
+use crate::collect::ticker::Ticker;
 use crate::outcome::Outcome;
 use crate::view::spill::{ReportJson, device_json, render_episodes};
 
@@ -83,7 +84,7 @@ pub fn run(args: &SpillArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         Err(code) => return Ok(Outcome::Code(code)),
     };
     let mut trackers: Vec<Option<SpillTracker>> = vec![None; first.devices.len()];
-    let mut ticker = Ticker::new(args.interval, None, stop_flag());
+    let mut ticker = Ticker::new(args.interval, None, Stop::on_signals());
     let status = loop {
         if let Some(s) = child.try_wait()? {
             break s;

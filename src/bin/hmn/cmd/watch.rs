@@ -8,7 +8,8 @@ use hypomnesis::spill::{SpillSample, SpillThresholds, SpillTracker};
 
 use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::sampler::{Frame, Sampler, Want, max_opt};
-use crate::collect::ticker::{Tick, Ticker, stop_flag};
+use crate::collect::stop::Stop;
+use crate::collect::ticker::{Tick, Ticker};
 use crate::outcome::Outcome;
 use crate::view::watch::{self as render, Followed, Row, delta};
 
@@ -188,7 +189,7 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         ..Want::default()
     });
     let mut targets: Vec<Target> = pids.iter().map(|&p| Target::new(p)).collect();
-    let mut ticker = Ticker::new(args.interval, args.duration, stop_flag());
+    let mut ticker = Ticker::new(args.interval, args.duration, Stop::on_signals());
     loop {
         let live: Vec<u32> = targets
             .iter()

@@ -49,26 +49,30 @@ impl Child {
         self.inner.try_wait()
     }
 
-    /// Sends it SIGINT (a terminal's Ctrl-C reaches it already; a signal sent to hmn alone does
-    /// not); `false` when it could not be delivered.
-    pub fn interrupt(&self) -> bool {
-        interrupt(self.id())
+    /// Passes `signal` on to the command and every process it started (its process tree as
+    /// it is now); the number of processes it reached. The command stays in hmn's process group,
+    /// so a terminal's Ctrl-C, Ctrl-Z and reads work as without hmn; this is for signals sent
+    /// to hmn alone (`kill`, a service manager, a closed terminal).
+    pub fn signal_tree(&self, signal: i32) -> usize {
+        let pid = self.id();
+        let tree = hypomnesis::process_tree(pid).unwrap_or_else(|_| vec![pid]);
+        tree.into_iter().filter(|&p| send(p, signal)).count()
     }
 }
 
-/// Send SIGINT to `pid`; `false` if it could not be delivered.
+/// Send `signal` to `pid`; `false` if it could not be delivered (gone already, say).
 #[cfg(unix)]
-fn interrupt(pid: u32) -> bool {
+fn send(pid: u32, signal: i32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;
     };
     // SAFETY: kill takes plain integers and touches no memory of ours.
-    unsafe { libc::kill(pid, libc::SIGINT) == 0 }
+    unsafe { libc::kill(pid, signal) == 0 }
 }
 
-/// Windows delivers Ctrl-C to every process of the console; nothing to forward.
+/// Windows delivers Ctrl-C to every process of the console; nothing to pass on.
 #[cfg(not(unix))]
-fn interrupt(_pid: u32) -> bool {
+fn send(_pid: u32, _signal: i32) -> bool {
     false
 }
 

@@ -2,4 +2,5 @@
 
 pub mod child;
 pub mod sampler;
+pub mod stop;
 pub mod ticker;

@@ -1,9 +1,9 @@
 //! The pace of a sampling loop: a tick every interval, until a deadline, a stop request
 //! (Ctrl-C) or a condition of the caller's.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use super::stop::Stop;
 
 /// How long a wait sleeps at most before looking at the stop flag and the caller's condition.
 const POLL: Duration = Duration::from_millis(10);
@@ -28,12 +28,12 @@ pub struct Ticker {
     interval: Duration,
     next: Instant,
     deadline: Option<Instant>,
-    stop: Arc<AtomicBool>,
+    stop: Stop,
 }
 
 impl Ticker {
     /// A ticker whose first tick is now.
-    pub fn new(interval: Duration, duration: Option<Duration>, stop: Arc<AtomicBool>) -> Self {
+    pub fn new(interval: Duration, duration: Option<Duration>, stop: Stop) -> Self {
         let now = Instant::now();
         Self {
             interval,
@@ -45,7 +45,7 @@ impl Ticker {
 
     /// Whether a stop was requested.
     pub fn stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        self.stop.requested()
     }
 
     /// Waits for the next tick, a stop, the deadline, or `done()` (checked every few ms).
@@ -75,27 +75,17 @@ impl Ticker {
     }
 }
 
-/// A flag that Ctrl-C (SIGINT, and SIGTERM/SIGHUP where the handler takes them) sets.
-pub fn stop_flag() -> Arc<AtomicBool> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
-    // A second handler cannot be installed; the first one's flag then stays false.
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
-    stop
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn ticks_up_to_and_including_the_deadline() {
-        let stop = Arc::new(AtomicBool::new(false));
         let started = Instant::now();
         let mut t = Ticker::new(
             Duration::from_millis(30),
             Some(Duration::from_millis(90)),
-            Arc::clone(&stop),
+            Stop::never(),
         );
         let mut ticks = 1; // the first one is now
         while t.wait(|| false) == Tick::Due {
@@ -111,10 +101,10 @@ mod tests {
 
     #[test]
     fn stop_and_done_end_the_wait() {
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut t = Ticker::new(Duration::from_secs(60), None, Arc::clone(&stop));
+        let stop = Stop::never();
+        let mut t = Ticker::new(Duration::from_secs(60), None, stop.clone());
         assert_eq!(t.wait(|| true), Tick::Done);
-        stop.store(true, Ordering::SeqCst);
+        stop.request(15);
         assert_eq!(t.wait(|| false), Tick::Stopped);
         assert!(t.stopped());
     }

@@ -1,0 +1,240 @@
+//! Where the timeline of `hmn run` goes while the command runs: the CSV file, written row by
+//! row, and the plot's points, kept within a fixed number however long the run (neighbouring
+//! points merge, each figure keeping its maximum, so peaks survive). Without either, nothing is
+//! kept but the peaks.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::collect::sampler::max_opt;
+use crate::view::run::{self as render, Point};
+
+/// Most points the plot keeps (a plot is at most a few thousand pixels wide).
+pub const PLOT_POINTS: usize = 2048;
+
+/// The CSV and the plot of a run.
+#[derive(Debug)]
+pub struct Timeline {
+    csv: Option<Csv>,
+    plot: Option<Downsampled>,
+}
+
+#[derive(Debug)]
+struct Csv {
+    path: PathBuf,
+    /// `None` once a write failed (said once).
+    file: Option<BufWriter<File>>,
+    header: bool,
+}
+
+impl Timeline {
+    /// Opens the CSV file and makes sure the plot's can be written, before the command starts;
+    /// the path that cannot be written and why, otherwise.
+    pub fn open(csv: Option<&Path>, plot: Option<&Path>) -> Result<Self, (PathBuf, io::Error)> {
+        let csv = match csv {
+            Some(path) => Some(Csv {
+                path: path.to_path_buf(),
+                file: Some(BufWriter::new(
+                    File::create(path).map_err(|e| (path.to_path_buf(), e))?,
+                )),
+                header: false,
+            }),
+            None => None,
+        };
+        if let Some(path) = plot {
+            File::create(path).map_err(|e| (path.to_path_buf(), e))?;
+        }
+        Ok(Self {
+            csv,
+            plot: plot.map(|_| Downsampled::new(PLOT_POINTS)),
+        })
+    }
+
+    /// One sample, of a run on `devices` devices.
+    pub fn add(&mut self, p: &Point, devices: usize, err: &mut impl Write) -> io::Result<()> {
+        if let Some(csv) = &mut self.csv {
+            let header = !csv.header;
+            csv.header = true;
+            csv.write(
+                |w| {
+                    if header {
+                        w.write_all(render::csv_header(devices).as_bytes())?;
+                    }
+                    w.write_all(render::csv_row(p, devices).as_bytes())
+                },
+                err,
+            )?;
+        }
+        if let Some(plot) = &mut self.plot {
+            plot.add(p);
+        }
+        Ok(())
+    }
+
+    /// The CSV complete (its header alone when no sample was taken), flushed.
+    pub fn finish_csv(&mut self, devices: usize, err: &mut impl Write) -> io::Result<()> {
+        if let Some(csv) = &mut self.csv {
+            let header = !csv.header;
+            csv.header = true;
+            csv.write(
+                |w| {
+                    if header {
+                        w.write_all(render::csv_header(devices).as_bytes())?;
+                    }
+                    w.flush()
+                },
+                err,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The plot's points, when a plot was asked for.
+    pub fn plot_points(&self) -> Option<Vec<Point>> {
+        self.plot.as_ref().map(Downsampled::points)
+    }
+}
+
+impl Csv {
+    /// Runs `f` on the file; a failure is said once and ends the CSV.
+    fn write(
+        &mut self,
+        f: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+        err: &mut impl Write,
+    ) -> io::Result<()> {
+        if let Some(w) = &mut self.file
+            && let Err(e) = f(w)
+        {
+            writeln!(err, "hmn run: cannot write {}: {e}", self.path.display())?;
+            self.file = None;
+        }
+        Ok(())
+    }
+}
+
+/// At most `cap` points: each stands for `per_point` samples, the maximum of each figure over
+/// them at the time of the first.
+#[derive(Debug)]
+struct Downsampled {
+    cap: usize,
+    per_point: usize,
+    points: Vec<Point>,
+    /// The point being filled, and how many samples it holds.
+    pending: Option<(Point, usize)>,
+}
+
+impl Downsampled {
+    fn new(cap: usize) -> Self {
+        Self {
+            cap: cap.max(2),
+            per_point: 1,
+            points: Vec::new(),
+            pending: None,
+        }
+    }
+
+    fn add(&mut self, p: &Point) {
+        let filled = if let Some((q, n)) = &mut self.pending {
+            merge(q, p);
+            *n += 1;
+            *n
+        } else {
+            self.pending = Some((p.clone(), 1));
+            1
+        };
+        if filled < self.per_point {
+            return;
+        }
+        if let Some((q, _)) = self.pending.take() {
+            self.points.push(q);
+        }
+        if self.points.len() >= self.cap {
+            let mut halved = Vec::with_capacity(self.cap / 2 + 1);
+            let mut pairs = std::mem::take(&mut self.points).into_iter();
+            while let Some(mut a) = pairs.next() {
+                if let Some(b) = pairs.next() {
+                    merge(&mut a, &b);
+                }
+                halved.push(a);
+            }
+            self.points = halved;
+            self.per_point *= 2;
+        }
+    }
+
+    fn points(&self) -> Vec<Point> {
+        let mut out = self.points.clone();
+        out.extend(self.pending.as_ref().map(|(q, _)| q.clone()));
+        out
+    }
+}
+
+/// `b` folded into `a`: every figure its maximum; `a` keeps its time.
+fn merge(a: &mut Point, b: &Point) {
+    a.rss = max_opt(a.rss, b.rss);
+    for (mine, theirs) in [(&mut a.gpu, &b.gpu), (&mut a.device_used, &b.device_used)] {
+        if mine.len() < theirs.len() {
+            mine.resize(theirs.len(), None);
+        }
+        for (m, t) in mine.iter_mut().zip(theirs) {
+            *m = max_opt(*m, *t);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn pt(i: u64) -> Point {
+        Point {
+            t: Duration::from_millis(i),
+            rss: Some(i % 97),
+            gpu: vec![Some(i % 89), None],
+            device_used: vec![Some(1000 + i % 13)],
+        }
+    }
+
+    #[test]
+    fn a_long_run_keeps_a_bounded_number_of_points_and_every_peak() {
+        let mut d = Downsampled::new(64);
+        let mut spike = pt(0);
+        for i in 0..100_000 {
+            let mut p = pt(i);
+            if i == 77_777 {
+                p.rss = Some(5_000);
+                p.gpu[1] = Some(7);
+                spike = p.clone();
+            }
+            d.add(&p);
+            assert!(d.points.len() < 64, "at {i}: {}", d.points.len());
+        }
+        let points = d.points();
+        assert!(points.len() >= 32, "{}", points.len());
+        let peak = |f: fn(&Point) -> Option<u64>| points.iter().filter_map(f).max();
+        assert_eq!(peak(|p| p.rss), spike.rss, "the spike survives");
+        assert_eq!(peak(|p| p.gpu[0]), Some(88));
+        assert_eq!(peak(|p| p.gpu[1]), Some(7));
+        assert_eq!(peak(|p| p.device_used[0]), Some(1012));
+        assert_eq!(
+            points[0].t,
+            Duration::ZERO,
+            "a point is at its first sample's time"
+        );
+        assert!(points.windows(2).all(|w| w[0].t < w[1].t), "in order");
+    }
+
+    #[test]
+    fn a_short_run_keeps_every_sample() {
+        let mut d = Downsampled::new(64);
+        for i in 0..10 {
+            d.add(&pt(i));
+        }
+        let points = d.points();
+        assert_eq!(points.len(), 10);
+        assert_eq!(points[3], pt(3));
+    }
+}
