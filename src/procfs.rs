@@ -34,19 +34,36 @@ pub(crate) fn visible(root: &Path, pid: u32) -> bool {
 /// second; once the device is open the answer stays `true`.
 pub(crate) fn self_has_cuda_context(root: &Path) -> Option<bool> {
     use std::sync::Mutex;
-    use std::time::{Duration, Instant};
-    static LAST: Mutex<Option<(Instant, Option<bool>)>> = Mutex::new(None);
-    let mut last = LAST
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((at, answer)) = *last
-        && (answer == Some(true) || at.elapsed() < Duration::from_secs(1))
-    {
-        return answer;
+    static LAST: Mutex<Remembered> = Mutex::new(Remembered { last: None });
+    LAST.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .answer(std::time::Instant::now(), || scan_for_uvm(root))
+}
+
+/// How long an answer of the fd-table scan is reused.
+const RESCAN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The last scan's answer and when it was made: a `true` for good, anything else for
+/// [`RESCAN`].
+struct Remembered {
+    last: Option<(std::time::Instant, Option<bool>)>,
+}
+
+impl Remembered {
+    fn answer(
+        &mut self,
+        now: std::time::Instant,
+        scan: impl FnOnce() -> Option<bool>,
+    ) -> Option<bool> {
+        if let Some((at, answer)) = self.last
+            && (answer == Some(true) || now.saturating_duration_since(at) < RESCAN)
+        {
+            return answer;
+        }
+        let answer = scan();
+        self.last = Some((now, answer));
+        answer
     }
-    let answer = scan_for_uvm(root);
-    *last = Some((Instant::now(), answer));
-    answer
 }
 
 fn scan_for_uvm(root: &Path) -> Option<bool> {
@@ -190,6 +207,39 @@ mod tests {
     }
 
     #[test]
+    fn an_fd_scan_is_reused_for_a_second_and_a_context_for_good() {
+        let t0 = std::time::Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let mut r = Remembered { last: None };
+        let mut scans = 0;
+        let mut ask = |r: &mut Remembered, ms: u64, found: Option<bool>| {
+            r.answer(at(ms), || {
+                scans += 1;
+                found
+            })
+        };
+        assert_eq!(ask(&mut r, 0, Some(false)), Some(false));
+        assert_eq!(
+            ask(&mut r, 999, Some(true)),
+            Some(false),
+            "reused within a second"
+        );
+        assert_eq!(ask(&mut r, 1000, None), None, "scanned again at a second");
+        assert_eq!(
+            ask(&mut r, 1500, Some(true)),
+            None,
+            "an unknown is reused too"
+        );
+        assert_eq!(ask(&mut r, 2000, Some(true)), Some(true));
+        assert_eq!(
+            ask(&mut r, 60_000, Some(false)),
+            Some(true),
+            "a context stays known"
+        );
+        assert_eq!(scans, 3);
+    }
+
+    #[test]
     fn nspid() {
         assert_eq!(
             parse_nspid("Name:\tpython\nNSpid:\t48213\t7\n"),
@@ -226,6 +276,11 @@ mod tests {
             (mapped.pid(), mapped.host_pid(), mapped.is_outside()),
             (7, Some(48213), false)
         );
+        // Visible under the same number through a procfs of our own namespace.
+        std::fs::create_dir_all(root.join("4242/ns")).unwrap();
+        std::fs::write(root.join("4242/status"), "NSpid:\t4242\n").unwrap();
+        std::os::unix::fs::symlink(&own_ns, root.join("4242/ns/pid")).unwrap();
+        assert_eq!(view(&root, 4242, false), PidView::Here(4242));
         let outside = view(&root, 50000, false);
         assert_eq!(outside, PidView::Outside(50000));
         assert_eq!(

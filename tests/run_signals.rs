@@ -213,7 +213,10 @@ fn memory_stays_flat_over_a_long_fast_run() {
             .and_then(|(_, r)| r.split_whitespace().next())
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
-        assert!(samples > 2_048, "more samples than the plot keeps points: {err}");
+        assert!(
+            samples > 2_048,
+            "more samples than the plot keeps points: {err}"
+        );
         assert!(
             *l <= w + 1024,
             "hmn's RSS grew from {w} KiB at 5 s to {l} KiB at 20 s over {samples} samples"
