@@ -118,6 +118,10 @@ pub(crate) const PAUSED: &str = "not run again";
 pub(crate) const NOT_BUILT_IN: &str = "not compiled in";
 /// What nvidia-smi prints (in brackets) in place of a figure the user may not read.
 pub(crate) const SMI_NO_PERMISSION: &str = "Insufficient Permissions";
+/// The words of a device whose driver does not publish its memory where this crate can read it.
+pub(crate) const NO_MEMORY_FIGURES: &str = "publishes no memory figures";
+/// The words of a GPU index that nvidia-smi's list skips (the GPU fell off the bus).
+pub(crate) const SMI_GPU_MISSING: &str = "is missing from nvidia-smi's list";
 
 /// The kind of an error message this crate wrote, from the machine-readable parts every such
 /// message carries: an NVML return-code name, the environment variable a message about a
@@ -129,6 +133,10 @@ pub(crate) fn kind_of_message(message: &str) -> ErrorKind {
     }
     if message.starts_with(NOT_BUILT_IN) {
         ErrorKind::NotBuiltIn
+    } else if message.contains(SMI_GPU_MISSING) {
+        ErrorKind::GpuLost
+    } else if message.contains(NO_MEMORY_FIGURES) {
+        ErrorKind::NotSupported
     } else if message.contains(SMI_NO_PERMISSION) {
         ErrorKind::NoPermission
     } else if message.contains(PAUSED) {
@@ -261,6 +269,16 @@ mod tests {
         assert_eq!(
             smi("GPU 0: memory.total is [Insufficient Permissions], not a number"),
             ErrorKind::NoPermission
+        );
+        assert_eq!(
+            smi(&format!(
+                "GPU 2 {SMI_GPU_MISSING}: lost (it lists GPUs 0, 1, 3)"
+            )),
+            ErrorKind::GpuLost
+        );
+        assert_eq!(
+            HypomnesisError::Drm(format!("xe {NO_MEMORY_FIGURES} in sysfs")).kind(),
+            ErrorKind::NotSupported
         );
         assert_eq!(
             kind_of_message("Insufficient Permissions"),

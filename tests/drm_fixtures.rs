@@ -83,11 +83,24 @@ fn mixed_host_devices_nvidia_first_then_by_slot() {
     );
     assert_eq!(
         err,
-        "hmn: GPU 1: DRM: card3 (0000:00:02.0): xe does not publish device memory in sysfs on this kernel (only through an ioctl that needs CAP_PERFMON): total unknown\n"
+        "hmn: GPU 1: DRM: card3 (0000:00:02.0): xe publishes no memory figures in sysfs on this kernel (only through an ioctl that needs CAP_PERFMON): total unknown\n"
     );
     let v = json(&hmn("mixed", Some(&nvml), &["--json"]).1);
     let a = v.as_array().unwrap();
-    assert_eq!(a.len(), 3, "the NVIDIA card is listed once, by NVML");
+    assert_eq!(a.len(), 4, "the NVIDIA card is listed once, by NVML");
+    let xe = &a[1];
+    assert_eq!(
+        (xe["index"].as_u64(), xe["error_kind"].as_str()),
+        (Some(1), Some("not_supported"))
+    );
+    assert!(
+        xe["total_bytes"].is_null()
+            && xe["error"]
+                .as_str()
+                .unwrap()
+                .contains("xe publishes no memory figures"),
+        "{xe}"
+    );
     let amd = a.iter().find(|d| d["index"] == 2).unwrap();
     assert_eq!(amd["source"], "drm");
     assert_eq!(amd["vendor"], "amd");
@@ -171,7 +184,7 @@ fn without_nvml_the_nvidia_card_is_listed_with_its_limits() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|d| d["pci_bus_id"].as_str().unwrap())
+        .filter_map(|d| d["pci_bus_id"].as_str())
         .collect();
     assert_eq!(slots, vec!["0000:03:00.0", "0000:07:00.0"]);
     assert!(err.contains("hmn: GPU 3: DRM: card0 (0000:18:00.0): nvidia publishes no memory figures in sysfs: total unknown"), "{err}");

@@ -266,16 +266,24 @@ fn gpus_found_but_none_readable() {
         ),
         "{err}"
     );
-    // One of two readable: its line, the other's reason on stderr, success.
+    // One of two readable: its line, the other's reason on stderr, and exit 1: a GPU that
+    // cannot be read is a failed measurement even when another could be.
     let s = format!(
         r#"{{"devices": [{}, {}]}}"#,
         h200(""),
         h200(r#", "memory_error": 15"#)
     );
     let (code, out, err) = run(with_fake(&s), &[]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 1);
     assert_eq!(out.lines().count(), 1);
     assert!(err.contains("GPU 1"), "{err}");
+    let (code, out, _) = run(with_fake(&s), &["--json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["total_bytes"], 143_771 * MIB);
+    assert_eq!(v[1]["index"], 1);
+    assert_eq!(v[1]["error_kind"], "gpu_lost");
+    assert!(v[1]["total_bytes"].is_null());
 }
 
 #[test]
@@ -486,5 +494,67 @@ fn stand_in_that_hangs_is_killed_and_reported() {
     assert!(
         err.contains("did not finish within 300ms and was killed"),
         "{err}"
+    );
+}
+
+/// nvidia-smi with GPU 2 of four fallen off the bus: the others and their processes are shown,
+/// GPU 2 is named lost (text, JSON, doctor), and the exit status says a GPU could not be read.
+#[test]
+fn a_lost_gpu_of_the_nvidia_smi_fallback_is_named_and_the_others_shown() {
+    let capture = support::capture("linux-x86_64__nvidia-l40s__595.80.txt");
+    let lost = || {
+        let mut c = with_smi(&capture, "load");
+        c.env("FAKE_SMI_MODE", "lost-gpu");
+        c
+    };
+    let (code, out, err) = run(lost(), &[]);
+    assert_eq!(code, 1, "{err}");
+    let gpus: Vec<&str> = out.lines().map(|l| l.split(' ').nth(1).unwrap()).collect();
+    assert_eq!(gpus, vec!["0", "1", "3"], "{out}");
+    assert!(
+        err.contains("hmn: GPU 2: nvidia-smi: GPU 2 is missing from nvidia-smi's list: lost (it lists GPUs 0, 1, 3); nvidia-smi said: Unable to determine the device handle for GPU 0000:5C:00.0: GPU is lost."),
+        "{err}"
+    );
+    let (code, out, _) = run(lost(), &["--json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let kinds: Vec<_> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["index"].as_u64().unwrap(), d["error_kind"].as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![(0, None), (1, None), (2, Some("gpu_lost")), (3, None)]
+    );
+    let (code, out, err) = run(lost(), &["ps", "--json"]);
+    assert_eq!(code, 1, "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let on: Vec<_> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["pid"].as_u64().unwrap(),
+                r["device_index"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        on,
+        vec![(20038, 3), (20037, 3)],
+        "GPU 3's processes are listed"
+    );
+    assert!(
+        err.contains("hmn: GPU 2: nvidia-smi: GPU 2 is missing"),
+        "{err}"
+    );
+    let (_, out, _) = run(lost(), &["doctor"]);
+    assert!(out.contains("devices: 4 (GPU 2 not listed: lost)"), "{out}");
+    assert!(
+        out.contains("--query-gpu lines skipped: 2: line 3: "),
+        "{out}"
     );
 }

@@ -111,10 +111,21 @@ const MIB: u64 = 1 << 20;
 /// whole MiB) and no larger than total.
 fn smi_invariants(s: &str) {
     for with_reserved in [true, false] {
-        let Ok(rows) = p::parse_gpus(s, with_reserved) else {
+        let Ok(parsed) = p::parse_gpus(s, with_reserved) else {
             continue;
         };
-        for g in rows {
+        let lines = s.lines().filter(|l| !l.trim().is_empty()).count();
+        assert_eq!(
+            parsed.rows.len() + parsed.skipped.len(),
+            lines,
+            "every line is a row or a skipped line"
+        );
+        for line in &parsed.skipped {
+            let said = line.to_string();
+            assert!(said.starts_with("line ") && said.len() < 2_000, "{said:?}");
+            assert!(line.text.chars().count() <= 200, "{line:?}");
+        }
+        for g in parsed.rows {
             let (total, free) = (g.total_mib.clone(), g.free_mib.clone());
             match p::smi_device_info(g) {
                 Ok(d) => {
@@ -211,7 +222,7 @@ proptest! {
     #[test]
     fn smi_device_figures_keep_the_invariants(total in 1_u64..2_000_000, free in 0_u64..2_100_000, reserved in 0_u64..4096) {
         let line = format!("3, GPU-x, 590.48.01, 00000000:01:00.0, {total}, {free}, {reserved}, NVIDIA H200\n");
-        let g = p::parse_gpus(&line, true).unwrap().remove(0);
+        let g = p::parse_gpus(&line, true).unwrap().rows.remove(0);
         match p::smi_device_info(g) {
             Ok(d) => {
                 prop_assert!(free <= total);
@@ -236,8 +247,9 @@ proptest! {
             .map(|(pid, mib, name)| format!("00000000:01:00.0, {pid}, {mib}, /usr/bin/{name}\n"))
             .collect();
         let apps = p::parse_apps(&text).unwrap();
-        prop_assert_eq!(apps.len(), rows.len());
-        for (a, (pid, mib, name)) in apps.iter().zip(&rows) {
+        prop_assert!(apps.skipped.is_empty(), "{:?}", apps.skipped);
+        prop_assert_eq!(apps.rows.len(), rows.len());
+        for (a, (pid, mib, name)) in apps.rows.iter().zip(&rows) {
             prop_assert_eq!(a.pid, *pid);
             prop_assert_eq!(a.used_mib.clone(), Ok(*mib));
             let want = format!("/usr/bin/{name}");
@@ -303,7 +315,7 @@ proptest! {
     fn gpu_rows_round_trip(total in 1_u64..1_000_000, free_frac in 0_u64..1000, reserved in 0_u64..4096) {
         let free = total * free_frac / 1000;
         let line = format!("0, GPU-x, 590.48.01, 00000000:01:00.0, {total}, {free}, {reserved}, NVIDIA H200\n");
-        let g = &p::parse_gpus(&line, true).unwrap()[0];
+        let g = &p::parse_gpus(&line, true).unwrap().rows[0];
         prop_assert_eq!(g.total_mib.clone(), Ok(total));
         prop_assert_eq!(g.free_mib.clone(), Ok(free));
         prop_assert_eq!(g.reserved_mib.clone(), Some(Ok(reserved)));

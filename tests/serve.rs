@@ -629,6 +629,59 @@ fn a_half_closed_request_is_answered() {
     }
 }
 
+/// The nvidia-smi fallback with GPU 2 of four fallen off the bus: the others' series, the lost
+/// one named, and the scrape marked unsuccessful.
+#[test]
+fn a_lost_gpu_of_the_nvidia_smi_fallback_shows() {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+    c.args(["serve", "--listen", "127.0.0.1:0"])
+        .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
+        .env("HYPOMNESIS_NVIDIA_SMI", support::fake_smi())
+        .env(
+            "FAKE_SMI_CAPTURE",
+            support::capture("linux-x86_64__nvidia-l40s__595.80.txt"),
+        )
+        .env("FAKE_SMI_MODE", "lost-gpu")
+        .env_remove("HYPOMNESIS_PROCFS")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let server = Server::spawn(c);
+    let r = server.get("/metrics");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        value(&r.body, "hypomnesis_gpu_devices").as_deref(),
+        Some("4")
+    );
+    assert_eq!(
+        value(
+            &r.body,
+            r#"hypomnesis_gpu_unreadable{gpu="2",kind="gpu_lost"}"#
+        )
+        .as_deref(),
+        Some("1"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        value(&r.body, "hypomnesis_scrape_success").as_deref(),
+        Some("0")
+    );
+    for gpu in ["0", "1", "3"] {
+        assert!(
+            r.body
+                .contains(&format!("hypomnesis_gpu_memory_total_bytes{{gpu=\"{gpu}\"")),
+            "{}",
+            r.body
+        );
+    }
+    assert!(
+        !r.body
+            .contains("hypomnesis_gpu_memory_total_bytes{gpu=\"2\"")
+    );
+}
+
 #[test]
 fn non_loopback_listen_needs_allow_remote() {
     let mut c = serve_command(FakeVariant::Modern, &plain(), &["--listen", "0.0.0.0:0"]);

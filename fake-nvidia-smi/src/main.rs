@@ -5,7 +5,10 @@
 //! * `FAKE_SMI_PHASE` — which recorded phase to answer from: `idle` or `load` (default `load`).
 //! * `FAKE_SMI_MODE` — `normal` (default), `hang`, `garbage`, `exit-fail`, `reject-reserved`,
 //!   `reject-mig` (the `mig.mode.*` fields are unknown, as before R450), `half-line`,
-//!   `half-line-apps` (only the process list is cut), `flood`, `sleep-ms:<n>`.
+//!   `half-line-apps` (only the process list is cut), `flood`, `sleep-ms:<n>`, `lost-gpu` (the
+//!   capture's GPU as GPUs 0, 1 and 3 of four; GPU 2 fell off the bus: its row is nvidia-smi's
+//!   `Unable to determine the device handle …` sentence, the process list belongs to GPU 3, and
+//!   both queries exit with 15).
 //! * `FAKE_SMI_LOG` — when set, each invocation appends its arguments, space-separated, as one
 //!   line to this file (so tests can count runs).
 //!
@@ -45,6 +48,8 @@ enum Mode {
     RejectReserved,
     /// The `mig.mode.*` fields are unknown fields (drivers before R450).
     RejectMig,
+    /// Four GPUs, GPU 2 lost.
+    LostGpu,
     HalfLine,
     /// Only the `--query-compute-apps` answer loses half its last line.
     HalfLineApps,
@@ -61,6 +66,7 @@ impl Mode {
             "exit-fail" => Self::ExitFail,
             "reject-reserved" => Self::RejectReserved,
             "reject-mig" => Self::RejectMig,
+            "lost-gpu" => Self::LostGpu,
             "half-line" => Self::HalfLine,
             "half-line-apps" => Self::HalfLineApps,
             "flood" => Self::Flood,
@@ -121,8 +127,8 @@ fn main() -> ExitCode {
     let Some(mode) = Mode::parse(&mode_text) else {
         eprintln!(
             "fake-nvidia-smi: unknown FAKE_SMI_MODE {mode_text:?} (expected normal, hang, garbage, \
-             exit-fail, reject-reserved, reject-mig, half-line, half-line-apps, flood or \
-             sleep-ms:<n>)"
+             exit-fail, reject-reserved, reject-mig, lost-gpu, half-line, half-line-apps, flood \
+             or sleep-ms:<n>)"
         );
         return ExitCode::from(3);
     };
@@ -165,7 +171,12 @@ fn main() -> ExitCode {
                 Mode::RejectMig => &["mig.mode.current", "mig.mode.pending"],
                 _ => &[],
             };
-            answer(&args, &capture, &phase, rejected)
+            let a = answer(&args, &capture, &phase, rejected, mode == Mode::LostGpu);
+            if mode == Mode::LostGpu && a.code == 0 {
+                lose_gpu(&args, a)
+            } else {
+                a
+            }
         }
         Err(message) => Answer::capture_problem(message),
     };
@@ -363,7 +374,86 @@ fn parse_args(args: &[String]) -> Option<Request> {
     Some(req)
 }
 
-fn answer(args: &[String], capture: &str, phase: &str, rejected: &[&str]) -> Answer {
+/// nvidia-smi's sentence for GPU 2, which it cannot reach.
+fn lost_line() -> String {
+    let (bus, _) = lost_mode_ids(2);
+    format!(
+        "Unable to determine the device handle for GPU {}: GPU is lost.  Reboot the system to \
+         recover this GPU",
+        bus.get(4..).unwrap_or(&bus)
+    )
+}
+
+/// The PCI bus id and UUID of fake GPU `i` in `lost-gpu` mode.
+fn lost_mode_ids(i: usize) -> (String, String) {
+    (
+        format!("00000000:{:02X}:00.0", 0x18 + 0x22 * i),
+        format!("GPU-fa4e0000-0000-4000-8000-00000000000{i}"),
+    )
+}
+
+/// The capture's first GPU as GPUs 0 to 3; every process on GPU 3.
+fn four_gpus(table: &mut Table, query_gpu: bool) {
+    let set = |t: &Table, row: &mut Vec<String>, field: &str, value: &str| {
+        if let Some(cell) = t.column(field, &[]).and_then(|c| row.get_mut(c)) {
+            *cell = value.to_owned();
+        }
+    };
+    if query_gpu {
+        let Some(first) = table.rows.first().cloned() else {
+            return;
+        };
+        let rows: Vec<Vec<String>> = (0..4)
+            .map(|i| {
+                let mut row = first.clone();
+                let (bus, uuid) = lost_mode_ids(i);
+                set(table, &mut row, "index", &i.to_string());
+                set(table, &mut row, "pci.bus_id", &bus);
+                set(table, &mut row, "uuid", &uuid);
+                row
+            })
+            .collect();
+        table.rows = rows;
+    } else {
+        let (bus, uuid) = lost_mode_ids(3);
+        let mut rows = std::mem::take(&mut table.rows);
+        for row in &mut rows {
+            set(table, row, "gpu_bus_id", &bus);
+            set(table, row, "gpu_uuid", &uuid);
+        }
+        table.rows = rows;
+    }
+}
+
+/// GPU 2's row replaced by nvidia-smi's sentence (before the process list, for that query), and
+/// the exit status nvidia-smi gives then.
+fn lose_gpu(args: &[String], a: Answer) -> Answer {
+    let query_gpu = args.iter().any(|x| x.starts_with("--query-gpu"));
+    let header =
+        args.iter().any(|x| x.contains("csv")) && !args.iter().any(|x| x.contains("noheader"));
+    let mut lines: Vec<String> = a.stdout.lines().map(str::to_owned).collect();
+    let at = usize::from(header) + 2;
+    if query_gpu && lines.len() > at {
+        lines[at] = lost_line();
+    } else if !query_gpu {
+        lines.insert(usize::from(header), lost_line());
+    }
+    let mut stdout = lines.join("\n");
+    stdout.push('\n');
+    Answer {
+        stdout,
+        stderr: a.stderr,
+        code: 15,
+    }
+}
+
+fn answer(
+    args: &[String],
+    capture: &str,
+    phase: &str,
+    rejected: &[&str],
+    lost_gpu: bool,
+) -> Answer {
     let Some(req) = parse_args(args) else {
         return bad_arguments();
     };
@@ -390,7 +480,10 @@ fn answer(args: &[String], capture: &str, phase: &str, rejected: &[&str]) -> Ans
         let Some(body) = find_section(capture, &key) else {
             return Answer::capture_problem(format!("the capture has no section '{key}'"));
         };
-        let table = Table::parse(&body);
+        let mut table = Table::parse(&body);
+        if lost_gpu {
+            four_gpus(&mut table, true);
+        }
         let keep = req.ids.as_deref().map(|ids| table.gpu_filter(ids));
         return table.query(fields, format, GPU_ALIASES, rejected, keep.as_deref());
     }
@@ -402,7 +495,10 @@ fn answer(args: &[String], capture: &str, phase: &str, rejected: &[&str]) -> Ans
         let Some(body) = find_section(capture, &key) else {
             return Answer::capture_problem(format!("the capture has no section '{key}'"));
         };
-        let table = Table::parse(&body);
+        let mut table = Table::parse(&body);
+        if lost_gpu {
+            four_gpus(&mut table, false);
+        }
         let keep = match req.ids.as_deref() {
             Some(ids) => {
                 // Map the selected GPUs to their UUIDs through the query-gpu section.
@@ -638,6 +734,7 @@ index, name, memory.total [MiB], memory.reserved [MiB]
             CAPTURE,
             "load",
             &[],
+            false,
         );
         assert_eq!(a.code, 0);
         assert_eq!(a.stdout, "8192, NVIDIA GeForce RTX 2080 SUPER, [N/A]\n");
@@ -651,6 +748,7 @@ index, name, memory.total [MiB], memory.reserved [MiB]
             CAPTURE,
             "load",
             &[],
+            false,
         );
         assert_eq!(
             a.stdout,
@@ -664,6 +762,7 @@ index, name, memory.total [MiB], memory.reserved [MiB]
             CAPTURE,
             "load",
             &["memory.reserved"],
+            false,
         );
         assert_eq!(a.code, 2);
         assert!(

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 pub enum Outcome {
     /// Exit 0.
     Success,
-    /// A source exists but nothing could be read: exit 1.
+    /// A source exists but a GPU (or its process list) could not be read: exit 1.
     MeasurementFailed,
     /// Exit with this status (a usage error's 2, a command's, passed through).
     Code(u8),

@@ -227,8 +227,12 @@ pub(super) fn memory(d: &Device) -> Result<(u64, u64, GpuDeviceInfo)> {
     let driver = d.driver.as_deref().unwrap_or("unknown driver");
     Err(drm(match driver {
         "i915" | "xe" => format!(
-            "{driver} does not publish device memory in sysfs on this kernel (only through an ioctl that needs CAP_PERFMON): total unknown"
+            "{driver} {} in sysfs on this kernel (only through an ioctl that needs CAP_PERFMON): total unknown",
+            crate::error::NO_MEMORY_FIGURES
         ),
-        _ => format!("{driver} publishes no memory figures in sysfs: total unknown"),
+        _ => format!(
+            "{driver} {} in sysfs: total unknown",
+            crate::error::NO_MEMORY_FIGURES
+        ),
     }))
 }

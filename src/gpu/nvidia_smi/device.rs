@@ -11,9 +11,111 @@ use crate::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Result};
 
 pub(super) type AppRow = (u32, u64, Option<String>);
 
+/// The rows of a query run, when its output is usable: exit status 0, or another status
+/// explained by rows or by GPUs nvidia-smi could not reach (then the status is noted among the
+/// skipped lines). Otherwise the failed run, or the unexpected output, as the error.
+fn accepted<T>(
+    parsed: std::result::Result<parse::Rows<T>, String>,
+    ran: &super::runner::Ran,
+    args: &[&str],
+    exe: &std::path::Path,
+) -> Result<parse::Rows<T>> {
+    let ok = ran.status.success();
+    match parsed {
+        Ok(mut p)
+            if ok
+                || !p.rows.is_empty()
+                || p.skipped.iter().any(parse::Skipped::is_unreachable_gpu) =>
+        {
+            if !ok {
+                p.skipped.push(parse::Skipped {
+                    line: 0,
+                    text: String::new(),
+                    why: format!("nvidia-smi exited with {}", ran.status),
+                });
+            }
+            Ok(p)
+        }
+        Ok(_) | Err(_) if !ok => Err(SmiBackend::failed_run(args, exe, ran)),
+        Ok(p) => Ok(p),
+        Err(why) => {
+            let query = args.first().and_then(|a| a.split('=').next()).unwrap_or("");
+            Err(HypomnesisError::NvidiaSmi(format!(
+                "unexpected `{query}` output: {why}"
+            )))
+        }
+    }
+}
+
+/// What `--query-gpu` listed: the rows by index, and how many GPUs there are. A GPU that fell
+/// off the bus has no row (nvidia-smi prints `Unable to determine the device handle …` in its
+/// place) but keeps its index: the rows of GPUs 0, 1 and 3 mean four GPUs, 2 lost.
+#[derive(Debug, Clone)]
+pub(super) struct GpuList {
+    /// By index, each index once.
+    pub(super) gpus: Vec<SmiGpu>,
+    /// GPUs there are, lost ones included.
+    pub(super) count: u32,
+    /// What nvidia-smi printed for the GPUs it could not reach.
+    pub(super) unreachable: Vec<String>,
+}
+
+impl GpuList {
+    fn new(mut gpus: Vec<SmiGpu>, skipped: &[parse::Skipped]) -> Self {
+        gpus.sort_by_key(|g| g.index);
+        gpus.dedup_by_key(|g| g.index);
+        let unreachable: Vec<String> = skipped
+            .iter()
+            .filter(|l| l.is_unreachable_gpu())
+            .map(|l| l.text.clone())
+            .collect();
+        let highest = gpus.last().map_or(0, |g| u64::from(g.index) + 1);
+        let listed = (gpus.len() + unreachable.len()) as u64;
+        Self {
+            gpus,
+            count: u32::try_from(highest.max(listed)).unwrap_or(u32::MAX),
+            unreachable,
+        }
+    }
+
+    /// GPU `index`: its row, an error naming it lost when its index has no row, or out of range.
+    pub(super) fn get(&self, index: u32) -> Result<&SmiGpu> {
+        if let Some(g) = self.gpus.iter().find(|g| g.index == index) {
+            return Ok(g);
+        }
+        if index >= self.count {
+            return Err(HypomnesisError::DeviceIndexOutOfRange {
+                index,
+                count: self.count,
+            });
+        }
+        let listed: Vec<String> = self.gpus.iter().map(|g| g.index.to_string()).collect();
+        let said = if self.unreachable.is_empty() {
+            String::new()
+        } else {
+            format!("; nvidia-smi said: {}", self.unreachable.join(" / "))
+        };
+        Err(HypomnesisError::NvidiaSmi(format!(
+            "GPU {index} {}: lost (it lists GPU{} {}){said}",
+            crate::error::SMI_GPU_MISSING,
+            if listed.len() == 1 { "" } else { "s" },
+            listed.join(", ")
+        )))
+    }
+
+    /// The indices without a row.
+    pub(super) fn lost(&self) -> Vec<u32> {
+        (0..self.count)
+            .filter(|i| !self.gpus.iter().any(|g| g.index == *i))
+            .collect()
+    }
+}
+
 impl SmiBackend {
     /// Every GPU `--query-gpu` lists. `memory.reserved` is asked for until the driver rejects it.
-    pub(super) fn gpus(&self) -> Result<Vec<SmiGpu>> {
+    /// Lines that are not rows are skipped and remembered for the doctor; an exit status other
+    /// than 0 with rows printed (a lost GPU's) keeps the rows.
+    pub(super) fn gpus(&self) -> Result<GpuList> {
         loop {
             let with_reserved = !self.reserved_rejected.load(Ordering::Relaxed);
             let fields = if with_reserved {
@@ -24,17 +126,23 @@ impl SmiBackend {
             let query = format!("--query-gpu={fields}");
             let args = [query.as_str(), "--format=csv,noheader,nounits"];
             let ran = self.run(&args)?;
-            if !ran.status.success() {
-                if with_reserved && parse::is_field_rejection(&ran.stdout, &ran.stderr) {
-                    crate::debug_log!("nvidia-smi rejects memory.reserved; asking without it");
-                    self.reserved_rejected.store(true, Ordering::Relaxed);
-                    continue;
-                }
-                return Err(Self::failed_run(&args, &self.exe_path(), &ran));
+            if !ran.status.success()
+                && with_reserved
+                && parse::is_field_rejection(&ran.stdout, &ran.stderr)
+            {
+                crate::debug_log!("nvidia-smi rejects memory.reserved; asking without it");
+                self.reserved_rejected.store(true, Ordering::Relaxed);
+                continue;
             }
-            return parse::parse_gpus(&ran.stdout, with_reserved).map_err(|why| {
-                HypomnesisError::NvidiaSmi(format!("unexpected `--query-gpu` output: {why}"))
-            });
+            let parsed = accepted(
+                parse::parse_gpus(&ran.stdout, with_reserved),
+                &ran,
+                &args,
+                &self.exe_path(),
+            )?;
+            let skipped = parsed.skipped;
+            self.remember_skipped("--query-gpu", &skipped);
+            return Ok(GpuList::new(parsed.rows, &skipped));
         }
     }
 
@@ -42,32 +150,37 @@ impl SmiBackend {
         let query = format!("--query-compute-apps={APP_FIELDS}");
         let args = [query.as_str(), "--format=csv,noheader,nounits"];
         let ran = self.run(&args)?;
-        if !ran.status.success() {
-            return Err(Self::failed_run(&args, &self.exe_path(), &ran));
+        let parsed = accepted(
+            parse::parse_apps(&ran.stdout),
+            &ran,
+            &args,
+            &self.exe_path(),
+        )?;
+        self.remember_skipped("--query-compute-apps", &parsed.skipped);
+        Ok(parsed.rows)
+    }
+
+    /// The lines of the last run of `query` that were not rows, for the doctor.
+    fn remember_skipped(&self, query: &'static str, lines: &[parse::Skipped]) {
+        let said: Vec<String> = lines.iter().map(ToString::to_string).collect();
+        if !said.is_empty() {
+            crate::debug_log!("nvidia-smi {query}: lines skipped: {}", said.join(" / "));
         }
-        parse::parse_apps(&ran.stdout).map_err(|why| {
-            HypomnesisError::NvidiaSmi(format!("unexpected `--query-compute-apps` output: {why}"))
-        })
+        self.skipped_lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(query, said);
     }
 
     pub(super) fn gpu(&self, index: u32) -> Result<SmiGpu> {
-        let gpus = self.gpus()?;
-        let count = u32::try_from(gpus.len()).unwrap_or(u32::MAX);
-        gpus.into_iter()
-            .find(|g| g.index == index)
-            .ok_or(HypomnesisError::DeviceIndexOutOfRange { index, count })
+        self.gpus()?.get(index).cloned()
     }
 
     /// Processes on GPU `index` with known memory (rows printed `[N/A]` are dropped and counted).
     pub(super) fn rows(&self, index: u32) -> Result<Listed> {
-        let gpus = self.gpus()?;
-        let count = gpus.len();
-        let gpu = gpus.into_iter().find(|g| g.index == index).ok_or(
-            HypomnesisError::DeviceIndexOutOfRange {
-                index,
-                count: u32::try_from(count).unwrap_or(u32::MAX),
-            },
-        )?;
+        let list = self.gpus()?;
+        let gpu = list.get(index)?.clone();
+        let count = usize::try_from(list.count).unwrap_or(usize::MAX);
         let (rows, dropped) = select_rows(&gpu, count, self.apps()?);
         self.dropped_rows
             .lock()

@@ -41,7 +41,7 @@ impl SmiBackend {
     /// The MIG view of every GPU: one `--query-gpu` run and one MIG-mode query, then `-q` and
     /// `-L` only when some GPU has MIG on.
     pub(super) fn mig_states(&self) -> Result<Vec<MigState>> {
-        let gpus = self.gpus()?;
+        let gpus = self.gpus()?.gpus;
         let modes = self.mig_modes()?.unwrap_or_default();
         let mut states = states_of(&gpus, &modes);
         if !states.iter().any(|s| s.enabled == Some(true)) {

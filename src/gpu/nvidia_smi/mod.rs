@@ -43,6 +43,8 @@ pub(crate) struct SmiBackend {
     mig_rejected: AtomicBool,
     /// Process rows left out (memory not available) of each device's latest list.
     dropped_rows: Mutex<BTreeMap<u32, u64>>,
+    /// The lines of each query's last output that were not rows.
+    skipped_lines: Mutex<BTreeMap<&'static str, Vec<String>>>,
 }
 
 impl SmiBackend {
@@ -53,6 +55,7 @@ impl SmiBackend {
             reserved_rejected: AtomicBool::new(false),
             mig_rejected: AtomicBool::new(false),
             dropped_rows: Mutex::new(BTreeMap::new()),
+            skipped_lines: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -75,7 +78,7 @@ impl Backend for SmiBackend {
     }
 
     fn device_count(&self) -> Result<u32> {
-        Ok(u32::try_from(self.gpus()?.len()).unwrap_or(u32::MAX))
+        Ok(self.gpus()?.count)
     }
 
     fn device_info(&self, index: u32) -> Result<GpuDeviceInfo> {
@@ -179,7 +182,7 @@ impl Backend for SmiBackend {
                 }
                 match self.gpus() {
                     Ok(g) => {
-                        details.push(("devices".into(), g.len().to_string()));
+                        details.push(("devices".into(), devices_line(&g)));
                         details.push((
                             "memory.reserved field".into(),
                             if self.reserved_rejected.load(Ordering::Relaxed) {
@@ -208,6 +211,18 @@ impl Backend for SmiBackend {
                 }
             }
         };
+        for (query, lines) in self
+            .skipped_lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(_, l)| !l.is_empty())
+        {
+            details.push((
+                format!("{query} lines skipped"),
+                format!("{}: {}", lines.len(), lines.join(" / ")),
+            ));
+        }
         let dropped: u64 = self
             .dropped_rows
             .lock()
@@ -226,6 +241,16 @@ impl Backend for SmiBackend {
             details,
         }
     }
+}
+
+/// The doctor's line on the GPUs: how many, and which are lost.
+fn devices_line(gpus: &device::GpuList) -> String {
+    let lost = gpus.lost();
+    if lost.is_empty() {
+        return gpus.count.to_string();
+    }
+    let named: Vec<String> = lost.iter().map(u32::to_string).collect();
+    format!("{} (GPU {} not listed: lost)", gpus.count, named.join(", "))
 }
 
 /// One process row of GPU `index` as the library shows it: `view` places its pid, `ids` are its

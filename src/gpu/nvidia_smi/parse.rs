@@ -89,27 +89,98 @@ pub(super) fn split_row(line: &str, n: usize) -> Result<Vec<&str>, String> {
     }
 }
 
-/// Rows of `--query-gpu=<GPU_FIELDS[_WITH_RESERVED]> --format=csv,noheader,nounits`.
-pub fn parse_gpus(text: &str, with_reserved: bool) -> Result<Vec<SmiGpu>, String> {
-    let n = if with_reserved { 8 } else { 7 };
-    let mut out = Vec::new();
+/// The rows of a query, and the lines of its output that were not rows, such as nvidia-smi's
+/// `Unable to determine the device handle for GPU …` in place of a lost GPU's row, or a
+/// warning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rows<T> {
+    pub rows: Vec<T>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// `s` cut to `n` characters at most.
+fn clip_to(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => s.get(..i).unwrap_or(s),
+        None => s,
+    }
+}
+
+/// A line of output that was not a row (or, as line 0, a note on the run as a whole).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// 1-based; 0 for a note on the run.
+    pub line: usize,
+    /// The line, trimmed and clipped.
+    pub text: String,
+    /// Why it is not a row.
+    pub why: String,
+}
+
+impl Skipped {
+    /// Whether this is nvidia-smi's sentence for a GPU it cannot reach.
+    pub fn is_unreachable_gpu(&self) -> bool {
+        self.text.contains(NO_DEVICE_HANDLE)
+    }
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            0 => write!(f, "{}", self.why),
+            n => write!(f, "line {n}: {}", self.why),
+        }
+    }
+}
+
+/// What nvidia-smi prints in place of the row of a GPU it cannot reach (fallen off the bus, or
+/// in an unknown error state).
+pub(crate) const NO_DEVICE_HANDLE: &str = "Unable to determine the device handle";
+
+/// Every non-empty line of `text` through `row`: the rows, and the lines skipped. `Err` (the
+/// first line's reason) only when there were lines, not one was a row, and not all of them were
+/// nvidia-smi's sentence for a GPU it cannot reach: then the output as a whole is not what was
+/// asked for.
+fn rows_of<T>(text: &str, row: impl Fn(&str) -> Result<T, String>) -> Result<Rows<T>, String> {
+    let mut out = Rows {
+        rows: Vec::new(),
+        skipped: Vec::new(),
+    };
     for (i, line) in text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
     {
-        let at = |why: String| format!("line {}: {why}", i + 1);
-        let f = split_row(line, n).map_err(at)?;
+        match row(line) {
+            Ok(r) => out.rows.push(r),
+            Err(why) => out.skipped.push(Skipped {
+                line: i + 1,
+                text: clip_to(line.trim(), 200).to_string(),
+                why,
+            }),
+        }
+    }
+    match out.skipped.iter().find(|l| !l.is_unreachable_gpu()) {
+        Some(first) if out.rows.is_empty() => Err(first.to_string()),
+        _ => Ok(out),
+    }
+}
+
+/// Rows of `--query-gpu=<GPU_FIELDS[_WITH_RESERVED]> --format=csv,noheader,nounits`.
+pub fn parse_gpus(text: &str, with_reserved: bool) -> Result<Rows<SmiGpu>, String> {
+    let n = if with_reserved { 8 } else { 7 };
+    rows_of(text, |line| {
+        let f = split_row(line, n)?;
         let get = |k: usize| f.get(k).copied().unwrap_or("");
         let index = get(0)
             .parse::<u32>()
-            .map_err(|_| at(format!("GPU index is not a number: {:?}", clip(get(0)))))?;
+            .map_err(|_| format!("GPU index is not a number: {:?}", clip(get(0))))?;
         let (reserved_mib, name) = if with_reserved {
             (Some(mib_field(get(6))), get(7))
         } else {
             (None, get(6))
         };
-        out.push(SmiGpu {
+        Ok(SmiGpu {
             index,
             uuid: text_field(get(1)),
             driver_version: text_field(get(2)),
@@ -118,33 +189,25 @@ pub fn parse_gpus(text: &str, with_reserved: bool) -> Result<Vec<SmiGpu>, String
             free_mib: mib_field(get(5)),
             reserved_mib,
             name: text_field(name),
-        });
-    }
-    Ok(out)
+        })
+    })
 }
 
 /// Rows of `--query-compute-apps=<APP_FIELDS> --format=csv,noheader,nounits` (may be empty).
-pub fn parse_apps(text: &str) -> Result<Vec<SmiApp>, String> {
-    let mut out = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let at = |why: String| format!("line {}: {why}", i + 1);
-        let f = split_row(line, 4).map_err(at)?;
+pub fn parse_apps(text: &str) -> Result<Rows<SmiApp>, String> {
+    rows_of(text, |line| {
+        let f = split_row(line, 4)?;
         let get = |k: usize| f.get(k).copied().unwrap_or("");
         let pid = get(1)
             .parse::<u32>()
-            .map_err(|_| at(format!("pid is not a number: {:?}", clip(get(1)))))?;
-        out.push(SmiApp {
+            .map_err(|_| format!("pid is not a number: {:?}", clip(get(1))))?;
+        Ok(SmiApp {
             pci_bus_id: text_field(get(0)),
             pid,
             used_mib: mib_field(get(2)),
             name: text_field(get(3)),
-        });
-    }
-    Ok(out)
+        })
+    })
 }
 
 /// Whether nvidia-smi refused a query because it does not know a field.
@@ -244,7 +307,7 @@ mod tests {
     fn gpu_rows() {
         let text = "0, GPU-aa, 595.80, 00000000:01:00.0, 46068, 44225, 609, NVIDIA L40S\n\
                     1, [N/A], 595.80, 00000000:02:00.0, [Insufficient Permissions], [N/A], [N/A], Odd, Name, With Commas\n";
-        let g = parse_gpus(text, true).unwrap();
+        let g = parse_gpus(text, true).unwrap().rows;
         assert_eq!(g.len(), 2);
         assert_eq!(g[0].index, 0);
         assert_eq!(g[0].total_mib, Ok(46068));
@@ -258,12 +321,49 @@ mod tests {
             "0, GPU-aa, 470.1, 00000000:01:00.0, 8192 MiB, 100 MiB, RTX\n",
             false,
         )
-        .unwrap();
+        .unwrap()
+        .rows;
         assert_eq!(
             (g[0].total_mib.clone(), g[0].reserved_mib.clone()),
             (Ok(8192), None)
         );
-        assert_eq!(parse_gpus("\n", true).unwrap(), vec![]);
+        assert_eq!(
+            parse_gpus("\n", true).unwrap(),
+            Rows {
+                rows: vec![],
+                skipped: vec![]
+            }
+        );
+    }
+
+    #[test]
+    fn lines_that_are_not_rows_are_skipped_and_named() {
+        // GPU 2 fell off the bus: nvidia-smi prints a sentence in place of its row.
+        let text = "0, GPU-a, 590.1, 00000000:18:00.0, 100, 50, 1, H200\n\
+                    1, GPU-b, 590.1, 00000000:2A:00.0, 100, 50, 1, H200\n\
+                    Unable to determine the device handle for GPU 0000:3A:00.0: GPU is lost.  Reboot the system to recover this GPU\n\
+                    3, GPU-d, 590.1, 00000000:5D:00.0, 100, 50, 1, H200\n";
+        let g = parse_gpus(text, true).unwrap();
+        assert_eq!(
+            g.rows.iter().map(|r| r.index).collect::<Vec<_>>(),
+            vec![0, 1, 3]
+        );
+        assert_eq!(g.skipped.len(), 1);
+        let lost = &g.skipped[0];
+        assert!(
+            lost.to_string()
+                .starts_with("line 3: expected 8 comma-separated fields, got 1")
+        );
+        assert!(lost.is_unreachable_gpu(), "{lost:?}");
+        assert!(
+            lost.text
+                .starts_with("Unable to determine the device handle for GPU 0000:3A")
+        );
+        let a = parse_apps(
+            "WARNING: infoROM is corrupted at gpu 0000:3A:00.0\n00000000:5D:00.0, 7, 5, x\n",
+        )
+        .unwrap();
+        assert_eq!((a.rows.len(), a.skipped.len()), (1, 1));
     }
 
     #[test]
@@ -278,14 +378,16 @@ mod tests {
                 .unwrap_err()
                 .contains("index is not a number")
         );
-        let g = parse_gpus("0, a, b, c, -5, 2.5, 3, n\n", true).unwrap();
+        let g = parse_gpus("0, a, b, c, -5, 2.5, 3, n\n", true)
+            .unwrap()
+            .rows;
         assert_eq!(g[0].total_mib, Err("-5".into()));
         assert_eq!(g[0].free_mib, Err("2.5".into()));
     }
 
     #[test]
     fn app_rows() {
-        let a = parse_apps("00000000:0C:00.0, 12444, [N/A], C:\\Windows\\explorer.exe\n00000000:01:00.0, 20037, 538, ffmpeg\n").unwrap();
+        let a = parse_apps("00000000:0C:00.0, 12444, [N/A], C:\\Windows\\explorer.exe\n00000000:01:00.0, 20037, 538, ffmpeg\n").unwrap().rows;
         assert_eq!(a[0].used_mib, Err("[N/A]".into()));
         assert_eq!(a[0].name.as_deref(), Some("C:\\Windows\\explorer.exe"));
         assert_eq!(
@@ -297,7 +399,7 @@ mod tests {
                 name: Some("ffmpeg".into())
             }
         );
-        assert_eq!(parse_apps("").unwrap(), vec![]);
+        assert_eq!(parse_apps("").unwrap().rows, vec![]);
         assert!(
             parse_apps("00000000:01:00.0, pid, 5, x\n")
                 .unwrap_err()

@@ -42,7 +42,14 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
         }
     }
     if json {
-        render::devices_json(out, &ok)?;
+        let mut all = ok.clone();
+        all.extend(failed.iter().map(|(i, e)| DeviceView::Failed {
+            index: *i,
+            error: e.to_string(),
+            kind: e.kind(),
+        }));
+        all.sort_by_key(DeviceView::index);
+        render::devices_json(out, &all)?;
     } else if count == 0 {
         writeln!(out, "{}", render::zero_gpus_sentence())?;
     } else {
@@ -56,9 +63,17 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
     }
     if ok.is_empty() && !failed.is_empty() {
         writeln!(err, "{}", render::none_readable_sentence(failed.len()))?;
-        return Ok(Outcome::MeasurementFailed);
     }
-    Ok(Outcome::Success)
+    // A GPU that could not be read is a failed measurement, whatever the others said; one whose
+    // driver does not publish its memory at all is a limit of the platform, said on stderr.
+    if failed
+        .iter()
+        .all(|(_, e)| e.kind() == hypomnesis::ErrorKind::NotSupported)
+    {
+        Ok(Outcome::Success)
+    } else {
+        Ok(Outcome::MeasurementFailed)
+    }
 }
 
 /// A readable device with its MIG devices when MIG is on. Sources that cannot say whether MIG

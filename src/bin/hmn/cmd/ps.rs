@@ -80,7 +80,9 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         render::ps_table(out, &rows)?;
     }
     writeln!(err, "{}", render::ps_summary(&rows, args.pid, args.device))?;
-    if failures > 0 && failures == devices.len() {
+    // A GPU whose process list could not be read is a failed measurement, even when the
+    // others' rows are shown.
+    if failures > 0 {
         return Ok(Outcome::MeasurementFailed);
     }
     Ok(Outcome::Success)

@@ -42,7 +42,7 @@ fn not_measurable(frame: &Frame) -> Option<String> {
         return Some("no GPU found".into());
     }
     frame.devices.iter().find_map(|d| match &d.residency {
-        Some(Err(e)) => Some(e.clone()),
+        Some(Err(e)) => Some(e.message.clone()),
         Some(Ok(_)) => None,
         None => Some("residency not read".into()),
     })

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
 use hypomnesis::{
-    GpuDeviceInfo, GpuProcessEntry, HypomnesisError, MigGpuInstance, Residency, SourceReport,
+    ErrorKind, GpuDeviceInfo, GpuProcessEntry, HypomnesisError, MigGpuInstance, Residency,
+    SourceReport,
 };
 
 /// What a frame reads, beyond the device count (a refresh reads only what it shows).
@@ -26,13 +27,35 @@ pub struct Want {
     pub sources: bool,
 }
 
+/// What a read that failed said, and what kind of failure it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub message: String,
+    pub kind: ErrorKind,
+}
+
+impl Failure {
+    pub fn of(e: &HypomnesisError) -> Self {
+        Self {
+            message: e.to_string(),
+            kind: e.kind(),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// One device at one tick. A part that was not asked for is `None`; a part that could not be
 /// read holds the reason.
 #[derive(Debug, Clone, Default)]
 pub struct DeviceFrame {
-    pub info: Option<Result<GpuDeviceInfo, String>>,
-    pub processes: Option<Result<Vec<GpuProcessEntry>, String>>,
-    pub residency: Option<Result<Residency, String>>,
+    pub info: Option<Result<GpuDeviceInfo, Failure>>,
+    pub processes: Option<Result<Vec<GpuProcessEntry>, Failure>>,
+    pub residency: Option<Result<Residency, Failure>>,
     pub mig: Option<Vec<MigGpuInstance>>,
 }
 
@@ -169,7 +192,7 @@ impl Sampler {
 
     fn device(&self, i: u32) -> DeviceFrame {
         let w = self.want;
-        let text = |e: HypomnesisError| e.to_string();
+        let text = |e: HypomnesisError| Failure::of(&e);
         DeviceFrame {
             info: w.devices.then(|| hypomnesis::device_info(i).map_err(text)),
             processes: w

@@ -42,6 +42,24 @@ pub enum DeviceView {
     },
     /// MIG is on and the device-wide figures were refused, but the instances were read.
     MigOnly(MigState),
+    /// Nothing could be read (said on stderr; in JSON, an entry with `error` and
+    /// `error_kind`).
+    Failed {
+        index: u32,
+        error: String,
+        kind: ErrorKind,
+    },
+}
+
+impl DeviceView {
+    /// The GPU's index.
+    pub fn index(&self) -> u32 {
+        match self {
+            Self::Read { device, .. } => device.index,
+            Self::MigOnly(s) => s.index,
+            Self::Failed { index, .. } => *index,
+        }
+    }
 }
 
 /// `  MIG 1g.18gb GI 9: free 16375 MiB / 16384 MiB`, with ` CI <n>` after the GPU instance when
@@ -122,6 +140,7 @@ pub fn devices(out: &mut impl Write, views: &[DeviceView]) -> io::Result<()> {
         let (head, mig) = match v {
             DeviceView::Read { device, mig } => (summary_line(device), mig.as_deref()),
             DeviceView::MigOnly(s) => (refused_line(s), Some(s.instances.as_slice())),
+            DeviceView::Failed { .. } => continue,
         };
         writeln!(out, "{head}")?;
         for line in mig.map(mig_lines).unwrap_or_default() {
@@ -155,15 +174,30 @@ struct MigOnlyJson<'a> {
 }
 
 #[derive(Serialize)]
+struct FailedJson<'a> {
+    index: u32,
+    name: Option<&'a str>,
+    total_bytes: Option<u64>,
+    free_bytes: Option<u64>,
+    used_bytes: Option<u64>,
+    reserved_bytes: Option<u64>,
+    driver_version: Option<&'a str>,
+    error: &'a str,
+    error_kind: ErrorKind,
+}
+
+#[derive(Serialize)]
 #[serde(untagged)]
 enum DeviceJson<'a> {
     Read(ReadJson<'a>),
     MigOnly(MigOnlyJson<'a>),
+    Failed(FailedJson<'a>),
 }
 
 /// `hmn --json`: the devices as an array; a GPU in MIG mode has its MIG devices under
 /// `mig_instances`. A GPU whose device-wide figures were refused has them `null`, with
-/// `memory_error` saying why.
+/// `memory_error` saying why; a GPU that could not be read at all (a lost one) has them `null`
+/// with `error` and `error_kind`.
 pub fn devices_json(out: &mut impl Write, views: &[DeviceView]) -> io::Result<()> {
     let v: Vec<DeviceJson<'_>> = views
         .iter()
@@ -184,6 +218,17 @@ pub fn devices_json(out: &mut impl Write, views: &[DeviceView]) -> io::Result<()
                 mig_enabled: s.enabled,
                 memory_error: s.device_memory_error.as_deref(),
                 mig_instances: &s.instances,
+            }),
+            DeviceView::Failed { index, error, kind } => DeviceJson::Failed(FailedJson {
+                index: *index,
+                name: None,
+                total_bytes: None,
+                free_bytes: None,
+                used_bytes: None,
+                reserved_bytes: None,
+                driver_version: None,
+                error,
+                error_kind: *kind,
             }),
         })
         .collect();

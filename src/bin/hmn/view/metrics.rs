@@ -7,7 +7,7 @@ use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use hypomnesis::{
-    GpuDeviceInfo, GpuProcessEntry, GpuVendor, MigGpuInstance, SourceReport, SourceState,
+    ErrorKind, GpuDeviceInfo, GpuProcessEntry, GpuVendor, MigGpuInstance, SourceReport, SourceState,
 };
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -23,8 +23,8 @@ pub struct Sample {
     pub counted: Option<u32>,
     /// The devices that could be read, in index order.
     pub devices: Vec<GpuDeviceInfo>,
-    /// Counted devices whose memory could not be read.
-    pub device_errors: u32,
+    /// Counted devices whose memory could not be read, and why (a lost GPU, a refusal…).
+    pub unreadable: Vec<(u32, ErrorKind)>,
     /// Processes of the devices whose lists could be read.
     pub processes: Vec<GpuProcessEntry>,
     /// Counted devices whose process list could not be read.
@@ -42,10 +42,23 @@ impl Sample {
     }
 
     /// Devices counted and every one of them read (a host without any GPU source counts as
-    /// read: there is nothing to measure).
+    /// read: there is nothing to measure; a device whose driver publishes no memory figures at
+    /// all is a limit of the host, not a failure).
     pub fn success(&self) -> bool {
-        self.counted.is_some() && self.device_errors == 0
+        self.counted.is_some()
+            && self
+                .unreadable
+                .iter()
+                .all(|(_, kind)| *kind == ErrorKind::NotSupported)
     }
+}
+
+/// The label value of an error kind: its JSON name (`gpu_lost`, `no_permission`, …).
+fn kind_label(kind: ErrorKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "other".to_string())
 }
 
 /// The `OpenMetrics` text of `sample`, which took `took` to measure and was the `measurements`-th
@@ -333,6 +346,47 @@ impl Exposition {
     }
 
     /// Sources, errors, and the exporter itself.
+    /// The GPUs counted, and those whose memory or process list could not be read.
+    fn encode_reads(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        if let Some(n) = self.sample.counted {
+            single(
+                e,
+                "gpu_devices",
+                "GPUs counted at the last measurement.",
+                None,
+                i64::from(n),
+            )?;
+        }
+        single(
+            e,
+            "gpu_read_errors",
+            "Counted GPUs whose memory could not be read at the last measurement (their series are absent).",
+            None,
+            i64::try_from(self.sample.unreadable.len()).unwrap_or(i64::MAX),
+        )?;
+        let unreadable: Vec<(Labels<2>, i64)> = self
+            .sample
+            .unreadable
+            .iter()
+            .map(|(gpu, kind)| ([("gpu", gpu.to_string()), ("kind", kind_label(*kind))], 1))
+            .collect();
+        gauges(
+            e,
+            "gpu_unreadable",
+            "GPUs counted but not read at the last measurement, by why (gpu_lost: fallen off the bus or not listed; no_permission; not_supported: the driver publishes no memory figures; …).",
+            None,
+            &unreadable,
+        )?;
+        single(
+            e,
+            "gpu_process_read_errors",
+            "Counted GPUs whose process list could not be read at the last measurement.",
+            None,
+            i64::from(self.sample.process_errors),
+        )?;
+        Ok(())
+    }
+
     fn encode_status(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
         let up: Vec<(Labels<1>, i64)> = self
             .sample
@@ -353,29 +407,7 @@ impl Exposition {
             None,
             &up,
         )?;
-        if let Some(n) = self.sample.counted {
-            single(
-                e,
-                "gpu_devices",
-                "GPUs counted at the last measurement.",
-                None,
-                i64::from(n),
-            )?;
-        }
-        single(
-            e,
-            "gpu_read_errors",
-            "Counted GPUs whose memory could not be read at the last measurement (their series are absent).",
-            None,
-            i64::from(self.sample.device_errors),
-        )?;
-        single(
-            e,
-            "gpu_process_read_errors",
-            "Counted GPUs whose process list could not be read at the last measurement.",
-            None,
-            i64::from(self.sample.process_errors),
-        )?;
+        self.encode_reads(e)?;
         single(
             e,
             "scrape_success",
@@ -451,7 +483,7 @@ mod tests {
         Sample {
             counted: Some(3),
             devices: vec![device(0, Some(5 * MIB)), bare],
-            device_errors: 1,
+            unreadable: vec![(2, ErrorKind::GpuLost)],
             processes: vec![
                 process(20, Some("python3"), 100 * MIB, 0),
                 process(7, None, MIB, 1),
@@ -538,6 +570,9 @@ hypomnesis_gpu_devices 3
 # HELP hypomnesis_gpu_read_errors Counted GPUs whose memory could not be read at the last measurement (their series are absent).
 # TYPE hypomnesis_gpu_read_errors gauge
 hypomnesis_gpu_read_errors 1
+# HELP hypomnesis_gpu_unreadable GPUs counted but not read at the last measurement, by why (gpu_lost: fallen off the bus or not listed; no_permission; not_supported: the driver publishes no memory figures; …).
+# TYPE hypomnesis_gpu_unreadable gauge
+hypomnesis_gpu_unreadable{{gpu="2",kind="gpu_lost"}} 1
 # HELP hypomnesis_gpu_process_read_errors Counted GPUs whose process list could not be read at the last measurement.
 # TYPE hypomnesis_gpu_process_read_errors gauge
 hypomnesis_gpu_process_read_errors 1
@@ -564,7 +599,7 @@ hypomnesis_build_info{{version="{version}"}} 1
     #[test]
     fn success_and_failure() {
         let mut s = sample();
-        s.device_errors = 0;
+        s.unreadable = vec![(2, ErrorKind::NotSupported)];
         assert!(s.success());
         let text = render(s, Duration::ZERO, 1);
         assert!(text.contains("\nhypomnesis_scrape_success 1\n"), "{text}");

@@ -26,10 +26,11 @@ pub fn sample_of(frame: Frame) -> Sample {
         sources: frame.sources.unwrap_or_default(),
         ..Sample::default()
     };
-    for d in frame.devices {
+    for (i, d) in (0_u32..).zip(frame.devices) {
         match d.info {
             Some(Ok(info)) => s.devices.push(info),
-            _ => s.device_errors += 1,
+            Some(Err(f)) => s.unreadable.push((i, f.kind)),
+            None => s.unreadable.push((i, hypomnesis::ErrorKind::Other)),
         }
         match d.processes {
             Some(Ok(list)) => s.processes.extend(list),
