@@ -12,6 +12,7 @@ use crate::cmd::{devices, doctor, ps, run, spill, watch};
 use crate::help::{LONG_ABOUT, after_help};
 use crate::outcome::Outcome;
 use crate::view;
+use crate::view::printable::Printable;
 
 /// The `hmn` command line.
 #[derive(Debug, Parser)]
@@ -187,9 +188,11 @@ pub fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let stdout = io::stdout();
-    let mut out = stdout.lock();
+    // Text for a terminal: no control character from a process name or a tool's words reaches
+    // it raw. (JSON escapes them itself; the generated completions and man page pass through.)
+    let mut out = Printable::new(stdout.lock());
     // Unlocked: `hmn serve` and library diagnostics write to stderr from other threads too.
-    let mut err = io::stderr();
+    let mut err = Printable::new(io::stderr());
     let result = match &cli.command {
         None => devices::run(json, &mut out, &mut err),
         Some(Command::Ps(args)) => ps::run(args, &mut out, &mut err),
@@ -199,11 +202,12 @@ pub fn main() -> ExitCode {
         Some(Command::Spill(args)) => spill::run(args, &mut out, &mut err),
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => serve::run(args, &mut err),
-        Some(Command::Completions { shell }) => write_generated(&mut out, |buf| {
+        Some(Command::Completions { shell }) => write_generated(&mut stdout.lock(), |buf| {
             clap_complete::generate(*shell, &mut Cli::command(), "hmn", buf);
         })
         .map(|()| Outcome::Success),
-        Some(Command::Man) => out
+        Some(Command::Man) => stdout
+            .lock()
             .write_all(view::man::render(&Cli::command()).as_bytes())
             .map(|()| Outcome::Success),
     };

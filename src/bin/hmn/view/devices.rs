@@ -1,6 +1,7 @@
 //! `hmn` with no subcommand: one line per GPU (and its MIG devices), or the JSON array, and
 //! the sentences for hosts without a readable GPU.
 
+use super::printable::printable;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -15,7 +16,7 @@ use super::{MIB, json};
 pub fn summary_line(d: &GpuDeviceInfo) -> String {
     let mut s = format!("GPU {}", d.index);
     if let Some(name) = &d.name {
-        let _ = write!(s, " [{name}]");
+        let _ = write!(s, " [{}]", printable(name));
     }
     let _ = write!(
         s,
@@ -122,7 +123,7 @@ pub fn mig_lines(instances: &[MigInstance]) -> Vec<String> {
 pub fn refused_line(s: &MigState) -> String {
     let mut line = format!("GPU {}", s.index);
     if let Some(name) = &s.name {
-        let _ = write!(line, " [{name}]");
+        let _ = write!(line, " [{}]", printable(name));
     }
     let why = s.device_memory_error.as_deref().unwrap_or("reason unknown");
     let verb = if s.device_memory_error_kind() == Some(ErrorKind::NoPermission) {

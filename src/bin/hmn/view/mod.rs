@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod man;
 pub mod metrics;
 pub mod plot;
+pub mod printable;
 pub mod ps;
 pub mod run;
 pub mod spill;

@@ -1,5 +1,6 @@
 //! `hmn ps`: the rows, their order, the table, the stderr summary and the JSON.
 
+use super::printable::printable;
 use std::cmp::Reverse;
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -71,7 +72,7 @@ pub fn ps_table(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
         .iter()
         .map(|r| {
             let device = match (&r.device_name, r.device_vendor) {
-                (Some(n), _) => format!("{} {n}", r.entry.device_index),
+                (Some(n), _) => format!("{} {}", r.entry.device_index, printable(n)),
                 (None, Some(v)) => format!("{} {}", r.entry.device_index, vendor_label(v)),
                 (None, None) => r.entry.device_index.to_string(),
             };
@@ -82,7 +83,10 @@ pub fn ps_table(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
             };
             [
                 pid,
-                r.entry.name.clone().unwrap_or_else(|| "?".into()),
+                r.entry
+                    .name
+                    .as_deref()
+                    .map_or_else(|| "?".into(), |n| printable(n).into_owned()),
                 format_size(r.entry.used_bytes),
                 format_size(r.entry.shared_used_bytes),
                 id(r.entry.gpu_instance_id),

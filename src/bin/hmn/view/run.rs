@@ -1,5 +1,6 @@
 //! `hmn run`'s views: the summary on stderr, the CSV timeline, and the command line quoted.
 
+use super::printable::printable;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -47,10 +48,7 @@ pub struct Summary {
 /// characters the shell reads are single-quoted; control characters are shown as `?`.
 pub fn shell_words(words: &[String]) -> String {
     let quote = |w: &String| {
-        let w: String = w
-            .chars()
-            .map(|c| if c.is_control() { '?' } else { c })
-            .collect();
+        let w = printable(w).into_owned();
         let plain = !w.is_empty()
             && w.chars()
                 .all(|c| c.is_alphanumeric() || "-_./=:,+@%".contains(c));

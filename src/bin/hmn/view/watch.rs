@@ -1,5 +1,6 @@
 //! `hmn watch`'s rows (text and JSON Lines) and its closing summary.
 
+use super::printable::printable;
 use serde::Serialize;
 
 use super::{format_size, size};
@@ -53,7 +54,7 @@ pub fn row(r: &Row) -> String {
     format!(
         "{t:>7.1}s  {:>7}  {:<16}  RSS {}{}  GPU {}{}{spill}{event}",
         r.pid,
-        r.name.as_deref().unwrap_or("?"),
+        printable(r.name.as_deref().unwrap_or("?")),
         size(r.rss_bytes),
         signed(r.rss_delta_bytes),
         size(r.gpu_bytes),
@@ -75,7 +76,7 @@ pub fn closing(f: &Followed<'_>) -> String {
     format!(
         "  {} {}: RSS baseline {}, peak {}; GPU baseline {}, peak {}{}",
         f.pid,
-        f.name.unwrap_or("?"),
+        printable(f.name.unwrap_or("?")),
         size(f.baseline.0),
         size(f.peak.0),
         size(f.baseline.1),
