@@ -34,7 +34,10 @@ fn hostile_process() -> Child {
     let comm = format!("/proc/{}/comm", child.id());
     let started = Instant::now();
     while std::fs::read_to_string(&comm).unwrap_or_default() != format!("{HOSTILE}\n") {
-        assert!(started.elapsed() < Duration::from_secs(10), "the name was never set");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the name was never set"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     child
@@ -71,14 +74,21 @@ fn a_hostile_process_name_never_reaches_the_terminal_raw() {
     no_controls("hmn ps", &o.stdout);
     no_controls("hmn ps (stderr)", &o.stderr);
     let table = String::from_utf8(o.stdout).unwrap();
-    let row = table.lines().find(|l| l.contains(&pid.to_string())).unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.contains(&pid.to_string()))
+        .unwrap();
     assert!(row.contains("?[2J?[31mE\"?}"), "{table}");
-    assert_eq!(table.lines().count(), 2, "the newline in the name adds no row: {table}");
+    assert_eq!(
+        table.lines().count(),
+        2,
+        "the newline in the name adds no row: {table}"
+    );
 
     let o = hmn(pid).args(["ps", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v[0]["name"], HOSTILE, "JSON keeps the name, escaped");
-    assert!(String::from_utf8_lossy(&o.stdout).contains(r#"\u001b[2J"#));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(r"\u001b[2J"));
 
     let o = hmn(pid)
         .args(["watch", "--interval", "100ms", "--duration", "300ms"])

@@ -399,9 +399,17 @@ fn watch_follows_a_live_pid_and_notices_its_exit() {
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.lines().count() >= 2 && text.contains("RSS "), "{text}");
-    let o = hmn().args(["watch"]).output().unwrap();
+    // Nothing holds GPU memory: it says so and waits for a holder until its duration ends.
+    let t = Instant::now();
+    let o = hmn()
+        .args(["watch", "--interval", "100ms", "--duration", "500ms"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no process holds GPU memory"));
+    assert!(t.elapsed() >= Duration::from_millis(500));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no process holds GPU memory yet; waiting")
+    );
 }
 
 #[test]

@@ -25,9 +25,10 @@ pub struct WatchArgs {
     /// Stop after this long (default: until Ctrl-C or every process has exited).
     #[arg(long, value_parser = args::duration, value_name = "DURATION")]
     pub duration: Option<Duration>,
-    /// Without pids, follow this many of the largest GPU memory holders.
-    #[arg(long, default_value_t = 5, value_name = "N")]
-    pub top: usize,
+    /// Without pids, follow this many of the largest GPU memory holders (at least 1); processes
+    /// that start holding memory later are picked up.
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub top: u32,
     #[command(flatten)]
     pub output: JsonArg,
     #[command(flatten)]
@@ -44,19 +45,24 @@ struct Target {
     last: (Option<u64>, Option<u64>),
     peak: (Option<u64>, Option<u64>),
     ended: Option<&'static str>,
+    /// Picked up after the start (shown once as `new`).
+    new: bool,
 }
 
 impl Target {
-    fn new(pid: u32) -> Self {
-        Self {
+    /// Process `pid`, when it exists (a zombie does not).
+    fn new(pid: u32) -> Option<Self> {
+        let start = hypomnesis::process_start_time(pid)?;
+        Some(Self {
             pid,
             name: hypomnesis::process_name(pid),
-            start: hypomnesis::process_start_time(pid),
+            start: Some(start),
             first: None,
             last: (None, None),
             peak: (None, None),
             ended: None,
-        }
+            new: false,
+        })
     }
 
     /// This tick's row, and the target's state folded forward.
@@ -69,6 +75,7 @@ impl Target {
             _ if rss.is_none() && self.first.is_some() && self.last.0.is_some() => Some("exited"),
             _ => None,
         };
+        let shown_event = event.or_else(|| std::mem::take(&mut self.new).then_some("new"));
         let gpu = frame
             .gpu_by_pid_all()
             .map(|m| m.get(&self.pid).copied().unwrap_or(0));
@@ -85,7 +92,7 @@ impl Target {
             rss_delta_bytes: delta(rss, self.last.0),
             gpu_bytes: gpu,
             gpu_delta_bytes: delta(gpu, self.last.1),
-            event: event.map(String::from),
+            event: shown_event.map(String::from),
             spill,
         };
         if let Some(e) = event {
@@ -100,14 +107,17 @@ impl Target {
 }
 
 /// The largest GPU holders in `frame`, by total across devices.
-fn top_holders(frame: &Frame, n: usize) -> Vec<u32> {
+fn top_holders(frame: &Frame, n: u32) -> Vec<u32> {
     let mut v: Vec<(u32, u64)> = frame
         .gpu_by_pid_all()
         .unwrap_or_default()
         .into_iter()
         .collect();
     v.sort_by_key(|(p, b)| (std::cmp::Reverse(*b), *p));
-    v.into_iter().take(n).map(|(p, _)| p).collect()
+    v.into_iter()
+        .take(usize::try_from(n).unwrap_or(usize::MAX))
+        .map(|(p, _)| p)
+        .collect()
 }
 
 /// The SPILL column: one tracker per GPU whose residency is measurable (Windows WDDM).
@@ -170,17 +180,30 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         ..Want::default()
     })
     .frame(&[]);
-    let pids = if args.pids.is_empty() {
-        top_holders(&first, args.top)
-    } else {
-        args.pids.clone()
-    };
-    if pids.is_empty() {
-        writeln!(
-            err,
-            "hmn watch: no process holds GPU memory now; name pids to follow (hmn watch PID…)"
-        )?;
-        return Ok(Outcome::Success);
+    let mut targets = Vec::new();
+    for &pid in &args.pids {
+        match Target::new(pid) {
+            Some(t) => targets.push(t),
+            None => writeln!(err, "hmn watch: no process {pid}")?,
+        }
+    }
+    if !args.pids.is_empty() && targets.is_empty() {
+        return Ok(Outcome::MeasurementFailed);
+    }
+    // Without pids, the largest holders now and any that start holding memory later.
+    let discover = args.pids.is_empty();
+    if discover {
+        targets.extend(
+            top_holders(&first, args.top)
+                .into_iter()
+                .filter_map(Target::new),
+        );
+        if targets.is_empty() {
+            writeln!(
+                err,
+                "hmn watch: no process holds GPU memory yet; waiting for one (Ctrl-C stops; or name pids: hmn watch PID…)"
+            )?;
+        }
     }
     let mut spill = Spill::new(&first);
     let sampler = Sampler::new(Want {
@@ -188,7 +211,6 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         residency: spill.measurable(),
         ..Want::default()
     });
-    let mut targets: Vec<Target> = pids.iter().map(|&p| Target::new(p)).collect();
     let mut ticker = Ticker::new(args.interval, args.duration, Stop::on_signals());
     loop {
         let live: Vec<u32> = targets
@@ -196,22 +218,47 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
             .filter(|t| t.ended.is_none())
             .map(|t| t.pid)
             .collect();
-        let frame = sampler.frame(&live);
+        let mut frame = sampler.frame(&live);
+        if discover {
+            pick_up(&mut targets, &mut frame, args.top);
+        }
         let spilling = spill.observe(&frame);
         for t in targets.iter_mut().filter(|t| t.ended.is_none()) {
             write_row(out, args.output.json, &t.row(&frame, spilling))?;
         }
-        if targets.iter().all(|t| t.ended.is_some()) || ticker.wait(|| false) != Tick::Due {
+        let all_ended = !discover && targets.iter().all(|t| t.ended.is_some());
+        if all_ended || ticker.wait(|| false) != Tick::Due {
             break;
         }
     }
+    closing(&targets, started, err)?;
+    Ok(Outcome::Success)
+}
+
+/// Adds the processes among the `top` largest holders of `frame` not followed yet (their RSS
+/// read into the frame), marked new.
+fn pick_up(targets: &mut Vec<Target>, frame: &mut Frame, top: u32) {
+    for pid in top_holders(frame, top) {
+        if targets.iter().any(|t| t.pid == pid && t.ended.is_none()) {
+            continue;
+        }
+        if let Some(mut t) = Target::new(pid) {
+            t.new = true;
+            frame.rss.insert(pid, hypomnesis::process_rss_of(pid).ok());
+            targets.push(t);
+        }
+    }
+}
+
+/// The summary on stderr: how many processes over how long, then each one's baseline and peak.
+fn closing(targets: &[Target], started: Instant, err: &mut impl Write) -> io::Result<()> {
     writeln!(
         err,
         "hmn watch: {} process(es) over {:.1} s",
         targets.len(),
         started.elapsed().as_secs_f64()
     )?;
-    for t in &targets {
+    for t in targets {
         let line = render::closing(&Followed {
             pid: t.pid,
             name: t.name.as_deref(),
@@ -221,5 +268,5 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         });
         writeln!(err, "{line}")?;
     }
-    Ok(Outcome::Success)
+    Ok(())
 }
