@@ -682,6 +682,62 @@ fn a_lost_gpu_of_the_nvidia_smi_fallback_shows() {
     );
 }
 
+/// A stop while a measurement waits on a hung nvidia-smi: hmn stops, and the nvidia-smi it
+/// started does not outlive it.
+#[cfg(target_os = "linux")]
+#[test]
+fn stopping_in_the_middle_of_a_hung_nvidia_smi_leaves_none_running() {
+    let pids = std::env::temp_dir().join(format!("hmn-serve-smi-pids-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&pids);
+    std::fs::create_dir_all(&pids).unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+    c.args(["serve", "--listen", "127.0.0.1:0"])
+        .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
+        .env("HYPOMNESIS_NVIDIA_SMI", support::fake_smi())
+        .env("HYPOMNESIS_NVIDIA_SMI_TIMEOUT", "60s")
+        .env(
+            "FAKE_SMI_CAPTURE",
+            support::capture("linux-x86_64__nvidia-l40s__595.80.txt"),
+        )
+        .env("FAKE_SMI_MODE", "hang")
+        .env("FAKE_SMI_PID_DIR", &pids)
+        .env_remove("HYPOMNESIS_PROCFS")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut server = Server::spawn(c);
+    let addr = server.addr;
+    std::thread::spawn(move || {
+        let _ = scrape_within(addr, Duration::from_secs(60));
+    });
+    let started = Instant::now();
+    let running = || -> Vec<u32> {
+        std::fs::read_dir(&pids)
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect()
+    };
+    while running().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "nvidia-smi never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (took, _) = stop(&mut server, "TERM", Duration::from_secs(20));
+    assert!(took < Duration::from_secs(10), "stopping took {took:?}");
+    for pid in running() {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let alive = stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'));
+        assert!(!alive, "nvidia-smi {pid} outlived hmn serve");
+    }
+    let _ = std::fs::remove_dir_all(&pids);
+}
+
 #[test]
 fn non_loopback_listen_needs_allow_remote() {
     let mut c = serve_command(FakeVariant::Modern, &plain(), &["--listen", "0.0.0.0:0"]);

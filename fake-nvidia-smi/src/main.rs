@@ -11,6 +11,8 @@
 //!   both queries exit with 15).
 //! * `FAKE_SMI_LOG` — when set, each invocation appends its arguments, space-separated, as one
 //!   line to this file (so tests can count runs).
+//! * `FAKE_SMI_PID_DIR` — when set, each invocation creates an empty file named by its pid in
+//!   this folder (so tests can tell whether it still runs).
 //!
 //! Understood arguments: `--query-gpu=…`, `--query-compute-apps=…` (with
 //! `--format=csv[,noheader][,nounits]`), `-i/--id`, `-q/--query` (with any `-d/--display`),
@@ -111,6 +113,13 @@ impl Answer {
 }
 
 fn main() -> ExitCode {
+    if let Some(dir) = std::env::var_os("FAKE_SMI_PID_DIR").filter(|p| !p.is_empty()) {
+        let path = std::path::Path::new(&dir).join(std::process::id().to_string());
+        if let Err(e) = std::fs::write(&path, "") {
+            eprintln!("fake-nvidia-smi: cannot write {}: {e}", path.display());
+            return ExitCode::from(4);
+        }
+    }
     if let Some(log) = std::env::var_os("FAKE_SMI_LOG").filter(|p| !p.is_empty()) {
         let line = std::env::args().skip(1).collect::<Vec<_>>().join(" ");
         let logged = std::fs::OpenOptions::new()

@@ -6,6 +6,8 @@
 
 mod device;
 mod exec;
+#[cfg(unix)]
+mod group;
 mod mig;
 pub(crate) mod parse;
 pub(crate) mod parse_mig;

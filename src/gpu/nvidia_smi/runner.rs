@@ -3,9 +3,11 @@
 use std::io::{self, Read};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
+#[cfg(not(unix))]
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[cfg(not(unix))]
 use wait_timeout::ChildExt;
 
 /// Most stdout kept (a 64-GPU host's CSV is a few KiB); the rest is read and discarded.
@@ -62,6 +64,7 @@ pub(crate) fn fmt_duration(d: Duration) -> String {
 }
 
 /// Read a pipe to its end, keeping at most `cap` bytes. `Err(total)` when more came.
+#[cfg_attr(unix, allow(dead_code))] // Unix reads both pipes on one thread (`Pipe`)
 fn drain(mut r: impl Read, cap: usize) -> Result<Vec<u8>, usize> {
     let mut kept = Vec::new();
     let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
@@ -76,7 +79,150 @@ fn drain(mut r: impl Read, cap: usize) -> Result<Vec<u8>, usize> {
         .saturating_add(usize::try_from(rest).unwrap_or(usize::MAX)))
 }
 
+/// How often a run is looked at while its pipes are quiet (has it exited? is it past its time?).
+#[cfg(unix)]
+const STEP: Duration = Duration::from_millis(20);
+
+/// One output pipe of a run being read: what was kept, how much came, whether it ended.
+#[cfg(unix)]
+struct Pipe<R> {
+    reader: Option<R>,
+    kept: Vec<u8>,
+    total: usize,
+    cap: usize,
+}
+
+#[cfg(unix)]
+impl<R: Read + std::os::fd::AsRawFd> Pipe<R> {
+    fn new(reader: Option<R>, cap: usize) -> Self {
+        Self {
+            reader,
+            kept: Vec::new(),
+            total: 0,
+            cap,
+        }
+    }
+
+    fn fd(&self) -> Option<std::os::fd::RawFd> {
+        self.reader.as_ref().map(std::os::fd::AsRawFd::as_raw_fd)
+    }
+
+    /// One read (the pipe is readable, so it does not block); the end closes it.
+    fn read(&mut self) {
+        let Some(r) = self.reader.as_mut() else {
+            return;
+        };
+        let mut chunk = [0_u8; 16 * 1024];
+        match r.read(&mut chunk) {
+            Ok(0) | Err(_) => self.reader = None,
+            Ok(n) => {
+                let got = chunk.get(..n).unwrap_or_default();
+                let room = self.cap.saturating_sub(self.kept.len());
+                self.kept
+                    .extend_from_slice(got.get(..room.min(n)).unwrap_or_default());
+                self.total = self.total.saturating_add(n);
+            }
+        }
+    }
+
+    /// What came: `Err(total)` when more than the cap.
+    fn output(self) -> Result<Vec<u8>, usize> {
+        if self.total > self.cap {
+            Err(self.total)
+        } else {
+            Ok(self.kept)
+        }
+    }
+}
+
+/// Run `exe args…` with stdin closed, in a process group of its own; past `timeout` the whole
+/// group is killed and the child reaped. Both pipes are read on this thread (no reader is left
+/// behind), and a group still running when this process exits is killed then.
+#[cfg(unix)]
+pub(crate) fn run(exe: &Path, args: &[&str], timeout: Duration) -> Result<Ran, RunError> {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(RunError::Spawn)?;
+    let group = child.id();
+    super::group::remember(group);
+    let outcome = follow(&mut child, timeout);
+    if outcome.is_err() {
+        // A timed-out run, or one whose pipes a straggler of its group still holds.
+        super::group::kill(group);
+    }
+    let _ = child.wait();
+    super::group::forget(group);
+    outcome
+}
+
+/// Reads `child`'s pipes until both end and it has exited, or until `timeout`.
+#[cfg(unix)]
+fn follow(child: &mut std::process::Child, timeout: Duration) -> Result<Ran, RunError> {
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let as_file = |fd: std::os::fd::OwnedFd| std::fs::File::from(fd);
+    let mut out = Pipe::new(child.stdout.take().map(Into::into).map(as_file), STDOUT_CAP);
+    let mut err = Pipe::new(child.stderr.take().map(Into::into).map(as_file), STDERR_CAP);
+    let mut exited: Option<(ExitStatus, Instant)> = None;
+    loop {
+        if exited.is_none() {
+            match child.try_wait() {
+                Ok(Some(status)) => exited = Some((status, Instant::now())),
+                Ok(None) => {}
+                Err(e) => return Err(RunError::Wait(format!("waiting for it failed: {e}"))),
+            }
+        }
+        let open: Vec<_> = [out.fd(), err.fd()].into_iter().flatten().collect();
+        if let Some((status, at)) = exited {
+            if open.is_empty() {
+                return finished(status, out, err);
+            }
+            if at.elapsed() > PIPE_GRACE {
+                return Err(RunError::Wait(format!(
+                    "exited after {:?} but its output pipes stayed open (a child process of it holds them)",
+                    at.duration_since(started)
+                )));
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(RunError::TimedOut(timeout));
+        }
+        let ready = super::group::readable(&open, STEP.min(deadline - now));
+        let mut ready = ready.into_iter();
+        for pipe in [&mut out, &mut err] {
+            if pipe.fd().is_some() && ready.next() == Some(true) {
+                pipe.read();
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+fn finished<R: Read + std::os::fd::AsRawFd>(
+    status: ExitStatus,
+    out: Pipe<R>,
+    err: Pipe<R>,
+) -> Result<Ran, RunError> {
+    let stdout = out.output().map_err(RunError::TooMuchOutput)?;
+    let stderr = err
+        .output()
+        .unwrap_or_else(|_| b"(stderr too long)".to_vec());
+    Ok(Ran {
+        status,
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    })
+}
+
 /// Run `exe args…` with stdin closed; kill and reap it if it runs past `timeout`.
+#[cfg(not(unix))]
 pub(crate) fn run(exe: &Path, args: &[&str], timeout: Duration) -> Result<Ran, RunError> {
     let mut child = Command::new(exe)
         .args(args)
@@ -203,6 +349,66 @@ mod tests {
         );
         assert_eq!(drain(&[][..], 0), Ok(Vec::new()));
         assert_eq!(drain(&[1_u8][..], 0), Err(1));
+    }
+
+    fn threads_and_fds() -> (usize, usize) {
+        let count = |d: &str| std::fs::read_dir(d).map_or(0, Iterator::count);
+        (count("/proc/self/task"), count("/proc/self/fd"))
+    }
+
+    fn gone(pid_file: &Path) -> bool {
+        let pid = std::fs::read_to_string(pid_file).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
+        // Gone, or a zombie waiting for init.
+        stat.map_or(true, |s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_timed_out_wrapper_takes_its_children_with_it_and_leaves_nothing_behind() {
+        let pid_file = std::env::temp_dir().join(format!("hmn-runner-{}", std::process::id()));
+        let script = format!("sleep 30 & echo $! > {}; exec sleep 31", pid_file.display());
+        let before = threads_and_fds();
+        for _ in 0..20 {
+            let _ = std::fs::remove_file(&pid_file);
+            let e = sh(&script, Duration::from_millis(200)).unwrap_err();
+            assert!(matches!(e, RunError::TimedOut(_)), "{e}");
+            let until = Instant::now() + Duration::from_secs(2);
+            while !gone(&pid_file) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(gone(&pid_file), "the wrapper's sleep outlived the timeout");
+        }
+        let after = threads_and_fds();
+        // Other tests of this binary run alongside and come and go: allow their share.
+        assert!(
+            after.0 <= before.0 + 4 && after.1 <= before.1 + 8,
+            "threads and fds {before:?} -> {after:?} over 20 timed-out runs"
+        );
+        let _ = std::fs::remove_file(&pid_file);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_child_that_leaves_a_grandchild_on_its_pipes_is_not_waited_for_forever() {
+        let pid_file = std::env::temp_dir().join(format!("hmn-runner-gc-{}", std::process::id()));
+        let script = format!("sleep 30 & echo $! > {}; exit 0", pid_file.display());
+        let t = Instant::now();
+        let e = sh(&script, Duration::from_secs(10)).unwrap_err();
+        assert!(
+            e.to_string().contains("its output pipes stayed open"),
+            "{e}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        let until = Instant::now() + Duration::from_secs(2);
+        while !gone(&pid_file) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(gone(&pid_file), "the grandchild was killed with its group");
+        let _ = std::fs::remove_file(&pid_file);
     }
 
     #[test]
