@@ -75,6 +75,7 @@ fn child() {
         "huge_list" => huge_list(),
         "names" => names(),
         "ids" => ids(),
+        "huge_count" => huge_count(),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -355,6 +356,23 @@ fn ids() {
     assert_eq!(got, vec![(GHOST, 5 * MIB, ids.0, ids.1)]);
 }
 
+/// A driver that claims more GPUs than a host can have.
+fn huge_count() {
+    let claimed: u32 = std::env::var("HMN_WANT").unwrap().parse().unwrap();
+    let got = hypomnesis::device_count();
+    if claimed > 1024 {
+        let e = got.unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("returned {claimed}, more GPUs than any host has")),
+            "{e}"
+        );
+        assert!(hypomnesis::device_info(0).is_err());
+    } else {
+        assert_eq!(got.unwrap(), claimed);
+        assert!(hypomnesis::device_info(0).is_ok());
+    }
+}
+
 fn fallback() {
     let g = hypomnesis::process_gpu_info(0).unwrap();
     assert_eq!(
@@ -412,6 +430,21 @@ fn every_list_layout_gives_pid_memory_and_instance_ids() {
         (FakeVariant::R450, "none"),
     ] {
         run_child_env("ids", variant, &s, None, &[("HMN_WANT", want)]);
+    }
+}
+
+#[test]
+fn a_device_count_beyond_1024_is_garbage() {
+    for count in [1024_u32, 1025, u32::MAX] {
+        let s = format!(r#"{{"devices": [{{}}], "garbage": {{"device_count": {count}}}}}"#);
+        let want = count.to_string();
+        run_child_env(
+            "huge_count",
+            FakeVariant::Modern,
+            &s,
+            None,
+            &[("HMN_WANT", &want)],
+        );
     }
 }
 

@@ -231,9 +231,21 @@ fn target_of(l: &Loaded, handle: NvmlDevice) -> Option<Target> {
 /// Runs `body` under the global lock after counting the call; a panic becomes 999.
 fn entry(name: &'static str, body: impl FnOnce(&mut Global) -> NvmlReturn) -> NvmlReturn {
     catch_unwind(AssertUnwindSafe(|| {
-        let mut g = lock();
-        *g.calls.entry(name).or_insert(0) += 1;
-        body(&mut g)
+        let delay = {
+            let mut g = lock();
+            *g.calls.entry(name).or_insert(0) += 1;
+            g.loaded.as_ref().and_then(|l| {
+                l.sc.slow
+                    .iter()
+                    .find(|r| r.function == name)
+                    .map(|r| std::time::Duration::from_millis(r.ms))
+            })
+        };
+        // A blocking driver call: the other functions answer meanwhile.
+        if let Some(d) = delay {
+            std::thread::sleep(d);
+        }
+        body(&mut lock())
     }))
     .unwrap_or(NVML_ERROR_UNKNOWN)
 }
@@ -514,7 +526,10 @@ pub unsafe extern "C" fn nvmlSystemGetProcessName(
 fn device_count(name: &'static str, count: *mut c_uint) -> NvmlReturn {
     system_call(name, None, |l| {
         #[allow(clippy::cast_possible_truncation)] // at most MAX_DEVICES
-        let n = l.sc.devices.len() as c_uint;
+        let n =
+            l.sc.garbage
+                .device_count
+                .unwrap_or(l.sc.devices.len() as c_uint);
         // SAFETY: out-pointer per the NVML contract.
         unsafe { put(count, n) }
     })

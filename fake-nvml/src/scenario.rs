@@ -47,9 +47,10 @@
 //!   }],
 //!   "fail": [{"function": "nvmlDeviceGetMemoryInfo", "code": 1, "times": 1, "device": 0,
 //!             "mig_device": null}],
+//!   "slow": [{"function": "nvmlDeviceGetMemoryInfo", "ms": 600000}],  // blocks that long, always
 //!   "garbage": {"name_without_nul": false, "count_larger_than_buffer": false,
 //!               "process_used_max": false, "empty_error_strings": false,
-//!               "parent_handle_alias": false, "ask_for_rows": null}
+//!               "parent_handle_alias": false, "ask_for_rows": null, "device_count": null}
 //! }
 //! ```
 //!
@@ -119,6 +120,8 @@ pub struct RawScenario {
     devices: Vec<RawDevice>,
     #[serde(default)]
     fail: Vec<FailRule>,
+    #[serde(default)]
+    slow: Vec<SlowRule>,
     #[serde(default)]
     garbage: Garbage,
 }
@@ -244,6 +247,15 @@ fn one() -> u64 {
     1
 }
 
+/// A function that takes this long before it answers (a driver call that blocks), every time.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlowRule {
+    /// Exact exported name, e.g. `nvmlDeviceGetMemoryInfo`.
+    pub function: String,
+    pub ms: u64,
+}
+
 /// Deliberately wrong answers, to test a loader's defences.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -269,6 +281,9 @@ pub struct Garbage {
     /// ask for room for this many.
     #[serde(default)]
     pub ask_for_rows: Option<u32>,
+    /// `nvmlDeviceGetCount*` answers this instead of the number of devices.
+    #[serde(default)]
+    pub device_count: Option<u32>,
 }
 
 /// A device with every default filled in.
@@ -333,6 +348,7 @@ pub struct Scenario {
     pub process_names: BTreeMap<u32, String>,
     pub devices: Vec<Device>,
     pub fail: Vec<FailRule>,
+    pub slow: Vec<SlowRule>,
     pub garbage: Garbage,
 }
 
@@ -410,6 +426,7 @@ impl Scenario {
             process_names,
             devices,
             fail: raw.fail,
+            slow: raw.slow,
             garbage: raw.garbage,
         })
     }

@@ -14,6 +14,8 @@ use crate::{HypomnesisError, Result};
 
 /// How long a failed `nvmlInit` is remembered before it is tried again.
 pub(crate) const INIT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// A device count above this is garbage (NVML hosts have at most a few dozen GPUs).
+const MAX_GPUS: u32 = 1024;
 
 /// Current and pending MIG mode; `None` when the GPU cannot be split.
 pub(super) type MigMode = Option<(bool, bool)>;
@@ -168,9 +170,17 @@ impl Loaded {
     }
 
     pub(super) fn device_count(&self) -> std::result::Result<u32, Failure> {
-        self.nvml
+        let n = self
+            .nvml
             .device_count()
-            .map_err(failed_call(self.nvml.count_name, None))
+            .map_err(failed_call(self.nvml.count_name, None))?;
+        if n > MAX_GPUS {
+            return Err(Failure::Other(HypomnesisError::Nvml(format!(
+                "{} returned {n}, more GPUs than any host has (at most {MAX_GPUS} are believed)",
+                self.nvml.count_name
+            ))));
+        }
+        Ok(n)
     }
 
     /// The handle of device `index` (cached for the session).
