@@ -13,6 +13,24 @@ pub struct JsonArg {
     pub json: bool,
 }
 
+/// `--deadline`, for the commands that measure once: how long the answer may take.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct DeadlineArg {
+    /// Give up when the answer takes longer than this (a GPU driver call that does not return),
+    /// with a message, exit 1 [default: 30s].
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub deadline: Option<Duration>,
+}
+
+impl DeadlineArg {
+    /// What a one-shot command waits for its answer when not told.
+    pub const DEFAULT: Duration = Duration::from_secs(30);
+
+    pub fn get(self) -> Duration {
+        self.deadline.unwrap_or(Self::DEFAULT)
+    }
+}
+
 /// `--procfs` and `--sysfs`, for the commands that measure.
 #[derive(Debug, Clone, Default, Args)]
 pub struct RootArgs {

@@ -2,10 +2,11 @@
 
 use std::io::{self, Write};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::args::{JsonArg, RootArgs};
+use crate::args::{DeadlineArg, JsonArg, RootArgs};
 #[cfg(feature = "serve")]
 use crate::cmd::serve;
 use crate::cmd::{devices, doctor, ps, run, spill, watch};
@@ -31,6 +32,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub roots: RootArgs,
+
+    #[command(flatten)]
+    pub deadline: DeadlineArg,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -100,6 +104,15 @@ impl Command {
         }
     }
 
+    /// The subcommand's `--deadline`, or `None` when it does not measure once.
+    fn deadline(&mut self) -> Option<&mut DeadlineArg> {
+        match self {
+            Self::Ps(a) => Some(&mut a.deadline),
+            Self::Doctor(a) => Some(&mut a.deadline),
+            _ => None,
+        }
+    }
+
     /// The subcommand's `--procfs`/`--sysfs`, or `None` when it measures nothing.
     fn roots(&mut self) -> Option<&mut RootArgs> {
         match self {
@@ -126,6 +139,14 @@ fn settle(cli: &mut Cli) -> Result<(), String> {
         match cmd.json() {
             Some(j) => j.json = true,
             None => return Err(format!("--json does not apply to `hmn {name}`")),
+        }
+    }
+    if let Some(d) = cli.deadline.deadline.take() {
+        match cmd.deadline() {
+            Some(sub) => {
+                sub.deadline.get_or_insert(d);
+            }
+            None => return Err(format!("--deadline does not apply to `hmn {name}`")),
         }
     }
     if cli.roots.any() {
@@ -163,6 +184,39 @@ fn write_generated(out: &mut impl Write, generate: impl FnOnce(&mut Vec<u8>)) ->
     out.write_all(&buf)
 }
 
+/// Runs a command that measures once on a thread of its own, and writes what it wrote; when it
+/// has not answered within `deadline` (a driver call that does not return), says so instead.
+/// The stuck thread is left behind: the process ends right after.
+fn within(
+    deadline: Duration,
+    out: &mut impl Write,
+    err: &mut impl Write,
+    job: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> io::Result<Outcome> + Send + 'static,
+) -> io::Result<Outcome> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        let outcome = job(&mut o, &mut e);
+        let _ = tx.send((outcome, o, e));
+    });
+    if let Ok((outcome, o, e)) = rx.recv_timeout(deadline) {
+        out.write_all(&o)?;
+        err.write_all(&e)?;
+        return outcome;
+    }
+    writeln!(
+        err,
+        "hmn: no answer within {}: a GPU driver call did not return (a hung driver or GPU); \
+         giving up (--deadline sets the limit)",
+        if deadline.subsec_millis() == 0 {
+            format!("{}s", deadline.as_secs())
+        } else {
+            format!("{}ms", deadline.as_millis())
+        }
+    )?;
+    Ok(Outcome::MeasurementFailed)
+}
+
 pub fn main() -> ExitCode {
     let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -194,9 +248,21 @@ pub fn main() -> ExitCode {
     // Unlocked: `hmn serve` and library diagnostics write to stderr from other threads too.
     let mut err = Printable::new(io::stderr());
     let result = match &cli.command {
-        None => devices::run(json, &mut out, &mut err),
-        Some(Command::Ps(args)) => ps::run(args, &mut out, &mut err),
-        Some(Command::Doctor(args)) => doctor::run(args, &mut out),
+        None => within(cli.deadline.get(), &mut out, &mut err, move |o, e| {
+            devices::run(json, o, e)
+        }),
+        Some(Command::Ps(args)) => {
+            let args = args.clone();
+            within(args.deadline.get(), &mut out, &mut err, move |o, e| {
+                ps::run(&args, o, e)
+            })
+        }
+        Some(Command::Doctor(args)) => {
+            let args = args.clone();
+            within(args.deadline.get(), &mut out, &mut err, move |o, _| {
+                doctor::run(&args, o)
+            })
+        }
         Some(Command::Run(args)) => run::run(args, &mut out, &mut err),
         Some(Command::Watch(args)) => watch::run(args, &mut out, &mut err),
         Some(Command::Spill(args)) => spill::run(args, &mut out, &mut err),

@@ -4,17 +4,19 @@ use std::io::{self, Write};
 
 use clap::Args;
 
-use crate::args::{JsonArg, RootArgs};
+use crate::args::{DeadlineArg, JsonArg, RootArgs};
 use crate::outcome::Outcome;
 use crate::view::doctor as render;
 
 /// Options of `hmn doctor`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
     #[command(flatten)]
     pub output: JsonArg,
     #[command(flatten)]
     pub roots: RootArgs,
+    #[command(flatten)]
+    pub deadline: DeadlineArg,
 }
 
 pub fn run(args: &DoctorArgs, out: &mut impl Write) -> io::Result<Outcome> {

@@ -5,13 +5,13 @@ use std::io::{self, Write};
 use clap::Args;
 use hypomnesis::HypomnesisError;
 
-use crate::args::{JsonArg, RootArgs};
+use crate::args::{DeadlineArg, JsonArg, RootArgs};
 use crate::outcome::Outcome;
 use crate::view::devices::no_gpu_sentence;
 use crate::view::ps::{self as render, PsRow, SortKey};
 
 /// Options of `hmn ps`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct PsArgs {
     /// Only this process id.
     #[arg(long, value_name = "PID")]
@@ -26,6 +26,8 @@ pub struct PsArgs {
     pub output: JsonArg,
     #[command(flatten)]
     pub roots: RootArgs,
+    #[command(flatten)]
+    pub deadline: DeadlineArg,
 }
 
 pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {

@@ -1,13 +1,12 @@
 //! `hmn serve`: a Prometheus/OpenMetrics exporter on `/metrics`.
 //!
 //! A scrape that finds a measurement younger than `--min-interval` gets it as it is; otherwise
-//! it measures, holding the cache's async mutex meanwhile, so concurrent scrapes wait for that
-//! one measurement instead of making their own. The measurement runs on tokio's blocking pool
-//! (it loads libraries, may run `nvidia-smi`), in a task of its own, so a scraper that hangs up
-//! mid-way cannot cancel it and let a second one start. SIGTERM and Ctrl-C stop the server
-//! gracefully.
+//! one measurement is made for every scrape waiting (`exporter.rs`), and a measurement stalled
+//! in a driver call answers with the last figures marked stale. SIGTERM and Ctrl-C stop the
+//! server gracefully.
 
 mod conn;
+mod exporter;
 mod http;
 mod measure;
 
@@ -15,20 +14,19 @@ use std::future::Future;
 use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use clap::Args;
-use tokio::sync::Mutex;
 
 use crate::args::{self, RootArgs};
 use crate::outcome::Outcome;
 use crate::view::metrics;
+use exporter::Exporter;
 
 /// What `/metrics` is served as (prometheus-client writes `OpenMetrics`, ending with `# EOF`).
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -119,7 +117,7 @@ async fn serve(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
         }
     };
     let addr = listener.local_addr()?;
-    let app = router(Arc::new(Exporter::new(args.min_interval)));
+    let app = router(Exporter::new(args.min_interval));
     writeln!(err, "hmn: serving metrics on http://{addr}/metrics")?;
     err.flush()?;
     let (signal, all_closed) =
@@ -206,12 +204,9 @@ fn wants_classic_text(headers: &HeaderMap) -> bool {
 }
 
 async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> Response {
-    // Its own task: the measurement completes (and is cached) even if this scraper goes away.
-    let Ok(body) = tokio::spawn(async move { exporter.current().await }).await else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "measurement failed\n").into_response();
-    };
+    let body = exporter.current().await;
     if wants_classic_text(&headers) {
-        let text = metrics::classic_text(&String::from_utf8_lossy(&body));
+        let text = metrics::classic_text(&body);
         return (
             [(header::CONTENT_TYPE, HeaderValue::from_static(CLASSIC_TEXT))],
             text,
@@ -223,49 +218,6 @@ async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> R
         body,
     )
         .into_response()
-}
-
-/// The cached exposition and what refreshes it.
-#[derive(Debug)]
-struct Exporter {
-    min_interval: Duration,
-    cache: Mutex<Cache>,
-}
-
-#[derive(Debug, Default)]
-struct Cache {
-    /// Measurements made so far.
-    measurements: u64,
-    /// When the last one finished, and its text.
-    last: Option<(Instant, Bytes)>,
-}
-
-impl Exporter {
-    fn new(min_interval: Duration) -> Self {
-        Self {
-            min_interval,
-            cache: Mutex::new(Cache::default()),
-        }
-    }
-
-    /// The exposition of a measurement younger than the minimum interval, made now if needed.
-    async fn current(&self) -> Bytes {
-        let mut cache = self.cache.lock().await;
-        if let Some((at, body)) = &cache.last
-            && at.elapsed() < self.min_interval
-        {
-            return body.clone();
-        }
-        let started = Instant::now();
-        let sample = tokio::task::spawn_blocking(measure::measure)
-            .await
-            .unwrap_or_else(|_| metrics::Sample::failed());
-        let took = started.elapsed();
-        cache.measurements += 1;
-        let body = Bytes::from(metrics::render(sample, took, cache.measurements));
-        cache.last = Some((Instant::now(), body.clone()));
-        body
-    }
 }
 
 #[cfg(test)]
@@ -343,7 +295,7 @@ mod tests {
 
     #[tokio::test]
     async fn scrapes_within_the_interval_share_one_measurement() {
-        let exporter = Arc::new(Exporter::new(Duration::from_secs(3600)));
+        let exporter = Exporter::new(Duration::from_secs(3600));
         let scrapes: Vec<_> = (0..16)
             .map(|_| {
                 let e = Arc::clone(&exporter);
@@ -355,18 +307,16 @@ mod tests {
             bodies.push(s.await.unwrap());
         }
         assert!(bodies.windows(2).all(|w| w[0] == w[1]));
-        let text = std::str::from_utf8(&bodies[0]).unwrap();
+        let text = &bodies[0];
         assert!(
             text.contains("\nhypomnesis_measurements_total 1\n"),
             "{text}"
         );
-        assert_eq!(exporter.cache.lock().await.measurements, 1);
 
         let quick = Exporter::new(Duration::from_millis(1));
         quick.current().await;
         tokio::time::sleep(Duration::from_millis(5)).await;
         let text = quick.current().await;
-        let text = std::str::from_utf8(&text).unwrap();
         assert!(
             text.contains("\nhypomnesis_measurements_total 2\n"),
             "{text}"

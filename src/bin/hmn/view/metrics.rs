@@ -62,13 +62,20 @@ fn kind_label(kind: ErrorKind) -> String {
 }
 
 /// The `OpenMetrics` text of `sample`, which took `took` to measure and was the `measurements`-th
-/// one, ending with `# EOF`.
-pub fn render(sample: Sample, took: Duration, measurements: u64) -> String {
+/// one, ending with `# EOF`. With `stalled`, a newer measurement has not finished within the
+/// scrape's budget: the figures are stale and the scrape not a success.
+pub fn render(
+    sample: Sample,
+    took: Duration,
+    measurements: u64,
+    stalled: Option<Duration>,
+) -> String {
     let mut registry = Registry::with_prefix("hypomnesis");
     registry.register_collector(Box::new(Exposition {
         sample,
         took,
         measurements,
+        stalled,
     }));
     let mut text = String::new();
     match prometheus_client::encoding::text::encode(&mut text, &registry) {
@@ -159,6 +166,8 @@ struct Exposition {
     sample: Sample,
     took: Duration,
     measurements: u64,
+    /// How long the measurement in progress has run past the scrape's budget, when it has.
+    stalled: Option<Duration>,
 }
 
 type Labels<const N: usize> = [(&'static str, String); N];
@@ -411,9 +420,16 @@ impl Exposition {
         single(
             e,
             "scrape_success",
-            "Whether the last measurement counted the GPUs and read every one (1) or not (0).",
+            "Whether the last measurement counted the GPUs and read every one (1) or not (0, also while a newer one is stalled).",
             None,
-            i64::from(self.sample.success()),
+            i64::from(self.sample.success() && self.stalled.is_none()),
+        )?;
+        single(
+            e,
+            "measurement_stalled",
+            "How long the measurement in progress has run without finishing (a blocked driver call); 0 when none is stalled. While it is not 0 the figures are those of the last measurement that finished.",
+            Some(&Unit::Seconds),
+            self.stalled.unwrap_or_default().as_secs_f64(),
         )?;
         single(
             e,
@@ -515,7 +531,7 @@ mod tests {
                 .used_bytes(Some(9 * MIB))
                 .build(),
         ];
-        let text = render(s, Duration::from_millis(10), 1);
+        let text = render(s, Duration::from_millis(10), 1, None);
         assert!(text.contains(&format!(
             "hypomnesis_gpu_mig_memory_total_bytes{{gpu=\"0\",mig=\"9\",profile=\"1g.18gb\"}} {}\n",
             16_384 * MIB
@@ -532,7 +548,7 @@ mod tests {
 
     #[test]
     fn exposition_is_exact_and_stable() {
-        let text = render(sample(), Duration::from_millis(1500), 4);
+        let text = render(sample(), Duration::from_millis(1500), 4, None);
         let version = env!("CARGO_PKG_VERSION");
         let expected = format!(
             r#"# HELP hypomnesis_gpu_memory_total_bytes Total memory of the GPU as its driver reports it.
@@ -576,9 +592,13 @@ hypomnesis_gpu_unreadable{{gpu="2",kind="gpu_lost"}} 1
 # HELP hypomnesis_gpu_process_read_errors Counted GPUs whose process list could not be read at the last measurement.
 # TYPE hypomnesis_gpu_process_read_errors gauge
 hypomnesis_gpu_process_read_errors 1
-# HELP hypomnesis_scrape_success Whether the last measurement counted the GPUs and read every one (1) or not (0).
+# HELP hypomnesis_scrape_success Whether the last measurement counted the GPUs and read every one (1) or not (0, also while a newer one is stalled).
 # TYPE hypomnesis_scrape_success gauge
 hypomnesis_scrape_success 0
+# HELP hypomnesis_measurement_stalled_seconds How long the measurement in progress has run without finishing (a blocked driver call); 0 when none is stalled. While it is not 0 the figures are those of the last measurement that finished.
+# TYPE hypomnesis_measurement_stalled_seconds gauge
+# UNIT hypomnesis_measurement_stalled_seconds seconds
+hypomnesis_measurement_stalled_seconds 0.0
 # HELP hypomnesis_scrape_duration_seconds How long the last measurement took.
 # TYPE hypomnesis_scrape_duration_seconds gauge
 # UNIT hypomnesis_scrape_duration_seconds seconds
@@ -593,7 +613,7 @@ hypomnesis_build_info{{version="{version}"}} 1
 "#
         );
         assert_eq!(text, expected);
-        assert_eq!(render(sample(), Duration::from_millis(1500), 4), text);
+        assert_eq!(render(sample(), Duration::from_millis(1500), 4, None), text);
     }
 
     #[test]
@@ -601,7 +621,7 @@ hypomnesis_build_info{{version="{version}"}} 1
         let mut s = sample();
         s.unreadable = vec![(2, ErrorKind::NotSupported)];
         assert!(s.success());
-        let text = render(s, Duration::ZERO, 1);
+        let text = render(s, Duration::ZERO, 1, None);
         assert!(text.contains("\nhypomnesis_scrape_success 1\n"), "{text}");
         assert!(
             text.contains("\nhypomnesis_scrape_duration_seconds 0.0\n"),
@@ -613,13 +633,13 @@ hypomnesis_build_info{{version="{version}"}} 1
             counted: Some(0),
             ..Sample::default()
         };
-        let text = render(none, Duration::ZERO, 1);
+        let text = render(none, Duration::ZERO, 1, None);
         assert!(text.contains("\nhypomnesis_scrape_success 1\n"), "{text}");
         assert!(text.contains("\nhypomnesis_gpu_devices 0\n"), "{text}");
         assert!(!text.contains("gpu_memory"), "{text}");
 
         // Counting failed, or the measurement died.
-        let text = render(Sample::failed(), Duration::ZERO, 2);
+        let text = render(Sample::failed(), Duration::ZERO, 2, None);
         assert!(text.contains("\nhypomnesis_scrape_success 0\n"), "{text}");
         assert!(!text.contains("hypomnesis_gpu_devices"), "{text}");
         assert!(
@@ -631,7 +651,7 @@ hypomnesis_build_info{{version="{version}"}} 1
 
     #[test]
     fn classic_text_format() {
-        let om = render(sample(), Duration::from_millis(1500), 4);
+        let om = render(sample(), Duration::from_millis(1500), 4, None);
         let text = classic_text(&om);
         assert!(
             !text.contains("# EOF") && !text.contains("# UNIT"),
@@ -677,7 +697,7 @@ hypomnesis_build_info{{version="{version}"}} 1
         };
         s.processes
             .push(process(9, Some("evil\"} 1\nfake_metric 2"), MIB, 0));
-        let text = render(s, Duration::ZERO, 1);
+        let text = render(s, Duration::ZERO, 1, None);
         assert!(
             text.contains(
                 "hypomnesis_gpu_process_memory_bytes{gpu=\"0\",pid=\"9\",name=\"evil\\\"} 1\\nfake_metric 2\"} 1048576\n"
@@ -696,7 +716,7 @@ hypomnesis_build_info{{version="{version}"}} 1
             devices: vec![d],
             ..Sample::default()
         };
-        let text = render(s, Duration::ZERO, 1);
+        let text = render(s, Duration::ZERO, 1, None);
         assert!(text.contains("} 9223372036854775807\n"), "{text}");
     }
 }
