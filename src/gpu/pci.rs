@@ -40,8 +40,9 @@ impl PciAddress {
     }
 }
 
+/// Hex digits only (`from_str_radix` alone would take a sign: `+1f`).
 fn hex(s: &str) -> Option<u32> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     u32::from_str_radix(s, 16).ok()
@@ -90,6 +91,8 @@ mod tests {
             "0000:18:00.g",
             "1:2:3:4.0",
             "0000:18:-1.0",
+            "0000:+18:00.0",
+            "0000::00.0",
         ] {
             assert_eq!(PciAddress::parse(bad), None, "{bad:?}");
         }

@@ -5,7 +5,9 @@ use std::sync::atomic::Ordering;
 
 use super::SmiBackend;
 use super::parse::{self, Field, SmiGpu};
-use super::parse_mig::{self, ListGpu, ListMig, MIG_FIELDS, QGpuMig, QMemoryLines, SmiMigMode};
+use super::parse_mig::{
+    self, ListGpu, ListMig, MIG_FIELDS, QGpuMig, QMemoryLines, QProcess, SmiMigMode,
+};
 use super::{MIB, ROUNDING};
 use crate::gpu::{mig, nvidia};
 use crate::{GpuQuerySource, HypomnesisError, MigInstance, MigState, Result};
@@ -77,6 +79,14 @@ pub(super) fn q_of<'a>(
     let only = gpu_count == 1 && q.len() == 1;
     q.iter()
         .find(|qg| only || bus.is_some_and(|b| b.eq_ignore_ascii_case(&qg.pci_bus_id)))
+}
+
+/// The GPU and compute instance ids `-q` gives process `pid`, unknown when it lists it not.
+pub(super) fn instance_ids(procs: &[QProcess], pid: u32) -> (Option<u32>, Option<u32>) {
+    procs
+        .iter()
+        .find(|p| p.pid == Some(pid))
+        .map_or((None, None), |p| (p.gpu_instance_id, p.compute_instance_id))
 }
 
 /// Each GPU's MIG state from `--query-gpu` and the mode query (instances not yet known).
@@ -215,7 +225,7 @@ pub(super) fn mig_summary(s: &MigState, fields_rejected: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::nvidia_smi::parse_mig::{QMigDevice, QProcess};
+    use crate::gpu::nvidia_smi::parse_mig::QMigDevice;
 
     fn gpu(index: u32, bus: &str, uuid: &str) -> SmiGpu {
         SmiGpu {
@@ -327,6 +337,27 @@ mod tests {
             "two GPUs: the bus id decides"
         );
         assert!(q_of(&[], 1, Some(BUS0)).is_none());
+    }
+
+    #[test]
+    fn each_process_gets_its_own_instance_ids() {
+        let procs = [
+            QProcess {
+                pid: Some(10),
+                gpu_instance_id: Some(2),
+                compute_instance_id: Some(0),
+                ..QProcess::default()
+            },
+            QProcess {
+                pid: Some(11),
+                gpu_instance_id: Some(9),
+                compute_instance_id: Some(1),
+                ..QProcess::default()
+            },
+        ];
+        assert_eq!(instance_ids(&procs, 11), (Some(9), Some(1)));
+        assert_eq!(instance_ids(&procs, 10), (Some(2), Some(0)));
+        assert_eq!(instance_ids(&procs, 12), (None, None));
     }
 
     #[test]

@@ -123,12 +123,7 @@ impl Backend for SmiBackend {
         };
         let procs = mig::q_of(&q, gpu_count, gpu.pci_bus_id.as_deref())
             .map_or(&[][..], |qg| qg.processes.as_slice());
-        let ids = |pid: u32| {
-            procs
-                .iter()
-                .find(|p| p.pid == Some(pid))
-                .map_or((None, None), |p| (p.gpu_instance_id, p.compute_instance_id))
-        };
+        let ids = |pid: u32| mig::instance_ids(procs, pid);
         let mut out: Vec<GpuProcessEntry> = rows
             .into_iter()
             .map(|row| {
