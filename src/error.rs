@@ -118,6 +118,9 @@ pub(crate) const PAUSED: &str = "not run again";
 pub(crate) const NOT_BUILT_IN: &str = "not compiled in";
 /// What nvidia-smi prints (in brackets) in place of a figure the user may not read.
 pub(crate) const SMI_NO_PERMISSION: &str = "Insufficient Permissions";
+/// The words of figures that cannot be (free above total, a process holding more than its
+/// device).
+pub(crate) const IMPOSSIBLE: &str = "impossible figures";
 /// The words of a device whose driver does not publish its memory where this crate can read it.
 pub(crate) const NO_MEMORY_FIGURES: &str = "publishes no memory figures";
 /// The words of a GPU index that nvidia-smi's list skips (the GPU fell off the bus).
@@ -137,6 +140,8 @@ pub(crate) fn kind_of_message(message: &str) -> ErrorKind {
         ErrorKind::GpuLost
     } else if message.contains(NO_MEMORY_FIGURES) {
         ErrorKind::NotSupported
+    } else if message.contains(IMPOSSIBLE) || message.contains("unexpected `") {
+        ErrorKind::BadAnswer
     } else if message.contains(SMI_NO_PERMISSION) {
         ErrorKind::NoPermission
     } else if message.contains(PAUSED) {

@@ -69,8 +69,8 @@ pub use error::{ErrorKind, HypomnesisError, Result};
 #[cfg(feature = "nvml")]
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{
-    adapter_residency, device_count, device_info, gpu_processes, mig_gpu_instances, mig_instance,
-    mig_instances, mig_state, process_gpu_info, sources,
+    adapter_residency, device_count, device_info, dropped_process_rows, gpu_processes,
+    mig_gpu_instances, mig_instance, mig_instances, mig_state, process_gpu_info, sources,
 };
 pub use procinfo::{
     descendants, parse_stat, process_name, process_rss_of, process_start_time, process_tree,

@@ -198,7 +198,8 @@ fn replay() {
         .count();
     assert_eq!(
         detail("process rows dropped"),
-        (unknown > 0).then(|| format!("{unknown} (used_gpu_memory not available)")),
+        (unknown > 0)
+            .then(|| format!("{unknown} (no memory figure, pid 0, or more than the GPU has)")),
         "rows without a memory figure are counted, and only they"
     );
     let nvml = hypomnesis::sources()

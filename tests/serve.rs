@@ -288,7 +288,7 @@ impl Drop for Named {
 /// PID namespace), and one whose memory cannot be read.
 fn scenario(named: &Named) -> String {
     format!(
-        r#"{{"devices": [{}, {{"name": "Broken", "memory_error": 3}}]}}"#,
+        r#"{{"devices": [{}, {{"name": "Broken", "memory_error": 999}}]}}"#,
         h200(&format!(
             r#", "compute_processes": [{{"pid": {}, "used": {}}}, {{"pid": {}, "used": {}}},
                                         {{"pid": {GHOST}, "used": {}}}]"#,
@@ -336,8 +336,12 @@ fn metrics_carry_the_scenario() {
     assert_eq!(device("free"), Some(free.to_string()), "{t}");
     assert_eq!(device("used"), Some((total - free).to_string()), "{t}");
     assert_eq!(device("reserved"), Some((614 * MIB).to_string()), "{t}");
-    // The unreadable GPU has no series, and is counted.
-    assert!(!t.contains(r#"gpu="1""#), "{t}");
+    // The unreadable GPU has no memory series, and is counted and named.
+    assert!(!t.contains(r#"_bytes{gpu="1""#), "{t}");
+    assert!(
+        t.contains(r#"hypomnesis_gpu_unreadable{gpu="1",kind="#),
+        "{t}"
+    );
     assert_eq!(
         value(t, "hypomnesis_gpu_read_errors"),
         Some("1".into()),

@@ -56,6 +56,11 @@ pub(crate) trait Backend: Send + Sync {
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>>;
     /// What the source says about itself, for `hmn doctor`.
     fn report(&self) -> SourceReport;
+    /// Process rows left out of the devices' latest lists (implausible or unknown figures),
+    /// without asking the source anything.
+    fn dropped_process_rows(&self) -> u64 {
+        0
+    }
     /// MIG mode and instances of one device. Sources that know nothing of MIG say "unknown".
     fn mig_state(&self, index: u32) -> Result<MigState> {
         Ok(MigState::unknown(index, self.source()))

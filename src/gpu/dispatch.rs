@@ -293,6 +293,9 @@ pub(super) fn merge_reports(
                 seen.state = r.state;
             }
             seen.details.extend(r.details);
+            seen.dropped_process_rows = seen
+                .dropped_process_rows
+                .saturating_add(r.dropped_process_rows);
         } else {
             out.push(r);
         }
@@ -306,6 +309,7 @@ pub(super) fn merge_reports(
                     crate::error::NOT_BUILT_IN
                 )),
                 details: Vec::new(),
+                dropped_process_rows: 0,
             });
         }
     }
@@ -407,6 +411,7 @@ mod tests {
                 source: self.source,
                 state: SourceState::Answered,
                 details: Vec::new(),
+                dropped_process_rows: 0,
             }
         }
         fn answers(&self, op: Op) -> bool {
@@ -583,6 +588,7 @@ mod tests {
             source,
             state,
             details: vec![(detail.into(), "x".into())],
+            dropped_process_rows: 0,
         }
     }
 

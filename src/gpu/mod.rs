@@ -170,7 +170,29 @@ pub fn sources() -> Vec<SourceReport> {
     if cfg!(target_os = "linux") {
         wanted.push((GpuQuerySource::Drm, "drm"));
     }
-    dispatch::merge_reports(backends().iter().map(|b| b.report()).collect(), &wanted)
+    let reports = backends()
+        .iter()
+        .map(|b| {
+            // The report first: making it may read the process lists whose rows it counts.
+            let report = b.report();
+            SourceReport {
+                dropped_process_rows: b.dropped_process_rows(),
+                ..report
+            }
+        })
+        .collect();
+    dispatch::merge_reports(reports, &wanted)
+}
+
+/// Process rows the GPU sources left out of their latest process lists: rows without a memory
+/// figure, with pid 0, or claiming more memory than the device has. Cheap (asks no source
+/// anything); `hmn ps` says it when it is not 0, [`sources`] gives it per source.
+#[must_use]
+pub fn dropped_process_rows() -> u64 {
+    backends()
+        .iter()
+        .map(|b| b.dropped_process_rows())
+        .fold(0, u64::saturating_add)
 }
 
 #[cfg(all(test, not(all(windows, feature = "pdh"))))]

@@ -149,6 +149,7 @@ builder! {
         source: GpuQuerySource = GpuQuerySource::Nvml,
         state: SourceState = SourceState::Answered,
         details: Vec<(String, String)> = Vec::new(),
+        dropped_process_rows: u64 = 0,
     }
 }
 

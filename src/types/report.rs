@@ -34,6 +34,9 @@ pub struct SourceReport {
     pub state: SourceState,
     /// Facts the source gave, as (label, value) pairs in a stable order.
     pub details: Vec<(String, String)>,
+    /// Process rows the source left out of its latest lists (no memory figure, pid 0, more
+    /// memory than the device has), summed over the devices.
+    pub dropped_process_rows: u64,
 }
 
 /// Where a root in use came from.

@@ -220,6 +220,7 @@ fn every_builder_sets_every_field() {
             source: GpuQuerySource::Metal,
             state: SourceState::Failed("x".into()),
             details: vec![("k".into(), "v".into())],
+            dropped_process_rows: 0,
         }
     );
     let root = Root::builder()

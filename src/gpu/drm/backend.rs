@@ -23,12 +23,15 @@ const SWEEP_REUSE: Duration = Duration::from_millis(250);
 /// The DRM backend.
 pub(crate) struct DrmBackend {
     last: Mutex<Option<(Instant, Sweep)>>,
+    /// Clients left out of each device's latest list: more memory than the device has.
+    dropped: Mutex<BTreeMap<u32, u64>>,
 }
 
 impl DrmBackend {
     pub(crate) const fn new() -> Self {
         Self {
             last: Mutex::new(None),
+            dropped: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -49,8 +52,78 @@ impl DrmBackend {
         Ok(s)
     }
 
-    fn rows(&self, d: &Device) -> Result<BTreeMap<u32, (u64, u64)>> {
-        Ok(self.sweep()?.per_slot.remove(&d.slot).unwrap_or_default())
+    /// The processes of device `index` and their (used, shared) bytes; a process claiming more
+    /// than the device's memory (`drm-memory-vram: 18446744073709551615`) is left out and
+    /// counted.
+    fn rows(&self, index: u32, d: &Device) -> Result<BTreeMap<u32, (u64, u64)>> {
+        let mut rows = self.sweep()?.per_slot.remove(&d.slot).unwrap_or_default();
+        let before = rows.len();
+        if let Ok((total, _, _)) = memory(d) {
+            rows.retain(|_, (used, _)| *used <= total);
+        }
+        let dropped = (before - rows.len()) as u64;
+        if dropped > 0 {
+            crate::debug_log!(
+                "DRM: {} ({}): {dropped} process(es) claiming more memory than the device has left out",
+                d.card,
+                d.slot
+            );
+        }
+        self.dropped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(index, dropped);
+        Ok(rows)
+    }
+
+    /// Rows left out of the devices' latest lists.
+    fn dropped_rows(&self) -> u64 {
+        self.dropped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum()
+    }
+    /// The doctor's lines on the process sweep of `list`.
+    fn sweep_details(&self, list: &[Device], details: &mut Vec<(String, String)>) -> Result<()> {
+        if !sweep_worthwhile(list) {
+            details.push((
+                "process sweep".into(),
+                "skipped: no device's driver publishes fdinfo memory".into(),
+            ));
+            return Ok(());
+        }
+        let s = self.sweep()?;
+        // Each device's rows, for those left out (counted below).
+        for (i, d) in (0_u32..).zip(list) {
+            let _ = self.rows(i, d);
+        }
+        details.push((
+            "processes swept".into(),
+            format!("{} ({} DRM fdinfo files read)", s.pids, s.fdinfo_reads),
+        ));
+        for (what, n) in [
+            ("fdinfo files refused", s.fdinfo_refused),
+            ("fdinfo lines left out", s.bad_lines),
+        ] {
+            if n > 0 {
+                details.push((what.into(), n.to_string()));
+            }
+        }
+        let dropped = self.dropped_rows();
+        if dropped > 0 {
+            details.push((
+                "process rows dropped".into(),
+                format!("{dropped} (more memory than the device has)"),
+            ));
+        }
+        if s.unreadable > 0 {
+            details.push((
+                "processes not readable".into(),
+                format!("{} (other users' processes: their GPU memory is not counted; run as root to see them)", s.unreadable),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -93,7 +166,14 @@ impl Backend for DrmBackend {
     fn device_info(&self, index: u32) -> Result<GpuDeviceInfo> {
         let d = device(index)?;
         let (total, used, extra) = memory(d)?;
-        let used = used.min(total);
+        if used > total {
+            return Err(HypomnesisError::Drm(format!(
+                "{} ({}): {} (used {used} bytes of a total of {total})",
+                d.card,
+                d.slot,
+                crate::error::IMPOSSIBLE
+            )));
+        }
         let name = fs::read_to_string(d.dev().join("product_name"))
             .ok()
             .map(|s| s.trim().to_string())
@@ -115,7 +195,7 @@ impl Backend for DrmBackend {
         let me = std::process::id();
         let root = procfs::root()?;
         let used = self
-            .rows(d)?
+            .rows(index, d)?
             .into_iter()
             .find(|(pid, _)| procfs::place(root, *pid).pid() == me)
             .map_or(0, |(_, (u, _))| u);
@@ -131,7 +211,7 @@ impl Backend for DrmBackend {
         let d = device(index)?;
         let root = procfs::root()?;
         Ok(self
-            .rows(d)?
+            .rows(index, d)?
             .into_iter()
             .filter(|(_, (u, s))| *u > 0 || *s > 0)
             .map(|(pid, (used, shared))| {
@@ -150,6 +230,10 @@ impl Backend for DrmBackend {
             .collect())
     }
 
+    fn dropped_process_rows(&self) -> u64 {
+        self.dropped_rows()
+    }
+
     fn report(&self) -> SourceReport {
         let devs = devices();
         if let Some(e) = &devs.error {
@@ -157,6 +241,7 @@ impl Backend for DrmBackend {
                 source: GpuQuerySource::Drm,
                 state: SourceState::Failed(e.clone()),
                 details: Vec::new(),
+                dropped_process_rows: 0,
             };
         }
         let mut details = match roots::sysfs() {
@@ -183,34 +268,15 @@ impl Backend for DrmBackend {
         for n in &devs.notes {
             details.push(("skipped".into(), n.clone()));
         }
-        if !devs.list.is_empty() {
-            if sweep_worthwhile(&devs.list) {
-                let s = match self.sweep() {
-                    Ok(s) => s,
-                    Err(e) => {
-                        return SourceReport {
-                            source: GpuQuerySource::Drm,
-                            state: SourceState::Failed(e.to_string()),
-                            details,
-                        };
-                    }
-                };
-                details.push((
-                    "processes swept".into(),
-                    format!("{} ({} DRM fdinfo files read)", s.pids, s.fdinfo_reads),
-                ));
-                if s.unreadable > 0 {
-                    details.push((
-                        "processes not readable".into(),
-                        format!("{} (other users' processes: their GPU memory is not counted; run as root to see them)", s.unreadable),
-                    ));
-                }
-            } else {
-                details.push((
-                    "process sweep".into(),
-                    "skipped: no device's driver publishes fdinfo memory".into(),
-                ));
-            }
+        if !devs.list.is_empty()
+            && let Err(e) = self.sweep_details(&devs.list, &mut details)
+        {
+            return SourceReport {
+                source: GpuQuerySource::Drm,
+                state: SourceState::Failed(e.to_string()),
+                details,
+                dropped_process_rows: 0,
+            };
         }
         let state = if devs.list.is_empty() {
             SourceState::Absent(no_device())
@@ -221,6 +287,7 @@ impl Backend for DrmBackend {
             source: GpuQuerySource::Drm,
             state,
             details,
+            dropped_process_rows: 0,
         }
     }
 }

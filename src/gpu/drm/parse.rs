@@ -37,6 +37,9 @@ pub struct FdInfo {
     pub client_id: Option<u64>,
     /// Regions by name (`vram`, `gtt`, `local0`, `system0`, `vram0`, `memory`, …).
     pub regions: BTreeMap<String, Region>,
+    /// Lines of a known key that did not make sense (each `key: why`), left out; the client's
+    /// other figures stand.
+    pub bad_lines: Vec<String>,
 }
 
 /// A size as the kernel prints it: `<uint>` with no unit (bytes), `KiB`, `MiB` (and `GiB`,
@@ -67,8 +70,8 @@ pub fn parse_size(v: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size {:?} overflows", clip(v)))
 }
 
-/// Parse DRM fdinfo. `Err` when this is not a DRM client's fdinfo (no `drm-driver`), or a
-/// memory line is malformed.
+/// Parse DRM fdinfo. `Err` when this is not a DRM client's fdinfo (no `drm-driver`); a
+/// malformed memory or client-id line is left out and named in `bad_lines`.
 pub fn parse_fdinfo(text: &str) -> Result<FdInfo, String> {
     let mut info = FdInfo::default();
     let mut driver = None;
@@ -81,13 +84,12 @@ pub fn parse_fdinfo(text: &str) -> Result<FdInfo, String> {
         match key {
             "drm-driver" => driver = Some(value.to_string()),
             "drm-pdev" | "pdev" => info.pdev = Some(value.to_ascii_lowercase()),
-            "drm-client-id" => {
-                info.client_id = Some(
-                    value
-                        .parse()
-                        .map_err(|_| format!("drm-client-id {:?} is not a number", clip(value)))?,
-                );
-            }
+            "drm-client-id" => match value.parse() {
+                Ok(id) => info.client_id = Some(id),
+                Err(_) => info
+                    .bad_lines
+                    .push(format!("drm-client-id {:?} is not a number", clip(value))),
+            },
             _ => {
                 let (region, set): (&str, fn(&mut Region, u64)) =
                     if let Some(r) = key.strip_prefix("drm-total-") {
@@ -99,8 +101,10 @@ pub fn parse_fdinfo(text: &str) -> Result<FdInfo, String> {
                     } else {
                         continue;
                     };
-                let bytes = parse_size(value).map_err(|why| format!("{key}: {why}"))?;
-                set(info.regions.entry(region.to_string()).or_default(), bytes);
+                match parse_size(value) {
+                    Ok(bytes) => set(info.regions.entry(region.to_string()).or_default(), bytes),
+                    Err(why) => info.bad_lines.push(format!("{key}: {why}")),
+                }
             }
         }
     }
@@ -277,12 +281,21 @@ mod tests {
                 .unwrap_err()
                 .contains("not a DRM client")
         );
-        assert!(
-            parse_fdinfo("drm-driver: amdgpu\ndrm-total-vram: lots\n")
-                .unwrap_err()
-                .contains("drm-total-vram")
+        let bad = parse_fdinfo("drm-driver: amdgpu\ndrm-total-vram: lots\ndrm-resident-vram: 4 KiB\ndrm-memory-cpu: 7 XiB\n").unwrap();
+        assert_eq!(
+            bad.regions["vram"].bytes(),
+            Some(4096),
+            "the good fields stand"
         );
-        assert!(parse_fdinfo("drm-driver: x\ndrm-client-id: -1\n").is_err());
+        assert!(!bad.regions.contains_key("cpu"));
+        assert_eq!(bad.bad_lines.len(), 2, "{:?}", bad.bad_lines);
+        assert!(
+            bad.bad_lines[0].starts_with("drm-total-vram: "),
+            "{:?}",
+            bad.bad_lines
+        );
+        let bad = parse_fdinfo("drm-driver: x\ndrm-client-id: -1\n").unwrap();
+        assert_eq!((bad.client_id, bad.bad_lines.len()), (None, 1));
         assert_eq!(
             parse_fdinfo("drm-driver:\tnouveau\n").map(|f| client_usage(&f)),
             Ok((0, 0))

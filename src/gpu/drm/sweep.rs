@@ -18,6 +18,27 @@ pub struct Sweep {
     pub pids: usize,
     /// fdinfo files read.
     pub fdinfo_reads: usize,
+    /// fdinfo files that were not a DRM client's text: larger than [`FDINFO_CAP`] (a link to
+    /// `/dev/zero` in a crafted procfs), or not text.
+    pub fdinfo_refused: usize,
+    /// Lines of DRM clients' fdinfo that made no sense and were left out.
+    pub bad_lines: usize,
+}
+
+/// The most of one fdinfo file read (a real one is a few hundred bytes).
+pub const FDINFO_CAP: u64 = 64 << 10;
+
+/// A small text file, whole: `None` when it cannot be read, is larger than `cap` or is not
+/// UTF-8.
+fn read_capped(path: &Path, cap: u64) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    let n = fs::File::open(path)
+        .ok()?
+        .take(cap + 1)
+        .read_to_string(&mut text)
+        .ok()?;
+    (n as u64 <= cap).then_some(text)
 }
 
 /// Sweep the processes under `procfs`. Public (hidden) for the benchmark suite.
@@ -59,12 +80,16 @@ pub fn sweep_tree(procfs: &Path) -> Sweep {
                 continue;
             }
             out.fdinfo_reads += 1;
-            let Ok(text) = fs::read_to_string(dir.join("fdinfo").join(fd.file_name())) else {
+            let path = dir.join("fdinfo").join(fd.file_name());
+            let Some(text) = read_capped(&path, FDINFO_CAP) else {
+                // Gone meanwhile, or not a real fdinfo.
+                out.fdinfo_refused += usize::from(path.exists());
                 continue;
             };
             let Ok(info) = parse::parse_fdinfo(&text) else {
                 continue;
             };
+            out.bad_lines += info.bad_lines.len();
             let Some(pdev) = info.pdev.clone() else {
                 continue;
             };

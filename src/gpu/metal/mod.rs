@@ -430,6 +430,7 @@ impl Backend for MetalBackend {
             source: GpuQuerySource::Metal,
             state,
             details,
+            dropped_process_rows: 0,
         }
     }
 

@@ -172,6 +172,21 @@ impl SmiBackend {
             .insert(query, said);
     }
 
+    /// Reads the process list once for the rows it leaves out on each GPU (for the doctor).
+    pub(super) fn count_dropped_rows(&self, list: &GpuList) {
+        let Ok(apps) = self.apps() else {
+            return;
+        };
+        let count = usize::try_from(list.count).unwrap_or(usize::MAX);
+        let mut dropped = self
+            .dropped_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for g in &list.gpus {
+            dropped.insert(g.index, select_rows(g, count, apps.clone()).1);
+        }
+    }
+
     pub(super) fn gpu(&self, index: u32) -> Result<SmiGpu> {
         self.gpus()?.get(index).cloned()
     }
@@ -204,7 +219,7 @@ pub(super) struct Listed {
 }
 
 /// The rows of `apps` that run on `gpu`, by pid, and how many of them had no usable memory
-/// figure. A row belongs to `gpu` when their PCI bus ids are equal; on a host of one GPU
+/// figure (`[N/A]`, pid 0, more than the GPU's total). A row belongs to `gpu` when their PCI bus ids are equal; on a host of one GPU
 /// (`gpu_count`), a row or GPU without a bus id belongs to it too.
 pub(super) fn select_rows(gpu: &SmiGpu, gpu_count: usize, apps: Vec<SmiApp>) -> (Vec<AppRow>, u64) {
     let mut rows = Vec::new();
@@ -217,9 +232,13 @@ pub(super) fn select_rows(gpu: &SmiGpu, gpu_count: usize, apps: Vec<SmiApp>) -> 
         if !mine {
             continue;
         }
+        // As NVML's rows: pid 0 is no process, and none holds more than the whole GPU.
+        let total = gpu.total_mib.as_ref().ok().and_then(|t| t.checked_mul(MIB));
         match a.used_mib.ok().and_then(|m| m.checked_mul(MIB)) {
-            Some(bytes) => rows.push((a.pid, bytes, a.name)),
-            None => dropped += 1,
+            Some(bytes) if a.pid != 0 && total.is_none_or(|t| bytes <= t) => {
+                rows.push((a.pid, bytes, a.name));
+            }
+            _ => dropped += 1,
         }
     }
     rows.sort_by_key(|r| r.0);
@@ -332,6 +351,17 @@ mod tests {
         let (rows, dropped) = select_rows(&second, 2, apps());
         assert_eq!(rows, vec![(30, 3 * MIB, Some("p30".into()))]);
         assert_eq!(dropped, 0);
+        // Pid 0 and more memory than the GPU has are not rows (the GPU has 10 MiB).
+        let (rows, dropped) = select_rows(
+            &first,
+            2,
+            vec![
+                app(Some("00000000:01:00.0"), 0, Ok(1)),
+                app(Some("00000000:01:00.0"), 9, Ok(11)),
+                app(Some("00000000:01:00.0"), 8, Ok(10)),
+            ],
+        );
+        assert_eq!((rows, dropped), (vec![(8, 10 * MIB, Some("p8".into()))], 2));
         // One GPU: rows without a bus id (or a GPU without one) are its own.
         let (rows, _) = select_rows(&first, 1, vec![app(None, 40, Ok(4))]);
         assert_eq!(rows.len(), 1);

@@ -160,6 +160,14 @@ impl Backend for SmiBackend {
             })
     }
 
+    fn dropped_process_rows(&self) -> u64 {
+        self.dropped_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum()
+    }
+
     fn report(&self) -> SourceReport {
         let mut details = Vec::new();
         let s = self.setup();
@@ -180,6 +188,7 @@ impl Backend for SmiBackend {
                 match self.gpus() {
                     Ok(g) => {
                         details.push(("devices".into(), devices_line(&g)));
+                        self.count_dropped_rows(&g);
                         details.push((
                             "memory.reserved field".into(),
                             if self.reserved_rejected.load(Ordering::Relaxed) {
@@ -220,22 +229,18 @@ impl Backend for SmiBackend {
                 format!("{}: {}", lines.len(), lines.join(" / ")),
             ));
         }
-        let dropped: u64 = self
-            .dropped_rows
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .sum();
+        let dropped = self.dropped_process_rows();
         if dropped > 0 {
             details.push((
                 "process rows dropped".into(),
-                format!("{dropped} (used_gpu_memory not available)"),
+                format!("{dropped} (no memory figure, pid 0, or more than the GPU has)"),
             ));
         }
         SourceReport {
             source: GpuQuerySource::NvidiaSmi,
             state,
             details,
+            dropped_process_rows: 0,
         }
     }
 }

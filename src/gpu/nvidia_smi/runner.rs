@@ -351,11 +351,13 @@ mod tests {
         assert_eq!(drain(&[1_u8][..], 0), Err(1));
     }
 
+    #[cfg(target_os = "linux")]
     fn threads_and_fds() -> (usize, usize) {
         let count = |d: &str| std::fs::read_dir(d).map_or(0, Iterator::count);
         (count("/proc/self/task"), count("/proc/self/fd"))
     }
 
+    #[cfg(target_os = "linux")]
     fn gone(pid_file: &Path) -> bool {
         let pid = std::fs::read_to_string(pid_file).unwrap_or_default();
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));

@@ -1,8 +1,6 @@
 //! What NVML says about itself, for `hmn doctor`: the library, devices and MIG modes, versions,
 //! which optional functions this driver exports, and what was dropped.
 
-use std::sync::atomic::Ordering;
-
 use super::abi::text;
 use super::ffi::ProcessFn;
 use super::library::{LoadOutcome, outcome};
@@ -27,6 +25,8 @@ pub(super) fn report() -> SourceReport {
                     details.push(("devices".into(), n.to_string()));
                     for i in 0..n {
                         details.push((format!("GPU {i} MIG"), l.mig_summary(i)));
+                        // Read for the rows it leaves out (counted below); the list is not shown.
+                        let _ = l.run(|l| l.raw_processes(i));
                     }
                     SourceState::Answered
                 }
@@ -67,7 +67,7 @@ pub(super) fn report() -> SourceReport {
                 details.push(("PCI info".into(), p.into()));
             }
             details.push(("nvmlInit calls".into(), l.lock().init_calls.to_string()));
-            let dropped = l.dropped_rows.load(Ordering::Relaxed);
+            let dropped = l.dropped_rows();
             if dropped > 0 {
                 details.push((
                     "process rows dropped".into(),
@@ -81,5 +81,6 @@ pub(super) fn report() -> SourceReport {
         source: GpuQuerySource::Nvml,
         state,
         details,
+        dropped_process_rows: 0,
     }
 }

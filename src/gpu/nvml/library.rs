@@ -1,7 +1,7 @@
 //! Finding and loading the NVML library, once per process.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, OnceLock};
 
 use super::ffi::Nvml;
@@ -16,6 +16,21 @@ fn candidates() -> std::result::Result<(Vec<PathBuf>, bool), String> {
             return Err(format!(
                 "HYPOMNESIS_NVML_LIBRARY must be an absolute path to the NVML library, got {:?}",
                 v.to_string_lossy()
+            ));
+        }
+        // Only a regular file (or a link to one) is opened: a FIFO or a device there would
+        // block the loader or feed it anything.
+        if let Ok(meta) = std::fs::metadata(&p)
+            && !meta.is_file()
+        {
+            return Err(format!(
+                "HYPOMNESIS_NVML_LIBRARY is {} ({}), not a regular file",
+                p.display(),
+                if meta.is_dir() {
+                    "a directory"
+                } else {
+                    "a FIFO, socket or device"
+                }
             ));
         }
         return Ok((vec![p], true));
@@ -59,9 +74,16 @@ pub(super) enum LoadOutcome {
     Failed { reason: String, explicit: bool },
 }
 
+/// The library, loaded once per process.
+static STATE: OnceLock<LoadOutcome> = OnceLock::new();
+
 pub(super) fn outcome() -> &'static LoadOutcome {
-    static STATE: OnceLock<LoadOutcome> = OnceLock::new();
     STATE.get_or_init(load)
+}
+
+/// The outcome of loading, when a load was already attempted (loads nothing).
+pub(super) fn attempted() -> Option<&'static LoadOutcome> {
+    STATE.get()
 }
 
 fn load() -> LoadOutcome {
@@ -88,7 +110,7 @@ fn load() -> LoadOutcome {
                     nvml,
                     path,
                     session: Mutex::new(Session::default()),
-                    dropped_rows: AtomicU64::new(0),
+                    dropped_rows: Mutex::new(BTreeMap::new()),
                 }));
             }
             Err(why) => {

@@ -128,4 +128,11 @@ impl Backend for NvmlBackend {
     fn report(&self) -> SourceReport {
         doctor::report()
     }
+
+    fn dropped_process_rows(&self) -> u64 {
+        match library::attempted() {
+            Some(library::LoadOutcome::Loaded(l)) => l.dropped_rows(),
+            _ => 0,
+        }
+    }
 }

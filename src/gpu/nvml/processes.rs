@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
 
 use super::abi::{
     NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS, NVML_VALUE_NOT_AVAILABLE,
@@ -50,6 +50,11 @@ impl Loaded {
     ) -> std::result::Result<Vec<RawProcess>, Failure> {
         let dev = self.device(index)?;
         let total = self.memory(dev, index).ok().map(|m| m.total);
+        // This list's rows left out are counted afresh.
+        self.dropped_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(index, 0);
         let parent = self.read_lists(dev, index, total, None);
         if !matches!(self.mig_mode(dev), Some((true, _))) {
             return parent.map(|m| m.into_values().collect());
@@ -145,7 +150,12 @@ impl Loaded {
             }
         }
         if dropped > 0 {
-            self.dropped_rows.fetch_add(dropped, Ordering::Relaxed);
+            *self
+                .dropped_rows
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(index)
+                .or_insert(0) += dropped;
             crate::debug_log!(
                 "NVML: GPU {index}: {dropped} process row(s) without a usable memory figure dropped"
             );

@@ -1,8 +1,8 @@
 //! The NVML session: initialisation (once, again only after the driver went away), device
 //! handles, the driver version, and NVML return codes made into errors in one place.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -40,7 +40,7 @@ pub(super) struct Loaded {
     pub(super) path: PathBuf,
     pub(super) session: Mutex<Session>,
     /// Process-list rows left out (memory not available, larger than the device, pid 0).
-    pub(super) dropped_rows: AtomicU64,
+    pub(super) dropped_rows: Mutex<BTreeMap<u32, u64>>,
 }
 
 /// Why an NVML-backed operation failed.
@@ -167,6 +167,15 @@ impl Loaded {
             }
             Err(e) => Err(self.to_error(e)),
         }
+    }
+
+    /// Process rows left out of the devices' latest lists.
+    pub(super) fn dropped_rows(&self) -> u64 {
+        self.dropped_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .sum()
     }
 
     pub(super) fn device_count(&self) -> std::result::Result<u32, Failure> {

@@ -300,6 +300,7 @@ impl Backend for DxgiBackend {
             source: GpuQuerySource::Dxgi,
             state,
             details,
+            dropped_process_rows: 0,
         }
     }
 }
@@ -348,6 +349,7 @@ impl Backend for PdhBackend {
                     source: GpuQuerySource::Pdh,
                     state: SourceState::Answered,
                     details: vec![("GPU Process Memory instances".into(), n.to_string())],
+                    dropped_process_rows: 0,
                 };
             }
             Err(e) => SourceState::Failed(e),
@@ -356,6 +358,7 @@ impl Backend for PdhBackend {
             source: GpuQuerySource::Pdh,
             state,
             details: Vec::new(),
+            dropped_process_rows: 0,
         }
     }
 }

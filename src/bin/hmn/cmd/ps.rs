@@ -82,6 +82,10 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         render::ps_table(out, &rows)?;
     }
     writeln!(err, "{}", render::ps_summary(&rows, args.pid, args.device))?;
+    let dropped = hypomnesis::dropped_process_rows();
+    if dropped > 0 {
+        writeln!(err, "{}", render::dropped_rows_line(dropped))?;
+    }
     // A GPU whose process list could not be read is a failed measurement, even when the
     // others' rows are shown.
     if failures > 0 {

@@ -38,6 +38,15 @@ impl PsRow {
     }
 }
 
+/// The line on process rows the sources left out.
+pub fn dropped_rows_line(n: u64) -> String {
+    format!(
+        "hmn: {n} process row{} left out: no memory figure, pid 0, or more memory than the \
+         device has (`hmn doctor` says which source)",
+        if n == 1 { "" } else { "s" }
+    )
+}
+
 /// The order of `hmn ps`: the chosen key, then VRAM descending, name, pid.
 pub fn sort_rows(rows: &mut [PsRow], key: SortKey) {
     let tie = |r: &PsRow| {
