@@ -7,6 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 T="${BENCH_TIME:-3}"
 cargo bench --bench measure -- --warm-up-time 1 --measurement-time "$T"
 cargo bench --bench fdinfo_sweep -- --warm-up-time 1 --measurement-time "$T"
+cargo bench --bench process_tree -- --warm-up-time 1 --measurement-time "$T"
 cargo build --release --all-features --bin hmn
 python3 scripts/bench_report.py > BENCHMARKS.md
 cat BENCHMARKS.md

@@ -171,6 +171,16 @@ def main():
     w("\nSynthetic procfs trees on disk (4 fds per process, 1 in 10 holding an amdgpu node). Hosts whose "
       "DRM drivers publish no fdinfo memory (NVIDIA-only) skip the sweep entirely.\n")
 
+    w(f"## Finding the command's processes, per `hmn run` sample (`benches/process_tree.rs`; measured {run_date('process_tree')})\n")
+    w("| host processes | walk (`children` files) | scan of every `stat` (before) | walk vs. 100 processes |\n|---:|---:|---:|---:|")
+    base = median_ns("process_tree", "walk/100")
+    for n in (100, 3000, 10000):
+        walk, scan = median_ns("process_tree", f"walk/{n}"), median_ns("process_tree", f"scan/{n}")
+        w(f"| {n:,} | {fmt_ns(walk)} | {fmt_ns(scan)} | {walk / base:.2f}x |")
+    w("\nReal `sleep` processes fill the host to each count; the measured command is a shell with two "
+      "children, and each sample also reads their resident sets. Kernels without "
+      "`/proc/<pid>/task/<tid>/children` get the scan, at most once a second.\n")
+
     w(f"## Sampling overhead and the exporter (measured {time.strftime('%Y-%m-%d', time.gmtime())})\n")
     w("| what | result |\n|---|---:|")
     if os.path.exists(HMN):

@@ -73,7 +73,8 @@ pub use gpu::{
     mig_gpu_instances, mig_instance, mig_instances, mig_state, process_gpu_info, sources,
 };
 pub use procinfo::{
-    descendants, parse_stat, process_name, process_rss_of, process_start_time, process_tree,
+    TreeWalker, descendants, parse_stat, process_name, process_rss_of, process_start_time,
+    process_tree,
 };
 pub use ram::process_rss;
 #[cfg(feature = "report")]
@@ -116,6 +117,10 @@ pub mod __parsers {
     };
     pub use crate::gpu::pci::PciAddress;
     pub use crate::gpu::winparse::{parse_pdh_instance, utf16_until_nul};
+    /// The process tree below a pid through `children` files (`None` where the kernel has
+    /// none), and through a scan of every process's `stat` (what `process_tree` did before).
+    #[cfg(target_os = "linux")]
+    pub use crate::procinfo::linux::{by_children as tree_by_children, by_scan as tree_by_scan};
     pub use crate::ram::parse::{statm_resident_bytes, status_vmrss_bytes};
 }
 

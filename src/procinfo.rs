@@ -119,6 +119,11 @@ pub fn process_name(pid: u32) -> Option<String> {
 
 /// `root` and every live process below it (children, grandchildren, …), `root` first.
 ///
+/// On Linux the tree is walked from `root` through `/proc/<pid>/task/<tid>/children`, so the
+/// cost follows the size of the tree, not of the host's process table; kernels without those
+/// files (`CONFIG_PROC_CHILDREN` off) get a scan of every process's `stat`. To sample a tree
+/// repeatedly, [`TreeWalker`] rations that scan.
+///
 /// # Errors
 ///
 /// [`crate::HypomnesisError::Io`] when the process table cannot be read.
@@ -126,6 +131,134 @@ pub fn process_tree(root: u32) -> Result<Vec<u32>> {
     #[cfg(target_os = "linux")]
     {
         let procfs = crate::roots::procfs()?;
+        match linux::by_children(procfs, root) {
+            Some(tree) => Ok(tree),
+            None => linux::by_scan(procfs, root),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Ok(vec![root])
+    }
+}
+
+/// The process tree below one pid, sampled again and again (`hmn run`): each call walks the
+/// tree through its `children` files (see [`process_tree`]); where the kernel has none, the full
+/// scan of the process table runs at most once a second and the calls in between reuse its
+/// result, so sampling does not cost a core on a host with thousands of processes.
+#[derive(Debug, Clone)]
+pub struct TreeWalker {
+    root: u32,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux scans
+    rescan_every: std::time::Duration,
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    last_scan: Option<(std::time::Instant, Vec<u32>)>,
+    scans: u64,
+}
+
+impl TreeWalker {
+    /// A walker for the tree below `root`.
+    #[must_use]
+    pub fn new(root: u32) -> Self {
+        Self::with_rescan(root, std::time::Duration::from_secs(1))
+    }
+
+    fn with_rescan(root: u32, rescan_every: std::time::Duration) -> Self {
+        Self {
+            root,
+            rescan_every,
+            last_scan: None,
+            scans: 0,
+        }
+    }
+
+    /// `root` and its live descendants now, `root` first; `[root]` when the process table
+    /// cannot be read.
+    pub fn pids(&mut self) -> Vec<u32> {
+        #[cfg(target_os = "linux")]
+        {
+            match crate::roots::procfs() {
+                Ok(procfs) => self.pids_at(procfs),
+                Err(_) => vec![self.root],
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            vec![self.root]
+        }
+    }
+
+    /// How many full scans of the process table this walker has made (0 where the kernel has
+    /// `children` files).
+    #[must_use]
+    pub fn full_scans(&self) -> u64 {
+        self.scans
+    }
+
+    #[cfg(target_os = "linux")]
+    fn pids_at(&mut self, procfs: &std::path::Path) -> Vec<u32> {
+        if let Some(tree) = linux::by_children(procfs, self.root) {
+            return tree;
+        }
+        if let Some((at, tree)) = &self.last_scan
+            && at.elapsed() < self.rescan_every
+        {
+            return tree.clone();
+        }
+        let tree = linux::by_scan(procfs, self.root).unwrap_or_else(|_| vec![self.root]);
+        self.scans += 1;
+        self.last_scan = Some((std::time::Instant::now(), tree.clone()));
+        tree
+    }
+}
+
+#[cfg(target_os = "linux")]
+pub(crate) mod linux {
+    use super::{descendants, parse_stat};
+    use std::path::Path;
+
+    /// The tree below `root` through the `children` files of each of its threads; `None` when
+    /// the kernel has no such files (the caller scans instead). A `root` that is gone is `[root]`.
+    #[must_use]
+    pub fn by_children(procfs: &Path, root: u32) -> Option<Vec<u32>> {
+        let root_dir = procfs.join(root.to_string());
+        let probe = root_dir
+            .join("task")
+            .join(root.to_string())
+            .join("children");
+        if !probe.exists() {
+            // The process is gone (nothing below it is ours any more), or the kernel has no
+            // children files: only the second needs a scan.
+            return if root_dir.exists() {
+                None
+            } else {
+                Some(vec![root])
+            };
+        }
+        let mut out = vec![root];
+        let mut seen = std::collections::BTreeSet::from([root]);
+        let mut i = 0;
+        while let Some(&pid) = out.get(i) {
+            i += 1;
+            let Ok(tasks) = std::fs::read_dir(procfs.join(pid.to_string()).join("task")) else {
+                continue; // exited since its parent listed it
+            };
+            for task in tasks.flatten() {
+                let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+                    continue;
+                };
+                for child in text.split_ascii_whitespace().filter_map(|w| w.parse().ok()) {
+                    if seen.insert(child) {
+                        out.push(child);
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The tree below `root` from the `stat` of every process in the table.
+    pub fn by_scan(procfs: &Path, root: u32) -> crate::Result<Vec<u32>> {
         let entries = std::fs::read_dir(procfs).map_err(|e| crate::error::io_at(procfs, &e))?;
         let mut parent_of: Vec<(u32, u32)> = Vec::new();
         for e in entries.flatten() {
@@ -139,10 +272,6 @@ pub fn process_tree(root: u32) -> Result<Vec<u32>> {
             }
         }
         Ok(descendants(root, &parent_of))
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        Ok(vec![root])
     }
 }
 
@@ -185,6 +314,86 @@ mod tests {
         assert_eq!(descendants(1, &[(2, 1), (1, 2)]), vec![1, 2]);
     }
 
+    /// A procfs-like directory under the temporary directory, emptied first.
+    #[cfg(target_os = "linux")]
+    fn fake_procfs(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("hmn-tree-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[cfg(target_os = "linux")]
+    fn children_file(procfs: &std::path::Path, pid: u32, tid: u32, children: &str) {
+        let d = procfs.join(format!("{pid}/task/{tid}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("children"), children).unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    fn stat_file(procfs: &std::path::Path, pid: u32, parent: u32) {
+        let d = procfs.join(pid.to_string());
+        std::fs::create_dir_all(&d).unwrap();
+        let stat = format!("{pid} (w) S {parent} 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {pid}00 1 1");
+        std::fs::write(d.join("stat"), stat).unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    fn sorted(mut v: Vec<u32>) -> Vec<u32> {
+        v.sort_unstable();
+        v
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_tree_is_walked_through_every_threads_children() {
+        let p = fake_procfs("walk");
+        children_file(&p, 10, 10, "11 14");
+        children_file(&p, 10, 13, "15\n"); // a thread of 10 started 15
+        children_file(&p, 11, 11, "12 ");
+        children_file(&p, 12, 12, "");
+        children_file(&p, 15, 15, "10"); // a reused pid pointing back: no loop
+        // 14 has exited since 10 listed it; 99 is unrelated and never read.
+        children_file(&p, 99, 99, "98");
+        let tree = linux::by_children(&p, 10).unwrap();
+        assert_eq!(tree.first(), Some(&10), "root first");
+        assert_eq!(sorted(tree), vec![10, 11, 12, 14, 15]);
+        assert_eq!(linux::by_children(&p, 12), Some(vec![12]));
+        assert_eq!(linux::by_children(&p, 7), Some(vec![7]), "a gone root");
+        // A kernel without children files: the caller must scan.
+        stat_file(&p, 20, 1);
+        assert_eq!(linux::by_children(&p, 20), None);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn without_children_files_the_scan_is_rationed() {
+        let p = fake_procfs("scan");
+        stat_file(&p, 10, 1);
+        stat_file(&p, 11, 10);
+        stat_file(&p, 30, 1);
+        let mut slow = TreeWalker::with_rescan(10, std::time::Duration::from_secs(3600));
+        assert_eq!(sorted(slow.pids_at(&p)), vec![10, 11]);
+        stat_file(&p, 12, 11);
+        assert_eq!(
+            sorted(slow.pids_at(&p)),
+            vec![10, 11],
+            "no rescan within the hour"
+        );
+        assert_eq!(slow.full_scans(), 1);
+        let mut eager = TreeWalker::with_rescan(10, std::time::Duration::ZERO);
+        assert_eq!(sorted(eager.pids_at(&p)), vec![10, 11, 12]);
+        stat_file(&p, 13, 12);
+        assert_eq!(sorted(eager.pids_at(&p)), vec![10, 11, 12, 13]);
+        assert_eq!(eager.full_scans(), 2);
+        // With children files the walk is used and nothing is scanned.
+        children_file(&p, 10, 10, "11");
+        assert_eq!(sorted(eager.pids_at(&p)), vec![10, 11]);
+        assert_eq!(eager.full_scans(), 2);
+        std::fs::remove_dir_all(&p).unwrap();
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn own_process() {
@@ -197,6 +406,11 @@ mod tests {
             .spawn()
             .unwrap();
         assert!(process_tree(me).unwrap().contains(&child.id()));
+        let mut walker = TreeWalker::new(me);
+        assert!(walker.pids().contains(&child.id()));
+        if std::path::Path::new("/proc/thread-self/children").exists() {
+            assert_eq!(walker.full_scans(), 0, "this kernel has children files");
+        }
         child.kill().unwrap();
         child.wait().unwrap();
     }

@@ -152,7 +152,7 @@ fn follow(
     timeline: &mut Timeline,
     err: &mut impl Write,
 ) -> io::Result<(ExitStatus, Peaks, Vec<Option<GpuDeviceInfo>>)> {
-    let pid = child.id();
+    let mut walker = hypomnesis::TreeWalker::new(child.id());
     let sampler = Sampler::new(Want {
         devices: true,
         processes: true,
@@ -173,7 +173,7 @@ fn follow(
         if let Some(status) = child.try_wait()? {
             break status;
         }
-        let tree = hypomnesis::process_tree(pid).unwrap_or_else(|_| vec![pid]);
+        let tree = walker.pids();
         let frame = sampler.frame(&tree);
         let devices =
             first.get_or_insert_with(|| frame.devices.iter().map(|d| d.info().cloned()).collect());

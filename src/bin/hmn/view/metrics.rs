@@ -41,6 +41,16 @@ impl Sample {
         Self::default()
     }
 
+    /// Whether source `r` answered in this measurement: a device of it was read here, or it
+    /// says it answers and nothing in this measurement failed. Its own report alone is taken
+    /// after the figures and may tell another story (a driver that came back, or went away).
+    pub fn source_up(&self, r: &SourceReport) -> bool {
+        self.devices.iter().any(|d| d.source == r.source)
+            || (matches!(r.state, SourceState::Answered)
+                && self.counted.is_some()
+                && self.unreadable.is_empty())
+    }
+
     /// Devices counted and every one of them read (a host without any GPU source counts as
     /// read: there is nothing to measure; a device whose driver publishes no memory figures at
     /// all is a limit of the host, not a failure).
@@ -402,10 +412,9 @@ impl Exposition {
             .sources
             .iter()
             .map(|r| {
-                let answered = matches!(r.state, SourceState::Answered);
                 (
                     [("source", r.source.as_str().to_string())],
-                    i64::from(answered),
+                    i64::from(self.sample.source_up(r)),
                 )
             })
             .collect();
@@ -516,6 +525,35 @@ mod tests {
             ],
             mig: Vec::new(),
         }
+    }
+
+    #[test]
+    fn up_is_what_this_measurement_saw() {
+        let nvml = report(GpuQuerySource::Nvml, SourceState::Answered);
+        let smi_failed = report(
+            GpuQuerySource::NvidiaSmi,
+            SourceState::Failed("late".into()),
+        );
+        let mut s = sample();
+        // A device of NVML was read here, although another device was lost.
+        assert!(s.source_up(&nvml));
+        // The fallback read a device in this measurement; its later report failed.
+        let mut from_smi = device(0, None);
+        from_smi.source = GpuQuerySource::NvidiaSmi;
+        s.devices = vec![from_smi];
+        assert!(s.source_up(&smi_failed));
+        // NVML read nothing here and a device was lost: it did not answer, whatever it says now.
+        assert!(!s.source_up(&nvml));
+        s.unreadable.clear();
+        assert!(s.source_up(&nvml), "nothing failed and it answers");
+        s.counted = None;
+        assert!(!s.source_up(&nvml), "counting failed in this measurement");
+        let idle = Sample {
+            counted: Some(0),
+            ..Sample::default()
+        };
+        assert!(idle.source_up(&nvml), "loaded, no GPU: answered");
+        assert!(!idle.source_up(&smi_failed));
     }
 
     #[test]
