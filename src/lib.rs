@@ -83,7 +83,7 @@ pub use roots::{roots, set_roots};
 pub use types::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, MigGpuInstance,
     MigInstance, MigState, ProcessGpuInfo, Residency, Root, RootOrigin, Roots, Snapshot,
-    SourceReport, SourceState,
+    SourceReport, SourceState, driver_overhead_allowance,
 };
 #[cfg(feature = "test-helpers")]
 pub use types::{

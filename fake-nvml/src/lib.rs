@@ -1064,6 +1064,10 @@ fn rows(l: &Loaded, t: Target, family: Family) -> Vec<ProcessInfoV2> {
             compute_instance_id: VALUE_NOT_AVAILABLE_U32,
         }));
     }
+    if l.sc.hide_other_namespaces {
+        // The real driver lists only the processes of the caller's PID namespace.
+        out.retain(|row| std::path::Path::new(&format!("/proc/{}", row.pid)).exists());
+    }
     if l.sc.garbage.process_used_max {
         for row in &mut out {
             row.used_gpu_memory = VALUE_NOT_AVAILABLE_U64;

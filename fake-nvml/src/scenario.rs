@@ -7,6 +7,8 @@
 //!   "cuda_driver_version": 13010,         // default 13010
 //!   "init_error": 9,                      // every nvmlInit* returns it (0/absent = succeed)
 //!   "process_names": {"4194400": "python3"},  // nvmlSystemGetProcessName; else NOT_FOUND
+//!   "hide_other_namespaces": false,      // leave out rows whose pid has no /proc/<pid> here,
+//!                                         // as the driver hides other PID namespaces' processes
 //!   "devices": [{                         // required (may be empty); at most 64
 //!     "name": "NVIDIA H200",              // default "NVIDIA Fake GPU <i>"
 //!     "uuid": "GPU-...",                  // default "GPU-fa4e0000-0000-4000-8000-<i as 12 hex>"
@@ -117,6 +119,8 @@ pub struct RawScenario {
     init_error: Option<u32>,
     #[serde(default)]
     process_names: BTreeMap<String, String>,
+    #[serde(default)]
+    hide_other_namespaces: bool,
     devices: Vec<RawDevice>,
     #[serde(default)]
     fail: Vec<FailRule>,
@@ -346,6 +350,7 @@ pub struct Scenario {
     pub cuda_driver_version: i32,
     pub init_error: Option<u32>,
     pub process_names: BTreeMap<u32, String>,
+    pub hide_other_namespaces: bool,
     pub devices: Vec<Device>,
     pub fail: Vec<FailRule>,
     pub slow: Vec<SlowRule>,
@@ -424,6 +429,7 @@ impl Scenario {
                 .unwrap_or(DEFAULT_CUDA_DRIVER_VERSION),
             init_error: raw.init_error.filter(|&c| c != 0),
             process_names,
+            hide_other_namespaces: raw.hide_other_namespaces,
             devices,
             fail: raw.fail,
             slow: raw.slow,

@@ -271,3 +271,50 @@ fn every_builder_sets_every_field() {
         GpuProcessEntry::blank(GpuQuerySource::Nvml)
     );
 }
+
+#[cfg(feature = "test-helpers")]
+#[test]
+fn allocated_leaves_the_reservation_out_and_unattributed_the_listed_rows() {
+    const MIB: u64 = 1 << 20;
+    let device = |total: u64, reserved: Option<u64>, free: u64| {
+        GpuDeviceInfo::builder()
+            .index(1)
+            .total_bytes(total * MIB)
+            .free_bytes(free * MIB)
+            .used_bytes((total - free) * MIB)
+            .reserved_bytes(reserved.map(|r| r * MIB))
+            .build()
+    };
+    // nvidia-smi on an idle H200: Total 143771, Reserved 616, Used 0.
+    let idle = device(143_771, Some(616), 143_155);
+    assert_eq!(idle.allocated_bytes(), Some(0));
+    assert_eq!(idle.used_bytes, 616 * MIB, "used keeps the reservation");
+    let busy = device(143_771, Some(616), 100_000);
+    assert_eq!(busy.allocated_bytes(), Some(43_155 * MIB));
+    // Whole-MiB rounding may make the parts exceed the total by a MiB or two…
+    assert_eq!(device(1000, Some(11), 991).allocated_bytes(), Some(0));
+    assert_eq!(device(1000, Some(12), 990).allocated_bytes(), Some(0));
+    // …but not by more: then the figures are not believed.
+    assert_eq!(device(1000, Some(13), 990).allocated_bytes(), None);
+    assert_eq!(device(1000, None, 400).allocated_bytes(), None);
+    assert_eq!(device(1000, None, 400).unattributed_bytes(&[]), None);
+
+    let row = |device: u32, mib: u64| {
+        GpuProcessEntry::builder()
+            .pid(100 + device)
+            .device_index(device)
+            .used_bytes(mib * MIB)
+            .build()
+    };
+    let rows = [row(1, 40_000), row(0, 90_000), row(1, 3_000)];
+    assert_eq!(busy.unattributed_bytes(&rows), Some(155 * MIB));
+    assert_eq!(busy.unattributed_bytes(&[]), Some(43_155 * MIB));
+    assert_eq!(
+        busy.unattributed_bytes(&[row(1, 50_000)]),
+        Some(0),
+        "rows above the allocated figure leave nothing unattributed"
+    );
+    assert_eq!(driver_overhead_allowance(0), 64 * MIB);
+    assert_eq!(driver_overhead_allowance(3), 88 * MIB);
+    assert_eq!(driver_overhead_allowance(usize::MAX), u64::MAX);
+}

@@ -49,7 +49,18 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
             kind: e.kind(),
         }));
         all.sort_by_key(DeviceView::index);
-        render::devices_json(out, &all)?;
+        // Each read device's process rows, for what they do not account for.
+        let lists = ok
+            .iter()
+            .filter_map(|v| match v {
+                DeviceView::Read { device, .. } => {
+                    let rows = hypomnesis::gpu_processes(device.index).ok()?;
+                    Some((device.index, rows))
+                }
+                _ => None,
+            })
+            .collect();
+        render::devices_json(out, &all, &lists)?;
     } else if count == 0 {
         writeln!(out, "{}", render::zero_gpus_sentence())?;
     } else {

@@ -3,12 +3,12 @@
 use std::io::{self, Write};
 
 use clap::Args;
-use hypomnesis::HypomnesisError;
+use hypomnesis::{GpuDeviceInfo, GpuProcessEntry, HypomnesisError};
 
 use crate::args::{DeadlineArg, JsonArg, RootArgs};
 use crate::outcome::Outcome;
 use crate::view::devices::no_gpu_sentence;
-use crate::view::ps::{self as render, PsRow, SortKey};
+use crate::view::ps::{self as render, Hidden, PsRow, SortKey};
 
 /// Options of `hmn ps`.
 #[derive(Debug, Clone, Args)]
@@ -52,6 +52,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         (None, Ok(n)) => (0..n).collect(),
     };
     let mut rows = Vec::new();
+    let mut hidden = Vec::new();
     let mut failures = 0;
     for &i in &devices {
         match hypomnesis::gpu_processes(i) {
@@ -59,6 +60,11 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
                 let info = hypomnesis::device_info(i).ok();
                 let device_name = info.as_ref().and_then(|d| d.name.clone());
                 let device_vendor = info.as_ref().and_then(|d| d.vendor);
+                if args.pid.is_none()
+                    && let Some(h) = info.as_ref().and_then(|d| hidden_of(d, &list))
+                {
+                    hidden.push(h);
+                }
                 rows.extend(
                     list.into_iter()
                         .filter(|e| args.pid.is_none_or(|p| e.pid == p))
@@ -79,9 +85,12 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
     if args.output.json {
         render::ps_json(out, &rows)?;
     } else {
-        render::ps_table(out, &rows)?;
+        render::ps_table(out, &rows, &hidden)?;
     }
     writeln!(err, "{}", render::ps_summary(&rows, args.pid, args.device))?;
+    if !hidden.is_empty() {
+        writeln!(err, "{}", render::hidden_line(&hidden))?;
+    }
     let dropped = hypomnesis::dropped_process_rows();
     if dropped > 0 {
         writeln!(err, "{}", render::dropped_rows_line(dropped))?;
@@ -92,4 +101,16 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         return Ok(Outcome::MeasurementFailed);
     }
     Ok(Outcome::Success)
+}
+
+/// The memory of `device` its process rows do not account for, when it is more than the
+/// driver's own overhead for that many processes.
+fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry]) -> Option<Hidden> {
+    let bytes = device.unattributed_bytes(list)?;
+    (bytes > hypomnesis::driver_overhead_allowance(list.len())).then(|| Hidden {
+        device_index: device.index,
+        device_name: device.name.clone(),
+        device_vendor: device.vendor,
+        bytes,
+    })
 }

@@ -2,10 +2,13 @@
 //! the sentences for hosts without a readable GPU.
 
 use super::printable::printable;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use hypomnesis::{ErrorKind, GpuDeviceInfo, GpuQuerySource, MigInstance, MigState};
+use hypomnesis::{
+    ErrorKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, MigInstance, MigState,
+};
 use serde::Serialize;
 
 use super::{MIB, json};
@@ -155,6 +158,8 @@ pub fn devices(out: &mut impl Write, views: &[DeviceView]) -> io::Result<()> {
 struct ReadJson<'a> {
     #[serde(flatten)]
     device: &'a GpuDeviceInfo,
+    allocated_bytes: Option<u64>,
+    unattributed_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mig_instances: Option<&'a [MigInstance]>,
 }
@@ -198,13 +203,23 @@ enum DeviceJson<'a> {
 /// `hmn --json`: the devices as an array; a GPU in MIG mode has its MIG devices under
 /// `mig_instances`. A GPU whose device-wide figures were refused has them `null`, with
 /// `memory_error` saying why; a GPU that could not be read at all (a lost one) has them `null`
-/// with `error` and `error_kind`.
-pub fn devices_json(out: &mut impl Write, views: &[DeviceView]) -> io::Result<()> {
+/// with `error` and `error_kind`. `allocated_bytes` leaves the reservation out;
+/// `unattributed_bytes` is what the device's process rows in `lists` do not account for (`null`
+/// when its list is not there).
+pub fn devices_json(
+    out: &mut impl Write,
+    views: &[DeviceView],
+    lists: &BTreeMap<u32, Vec<GpuProcessEntry>>,
+) -> io::Result<()> {
     let v: Vec<DeviceJson<'_>> = views
         .iter()
         .map(|v| match v {
             DeviceView::Read { device, mig } => DeviceJson::Read(ReadJson {
                 device,
+                allocated_bytes: device.allocated_bytes(),
+                unattributed_bytes: lists
+                    .get(&device.index)
+                    .and_then(|rows| device.unattributed_bytes(rows)),
                 mig_instances: mig.as_deref(),
             }),
             DeviceView::MigOnly(s) => DeviceJson::MigOnly(MigOnlyJson {
@@ -323,6 +338,38 @@ mod tests {
             )),
             "GPU 0 [NVIDIA H200]: free 110796 MiB / 143771 MiB (614 MiB reserved), driver 590.48.01\nGPU 3: free 110796 MiB / 143771 MiB\n"
         );
+    }
+
+    #[test]
+    fn json_gives_allocated_and_what_the_rows_leave_unattributed() {
+        let d = h200();
+        let allocated = d.total_bytes - d.free_bytes - d.reserved_bytes.unwrap();
+        let mut other = h200();
+        other.index = 1;
+        other.reserved_bytes = None;
+        let views = [
+            DeviceView::Read {
+                device: d,
+                mig: None,
+            },
+            DeviceView::Read {
+                device: other,
+                mig: None,
+            },
+        ];
+        let row = GpuProcessEntry::builder()
+            .pid(7)
+            .device_index(0)
+            .used_bytes(1 << 30)
+            .build();
+        let lists = BTreeMap::from([(0, vec![row])]);
+        let s = text(|w| devices_json(w, &views, &lists));
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v[0]["allocated_bytes"], allocated);
+        assert_eq!(v[0]["unattributed_bytes"], allocated - (1 << 30));
+        assert_eq!(v[0]["used_bytes"], allocated + 614 * MIB + 77);
+        assert!(v[1]["allocated_bytes"].is_null(), "no reservation: unknown");
+        assert!(v[1]["unattributed_bytes"].is_null());
     }
 
     #[test]
@@ -510,7 +557,7 @@ mod tests {
             },
             DeviceView::MigOnly(third),
         ];
-        let s = text(|w| devices_json(w, &views));
+        let s = text(|w| devices_json(w, &views, &BTreeMap::new()));
         let v: serde_json::Value = serde_json::from_str(&s).unwrap();
         assert_eq!(v[0]["mig_enabled"], true);
         assert_eq!(v[0]["total_bytes"], 143_771 * MIB + 5);
@@ -552,6 +599,6 @@ mod tests {
         }
         assert_eq!(refused["memory_error"], "NVML_ERROR_NO_PERMISSION");
         assert_eq!(refused["mig_instances"][0]["gpu_instance_id"], 10);
-        assert_eq!(text(|w| devices_json(w, &[])), "[]\n");
+        assert_eq!(text(|w| devices_json(w, &[], &BTreeMap::new())), "[]\n");
     }
 }

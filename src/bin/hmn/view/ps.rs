@@ -67,43 +67,72 @@ pub fn sort_rows(rows: &mut [PsRow], key: SortKey) {
     }
 }
 
-/// The `PID  NAME  VRAM  SHARED  DEVICE` table (nothing when there are no rows). When a row has
-/// MIG instance ids, `GI  CI` columns come before `DEVICE` (`-` where a row has none).
-pub fn ps_table(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
-    if rows.is_empty() {
+/// Memory of one GPU that no listed process accounts for, beyond the driver's own overhead:
+/// held by processes the driver does not show to this caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hidden {
+    pub device_index: u32,
+    pub device_name: Option<String>,
+    pub device_vendor: Option<hypomnesis::GpuVendor>,
+    pub bytes: u64,
+}
+
+fn device_cell(index: u32, name: Option<&str>, vendor: Option<hypomnesis::GpuVendor>) -> String {
+    match (name, vendor) {
+        (Some(n), _) => format!("{index} {}", printable(n)),
+        (None, Some(v)) => format!("{index} {}", vendor_label(v)),
+        (None, None) => index.to_string(),
+    }
+}
+
+/// The cells of a process row, in the table's column order.
+fn row_cells(r: &PsRow) -> [String; 7] {
+    let id = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+    let pid = match (r.entry.host_pid, r.entry.outside_pid_namespace) {
+        (Some(h), _) => format!("{} (host {h})", r.entry.pid),
+        (None, true) => format!("{} (outside)", r.entry.pid),
+        (None, false) => r.entry.pid.to_string(),
+    };
+    [
+        pid,
+        r.entry
+            .name
+            .as_deref()
+            .map_or_else(|| "?".into(), |n| printable(n).into_owned()),
+        format_size(r.entry.used_bytes),
+        format_size(r.entry.shared_used_bytes),
+        id(r.entry.gpu_instance_id),
+        id(r.entry.compute_instance_id),
+        device_cell(
+            r.entry.device_index,
+            r.device_name.as_deref(),
+            r.device_vendor,
+        ),
+    ]
+}
+
+/// The `PID  NAME  VRAM  SHARED  DEVICE` table (nothing when there are no rows), then one
+/// `-  (not visible from here)` row per GPU in `hidden`. When a row has MIG instance ids,
+/// `GI  CI` columns come before `DEVICE` (`-` where a row has none).
+pub fn ps_table(out: &mut impl Write, rows: &[PsRow], hidden: &[Hidden]) -> io::Result<()> {
+    if rows.is_empty() && hidden.is_empty() {
         return Ok(());
     }
     let mig = rows
         .iter()
         .any(|r| r.entry.gpu_instance_id.is_some() || r.entry.compute_instance_id.is_some());
-    let id = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-    let cells: Vec<[String; 7]> = rows
-        .iter()
-        .map(|r| {
-            let device = match (&r.device_name, r.device_vendor) {
-                (Some(n), _) => format!("{} {}", r.entry.device_index, printable(n)),
-                (None, Some(v)) => format!("{} {}", r.entry.device_index, vendor_label(v)),
-                (None, None) => r.entry.device_index.to_string(),
-            };
-            let pid = match (r.entry.host_pid, r.entry.outside_pid_namespace) {
-                (Some(h), _) => format!("{} (host {h})", r.entry.pid),
-                (None, true) => format!("{} (outside)", r.entry.pid),
-                (None, false) => r.entry.pid.to_string(),
-            };
-            [
-                pid,
-                r.entry
-                    .name
-                    .as_deref()
-                    .map_or_else(|| "?".into(), |n| printable(n).into_owned()),
-                format_size(r.entry.used_bytes),
-                format_size(r.entry.shared_used_bytes),
-                id(r.entry.gpu_instance_id),
-                id(r.entry.compute_instance_id),
-                device,
-            ]
-        })
-        .collect();
+    let mut cells: Vec<[String; 7]> = rows.iter().map(row_cells).collect();
+    cells.extend(hidden.iter().map(|h| {
+        [
+            "-".into(),
+            "(not visible from here)".into(),
+            format_size(h.bytes),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            device_cell(h.device_index, h.device_name.as_deref(), h.device_vendor),
+        ]
+    }));
     let header = ["PID", "NAME", "VRAM", "SHARED", "GI", "CI", "DEVICE"];
     let mut width = header.map(str::len);
     for row in &cells {
@@ -155,6 +184,20 @@ fn vendor_label(v: hypomnesis::GpuVendor) -> &'static str {
         hypomnesis::GpuVendor::Apple => "Apple GPU",
         _ => "GPU",
     }
+}
+
+/// Why memory is not visible from here and what to do, for the GPUs in `hidden`.
+pub fn hidden_line(hidden: &[Hidden]) -> String {
+    let total = hidden.iter().map(|h| h.bytes).fold(0, u64::saturating_add);
+    let gpus: Vec<String> = hidden.iter().map(|h| h.device_index.to_string()).collect();
+    format!(
+        "hmn: {} on GPU {} is held by processes not visible from here: the driver lists only \
+         the processes of this PID namespace (and, on some systems, of this user). To see them, \
+         run hmn in the host's PID namespace (docker run --pid=host, Kubernetes hostPID: \
+         true), with --procfs /host/proc where the container mounts a /proc of its own.",
+        format_size(total),
+        gpus.join(", ")
+    )
 }
 
 /// `hmn: <N> GPU processes found[ matching pid=<p> device=<d>][ (<total> committed total)].`
@@ -263,7 +306,7 @@ mod tests {
         ];
         sort_rows(&mut rows, SortKey::Dedicated);
         assert_eq!(
-            text(|w| ps_table(w, &rows)),
+            text(|w| ps_table(w, &rows, &[])),
             "\
 PID      NAME       VRAM  SHARED  DEVICE
 4194400  ?       2.0 GiB   0 MiB  0 NVIDIA L40S
@@ -283,7 +326,7 @@ PID      NAME       VRAM  SHARED  DEVICE
             ps_summary(&[], None, Some(1)),
             "hmn: 0 GPU processes found matching device=1."
         );
-        assert_eq!(text(|w| ps_table(w, &[])), "");
+        assert_eq!(text(|w| ps_table(w, &[], &[])), "");
         sort_rows(&mut rows, SortKey::Pid);
         assert_eq!(
             rows.iter().map(|r| r.entry.pid).collect::<Vec<_>>(),
@@ -342,7 +385,7 @@ PID      NAME       VRAM  SHARED  DEVICE
         ];
         sort_rows(&mut rows, SortKey::Dedicated);
         assert_eq!(
-            text(|w| ps_table(w, &rows)),
+            text(|w| ps_table(w, &rows, &[])),
             "\
 PID    NAME                 VRAM  SHARED  GI  CI  DEVICE
 31337  python3          12.0 GiB   0 MiB   2   1  0 NVIDIA H200
@@ -358,7 +401,7 @@ PID    NAME                 VRAM  SHARED  GI  CI  DEVICE
         assert!(v[4]["gpu_instance_id"].is_null() && v[4]["compute_instance_id"].is_null());
         // Without instance ids the table keeps its five columns.
         assert_eq!(
-            text(|w| ps_table(w, &rows[4..])),
+            text(|w| ps_table(w, &rows[4..], &[])),
             "\
 PID    NAME       VRAM  SHARED  DEVICE
 31500  ffmpeg  100 MiB   0 MiB  0 NVIDIA H200
