@@ -17,7 +17,8 @@ What the figures mean (NVIDIA):
   reserved  the driver/firmware carve-out: PART of total, not extra
   free      what new allocations can still get
   used      (in --json) total - free, so it includes reserved
-  allocated (in --json) total - reserved - free: what nvidia-smi (R510+), DCGM, gpustat and nvitop call used
+  allocated (in --json) total - reserved - free: the \"used\" of
+            nvidia-smi (R510+), DCGM, gpustat and nvitop
 
 Allocations can use at most total - reserved, and free already accounts for it. The reserved figure is shown only when the driver reports it (R510 and later); it is never guessed. MiB are 1,048,576 bytes, rounded down.
 
