@@ -291,6 +291,8 @@ fn sentinels() {
         .find(|(l, _)| l == "process rows dropped")
         .unwrap();
     assert!(dropped.1.starts_with("2 "), "{dropped:?}");
+    assert_eq!(nvml.dropped_process_rows, 2, "the count, as a field");
+    assert_eq!(hypomnesis::dropped_process_rows(), 2, "and for all sources");
 }
 
 fn many() {
