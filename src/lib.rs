@@ -53,6 +53,7 @@
 mod duration;
 mod error;
 mod gpu;
+mod procctx;
 #[cfg(any(feature = "nvml", feature = "nvidia-smi-fallback", feature = "drm"))]
 mod procfs;
 mod procinfo;
@@ -71,6 +72,10 @@ pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{
     adapter_residency, device_count, device_info, dropped_process_rows, gpu_processes,
     mig_gpu_instances, mig_instance, mig_instances, mig_state, process_gpu_info, sources,
+};
+pub use procctx::{
+    Container, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd, parse_status_uid,
+    process_context, process_contexts,
 };
 pub use procinfo::{
     TreeWalker, descendants, parse_stat, process_name, process_rss_of, process_start_time,

@@ -150,14 +150,21 @@ fn mixed_host_processes_deduplicated_and_attributed() {
             (4_194_400, "?".into(), 1024 * MIB, 0, 0),        // NVML
         ]
     );
-    assert_eq!(
-        err,
-        "hmn: 5 GPU processes found (5.9 GiB committed total).\n"
+    // The fake H200's figures leave 30.6 GiB to processes it does not list (GPU 0 only: the
+    // AMD and Intel cards know no reservation, so no allocated figure).
+    assert!(
+        err.starts_with(
+            "hmn: 5 GPU processes found (5.9 GiB committed total).\n\
+             hmn: 30.6 GiB on GPU 0 is held by processes not visible from here"
+        ),
+        "{err}"
     );
+    assert_eq!(err.lines().count(), 2, "{err}");
     let (_, out, _) = hmn("mixed", Some(&nvml), &["ps", "--device", "2"]);
     assert_eq!(
         out,
-        "PID  NAME        VRAM  SHARED  DEVICE\n200  python3  4.0 GiB  64 MiB  2 AMD GPU\n100  Xorg     256 MiB  32 MiB  2 AMD GPU\n"
+        "PID  USER  TYPE     VRAM  SHARED  RSS  DEVICE     COMMAND\n200  ?     -     4.0 GiB  64 MiB    ?  2 AMD GPU  python3\n100  ?     -     256 MiB  32 MiB    ?  2 AMD GPU  Xorg\n",
+        "the fixture's procfs has no status or cmdline: owner and memory unknown, the name shown"
     );
 }
 
@@ -202,7 +209,10 @@ fn nvidia_only_host_never_sweeps() {
     assert!(!out.contains("processes swept"), "{out}");
     let (_, out, err) = hmn("nvidia-only", Some(&nvml), &["ps"]);
     assert!(out.contains("4194400"), "{out}");
-    assert_eq!(err, "hmn: 1 GPU process found (1 MiB committed total).\n");
+    assert!(
+        err.starts_with("hmn: 1 GPU process found (1 MiB committed total).\n"),
+        "{err}"
+    );
     // Without NVML the NVIDIA card is a DRM device, but its driver has no fdinfo memory: no sweep.
     let (_, out, _) = hmn("nvidia-only", None, &["doctor"]);
     assert!(

@@ -164,11 +164,11 @@ fn ps_lists_every_device_with_stderr_summary() {
     assert_eq!(
         out,
         "\
-PID                NAME                         VRAM  SHARED  DEVICE
-4194400 (outside)  ?                        16.0 GiB   0 MiB  0 NVIDIA H200
-4194402 (outside)  ?                         650 MiB   0 MiB  1 NVIDIA H200
-4194401 (outside)  ?                         512 MiB   0 MiB  0 NVIDIA H200
--                  (not visible from here)  15.1 GiB       -  0 NVIDIA H200
+PID                USER  TYPE      VRAM  SHARED  RSS  DEVICE         COMMAND
+4194400 (outside)  ?     C     16.0 GiB   0 MiB    ?  0 NVIDIA H200  ?
+4194402 (outside)  ?     C      650 MiB   0 MiB    ?  1 NVIDIA H200  ?
+4194401 (outside)  ?     C      512 MiB   0 MiB    ?  0 NVIDIA H200  ?
+-                  -     -     15.1 GiB       -    -  0 NVIDIA H200  (not visible from here)
 "
     );
     // GPU 0 has 32361 MiB allocated (total - reserved - free) and rows for 16.5 GiB of it;

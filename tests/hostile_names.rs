@@ -1,5 +1,5 @@
 //! A process any local user can name `\x1b[2J\x1b[31mE"\n}` (`prctl(PR_SET_NAME)`) holds GPU
-//! memory: `hmn ps` and `hmn watch` show it with `?` for the control characters, `--json` escapes
+//! memory, its command line holding the same bytes: `hmn ps` and `hmn watch` show them with `?` for the control characters, `--json` escapes
 //! them, and nothing hmn writes carries an escape to the terminal.
 #![cfg(all(target_os = "linux", feature = "cli", feature = "nvml"))]
 #![allow(
@@ -27,6 +27,8 @@ fn hostile_process() -> Child {
             "import ctypes, sys, time\n\
              ctypes.CDLL(None).prctl(15, b'\\x1b[2J\\x1b[31mE\"\\n}', 0, 0, 0)\n\
              time.sleep(30)",
+            // Its command line carries the same bytes, for the COMMAND column.
+            HOSTILE,
         ])
         .stdin(Stdio::null())
         .spawn()
@@ -78,7 +80,7 @@ fn a_hostile_process_name_never_reaches_the_terminal_raw() {
         .lines()
         .find(|l| l.contains(&pid.to_string()))
         .unwrap();
-    assert!(row.contains("?[2J?[31mE\"?}"), "{table}");
+    assert!(row.ends_with(" ?[2J?[31mE\"?}"), "{table}");
     assert_eq!(
         table.lines().count(),
         2,
@@ -88,6 +90,10 @@ fn a_hostile_process_name_never_reaches_the_terminal_raw() {
     let o = hmn(pid).args(["ps", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v[0]["name"], HOSTILE, "JSON keeps the name, escaped");
+    assert!(
+        v[0]["command"].as_str().unwrap().ends_with(HOSTILE),
+        "and the command line"
+    );
     assert!(String::from_utf8_lossy(&o.stdout).contains(r"\u001b[2J"));
 
     let o = hmn(pid)

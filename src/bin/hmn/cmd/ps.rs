@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use clap::Args;
-use hypomnesis::{GpuDeviceInfo, GpuProcessEntry, HypomnesisError};
+use hypomnesis::{GpuDeviceInfo, GpuProcessEntry, HypomnesisError, ProcessContext};
 
 use crate::args::{DeadlineArg, JsonArg, RootArgs};
 use crate::outcome::Outcome;
@@ -19,9 +19,13 @@ pub struct PsArgs {
     /// Only this GPU (index as in `hmn`); all GPUs by default.
     #[arg(long, value_name = "N")]
     pub device: Option<u32>,
-    /// Order of the rows: dedicated (VRAM, the default), shared, total (VRAM + shared), pid, name.
+    /// Order of the rows: dedicated (VRAM, the default), shared, total (VRAM + shared), pid,
+    /// name, user, command, rss (host memory).
     #[arg(long, value_enum, default_value_t = SortKey::Dedicated, value_name = "KEY")]
     pub sort: SortKey,
+    /// Only the processes of this user (a name, or a uid).
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
     #[command(flatten)]
     pub output: JsonArg,
     #[command(flatten)]
@@ -61,6 +65,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
                 let device_name = info.as_ref().and_then(|d| d.name.clone());
                 let device_vendor = info.as_ref().and_then(|d| d.vendor);
                 if args.pid.is_none()
+                    && args.user.is_none()
                     && let Some(h) = info.as_ref().and_then(|d| hidden_of(d, &list))
                 {
                     hidden.push(h);
@@ -70,6 +75,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
                         .filter(|e| args.pid.is_none_or(|p| e.pid == p))
                         .map(|entry| PsRow {
                             entry,
+                            ctx: ProcessContext::default(),
                             device_name: device_name.clone(),
                             device_vendor,
                         }),
@@ -81,13 +87,22 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
             }
         }
     }
+    with_context(&mut rows);
+    if let Some(user) = &args.user {
+        rows.retain(|r| owned_by(&r.ctx, user));
+    }
     render::sort_rows(&mut rows, args.sort);
     if args.output.json {
         render::ps_json(out, &rows)?;
     } else {
-        render::ps_table(out, &rows, &hidden)?;
+        let width = terminal_size::terminal_size().map(|(w, _)| usize::from(w.0));
+        render::ps_table(out, &rows, &hidden, width)?;
     }
-    writeln!(err, "{}", render::ps_summary(&rows, args.pid, args.device))?;
+    writeln!(
+        err,
+        "{}",
+        render::ps_summary(&rows, args.pid, args.device, args.user.as_deref())
+    )?;
     if !hidden.is_empty() {
         writeln!(err, "{}", render::hidden_line(&hidden))?;
     }
@@ -113,4 +128,30 @@ fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry]) -> Option<Hidden>
         device_vendor: device.vendor,
         bytes,
     })
+}
+
+/// Each row's process context, read from the files of the GPU-holding processes only. A
+/// process outside this PID namespace has none to read; one mapped from the host's pid is read
+/// under that pid (the procfs root in use is the host's).
+fn with_context(rows: &mut [PsRow]) {
+    let readable: Vec<(usize, u32)> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.entry.outside_pid_namespace)
+        .map(|(i, r)| (i, r.entry.host_pid.unwrap_or(r.entry.pid)))
+        .collect();
+    let pids: Vec<u32> = readable.iter().map(|&(_, p)| p).collect();
+    for ((i, _), ctx) in readable
+        .into_iter()
+        .zip(hypomnesis::process_contexts(&pids))
+    {
+        if let Some(row) = rows.get_mut(i) {
+            row.ctx = ctx;
+        }
+    }
+}
+
+/// Whether `user` (a name or a uid) owns the process.
+fn owned_by(ctx: &ProcessContext, user: &str) -> bool {
+    ctx.user.as_deref() == Some(user) || ctx.uid.is_some_and(|u| u.to_string() == user)
 }

@@ -1,0 +1,143 @@
+//! Who a process is: the checked-in cgroup files of each container runtime's path form, and
+//! real processes started here (another user's too when the tests run as root).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
+
+use std::path::Path;
+
+use hypomnesis::parse_cgroup;
+
+const ID: &str = "3f9a1c2b4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8";
+const ID2: &str = "9e8d7c6b5a4938271605f4e3d2c1b0a99e8d7c6b5a4938271605f4e3d2c1b0a9";
+const POD: &str = "6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d";
+
+fn fixture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/cgroup")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn every_runtime_path_form_names_its_container() {
+    // (file, container id, runtime, pod UID)
+    let cases: [(&str, &str, Option<&str>, Option<&str>); 8] = [
+        ("docker-cgroupfs-v1.txt", ID, Some("docker"), None),
+        ("docker-systemd-v2.txt", ID, Some("docker"), None),
+        (
+            "containerd-kubernetes-systemd-v2.txt",
+            ID2,
+            Some("containerd"),
+            Some(POD),
+        ),
+        (
+            "containerd-kubernetes-cgroupfs-v1.txt",
+            ID2,
+            None,
+            Some(POD),
+        ),
+        (
+            "crio-kubernetes-systemd-v2.txt",
+            ID,
+            Some("crio"),
+            Some(POD),
+        ),
+        ("podman-rootless-v2.txt", ID, Some("podman"), None),
+        ("podman-rootful-v2.txt", ID2, Some("podman"), None),
+        // The same file read twice: nothing is remembered between reads.
+        ("docker-systemd-v2.txt", ID, Some("docker"), None),
+    ];
+    for (file, id, runtime, pod) in cases {
+        let c = parse_cgroup(&fixture(file)).unwrap_or_else(|| panic!("{file}: no container"));
+        assert_eq!(c.id, id, "{file}");
+        assert_eq!(c.runtime.as_deref(), runtime, "{file}");
+        assert_eq!(c.pod_uid.as_deref(), pod, "{file}");
+    }
+    for file in [
+        "crio-conmon-v2.txt",
+        "host-session-v2.txt",
+        "host-service-v1.txt",
+    ] {
+        assert_eq!(parse_cgroup(&fixture(file)), None, "{file}");
+    }
+    // Every fixture is covered above.
+    let n = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cgroup"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "txt")
+        })
+        .count();
+    assert_eq!(n, 10);
+    assert_eq!(parse_cgroup(""), None);
+    assert_eq!(parse_cgroup("garbage without colons\n0::\n"), None);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_real_process_has_its_owner_command_and_memory() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("61")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let ctx = hypomnesis::process_context(child.id());
+    let me = hypomnesis::process_context(std::process::id());
+    assert_eq!(ctx.uid, me.uid);
+    assert!(ctx.uid.is_some());
+    let names = hypomnesis::parse_passwd(&std::fs::read_to_string("/etc/passwd").unwrap());
+    let want = ctx
+        .uid
+        .map(|u| names.get(&u).cloned().unwrap_or_else(|| u.to_string()));
+    assert_eq!(ctx.user, want);
+    let command = ctx.command.clone().unwrap();
+    assert_eq!(command, "sleep 61");
+    assert!(ctx.rss_bytes.unwrap() > 0);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let gone = hypomnesis::process_context(child.id());
+    assert_eq!(
+        gone.command, None,
+        "an exited process has no context: {gone:?}"
+    );
+    assert_eq!(gone.uid, None);
+    assert_eq!(gone.rss_bytes, None);
+    let many = hypomnesis::process_contexts(&[std::process::id(), child.id()]);
+    assert_eq!(many.len(), 2);
+    assert_eq!(many[0].uid, me.uid);
+    assert_eq!(many[1], gone);
+}
+
+/// Root starts a process as `nobody` (uid 65534): its owner is that user, by name where the
+/// user database has one.
+#[cfg(target_os = "linux")]
+#[test]
+fn another_users_process_is_named_as_theirs() {
+    use std::os::unix::process::CommandExt;
+    if hypomnesis::process_context(std::process::id()).uid != Some(0) {
+        eprintln!("not root: cannot start a process as another user here");
+        return;
+    }
+    let mut child = std::process::Command::new("sleep")
+        .arg("62")
+        .uid(65534)
+        .gid(65534)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let ctx = hypomnesis::process_context(child.id());
+    assert_eq!(ctx.uid, Some(65534));
+    let names = hypomnesis::parse_passwd(&std::fs::read_to_string("/etc/passwd").unwrap());
+    let want = names.get(&65534).cloned().unwrap_or_else(|| "65534".into());
+    assert_eq!(ctx.user.as_deref(), Some(want.as_str()));
+    assert_eq!(ctx.command.as_deref(), Some("sleep 62"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
