@@ -379,10 +379,18 @@ fn watch_follows_a_live_pid_and_notices_its_exit() {
     assert!(rows.len() >= 3, "{rows:?}");
     assert!(rows[0]["rss_bytes"].as_u64().unwrap() > 0);
     assert_eq!(rows[0]["name"], "sleep");
+    assert_eq!(rows[0]["command"], "sleep 0.7");
+    let me = hypomnesis::process_context(std::process::id());
+    assert_eq!(
+        rows[0]["user"].as_str(),
+        me.user.as_deref(),
+        "the owner, as for this test"
+    );
     assert!(rows[1]["rss_delta_bytes"].is_i64(), "{rows:?}");
     assert_eq!(rows.last().unwrap()["event"], "exited");
     assert!(
-        err.contains(&format!("  {pid} sleep: RSS baseline ")) && err.contains("(exited)"),
+        err.contains(&format!("  {pid} sleep: RSS baseline "))
+            && err.contains("(exited) — sleep 0.7"),
         "{err}"
     );
     // Text mode, a duration, and a pid that does not exist.

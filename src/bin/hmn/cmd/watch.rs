@@ -40,6 +40,9 @@ pub struct WatchArgs {
 struct Target {
     pid: u32,
     name: Option<String>,
+    /// Owner and command line, read once when the process is first followed.
+    user: Option<String>,
+    command: Option<String>,
     start: Option<u64>,
     first: Option<(Option<u64>, Option<u64>)>,
     last: (Option<u64>, Option<u64>),
@@ -53,9 +56,12 @@ impl Target {
     /// Process `pid`, when it exists (a zombie does not).
     fn new(pid: u32) -> Option<Self> {
         let start = hypomnesis::process_start_time(pid)?;
+        let ctx = hypomnesis::process_context(pid);
         Some(Self {
             pid,
             name: hypomnesis::process_name(pid),
+            user: ctx.user,
+            command: ctx.command,
             start: Some(start),
             first: None,
             last: (None, None),
@@ -88,6 +94,8 @@ impl Target {
             t_ms: frame.at.as_millis(),
             pid: self.pid,
             name: self.name.clone(),
+            user: self.user.clone(),
+            command: self.command.clone(),
             rss_bytes: rss,
             rss_delta_bytes: delta(rss, self.last.0),
             gpu_bytes: gpu,
@@ -262,6 +270,7 @@ fn closing(targets: &[Target], started: Instant, err: &mut impl Write) -> io::Re
         let line = render::closing(&Followed {
             pid: t.pid,
             name: t.name.as_deref(),
+            command: t.command.as_deref(),
             baseline: t.first.unwrap_or((None, None)),
             peak: t.peak,
             ended: t.ended,
