@@ -105,6 +105,32 @@ def serve_load(seconds=10, clients=64):
     return sum(counts) / seconds, hwm
 
 
+def ps_cost(binaries, n=1000, runs=15):
+    """Median wall time of `hmn ps` for each binary (runs alternate between them), with `n` real
+    `sleep` processes listed by the fake NVML as holding 1 MiB each, so their context is read."""
+    sleepers = [subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL) for _ in range(n)]
+    try:
+        rows = ",".join(f'{{"pid": {p.pid}, "used": {MIB}}}' for p in sleepers)
+        path = "/tmp/hmn-bench-ps-scenario.json"
+        with open(path, "w") as f:
+            f.write(f'{{"devices": [{{"name": "NVIDIA H200", "total": {143771 * MIB}, "reserved": {614 * MIB}, '
+                    f'"free": {(143771 - 614) * MIB - n * MIB}, "compute_processes": [{rows}]}}]}}')
+        e = env()
+        e["FAKE_NVML_SCENARIO"] = path
+        times = {b: [] for b in binaries}
+        for _ in range(runs):
+            for b in binaries:
+                t = time.perf_counter()
+                subprocess.run([b, "ps"], env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+                times[b].append(time.perf_counter() - t)
+        return {b: sorted(v)[len(v) // 2] for b, v in times.items()}
+    finally:
+        for p in sleepers:
+            p.kill()
+        for p in sleepers:
+            p.wait()
+
+
 def main():
     out = []
     w = out.append
@@ -196,6 +222,18 @@ def main():
         if r:
             w(f"| `hmn serve` on loopback, 64 concurrent clients, 10 s | {r[0]:,.0f} requests/s |")
             w(f"| `hmn serve` peak RSS under that load | {r[1] / MIB:.1f} MiB |")
+    if os.path.exists(HMN):
+        before = os.environ.get("HMN_BEFORE")
+        bins = [HMN] + ([before] if before else [])
+        med = ps_cost(bins)
+        w(f"\n## `hmn ps` with 1,000 GPU processes (measured {time.strftime('%Y-%m-%d', time.gmtime())})\n")
+        w("Real `sleep` processes, listed by the fake NVML as holding 1 MiB each, so `hmn ps` reads each "
+          "one's owner, command line, RSS and cgroup; median of 15 runs, alternating.\n")
+        w("| binary | median | per process |\n|---|---:|---:|")
+        w(f"| this build | {fmt_ns(med[HMN] * 1e9)} | {fmt_ns(med[HMN] * 1e9 / 1000)} |")
+        if before:
+            w(f"| `HMN_BEFORE` ({before}) | {fmt_ns(med[before] * 1e9)} | {fmt_ns(med[before] * 1e9 / 1000)} |")
+            w(f"\nRatio {med[HMN] / med[before]:.2f}x the build before.")
     h200 = os.path.join(ROOT, "docs", "h200", "gpu-bench.txt")
     if os.path.exists(h200):
         text = open(h200).read()

@@ -74,8 +74,8 @@ pub use gpu::{
     mig_gpu_instances, mig_instance, mig_instances, mig_state, process_gpu_info, sources,
 };
 pub use procctx::{
-    Container, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd, parse_status_uid,
-    process_context, process_contexts,
+    Container, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd, process_context,
+    process_contexts,
 };
 pub use procinfo::{
     TreeWalker, descendants, parse_stat, process_name, process_rss_of, process_start_time,

@@ -3,8 +3,9 @@
 //!
 //! # Platform-specific behaviour
 //!
-//! Linux reads `<procfs>/<pid>/status`, `cmdline`, `statm` and `cgroup` from the procfs root in
-//! use (so `HYPOMNESIS_PROCFS=/host/proc` gives a host's processes their owners and containers)
+//! Linux reads `<procfs>/<pid>/cmdline`, `statm` and `cgroup`, and the owner of `<procfs>/<pid>`
+//! (the effective user, as `ps` shows it; a process that is not dumpable, like a setuid one,
+//! shows as root's), from the procfs root in use (so `HYPOMNESIS_PROCFS=/host/proc` gives a host's processes their owners and containers)
 //! and user names from `/etc/passwd` (the host's, `<procfs>/1/root/etc/passwd`, when the procfs
 //! root is not this process's own; a name that cannot be read from there is left out rather
 //! than taken from the container's own `passwd`). Elsewhere every field is `None` for now.
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ProcessContext {
-    /// The real user id of the process.
+    /// The effective user id of the process (Linux: the owner of `/proc/<pid>`, as `ps` shows).
     pub uid: Option<u32>,
     /// The owner's user name; the uid as text when the user database has no name for it.
     pub user: Option<String>,
@@ -89,15 +90,6 @@ pub fn parse_passwd(text: &str) -> BTreeMap<u32, String> {
         }
     }
     out
-}
-
-/// The real uid from the text of `/proc/<pid>/status` (the first number of its `Uid:` line).
-#[must_use]
-pub fn parse_status_uid(text: &str) -> Option<u32> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|uid| uid.parse().ok())
 }
 
 /// The command line from the bytes of `/proc/<pid>/cmdline` (arguments separated by NUL, maybe
@@ -197,21 +189,29 @@ fn pod_uid(component: &str) -> Option<String> {
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use super::{ProcessContext, parse_cgroup, parse_cmdline, parse_passwd, parse_status_uid};
+    use super::{ProcessContext, parse_cgroup, parse_cmdline, parse_passwd};
     use std::collections::BTreeMap;
     use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
     use std::path::Path;
 
     /// The most read of any one file: a `passwd` or a command line longer than this is cut.
     const CAP: u64 = 1 << 20;
 
+    /// The file's bytes, up to [`CAP`]. procfs fills a read as far as the file goes, so a
+    /// read shorter than the page asked for is the whole file (no second read to see the end,
+    /// which matters when every GPU process's files are read); a longer file is read on.
     fn read_capped(path: &Path) -> Option<Vec<u8>> {
-        let mut out = Vec::new();
-        std::fs::File::open(path)
-            .ok()?
-            .take(CAP)
-            .read_to_end(&mut out)
-            .ok()?;
+        const PAGE: usize = 4096;
+        let mut file = std::fs::File::open(path).ok()?;
+        let mut out = vec![0_u8; PAGE];
+        let n = file.read(&mut out).ok()?;
+        out.truncate(n);
+        if n == PAGE {
+            file.take(CAP.saturating_sub(PAGE as u64))
+                .read_to_end(&mut out)
+                .ok()?;
+        }
         Some(out)
     }
 
@@ -232,7 +232,9 @@ mod linux {
         let text = |name: &str| {
             read_capped(&dir.join(name)).map(|b| String::from_utf8_lossy(&b).into_owned())
         };
-        let uid = text("status").as_deref().and_then(parse_status_uid);
+        // The owner of /proc/<pid> is the process's effective user (what `ps` shows): one
+        // stat, where `status` would make the kernel format forty lines.
+        let uid = std::fs::metadata(&dir).ok().map(|m| m.uid());
         ProcessContext {
             uid,
             user: uid.map(|u| names.get(&u).cloned().unwrap_or_else(|| u.to_string())),
@@ -259,12 +261,6 @@ mod tests {
             "first name wins"
         );
         assert_eq!(names.len(), 2);
-        assert_eq!(
-            parse_status_uid("Name:\tpython3\nUid:\t1000\t1000\t1000\t1000\n"),
-            Some(1000)
-        );
-        assert_eq!(parse_status_uid("Name:\tx\n"), None);
-        assert_eq!(parse_status_uid("Uid:\tabc\n"), None);
         assert_eq!(
             parse_cmdline(b"python3\0train.py\0--lr\x001e-4\0").as_deref(),
             Some("python3 train.py --lr 1e-4")
