@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the benchmark suite and writes BENCHMARKS.md: criterion benches (medians, ratios
 # measured in one run) and process-level measurements of hmn run / watch / serve.
-# Usage: scripts/bench.sh   (BENCH_TIME=seconds per benchmark, default 3)
+# Usage: scripts/bench.sh   (BENCH_TIME=seconds per benchmark, default 3; HMN_BEFORE=an older hmn
+# binary, HMN_BEFORE_LABEL=its name, to compare `hmn ps` with 1,000 GPU processes)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 T="${BENCH_TIME:-3}"

@@ -295,6 +295,48 @@ pub fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
+    #[test]
+    fn a_failed_run_is_accepted_only_for_rows_or_unreachable_gpus() {
+        use std::os::unix::process::ExitStatusExt;
+        let ran = |code: i32| super::super::runner::Ran {
+            status: std::process::ExitStatus::from_raw(code << 8),
+            stdout: String::new(),
+            stderr: String::new(),
+        };
+        let rows = |rows: Vec<u32>, unreachable: bool| parse::Rows {
+            rows,
+            skipped: if unreachable {
+                vec![parse::Skipped {
+                    line: 3,
+                    text: format!("{} 0000:2A:00.0", parse::NO_DEVICE_HANDLE),
+                    why: "not a row".into(),
+                }]
+            } else {
+                Vec::new()
+            },
+        };
+        let exe = std::path::Path::new("/usr/bin/nvidia-smi");
+        let args = ["--query-gpu=index"];
+        // Exit 0: whatever parsed is the answer, with no note.
+        let p = accepted(Ok(rows(Vec::new(), false)), &ran(0), &args, exe).unwrap();
+        assert!(p.rows.is_empty() && p.skipped.is_empty());
+        // A failure with rows: the rows, and the status noted.
+        let p = accepted(Ok(rows(vec![1, 2], false)), &ran(15), &args, exe).unwrap();
+        assert_eq!(p.rows, vec![1, 2]);
+        assert_eq!(p.skipped.len(), 1);
+        assert!(p.skipped.iter().any(|s| s.why.contains("exited with")), "{:?}", p.skipped);
+        // A failure explained by an unreachable GPU, even without rows.
+        let p = accepted(Ok(rows(Vec::new(), true)), &ran(15), &args, exe).unwrap();
+        assert_eq!(p.skipped.len(), 2);
+        // A failure with nothing to show for it is the failed run.
+        let e = accepted(Ok(rows(Vec::new(), false)), &ran(9), &args, exe).unwrap_err();
+        assert!(e.to_string().contains("nvidia-smi"), "{e}");
+        assert!(accepted::<u32>(Err("garbage".into()), &ran(9), &args, exe).is_err());
+        let e = accepted::<u32>(Err("garbage".into()), &ran(0), &args, exe).unwrap_err();
+        assert!(e.to_string().contains("unexpected `--query-gpu` output: garbage"), "{e}");
+    }
+
     fn gpu(total: Field, free: Field, reserved: Option<Field>) -> SmiGpu {
         SmiGpu {
             index: 0,
