@@ -16,6 +16,32 @@ use hypomnesis::{GpuQuerySource, HypomnesisError, SourceState};
 const MIB: u64 = 1 << 20;
 
 #[test]
+fn this_process_has_an_owner_an_executable_and_a_working_set() {
+    let ctx = hypomnesis::process_context(std::process::id());
+    println!("{ctx:?}");
+    let exe = std::env::current_exe().unwrap();
+    let command = ctx.command.as_deref().unwrap();
+    assert!(
+        command.to_ascii_lowercase().ends_with(".exe")
+            && command.contains(exe.file_stem().unwrap().to_str().unwrap()),
+        "{command} is not {}",
+        exe.display()
+    );
+    assert!(
+        ctx.user.as_deref().is_some_and(|u| !u.is_empty()),
+        "{ctx:?}"
+    );
+    assert!(ctx.rss_bytes.unwrap() > MIB);
+    assert_eq!(ctx.uid, None, "Windows has SIDs, not uids");
+    assert_eq!(ctx.container, None);
+    // A pid that does not exist has no context.
+    assert_eq!(
+        hypomnesis::process_context(0xFFFF_FFF0),
+        hypomnesis::ProcessContext::default()
+    );
+}
+
+#[test]
 fn rss_is_a_sane_positive_number_and_follows_allocations() {
     let before = hypomnesis::process_rss().unwrap();
     assert!(before > MIB && before < 64 << 30, "working set {before}");

@@ -325,7 +325,11 @@ mod tests {
         let p = accepted(Ok(rows(vec![1, 2], false)), &ran(15), &args, exe).unwrap();
         assert_eq!(p.rows, vec![1, 2]);
         assert_eq!(p.skipped.len(), 1);
-        assert!(p.skipped.iter().any(|s| s.why.contains("exited with")), "{:?}", p.skipped);
+        assert!(
+            p.skipped.iter().any(|s| s.why.contains("exited with")),
+            "{:?}",
+            p.skipped
+        );
         // A failure explained by an unreachable GPU, even without rows.
         let p = accepted(Ok(rows(Vec::new(), true)), &ran(15), &args, exe).unwrap();
         assert_eq!(p.skipped.len(), 2);
@@ -334,7 +338,11 @@ mod tests {
         assert!(e.to_string().contains("nvidia-smi"), "{e}");
         assert!(accepted::<u32>(Err("garbage".into()), &ran(9), &args, exe).is_err());
         let e = accepted::<u32>(Err("garbage".into()), &ran(0), &args, exe).unwrap_err();
-        assert!(e.to_string().contains("unexpected `--query-gpu` output: garbage"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("unexpected `--query-gpu` output: garbage"),
+            "{e}"
+        );
     }
 
     fn gpu(total: Field, free: Field, reserved: Option<Field>) -> SmiGpu {
