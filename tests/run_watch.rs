@@ -283,6 +283,20 @@ fn gpu_memory_of_the_child_from_the_fake_nvml_csv_and_svg() {
         err.contains("GPU 0 [NVIDIA H200]: peak 3.0 GiB held by the process tree"),
         "{err}"
     );
+    // The holder, with who it is: the shell that wrote its pid.
+    let holders = v["gpu_processes"].as_array().unwrap();
+    assert_eq!(holders.len(), 1, "{v}");
+    assert_eq!(holders[0]["peak_gpu_bytes"], 3072 * MIB);
+    assert!(
+        holders[0]["command"]
+            .as_str()
+            .unwrap()
+            .starts_with("sh -c echo $$ > "),
+        "{v}"
+    );
+    let me = hypomnesis::process_context(std::process::id());
+    assert_eq!(holders[0]["user"].as_str(), me.user.as_deref());
+    assert!(err.contains(": peak 3.0 GiB GPU, "), "{err}");
     let csv_text = std::fs::read_to_string(&csv).unwrap();
     assert!(
         csv_text.starts_with("t_s,rss_bytes,gpu0_bytes,gpu0_device_used_bytes\n"),

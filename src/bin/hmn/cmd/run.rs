@@ -2,7 +2,7 @@
 
 mod timeline;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -18,7 +18,7 @@ use crate::collect::sampler::{Frame, Sampler, Want, max_opt};
 use crate::collect::stop::Stop;
 use crate::collect::ticker::Ticker;
 use crate::outcome::Outcome;
-use crate::view::run::{self as render, DevicePeak, Point, Summary};
+use crate::view::run::{self as render, DevicePeak, Holder, Point, Summary};
 use timeline::Timeline;
 
 /// Options of `hmn run`.
@@ -51,6 +51,8 @@ struct Peaks {
     gpu: Option<u64>,
     device_gpu: Vec<Option<u64>>,
     device_used: Vec<Option<u64>>,
+    /// The processes of the tree seen holding GPU memory, by pid.
+    holders: BTreeMap<u32, Holder>,
 }
 
 impl Peaks {
@@ -62,6 +64,39 @@ impl Peaks {
         self.gpu = max_opt(self.gpu, total);
         fold_each(&mut self.device_gpu, &p.gpu);
         fold_each(&mut self.device_used, &p.device_used);
+    }
+
+    /// Each process of `tree` holding GPU memory in `frame`: its peaks, and who it is (read
+    /// once, the first time it is seen holding memory).
+    fn add_holders(&mut self, frame: &Frame, tree: &[u32]) {
+        let Some(by_pid) = frame.gpu_by_pid_all() else {
+            return;
+        };
+        for &pid in tree {
+            let Some(&gpu) = by_pid.get(&pid).filter(|&&b| b > 0) else {
+                continue;
+            };
+            let rss = frame.rss.get(&pid).copied().flatten();
+            let h = self.holders.entry(pid).or_insert_with(|| {
+                let ctx = hypomnesis::process_context(pid);
+                Holder {
+                    pid,
+                    user: ctx.user,
+                    command: ctx.command,
+                    peak_gpu_bytes: 0,
+                    peak_rss_bytes: None,
+                }
+            });
+            h.peak_gpu_bytes = h.peak_gpu_bytes.max(gpu);
+            h.peak_rss_bytes = max_opt(h.peak_rss_bytes, rss);
+        }
+    }
+
+    /// The holders, largest GPU peak first.
+    fn holders(&self) -> Vec<Holder> {
+        let mut v: Vec<Holder> = self.holders.values().cloned().collect();
+        v.sort_by_key(|h| (std::cmp::Reverse(h.peak_gpu_bytes), h.pid));
+        v
     }
 
     fn devices(&self, first: &[Option<GpuDeviceInfo>]) -> Vec<DevicePeak> {
@@ -132,6 +167,7 @@ pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Re
         peak_rss_bytes: peaks.rss,
         peak_gpu_bytes: peaks.gpu,
         devices: peaks.devices(&devices),
+        gpu_processes: peaks.holders(),
         command,
     };
     finish(args, &mut timeline, &devices, &summary, out, err)?;
@@ -179,6 +215,7 @@ fn follow(
             first.get_or_insert_with(|| frame.devices.iter().map(|d| d.info().cloned()).collect());
         let p = point(&frame, &tree);
         peaks.add(&p);
+        peaks.add_holders(&frame, &tree);
         timeline.add(&p, devices.len(), err)?;
         let _ =
             ticker.wait(|| matches!(child.try_wait(), Ok(Some(_))) || stop.signal() != passed_on);

@@ -30,6 +30,23 @@ pub struct DevicePeak {
     pub peak_device_used_bytes: Option<u64>,
 }
 
+/// A process of the tree that held GPU memory during the run, with who it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Holder {
+    pub pid: u32,
+    /// Owner, when it could be read (once, when the process was first seen holding memory).
+    pub user: Option<String>,
+    /// Full command line, when it could be read.
+    pub command: Option<String>,
+    /// Its peak GPU memory, all devices together.
+    pub peak_gpu_bytes: u64,
+    /// Its peak resident set.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Holders shown in the text summary; `--json` has them all.
+const HOLDERS_SHOWN: usize = 10;
+
 /// The result of a run (also `--json`'s object).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
@@ -42,6 +59,8 @@ pub struct Summary {
     pub peak_rss_bytes: Option<u64>,
     pub peak_gpu_bytes: Option<u64>,
     pub devices: Vec<DevicePeak>,
+    /// The processes of the tree that held GPU memory, largest peak first.
+    pub gpu_processes: Vec<Holder>,
 }
 
 /// A command line as a shell would take it back: words with spaces, quotes or other
@@ -93,6 +112,28 @@ pub fn summary(s: &Summary) -> String {
     }
     if s.devices.is_empty() {
         out.push_str("  GPU: no GPU source answered\n");
+    }
+    for h in s.gpu_processes.iter().take(HOLDERS_SHOWN) {
+        let _ = writeln!(
+            out,
+            "  pid {} ({}): peak {} GPU, {} RSS: {}",
+            h.pid,
+            printable(h.user.as_deref().unwrap_or("?")),
+            super::format_size(h.peak_gpu_bytes),
+            size(h.peak_rss_bytes),
+            printable(h.command.as_deref().unwrap_or("?"))
+        );
+    }
+    if let Some(more) = s
+        .gpu_processes
+        .len()
+        .checked_sub(HOLDERS_SHOWN)
+        .filter(|&n| n > 0)
+    {
+        let _ = writeln!(
+            out,
+            "  … and {more} more processes that held GPU memory (--json)"
+        );
     }
     out
 }
@@ -187,10 +228,37 @@ mod tests {
                 peak_gpu_bytes: Some(64 * MIB),
                 peak_device_used_bytes: Some(100 * MIB),
             }],
+            gpu_processes: Vec::new(),
         };
         assert_eq!(
             summary(&s),
             "hmn run: `python3 train.py` exited with status 0 after 12.3 s (3 samples, every 100 ms)\n  peak RSS (process tree): 300 MiB\n  GPU 0: peak 64 MiB held by the process tree; device peak used 100 MiB\n"
+        );
+        let holder = |pid: u32| Holder {
+            pid,
+            user: Some("alice".into()),
+            command: Some("python3 train.py\x1b[2J".into()),
+            peak_gpu_bytes: 64 * MIB,
+            peak_rss_bytes: None,
+        };
+        let many = Summary {
+            gpu_processes: (1..=12).map(holder).collect(),
+            ..s
+        };
+        let text = summary(&many);
+        assert!(
+            text.contains(
+                "\n  pid 1 (alice): peak 64 MiB GPU, unknown RSS: python3 train.py?[2J\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  pid 10 (alice)") && !text.contains("  pid 11 "),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("  … and 2 more processes that held GPU memory (--json)\n"),
+            "{text}"
         );
     }
 }
