@@ -161,10 +161,31 @@ fn mixed_host_processes_deduplicated_and_attributed() {
     );
     assert_eq!(err.lines().count(), 2, "{err}");
     let (_, out, _) = hmn("mixed", Some(&nvml), &["ps", "--device", "2"]);
+    // The fixture's procfs has no cmdline or statm: memory unknown, the name shown. Its owner is
+    // whoever owns the directory, by uid: a procfs other than /proc names users from its
+    // system's passwd (`<procfs>/1/root/etc/passwd`), which the fixture does not have.
+    let uid = std::os::unix::fs::MetadataExt::uid(
+        &std::fs::metadata(tree("mixed").join("proc/200")).unwrap(),
+    )
+    .to_string();
+    let table: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
     assert_eq!(
-        out,
-        "PID  USER  TYPE     VRAM  SHARED  RSS  DEVICE     COMMAND\n200  ?     -     4.0 GiB  64 MiB    ?  2 AMD GPU  python3\n100  ?     -     256 MiB  32 MiB    ?  2 AMD GPU  Xorg\n",
-        "the fixture's procfs has no status or cmdline: owner and memory unknown, the name shown"
+        table,
+        vec![
+            vec![
+                "PID", "USER", "TYPE", "VRAM", "SHARED", "RSS", "DEVICE", "COMMAND"
+            ],
+            vec![
+                "200", &uid, "-", "4.0", "GiB", "64", "MiB", "?", "2", "AMD", "GPU", "python3"
+            ],
+            vec![
+                "100", &uid, "-", "256", "MiB", "32", "MiB", "?", "2", "AMD", "GPU", "Xorg"
+            ],
+        ],
+        "{out}"
     );
 }
 

@@ -106,6 +106,16 @@ fn replay() {
     let text = capture_reader::read(env("FAKE_SMI_CAPTURE").as_ref());
     let phase = env("FAKE_SMI_PHASE");
     let gpus = capture_reader::gpu_rows(&text, &phase);
+    // Asked before any process list was read, the report reads them to count what they drop.
+    let unknown_rows = capture_reader::app_rows(&text, &phase)
+        .iter()
+        .filter(|a| capture_reader::mib(&a["used_gpu_memory"]).is_none())
+        .count();
+    let early = hypomnesis::sources()
+        .into_iter()
+        .find(|r| r.source == GpuQuerySource::NvidiaSmi)
+        .unwrap();
+    assert_eq!(early.dropped_process_rows, unknown_rows as u64, "{early:?}");
     assert_eq!(hypomnesis::device_count().unwrap() as usize, gpus.len());
     for (i, g) in gpus.iter().enumerate() {
         let d = hypomnesis::device_info(u32::try_from(i).unwrap()).unwrap();
