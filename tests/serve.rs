@@ -587,6 +587,7 @@ fn slow_clients_cannot_starve_a_scrape() {
         answers.push((status, t.elapsed()));
         std::thread::sleep(Duration::from_millis(900));
     }
+    eprintln!("scrapes behind 260 slow clients: {answers:?}");
     for (status, took) in &answers {
         assert_eq!(
             *status,
