@@ -9,13 +9,14 @@ use std::time::Duration;
 /// The process groups of runs in progress.
 static RUNNING: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
 
-/// Sends SIGKILL to process group `pgid`; `false` when there is none left.
-pub(super) fn kill(pgid: u32) -> bool {
-    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
-        return false;
-    };
-    // SAFETY: killpg takes plain integers and touches no memory of ours.
-    unsafe { libc::killpg(pgid, libc::SIGKILL) == 0 }
+/// Sends SIGKILL to process group `pgid` (nothing happens when none is left).
+pub(super) fn kill(pgid: u32) {
+    if let Ok(pgid) = libc::pid_t::try_from(pgid) {
+        // SAFETY: killpg takes plain integers and touches no memory of ours.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
 }
 
 /// Remembers `pgid` as running until [`forget`]: if this process exits meanwhile (a signal
@@ -78,4 +79,36 @@ pub(super) fn readable(fds: &[RawFd], limit: Duration) -> Vec<bool> {
         return vec![false; fds.len()];
     }
     polled.iter().map(|p| p.revents != 0).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(pgid: libc::pid_t) -> bool {
+        RUNNING
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&pgid)
+    }
+
+    #[test]
+    fn runs_are_remembered_until_forgotten() {
+        // Group ids above any pid_max: no real group is touched.
+        remember(4_000_001);
+        remember(4_000_002);
+        assert!(running(4_000_001) && running(4_000_002));
+        forget(4_000_001);
+        assert!(!running(4_000_001) && running(4_000_002));
+        forget(4_000_002);
+        assert!(!running(4_000_002));
+        remember(u32::MAX); // not a pid_t: not remembered, not a panic
+        assert!(
+            !RUNNING
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .any(|&p| p < 0)
+        );
+    }
 }
