@@ -51,11 +51,16 @@ pub(super) fn forget(pgid: u32) {
 /// the list) and never unwinds.
 extern "C" fn kill_remembered() {
     if let Ok(groups) = RUNNING.try_lock() {
-        for &pgid in groups.iter() {
-            // SAFETY: killpg takes plain integers.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
-            }
+        kill_all(&groups);
+    }
+}
+
+/// SIGKILL to each of `groups`.
+fn kill_all(groups: &[libc::pid_t]) {
+    for &pgid in groups {
+        // SAFETY: killpg takes plain integers.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
         }
     }
 }
@@ -110,5 +115,19 @@ mod tests {
                 .iter()
                 .any(|&p| p < 0)
         );
+    }
+
+    #[test]
+    fn at_exit_each_group_is_killed() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        // Not kill_remembered itself: other tests' runs may be in progress.
+        kill_all(&[libc::pid_t::try_from(child.id()).unwrap()]);
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
     }
 }
