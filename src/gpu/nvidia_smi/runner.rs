@@ -112,7 +112,8 @@ impl<R: Read + std::os::fd::AsRawFd> Pipe<R> {
         let Some(r) = self.reader.as_mut() else {
             return;
         };
-        let mut chunk = [0_u8; 16 * 1024];
+        // The size only sets how many reads a long output takes.
+        let mut chunk = [0_u8; 16_384];
         match r.read(&mut chunk) {
             Ok(0) | Err(_) => self.reader = None,
             Ok(n) => {
