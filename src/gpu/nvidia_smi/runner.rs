@@ -336,6 +336,28 @@ mod tests {
     }
 
     #[test]
+    fn a_pipe_keeps_exactly_its_cap_and_counts_past_it() {
+        let piped = |n: usize| {
+            let path = std::env::temp_dir().join(format!("hmn-pipe-{n}-{}", std::process::id()));
+            std::fs::write(&path, vec![7_u8; n]).unwrap();
+            let mut p = Pipe::new(Some(std::fs::File::open(&path).unwrap()), 10);
+            while p.fd().is_some() {
+                p.read();
+            }
+            std::fs::remove_file(&path).unwrap();
+            p.output()
+        };
+        assert_eq!(piped(10), Ok(vec![7; 10]), "exactly the cap is kept");
+        assert_eq!(piped(11), Err(11));
+        assert_eq!(
+            piped(40_000),
+            Err(40_000),
+            "every byte is counted, over several reads"
+        );
+        assert_eq!(piped(0), Ok(Vec::new()));
+    }
+
+    #[test]
     fn drained_up_to_the_cap_and_counted_past_it() {
         assert_eq!(
             drain(&[7_u8; 10][..], 10),
