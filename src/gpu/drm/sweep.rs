@@ -18,7 +18,7 @@ pub struct Sweep {
     pub pids: usize,
     /// fdinfo files read.
     pub fdinfo_reads: usize,
-    /// fdinfo files that were not a DRM client's text: larger than [`FDINFO_CAP`] (a link to
+    /// fdinfo files that were not a DRM client's text: larger than the 64 KiB read cap (a link to
     /// `/dev/zero` in a crafted procfs), or not text.
     pub fdinfo_refused: usize,
     /// Lines of DRM clients' fdinfo that made no sense and were left out.
