@@ -103,3 +103,59 @@ pub(crate) fn source_error(source: GpuQuerySource, message: String) -> Hypomnesi
         GpuQuerySource::Drm => HypomnesisError::Drm(message),
     }
 }
+
+/// Process rows a backend left out of each device's latest list, by device index: each new
+/// list of a device replaces (or adds to, while it is being read in parts) that device's count.
+#[derive(Debug, Default)]
+pub(crate) struct DroppedRows(std::sync::Mutex<std::collections::BTreeMap<u32, u64>>);
+
+impl DroppedRows {
+    /// None counted yet.
+    pub(crate) const fn new() -> Self {
+        Self(std::sync::Mutex::new(std::collections::BTreeMap::new()))
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<u32, u64>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Device `index`'s latest list left out `n` rows.
+    pub(crate) fn set(&self, index: u32, n: u64) {
+        self.counts().insert(index, n);
+    }
+
+    /// `n` more rows left out of device `index`'s list being read.
+    pub(crate) fn add(&self, index: u32, n: u64) {
+        let mut counts = self.counts();
+        let c = counts.entry(index).or_insert(0);
+        *c = c.saturating_add(n);
+    }
+
+    /// All devices together.
+    pub(crate) fn total(&self) -> u64 {
+        self.counts().values().fold(0, |a, &b| a.saturating_add(b))
+    }
+}
+
+#[cfg(test)]
+mod dropped_tests {
+    use super::DroppedRows;
+
+    #[test]
+    fn the_latest_list_of_each_device_counts() {
+        let d = DroppedRows::default();
+        assert_eq!(d.total(), 0);
+        d.set(0, 3);
+        d.set(1, 2);
+        assert_eq!(d.total(), 5);
+        d.set(0, 1); // a new list of device 0 replaces its count
+        assert_eq!(d.total(), 3);
+        d.add(1, 4); // a list read in parts adds up
+        assert_eq!(d.total(), 7);
+        d.set(1, u64::MAX);
+        d.add(1, 1);
+        assert_eq!(d.total(), u64::MAX, "saturates");
+    }
+}

@@ -10,7 +10,7 @@ use super::devices::{
     Device, NVIDIA, device, devices, memory, no_device, sweep_worthwhile, vendor, walked,
 };
 use super::sweep::{Sweep, sweep_tree};
-use crate::gpu::backend::{Backend, Presence, Scope};
+use crate::gpu::backend::{Backend, DroppedRows, Presence, Scope};
 use crate::gpu::pci::PciAddress;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, ProcessGpuInfo, Result,
@@ -24,14 +24,14 @@ const SWEEP_REUSE: Duration = Duration::from_millis(250);
 pub(crate) struct DrmBackend {
     last: Mutex<Option<(Instant, Sweep)>>,
     /// Clients left out of each device's latest list: more memory than the device has.
-    dropped: Mutex<BTreeMap<u32, u64>>,
+    dropped: DroppedRows,
 }
 
 impl DrmBackend {
     pub(crate) const fn new() -> Self {
         Self {
             last: Mutex::new(None),
-            dropped: Mutex::new(BTreeMap::new()),
+            dropped: DroppedRows::new(),
         }
     }
 
@@ -69,20 +69,13 @@ impl DrmBackend {
                 d.slot
             );
         }
-        self.dropped
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(index, dropped);
+        self.dropped.set(index, dropped);
         Ok(rows)
     }
 
     /// Rows left out of the devices' latest lists.
     fn dropped_rows(&self) -> u64 {
-        self.dropped
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .sum()
+        self.dropped.total()
     }
     /// The doctor's lines on the process sweep of `list`.
     fn sweep_details(&self, list: &[Device], details: &mut Vec<(String, String)>) -> Result<()> {

@@ -178,12 +178,9 @@ impl SmiBackend {
             return;
         };
         let count = usize::try_from(list.count).unwrap_or(usize::MAX);
-        let mut dropped = self
-            .dropped_rows
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
         for g in &list.gpus {
-            dropped.insert(g.index, select_rows(g, count, apps.clone()).1);
+            self.dropped_rows
+                .set(g.index, select_rows(g, count, apps.clone()).1);
         }
     }
 
@@ -197,10 +194,7 @@ impl SmiBackend {
         let gpu = list.get(index)?.clone();
         let count = usize::try_from(list.count).unwrap_or(usize::MAX);
         let (rows, dropped) = select_rows(&gpu, count, self.apps()?);
-        self.dropped_rows
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(index, dropped);
+        self.dropped_rows.set(index, dropped);
         Ok(Listed {
             gpu,
             gpu_count: count,

@@ -23,7 +23,7 @@ use std::time::Instant;
 use exec::Setup;
 use runner::fmt_duration;
 
-use super::backend::{Backend, Op, Presence};
+use super::backend::{Backend, DroppedRows, Op, Presence};
 use super::nvidia;
 use crate::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance,
@@ -44,7 +44,7 @@ pub(crate) struct SmiBackend {
     /// This driver rejects the `mig.mode.*` fields.
     mig_rejected: AtomicBool,
     /// Process rows left out (memory not available) of each device's latest list.
-    dropped_rows: Mutex<BTreeMap<u32, u64>>,
+    dropped_rows: DroppedRows,
     /// The lines of each query's last output that were not rows.
     skipped_lines: Mutex<BTreeMap<&'static str, Vec<String>>>,
 }
@@ -56,7 +56,7 @@ impl SmiBackend {
             timed_out: Mutex::new(None),
             reserved_rejected: AtomicBool::new(false),
             mig_rejected: AtomicBool::new(false),
-            dropped_rows: Mutex::new(BTreeMap::new()),
+            dropped_rows: DroppedRows::new(),
             skipped_lines: Mutex::new(BTreeMap::new()),
         }
     }
@@ -161,11 +161,7 @@ impl Backend for SmiBackend {
     }
 
     fn dropped_process_rows(&self) -> u64 {
-        self.dropped_rows
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .sum()
+        self.dropped_rows.total()
     }
 
     fn report(&self) -> SourceReport {

@@ -1,11 +1,11 @@
 //! Finding and loading the NVML library, once per process.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use super::ffi::Nvml;
 use super::session::{Loaded, Session};
+use crate::gpu::backend::DroppedRows;
 
 /// Where the library is looked for: `HYPOMNESIS_NVML_LIBRARY` alone when set (it must be an
 /// absolute path), otherwise the platform's list. `Ok((paths, explicit))`.
@@ -110,7 +110,7 @@ fn load() -> LoadOutcome {
                     nvml,
                     path,
                     session: Mutex::new(Session::default()),
-                    dropped_rows: Mutex::new(BTreeMap::new()),
+                    dropped_rows: DroppedRows::new(),
                 }));
             }
             Err(why) => {

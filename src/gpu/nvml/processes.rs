@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::PoisonError;
 
 use super::abi::{
     NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS, NVML_VALUE_NOT_AVAILABLE,
@@ -51,10 +50,7 @@ impl Loaded {
         let dev = self.device(index)?;
         let total = self.memory(dev, index).ok().map(|m| m.total);
         // This list's rows left out are counted afresh.
-        self.dropped_rows
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(index, 0);
+        self.dropped_rows.set(index, 0);
         let parent = self.read_lists(dev, index, total, None);
         if !matches!(self.mig_mode(dev), Some((true, _))) {
             return parent.map(|m| m.into_values().collect());
@@ -150,12 +146,7 @@ impl Loaded {
             }
         }
         if dropped > 0 {
-            *self
-                .dropped_rows
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .entry(index)
-                .or_insert(0) += dropped;
+            self.dropped_rows.add(index, dropped);
             crate::debug_log!(
                 "NVML: GPU {index}: {dropped} process row(s) without a usable memory figure dropped"
             );

@@ -1,7 +1,6 @@
 //! The NVML session: initialisation (once, again only after the driver went away), device
 //! handles, the driver version, and NVML return codes made into errors in one place.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
@@ -10,6 +9,7 @@ use super::abi::{
     NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_UNINITIALIZED, NVML_SUCCESS, NvmlReturn, return_name,
 };
 use super::ffi::{self, Device, Nvml};
+use crate::gpu::backend::DroppedRows;
 use crate::{HypomnesisError, Result};
 
 /// How long a failed `nvmlInit` is remembered before it is tried again.
@@ -40,7 +40,7 @@ pub(super) struct Loaded {
     pub(super) path: PathBuf,
     pub(super) session: Mutex<Session>,
     /// Process-list rows left out (memory not available, larger than the device, pid 0).
-    pub(super) dropped_rows: Mutex<BTreeMap<u32, u64>>,
+    pub(super) dropped_rows: DroppedRows,
 }
 
 /// Why an NVML-backed operation failed.
@@ -171,11 +171,7 @@ impl Loaded {
 
     /// Process rows left out of the devices' latest lists.
     pub(super) fn dropped_rows(&self) -> u64 {
-        self.dropped_rows
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .sum()
+        self.dropped_rows.total()
     }
 
     pub(super) fn device_count(&self) -> std::result::Result<u32, Failure> {

@@ -54,15 +54,9 @@ impl Timeline {
     /// One sample, of a run on `devices` devices.
     pub fn add(&mut self, p: &Point, devices: usize, err: &mut impl Write) -> io::Result<()> {
         if let Some(csv) = &mut self.csv {
-            let header = !csv.header;
-            csv.header = true;
             csv.write(
-                |w| {
-                    if header {
-                        w.write_all(render::csv_header(devices).as_bytes())?;
-                    }
-                    w.write_all(render::csv_row(p, devices).as_bytes())
-                },
+                devices,
+                |w| w.write_all(render::csv_row(p, devices).as_bytes()),
                 err,
             )?;
         }
@@ -75,17 +69,7 @@ impl Timeline {
     /// The CSV complete (its header alone when no sample was taken), flushed.
     pub fn finish_csv(&mut self, devices: usize, err: &mut impl Write) -> io::Result<()> {
         if let Some(csv) = &mut self.csv {
-            let header = !csv.header;
-            csv.header = true;
-            csv.write(
-                |w| {
-                    if header {
-                        w.write_all(render::csv_header(devices).as_bytes())?;
-                    }
-                    w.flush()
-                },
-                err,
-            )?;
+            csv.write(devices, Write::flush, err)?;
         }
         Ok(())
     }
@@ -97,14 +81,22 @@ impl Timeline {
 }
 
 impl Csv {
-    /// Runs `f` on the file; a failure is said once and ends the CSV.
+    /// Runs `f` on the file, after the header (for `devices` devices) the first time; a failure
+    /// is said once and ends the CSV.
     fn write(
         &mut self,
+        devices: usize,
         f: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
         err: &mut impl Write,
     ) -> io::Result<()> {
+        let header = !std::mem::replace(&mut self.header, true);
         if let Some(w) = &mut self.file
-            && let Err(e) = f(w)
+            && let Err(e) = if header {
+                w.write_all(render::csv_header(devices).as_bytes())
+            } else {
+                Ok(())
+            }
+            .and_then(|()| f(w))
         {
             writeln!(err, "hmn run: cannot write {}: {e}", self.path.display())?;
             self.file = None;
