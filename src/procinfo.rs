@@ -45,18 +45,19 @@ pub fn is_zombie(stat: &str) -> bool {
 /// # Errors
 ///
 /// [`crate::HypomnesisError::Io`] when the process is gone or not readable,
-/// [`crate::HypomnesisError::Ram`] when it has exited but is not yet reaped (a zombie), on other
-/// platforms, or for malformed files.
+/// [`crate::HypomnesisError::Ram`] when it has no resident set (exiting, a zombie not yet
+/// reaped, a kernel thread), on other platforms, or for malformed files.
 pub fn process_rss_of(pid: u32) -> Result<u64> {
     #[cfg(target_os = "linux")]
     {
         let dir = crate::roots::procfs()?.join(pid.to_string());
         let rss = crate::ram::linux::rss_at(&dir)?;
-        // An exited process waiting to be reaped reads as 0 bytes: that is not a figure.
-        if rss == 0 && std::fs::read_to_string(dir.join("stat")).is_ok_and(|stat| is_zombie(&stat))
-        {
+        // A process that is exiting (its memory already released, a zombie not yet reaped) or
+        // a kernel thread reads as 0 bytes: that is not a figure. A live user process always
+        // has resident pages.
+        if rss == 0 {
             return Err(crate::HypomnesisError::Ram(format!(
-                "process {pid} has exited (a zombie not yet reaped): it has no resident set"
+                "process {pid} has exited or is exiting (or is a kernel thread): it has no resident set"
             )));
         }
         Ok(rss)
