@@ -74,8 +74,8 @@ pub use gpu::{
     mig_gpu_instances, mig_instance, mig_instances, mig_state, process_gpu_info, sources,
 };
 pub use procctx::{
-    Container, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd, process_context,
-    process_contexts,
+    Container, ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd,
+    process_context, process_contexts, process_contexts_with,
 };
 pub use procinfo::{
     TreeWalker, descendants, parse_stat, process_name, process_rss_of, process_start_time,
@@ -122,6 +122,7 @@ pub mod __parsers {
     };
     pub use crate::gpu::pci::PciAddress;
     pub use crate::gpu::winparse::{parse_pdh_instance, utf16_until_nul};
+    pub use crate::procctx::parse_stat_cpu_ticks;
     /// The process tree below a pid through `children` files (`None` where the kernel has
     /// none), and through a scan of every process's `stat` (what `process_tree` did before).
     #[cfg(target_os = "linux")]

@@ -141,3 +141,111 @@ fn another_users_process_is_named_as_theirs() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Each part of the context is read only when asked for; the owner is the same whether it
+/// comes from the command line's open file or from the process's directory.
+#[cfg(target_os = "linux")]
+#[test]
+fn only_the_parts_asked_for_are_read() {
+    use hypomnesis::{ContextParts, process_contexts_with as with};
+    let mut child = std::process::Command::new("sleep")
+        .arg("63")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let pid = child.id();
+    let one = |parts: ContextParts| with(&[pid], parts).pop().unwrap();
+    assert_eq!(
+        one(ContextParts::NONE),
+        hypomnesis::ProcessContext::default()
+    );
+    let all = one(ContextParts::ALL);
+    assert_eq!(
+        all,
+        hypomnesis::process_context(pid),
+        "ALL is what process_context reads"
+    );
+    assert!(all.cpu_time.is_some(), "{all:?}");
+
+    let mut user = ContextParts::NONE;
+    user.user = true;
+    let u = one(user);
+    assert!(u.uid.is_some() && u.user.is_some(), "{u:?}");
+    assert_eq!((u.uid, &u.user), (all.uid, &all.user));
+    assert_eq!((&u.command, u.rss_bytes, u.cpu_time), (&None, None, None));
+
+    let mut command = ContextParts::NONE;
+    command.command = true;
+    let c = one(command);
+    assert_eq!(c.command.as_deref(), Some("sleep 63"));
+    assert_eq!((c.uid, &c.user, c.rss_bytes), (None, &None, None));
+
+    let mut rss = ContextParts::NONE;
+    rss.rss = true;
+    let from_statm = one(rss).rss_bytes.unwrap();
+    rss.cpu_time = true;
+    let both = one(rss);
+    assert_eq!(
+        both.rss_bytes,
+        Some(from_statm),
+        "stat and statm agree on a sleeping process"
+    );
+    assert!(both.cpu_time.is_some());
+    assert_eq!((both.uid, &both.command), (None, &None));
+
+    let mut no_container = ContextParts::ALL;
+    no_container.container = false;
+    no_container.cpu_time = false;
+    let n = one(no_container);
+    assert_eq!(n.container, None);
+    assert_eq!(n.cpu_time, None);
+    assert_eq!((n.uid, &n.command), (all.uid, &all.command));
+
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Gone: nothing, whichever path the owner would have come from.
+    assert_eq!(
+        one(ContextParts::ALL),
+        hypomnesis::ProcessContext::default()
+    );
+    assert_eq!(one(user), hypomnesis::ProcessContext::default());
+}
+
+/// The CPU time of a busy process grows by what it spends: this test's own, while it spins.
+#[cfg(any(target_os = "linux", target_os = "macos", windows))]
+#[test]
+fn cpu_time_grows_while_a_process_works() {
+    let mut parts = hypomnesis::ContextParts::NONE;
+    parts.cpu_time = true;
+    let me = std::process::id();
+    let cpu = || {
+        hypomnesis::process_contexts_with(&[me], parts)
+            .pop()
+            .unwrap()
+            .cpu_time
+            .unwrap()
+    };
+    let start = cpu();
+    let wall = std::time::Instant::now();
+    let mut x = 0_u64;
+    while cpu() < start + std::time::Duration::from_millis(100) {
+        for i in 0..100_000_u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        assert!(
+            wall.elapsed() < std::time::Duration::from_secs(30),
+            "100 ms of CPU not seen in 30 s: {:?} → {:?}",
+            start,
+            cpu()
+        );
+    }
+    // Never more CPU than the wall time since the start times the cores.
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let spent = cpu().saturating_sub(start);
+    assert!(
+        spent
+            <= wall.elapsed() * u32::try_from(cores).unwrap()
+                + std::time::Duration::from_millis(20),
+        "{spent:?}"
+    );
+}

@@ -1,18 +1,32 @@
 //! macOS: a process's owner, executable and resident set through `proc_pidinfo`.
 
-use super::ProcessContext;
+use super::{ContextParts, ProcessContext};
 
-pub fn context(pid: u32) -> ProcessContext {
+pub fn context(pid: u32, parts: ContextParts) -> ProcessContext {
     let mut ctx = ProcessContext::default();
     let Ok(pid) = i32::try_from(pid) else {
         return ctx;
     };
-    ctx.uid = ffi::uid(pid);
-    ctx.user = ctx
-        .uid
-        .map(|u| ffi::user_name(u).unwrap_or_else(|| u.to_string()));
-    ctx.command = ffi::path(pid);
-    ctx.rss_bytes = ffi::resident(pid).filter(|&b| b > 0);
+    if parts.user {
+        ctx.uid = ffi::uid(pid);
+        ctx.user = ctx
+            .uid
+            .map(|u| ffi::user_name(u).unwrap_or_else(|| u.to_string()));
+    }
+    if parts.command {
+        ctx.command = ffi::path(pid);
+    }
+    if parts.rss || parts.cpu_time {
+        let task = ffi::task_info(pid);
+        if parts.rss {
+            ctx.rss_bytes = task.map(|t| t.pti_resident_size).filter(|&b| b > 0);
+        }
+        if parts.cpu_time {
+            ctx.cpu_time = task.and_then(|t| {
+                ffi::mach_to_duration(t.pti_total_user.checked_add(t.pti_total_system)?)
+            });
+        }
+    }
     ctx
 }
 
@@ -36,9 +50,25 @@ mod ffi {
         pidinfo::<libc::proc_bsdinfo>(pid, libc::PROC_PIDTBSDINFO).map(|i| i.pbi_uid)
     }
 
-    /// The resident set, bytes.
-    pub fn resident(pid: i32) -> Option<u64> {
-        pidinfo::<libc::proc_taskinfo>(pid, libc::PROC_PIDTASKINFO).map(|i| i.pti_resident_size)
+    /// The task's figures: resident set (bytes), CPU times (Mach absolute time units).
+    pub fn task_info(pid: i32) -> Option<libc::proc_taskinfo> {
+        pidinfo::<libc::proc_taskinfo>(pid, libc::PROC_PIDTASKINFO)
+    }
+
+    /// Mach absolute time units as a duration (nanoseconds on Intel; on Apple silicon a
+    /// tick is 125/3 ns, which the timebase says).
+    #[allow(deprecated)] // libc points to the mach2 crate for these; one call is not worth a crate
+    pub fn mach_to_duration(ticks: u64) -> Option<std::time::Duration> {
+        let mut base = libc::mach_timebase_info { numer: 0, denom: 0 };
+        // SAFETY: `base` is a writable mach_timebase_info for the call to fill.
+        #[allow(deprecated)]
+        // libc marks the mach time calls deprecated in favour of the mach2 crate
+        let rc = unsafe { libc::mach_timebase_info(&raw mut base) };
+        if rc != 0 || base.denom == 0 {
+            return None;
+        }
+        let nanos = u128::from(ticks) * u128::from(base.numer) / u128::from(base.denom);
+        Some(std::time::Duration::from_nanos(u64::try_from(nanos).ok()?))
     }
 
     /// The executable's path.

@@ -3,16 +3,18 @@
 //!
 //! # Platform-specific behaviour
 //!
-//! Linux reads `<procfs>/<pid>/cmdline`, `statm` and `cgroup`, and the owner of `<procfs>/<pid>`
+//! Linux reads `<procfs>/<pid>/cmdline`, `statm`, `stat` (the CPU time) and `cgroup`, each
+//! only when its part is asked for, and the owner of `<procfs>/<pid>`
 //! (the effective user, as `ps` shows it; a process that is not dumpable, like a setuid one,
 //! shows as root's), from the procfs root in use (so `HYPOMNESIS_PROCFS=/host/proc` gives a host's processes their owners and containers)
 //! and user names from `/etc/passwd` (the host's, `<procfs>/1/root/etc/passwd`, when the procfs
 //! root is not this process's own; a name that cannot be read from there is left out rather
 //! than taken from the container's own `passwd`). Windows and macOS give the owner's name and
-//! the executable's path as `command` (not the arguments), and the resident set (the working
-//! set on Windows); `uid` only on macOS; no container.
+//! the executable's path as `command` (not the arguments), the resident set (the working
+//! set on Windows) and the CPU time; `uid` only on macOS; no container.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// What is known about a process besides its GPU memory. Every field is `None` where it cannot
 /// be read (the process exited, belongs to another user and is protected, or the platform does
@@ -33,6 +35,74 @@ pub struct ProcessContext {
     /// The container the process runs in, from its cgroup; `None` when it runs in none (or the
     /// cgroup cannot be read).
     pub container: Option<Container>,
+    /// CPU time the process has used so far, user and system together (JSON: seconds, as
+    /// `cpu_seconds`). Two readings a known interval apart give its CPU share.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "cpu_seconds", serialize_with = "seconds")
+    )]
+    pub cpu_time: Option<Duration>,
+}
+
+/// A duration as seconds (a JSON number), `null` when unknown.
+#[cfg(feature = "serde")]
+#[allow(clippy::ref_option)] // the signature serde's `serialize_with` calls
+fn seconds<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+/// Which parts of a [`ProcessContext`] to read. Each part costs a file (or a system call) per
+/// process, so a view that shows no container need not read one:
+///
+/// ```
+/// let mut parts = hypomnesis::ContextParts::ALL;
+/// parts.container = false;
+/// let me = hypomnesis::process_contexts_with(&[std::process::id()], parts);
+/// assert_eq!(me.len(), 1);
+/// assert!(me[0].container.is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+#[allow(clippy::struct_excessive_bools)] // independent switches, one per part
+pub struct ContextParts {
+    /// `uid` and `user`.
+    pub user: bool,
+    /// `command`.
+    pub command: bool,
+    /// `rss_bytes`.
+    pub rss: bool,
+    /// `container`.
+    pub container: bool,
+    /// `cpu_time`.
+    pub cpu_time: bool,
+}
+
+impl ContextParts {
+    /// Every part (what [`process_contexts`] reads).
+    pub const ALL: Self = Self {
+        user: true,
+        command: true,
+        rss: true,
+        container: true,
+        cpu_time: true,
+    };
+    /// No part: a starting point to switch on the parts a caller shows.
+    pub const NONE: Self = Self {
+        user: false,
+        command: false,
+        rss: false,
+        container: false,
+        cpu_time: false,
+    };
+}
+
+impl Default for ContextParts {
+    fn default() -> Self {
+        Self::ALL
+    }
 }
 
 /// A container, as its cgroup path names it.
@@ -48,30 +118,44 @@ pub struct Container {
     pub pod_uid: Option<String>,
 }
 
-/// The context of each of `pids` (same order), reading only their files and the user database
-/// once.
+/// The context of each of `pids` (same order), every part of it, reading only their files and
+/// the user database once. [`process_contexts_with`] reads fewer parts.
 #[must_use]
 pub fn process_contexts(pids: &[u32]) -> Vec<ProcessContext> {
+    process_contexts_with(pids, ContextParts::ALL)
+}
+
+/// The context of each of `pids` (same order), only the `parts` asked for (the others `None`),
+/// reading only those processes' files, and the user database once when users are asked for.
+#[must_use]
+pub fn process_contexts_with(pids: &[u32], parts: ContextParts) -> Vec<ProcessContext> {
     #[cfg(target_os = "linux")]
     {
         let Ok(procfs) = crate::roots::procfs() else {
             return vec![ProcessContext::default(); pids.len()];
         };
-        let names = linux::user_names(procfs);
+        let names = if parts.user {
+            linux::user_names(procfs)
+        } else {
+            BTreeMap::new()
+        };
         pids.iter()
-            .map(|&pid| linux::context(procfs, pid, &names))
+            .map(|&pid| linux::context(procfs, pid, &names, parts))
             .collect()
     }
     #[cfg(target_os = "macos")]
     {
-        pids.iter().map(|&pid| macos::context(pid)).collect()
+        pids.iter().map(|&pid| macos::context(pid, parts)).collect()
     }
     #[cfg(windows)]
     {
-        pids.iter().map(|&pid| windows::context(pid)).collect()
+        pids.iter()
+            .map(|&pid| windows::context(pid, parts))
+            .collect()
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
     {
+        let _ = parts;
         vec![ProcessContext::default(); pids.len()]
     }
 }
@@ -115,6 +199,18 @@ pub fn parse_cmdline(bytes: &[u8]) -> Option<String> {
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
     Some(args.join(" "))
+}
+
+/// CPU time in clock ticks, user and system together, from the text of `/proc/<pid>/stat`.
+/// Fields are counted after the last `)`, as the name may hold any.
+#[must_use]
+pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
+    let rest = text.get(text.rfind(')')? + 1..)?;
+    let mut fields = rest.split_whitespace();
+    // After the name: state(3) … utime(14) stime(15): indices 0, 11, 12.
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    utime.checked_add(stime)
 }
 
 /// The container a process runs in, from the text of `/proc/<pid>/cgroup` (cgroup v1 or v2).
@@ -227,6 +323,26 @@ mod tests {
         assert_eq!(parse_cmdline(b"sleep\x0060").as_deref(), Some("sleep 60"));
         assert_eq!(parse_cmdline(b""), None);
         assert_eq!(parse_cmdline(b"\0"), None);
+    }
+
+    #[test]
+    fn stat_cpu_ticks_count_after_the_last_parenthesis() {
+        let line = "42 (my (evil) name) S 1 42 42 0 -1 4194304 100 0 0 0 250 50 7 9 20 0 1 0 12345 8192000 415 18446744073709551615 1 1 0 0 0 0 0\n";
+        assert_eq!(parse_stat_cpu_ticks(line), Some(300));
+        let short = "42 (x) S 1 2 3 4 5 6 7 8 9 10 11";
+        assert_eq!(parse_stat_cpu_ticks(short), None, "cut short");
+        let no_name = "no parenthesis 1 2 3 4 5 6 7 8 9 10 11 12 13";
+        assert_eq!(parse_stat_cpu_ticks(no_name), None);
+        let bad = line.replace(" 250 ", " 2x0 ");
+        assert_eq!(parse_stat_cpu_ticks(&bad), None);
+        let bad = line.replace(" 50 7 ", " -5 7 ");
+        assert_eq!(parse_stat_cpu_ticks(&bad), None);
+        let huge = line.replace(" 250 50 ", &format!(" {} 1 ", u64::MAX));
+        assert_eq!(
+            parse_stat_cpu_ticks(&huge),
+            None,
+            "an overflow is no figure"
+        );
     }
 
     #[test]

@@ -1,18 +1,27 @@
 //! Windows: a process's owner, executable and working set, through the process's handle and
 //! its access token.
 
-use super::ProcessContext;
+use super::{ContextParts, ProcessContext};
 
 /// What can be read of process `pid` with the least access right (`PROCESS_QUERY_LIMITED_
 /// INFORMATION`, which users hold for their own processes and administrators for all).
-pub fn context(pid: u32) -> ProcessContext {
+pub fn context(pid: u32, parts: ContextParts) -> ProcessContext {
     let mut ctx = ProcessContext::default();
     let Some(process) = ffi::Process::open(pid) else {
         return ctx;
     };
-    ctx.command = process.image_path();
-    ctx.user = process.owner();
-    ctx.rss_bytes = process.working_set().filter(|&b| b > 0);
+    if parts.command {
+        ctx.command = process.image_path();
+    }
+    if parts.user {
+        ctx.user = process.owner();
+    }
+    if parts.rss {
+        ctx.rss_bytes = process.working_set().filter(|&b| b > 0);
+    }
+    if parts.cpu_time {
+        ctx.cpu_time = process.cpu_time();
+    }
     ctx
 }
 
@@ -20,14 +29,14 @@ mod ffi {
     //! The foreign calls of the Windows process context.
     #![allow(unsafe_code)]
 
-    use windows::Win32::Foundation::{CloseHandle, HANDLE};
+    use windows::Win32::Foundation::{CloseHandle, FILETIME, HANDLE};
     use windows::Win32::Security::{
         GetTokenInformation, LookupAccountSidW, SID_NAME_USE, TOKEN_QUERY, TOKEN_USER, TokenUser,
     };
     use windows::Win32::System::ProcessStatus::{K32GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS};
     use windows::Win32::System::Threading::{
-        OpenProcess, OpenProcessToken, PROCESS_NAME_WIN32, PROCESS_QUERY_LIMITED_INFORMATION,
-        QueryFullProcessImageNameW,
+        GetProcessTimes, OpenProcess, OpenProcessToken, PROCESS_NAME_WIN32,
+        PROCESS_QUERY_LIMITED_INFORMATION, QueryFullProcessImageNameW,
     };
     use windows::core::{PCWSTR, PWSTR};
 
@@ -80,6 +89,28 @@ mod ffi {
             // SAFETY: `counters` is a writable PROCESS_MEMORY_COUNTERS of `size` bytes.
             let ok = unsafe { K32GetProcessMemoryInfo(self.0, &raw mut counters, size) };
             ok.as_bool().then_some(counters.WorkingSetSize as u64)
+        }
+
+        /// CPU time used, kernel and user together.
+        pub fn cpu_time(&self) -> Option<std::time::Duration> {
+            let (mut created, mut exited) = (FILETIME::default(), FILETIME::default());
+            let (mut kernel, mut user) = (FILETIME::default(), FILETIME::default());
+            // SAFETY: the four FILETIMEs are writable for the call to fill.
+            unsafe {
+                GetProcessTimes(
+                    self.0,
+                    &raw mut created,
+                    &raw mut exited,
+                    &raw mut kernel,
+                    &raw mut user,
+                )
+            }
+            .ok()?;
+            // FILETIME durations count 100-nanosecond intervals.
+            let hundreds =
+                |t: FILETIME| u64::from(t.dwHighDateTime) << 32 | u64::from(t.dwLowDateTime);
+            let total = hundreds(kernel).checked_add(hundreds(user))?;
+            Some(std::time::Duration::from_nanos(total.checked_mul(100)?))
         }
 
         /// The name of the account the process runs as.

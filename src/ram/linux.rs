@@ -15,6 +15,12 @@ fn page_size() -> u64 {
     *PAGE.get_or_init(|| ffi::page_size().unwrap_or(4096))
 }
 
+/// Clock ticks per second, asked once; `None` if the system cannot tell.
+pub(crate) fn clock_ticks_per_second() -> Option<u64> {
+    static TICKS: OnceLock<Option<u64>> = OnceLock::new();
+    *TICKS.get_or_init(ffi::clock_ticks)
+}
+
 /// RSS of the calling process from `/proc/self`.
 pub(crate) fn self_rss() -> Result<u64> {
     rss_at(Path::new("/proc/self"))
@@ -49,11 +55,14 @@ fn read_small(path: &Path) -> std::io::Result<String> {
         if rest.is_empty() {
             break;
         }
+        let asked = rest.len();
         let n = file.read(rest)?;
-        if n == 0 {
+        len += n;
+        // procfs fills a read as far as the file goes: a short read is the whole file, and
+        // a second read to see the end would cost a system call more per process.
+        if n < asked {
             break;
         }
-        len += n;
     }
     let bytes = buf.get(..len).unwrap_or_default();
     String::from_utf8(bytes.to_vec())

@@ -92,12 +92,12 @@ impl Backend for NvmlBackend {
             let mut out: Vec<GpuProcessEntry> = rows
                 .into_iter()
                 .map(|r| {
-                    let view = procfs::place(root, r.pid);
-                    let name = match view {
+                    let (view, name) = procfs::place_named(root, r.pid);
+                    let name = name.or_else(|| match view {
                         procfs::PidView::Here(_) => l.name_of(root, r.pid),
                         // Mapped, or outside our namespace but visible in a host procfs.
                         _ => procfs::comm(root, r.pid),
-                    };
+                    });
                     GpuProcessEntry {
                         pid: view.pid(),
                         name,

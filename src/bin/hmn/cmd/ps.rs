@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use clap::Args;
-use hypomnesis::{GpuDeviceInfo, GpuProcessEntry, HypomnesisError, ProcessContext};
+use hypomnesis::{ContextParts, GpuDeviceInfo, GpuProcessEntry, HypomnesisError, ProcessContext};
 
 use crate::args::{DeadlineArg, JsonArg, RootArgs};
 use crate::outcome::Outcome;
@@ -87,7 +87,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
             }
         }
     }
-    with_context(&mut rows);
+    with_context(&mut rows, args.output.json);
     if let Some(user) = &args.user {
         rows.retain(|r| owned_by(&r.ctx, user));
     }
@@ -133,7 +133,7 @@ fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry]) -> Option<Hidden>
 /// Each row's process context, read from the files of the GPU-holding processes only. A
 /// process outside this PID namespace has none to read; one mapped from the host's pid is read
 /// under that pid (the procfs root in use is the host's).
-fn with_context(rows: &mut [PsRow]) {
+fn with_context(rows: &mut [PsRow], json: bool) {
     let readable: Vec<(usize, u32)> = rows
         .iter()
         .enumerate()
@@ -141,9 +141,13 @@ fn with_context(rows: &mut [PsRow]) {
         .map(|(i, r)| (i, r.entry.host_pid.unwrap_or(r.entry.pid)))
         .collect();
     let pids: Vec<u32> = readable.iter().map(|&(_, p)| p).collect();
+    // Only what the output shows: the text has no container column and neither has CPU time.
+    let mut parts = ContextParts::ALL;
+    parts.container = json;
+    parts.cpu_time = false;
     for ((i, _), ctx) in readable
         .into_iter()
-        .zip(hypomnesis::process_contexts(&pids))
+        .zip(hypomnesis::process_contexts_with(&pids, parts))
     {
         if let Some(row) = rows.get_mut(i) {
             row.ctx = ctx;
