@@ -81,6 +81,7 @@ pub use procinfo::{
     TreeWalker, descendants, parse_stat, process_name, process_rss_of, process_start_time,
     process_tree,
 };
+pub use ram::host::{HostMemory, host_memory};
 pub use ram::process_rss;
 #[cfg(feature = "report")]
 pub use report::MemoryReport;
@@ -127,7 +128,7 @@ pub mod __parsers {
     /// none), and through a scan of every process's `stat` (what `process_tree` did before).
     #[cfg(target_os = "linux")]
     pub use crate::procinfo::linux::{by_children as tree_by_children, by_scan as tree_by_scan};
-    pub use crate::ram::parse::{statm_resident_bytes, status_vmrss_bytes};
+    pub use crate::ram::parse::{meminfo, statm_resident_bytes, status_vmrss_bytes};
 }
 
 /// Print a diagnostic to stderr when the `debug-output` feature is on; nothing otherwise.

@@ -249,3 +249,21 @@ fn cpu_time_grows_while_a_process_works() {
         "{spent:?}"
     );
 }
+
+/// The host's RAM is `/proc/meminfo`'s total, and what is available lies within it.
+#[cfg(target_os = "linux")]
+#[test]
+fn host_memory_is_meminfo() {
+    let m = hypomnesis::host_memory().unwrap();
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let total_kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(m.total_bytes, total_kib * 1024);
+    let available = m.available_bytes.unwrap();
+    assert!(available > 0 && available <= m.total_bytes, "{m:?}");
+}

@@ -4,6 +4,7 @@ use crate::Result;
 
 #[cfg(target_os = "linux")]
 mod ffi;
+pub(crate) mod host;
 #[cfg(target_os = "linux")]
 pub(crate) mod linux;
 #[cfg(target_os = "macos")]

@@ -16,6 +16,40 @@ pub fn statm_resident_bytes(text: &str, page_size: u64) -> Result<u64, String> {
         .ok_or_else(|| format!("statm resident pages {pages} x page size {page_size} overflows"))
 }
 
+/// The host's RAM from the text of `/proc/meminfo`: `MemTotal` (required) and `MemAvailable`
+/// (kernels before 3.14 lack it: `None`), both in kB.
+pub fn meminfo(text: &str) -> Result<super::host::HostMemory, String> {
+    let field = |name: &str| -> Result<Option<u64>, String> {
+        let Some(line) = text.lines().find_map(|l| l.strip_prefix(name)) else {
+            return Ok(None);
+        };
+        let mut parts = line.split_ascii_whitespace();
+        let kib: u64 = parts
+            .next()
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("{name} value is not a number: {:?}", clip(line)))?;
+        if parts.next() != Some("kB") {
+            return Err(format!("{name} is not in kB: {:?}", clip(line)));
+        }
+        kib.checked_mul(1024)
+            .map(Some)
+            .ok_or_else(|| format!("{name} {kib} kB overflows when converted to bytes"))
+    };
+    let total = field("MemTotal:")?
+        .filter(|&t| t > 0)
+        .ok_or("meminfo has no (nonzero) MemTotal line")?;
+    let available = field("MemAvailable:")?;
+    if available.is_some_and(|a| a > total) {
+        return Err(format!(
+            "MemAvailable {available:?} is larger than MemTotal {total}"
+        ));
+    }
+    Ok(super::host::HostMemory {
+        total_bytes: total,
+        available_bytes: available,
+    })
+}
+
 /// Resident bytes from the text of `/proc/<pid>/status`: the `VmRSS:` line, in kB.
 pub fn status_vmrss_bytes(text: &str) -> Result<u64, String> {
     let line = text
@@ -50,6 +84,42 @@ pub(crate) fn clip(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn meminfo_total_and_available() {
+        let text = "MemTotal:       24570768 kB\nMemFree:         1094528 kB\nMemAvailable:   18315460 kB\n";
+        let m = meminfo(text).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(m.total_bytes, 24_570_768 * 1024);
+        assert_eq!(m.available_bytes, Some(18_315_460 * 1024));
+        let old = meminfo("MemTotal: 1000 kB\nMemFree: 10 kB\n");
+        assert_eq!(
+            old.map(|m| m.available_bytes),
+            Ok(None),
+            "kernels before 3.14"
+        );
+        assert!(
+            meminfo("MemFree: 10 kB\n")
+                .unwrap_err()
+                .contains("MemTotal")
+        );
+        assert!(
+            meminfo("MemTotal: 0 kB\n")
+                .unwrap_err()
+                .contains("MemTotal")
+        );
+        assert!(
+            meminfo("MemTotal: x kB\n")
+                .unwrap_err()
+                .contains("not a number")
+        );
+        assert!(meminfo("MemTotal: 5 MB\n").unwrap_err().contains("kB"));
+        let big = format!("MemTotal: {} kB\n", u64::MAX);
+        assert!(meminfo(&big).unwrap_err().contains("overflows"));
+        let more = "MemTotal: 10 kB\nMemAvailable: 11 kB\n";
+        assert!(meminfo(more).unwrap_err().contains("larger"));
+        let equal = "MemTotal: 10 kB\nMemAvailable: 10 kB\n";
+        assert_eq!(meminfo(equal).map(|m| m.available_bytes), Ok(Some(10_240)));
+    }
 
     #[test]
     fn statm() {
