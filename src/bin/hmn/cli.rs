@@ -60,6 +60,10 @@ pub enum Command {
     /// Follow running processes (or the top GPU holders): one row per process per interval,
     /// with changes, and a summary of baseline and peak at the end.
     Watch(watch::WatchArgs),
+    /// A live, full-screen view: each GPU's memory (reserved, held, not visible, free) with
+    /// its history, the host's RAM, and the processes holding GPU memory. Keys: ? for help.
+    #[cfg(feature = "top")]
+    Top(crate::top::TopArgs),
     /// Run a command and report whether the GPU spilled into shared system memory (Windows WDDM).
     Spill(spill::SpillArgs),
     /// Serve Prometheus/OpenMetrics metrics on /metrics.
@@ -82,6 +86,8 @@ impl Command {
             Self::Doctor(_) => "doctor",
             Self::Run(_) => "run",
             Self::Watch(_) => "watch",
+            #[cfg(feature = "top")]
+            Self::Top(_) => "top",
             Self::Spill(_) => "spill",
             #[cfg(feature = "serve")]
             Self::Serve(_) => "serve",
@@ -97,6 +103,8 @@ impl Command {
             Self::Doctor(a) => Some(&mut a.output),
             Self::Run(a) => Some(&mut a.output),
             Self::Watch(a) => Some(&mut a.output),
+            #[cfg(feature = "top")]
+            Self::Top(_) => None,
             Self::Spill(a) => Some(&mut a.output),
             #[cfg(feature = "serve")]
             Self::Serve(_) => None,
@@ -120,6 +128,8 @@ impl Command {
             Self::Doctor(a) => Some(&mut a.roots),
             Self::Run(a) => Some(&mut a.roots),
             Self::Watch(a) => Some(&mut a.roots),
+            #[cfg(feature = "top")]
+            Self::Top(a) => Some(&mut a.roots),
             Self::Spill(a) => Some(&mut a.roots),
             #[cfg(feature = "serve")]
             Self::Serve(a) => Some(&mut a.roots),
@@ -265,6 +275,8 @@ pub fn main() -> ExitCode {
         }
         Some(Command::Run(args)) => run::run(args, &mut out, &mut err),
         Some(Command::Watch(args)) => watch::run(args, &mut out, &mut err),
+        #[cfg(feature = "top")]
+        Some(Command::Top(args)) => crate::top::run(args, &mut err),
         Some(Command::Spill(args)) => spill::run(args, &mut out, &mut err),
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => serve::run(args, &mut err),

@@ -3,9 +3,10 @@
 //! - `cli`: the command line and dispatch; `args`, `help`, `outcome`: what it is made of;
 //! - `collect`: the one sampler, the loop's pace, the command a run starts;
 //! - `cmd`: one module per subcommand, folding what was collected into a result;
-//! - `view`: pure renderers of those results (text, JSON, CSV, SVG, roff).
+//! - `view`: pure renderers of those results (text, JSON, CSV, SVG, roff);
+//! - `top`: the full-screen view (its model, state and drawing), behind the `top` feature.
 //!
-//! Arrows point one way: cli → cmd → collect and view; view and collect → the library.
+//! Arrows point one way: cli → cmd and top → collect and view; view and collect → the library.
 
 mod args;
 mod cli;
@@ -13,6 +14,8 @@ mod cmd;
 mod collect;
 mod help;
 mod outcome;
+#[cfg(feature = "top")]
+mod top;
 mod view;
 
 fn main() -> std::process::ExitCode {

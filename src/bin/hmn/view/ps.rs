@@ -115,7 +115,7 @@ const GI: usize = 6;
 const CI: usize = 7;
 
 /// `C`, `G` or `C+G` (what nvidia-smi prints), `-` when the source does not say.
-fn type_cell(kind: Option<GpuContextKind>) -> &'static str {
+pub fn type_cell(kind: Option<GpuContextKind>) -> &'static str {
     match kind {
         Some(GpuContextKind::Compute) => "C",
         Some(GpuContextKind::Graphics) => "G",

@@ -1,0 +1,226 @@
+//! `hmn top`: a live, full-screen view of GPU and RAM memory and who holds it.
+//!
+//! - `model`: what one refresh shows, made on the sampling thread from the one sampler's frame;
+//! - `state`: the view's own state (sort, filter, pause, GPU, help) and the keys;
+//! - `draw`: a pure function of both into a ratatui frame, tested through the test backend.
+//!
+//! The sampling thread reads only what the view shows (each GPU's figures, processes and MIG
+//! instances; the listed processes' owner, command, RSS and CPU time; the host's RAM) and
+//! nothing while paused; the terminal thread draws when a refresh arrives, a key changes the
+//! view, or the terminal is resized.
+
+pub mod draw;
+pub mod model;
+pub mod state;
+#[cfg(all(test, feature = "test-helpers"))]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::io::{self, IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use hypomnesis::{ContextParts, ProcessContext};
+use ratatui::crossterm::event::{self, Event};
+
+use crate::args::{self, RootArgs};
+use crate::collect::sampler::{Frame, Sampler, Want};
+use crate::collect::stop::Stop;
+use crate::outcome::Outcome;
+use model::{Builder, Screen};
+use state::{Action, ViewState};
+
+/// Options of `hmn top`.
+#[derive(Debug, Clone, Args)]
+pub struct TopArgs {
+    /// Time between refreshes (at least 100ms).
+    #[arg(long, default_value = "1s", value_parser = args::duration, value_name = "DURATION")]
+    pub interval: Duration,
+    #[command(flatten)]
+    pub roots: RootArgs,
+}
+
+/// What the terminal thread tells the sampling thread.
+#[derive(Debug, Default)]
+struct Control {
+    stop: AtomicBool,
+    paused: AtomicBool,
+}
+
+/// Puts the terminal back as it was (main screen, cooked mode, cursor shown) when dropped:
+/// on return, on error, and when a panic unwinds (ratatui's panic hook does it too).
+struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+/// Whether `NO_COLOR` asks for no colour (set and not empty, as no-color.org says).
+pub fn colour_allowed() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
+    if !io::stdout().is_terminal() {
+        writeln!(
+            err,
+            "hmn top: standard output is not a terminal; for a log of figures use `hmn watch`, \
+             for one reading `hmn` or `hmn ps`"
+        )?;
+        return Ok(Outcome::Code(2));
+    }
+    let interval = args.interval.max(Duration::from_millis(100));
+    let control = Arc::new(Control::default());
+    let (tx, rx) = mpsc::channel();
+    let sampling = {
+        let control = Arc::clone(&control);
+        std::thread::Builder::new()
+            .name("hmn-top-sampler".into())
+            .spawn(move || sample_loop(interval, &control, &tx))?
+    };
+    let result = show(interval, &control, &rx);
+    control.stop.store(true, Ordering::SeqCst);
+    drop(rx);
+    // The sampler may be inside a driver call that does not return: it is not waited for.
+    drop(sampling);
+    result.map(|()| Outcome::Success)
+}
+
+/// The terminal thread: draws, reads keys, until quit or a stop signal.
+fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Result<()> {
+    let stop = Stop::on_signals();
+    let mut terminal = ratatui::try_init()?;
+    let _restore = Restore;
+    let mut state = ViewState {
+        color: colour_allowed(),
+        ..ViewState::default()
+    };
+    let mut screen = Screen::waiting();
+    let mut dirty = true;
+    while !stop.requested() {
+        while let Ok(s) = rx.try_recv() {
+            screen = s;
+            dirty = true;
+        }
+        if dirty {
+            terminal.draw(|f| draw::draw(f, &screen, &state, interval))?;
+            dirty = false;
+        }
+        if !event::poll(Duration::from_millis(100))? {
+            continue;
+        }
+        match event::read()? {
+            Event::Key(key) => match state.on_key(key, screen.gpu_count()) {
+                Action::Quit => break,
+                Action::Redraw => {
+                    control.paused.store(state.paused, Ordering::SeqCst);
+                    dirty = true;
+                }
+                Action::None => {}
+            },
+            Event::Resize(..) => dirty = true,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The sampling thread: a refresh every `interval` (none while paused), until stopped or the
+/// terminal thread is gone.
+fn sample_loop(interval: Duration, control: &Control, tx: &Sender<Screen>) {
+    let sampler = Sampler::new(Want {
+        devices: true,
+        processes: true,
+        mig: true,
+        ..Want::default()
+    });
+    let mut builder = Builder::default();
+    let mut next = Instant::now();
+    while !control.stop.load(Ordering::SeqCst) {
+        if !control.paused.load(Ordering::SeqCst) {
+            let frame = sampler.frame(&[]);
+            let screen = builder.screen(
+                &frame,
+                &contexts(&frame),
+                hypomnesis::host_memory().map_err(|e| e.to_string()),
+                &own_context(),
+            );
+            if tx.send(screen).is_err() {
+                return;
+            }
+        }
+        next += interval;
+        let now = Instant::now();
+        if next < now {
+            next = now + interval;
+        }
+        while !control.stop.load(Ordering::SeqCst) {
+            let left = next.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
+    }
+}
+
+/// The context of every process the frame lists (read under its host pid when the procfs
+/// root in use is a host's; none for a process outside this PID namespace), by listed pid.
+fn contexts(frame: &Frame) -> BTreeMap<u32, ProcessContext> {
+    let mut rows: BTreeMap<u32, u32> = BTreeMap::new();
+    for d in &frame.devices {
+        for r in d.processes().unwrap_or_default() {
+            if !r.outside_pid_namespace {
+                rows.insert(r.pid, r.host_pid.unwrap_or(r.pid));
+            }
+        }
+    }
+    let mut parts = ContextParts::ALL;
+    parts.container = false;
+    let read: Vec<u32> = rows.values().copied().collect();
+    rows.into_keys()
+        .zip(hypomnesis::process_contexts_with(&read, parts))
+        .collect()
+}
+
+/// This process's RSS and CPU time (the CPU time only when the procfs root in use is this
+/// system's own, where this process's pid means this process).
+fn own_context() -> ProcessContext {
+    let own_root =
+        hypomnesis::roots().is_ok_and(|r| r.procfs.path == std::path::Path::new("/proc"));
+    let mut ctx = if own_root || !cfg!(target_os = "linux") {
+        let mut parts = ContextParts::NONE;
+        parts.cpu_time = true;
+        hypomnesis::process_contexts_with(&[std::process::id()], parts)
+            .pop()
+            .unwrap_or_default()
+    } else {
+        ProcessContext::default()
+    };
+    ctx.rss_bytes = hypomnesis::process_rss().ok();
+    ctx
+}
+
+impl Screen {
+    /// Before the first refresh.
+    pub fn waiting() -> Self {
+        Self {
+            gpus: Err("reading the GPUs…".into()),
+            ram: Err("reading…".into()),
+            me: model::Footprint::default(),
+            procs: Vec::new(),
+        }
+    }
+
+    /// How many GPUs there are to pick from.
+    pub fn gpu_count(&self) -> u32 {
+        self.gpus
+            .as_ref()
+            .map_or(0, |g| u32::try_from(g.len()).unwrap_or(u32::MAX))
+    }
+}

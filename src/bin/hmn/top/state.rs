@@ -1,0 +1,347 @@
+//! The view's own state (sort, filter, pause, the picked GPU, help) and what each key does to
+//! it. No terminal here: keys come in as crossterm events, tests make them by hand.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::model::{Change, Proc};
+
+/// A column of the process table, in display order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Column {
+    Pid,
+    User,
+    Type,
+    Gpu,
+    Rss,
+    Cpu,
+    Command,
+}
+
+impl Column {
+    pub const ALL: [Self; 7] = [
+        Self::Pid,
+        Self::User,
+        Self::Type,
+        Self::Gpu,
+        Self::Rss,
+        Self::Cpu,
+        Self::Command,
+    ];
+
+    /// The column's name in the header and the help.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pid => "PID",
+            Self::User => "USER",
+            Self::Type => "TYPE",
+            Self::Gpu => "GPU MEM",
+            Self::Rss => "RSS",
+            Self::Cpu => "CPU%",
+            Self::Command => "COMMAND",
+        }
+    }
+
+    /// Figures sort largest first, words in alphabetical order.
+    fn descending_by_default(self) -> bool {
+        matches!(self, Self::Gpu | Self::Rss | Self::Cpu)
+    }
+}
+
+/// What the view is set to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::struct_excessive_bools)] // independent switches of the view
+pub struct ViewState {
+    pub sort: Column,
+    pub descending: bool,
+    /// The filter (case-insensitive, on pid, user and command); empty: none.
+    pub filter: String,
+    /// Whether keys are typed into the filter.
+    pub editing: bool,
+    pub paused: bool,
+    /// The GPU picked (its processes only, its column only), `None`: all.
+    pub gpu: Option<u32>,
+    pub help: bool,
+    /// Whether colours are used (`NO_COLOR` unset).
+    pub color: bool,
+}
+
+impl Default for ViewState {
+    fn default() -> Self {
+        Self {
+            sort: Column::Gpu,
+            descending: true,
+            filter: String::new(),
+            editing: false,
+            paused: false,
+            gpu: None,
+            help: false,
+            color: true,
+        }
+    }
+}
+
+/// What a key asks of the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing changed.
+    None,
+    /// The view changed: draw again.
+    Redraw,
+    Quit,
+}
+
+impl ViewState {
+    /// Applies a key; `gpus` is how many GPUs there are to pick from.
+    pub fn on_key(&mut self, key: KeyEvent, gpus: u32) -> Action {
+        if key.kind == KeyEventKind::Release {
+            return Action::None;
+        }
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            return Action::Quit;
+        }
+        if self.editing {
+            return self.on_filter_key(key.code);
+        }
+        match key.code {
+            KeyCode::Esc if self.help => self.help = false,
+            KeyCode::Esc if !self.filter.is_empty() => self.filter.clear(),
+            KeyCode::Char('q') | KeyCode::Esc => return Action::Quit,
+            KeyCode::Char('?' | 'h') => self.help = !self.help,
+            KeyCode::Char('/') => self.editing = true,
+            KeyCode::Char('p' | ' ') => self.paused = !self.paused,
+            KeyCode::Char('r') => self.descending = !self.descending,
+            KeyCode::Char('>' | '.') | KeyCode::Right => self.sort_by(self.next_column(1)),
+            KeyCode::Char('<' | ',') | KeyCode::Left => self.sort_by(self.next_column(-1)),
+            KeyCode::Char('g') | KeyCode::Tab => self.next_gpu(gpus),
+            KeyCode::Char('a') => self.gpu = None,
+            KeyCode::Char(c @ '0'..='9') => {
+                let i = c.to_digit(10).unwrap_or(0);
+                if i < gpus {
+                    self.gpu = Some(i);
+                }
+            }
+            _ => return Action::None,
+        }
+        Action::Redraw
+    }
+
+    fn on_filter_key(&mut self, code: KeyCode) -> Action {
+        match code {
+            KeyCode::Enter => self.editing = false,
+            KeyCode::Esc => {
+                self.editing = false;
+                self.filter.clear();
+            }
+            KeyCode::Backspace => {
+                self.filter.pop();
+            }
+            KeyCode::Char(c) if !c.is_control() && self.filter.chars().count() < 64 => {
+                self.filter.push(c);
+            }
+            _ => return Action::None,
+        }
+        Action::Redraw
+    }
+
+    fn next_column(&self, step: isize) -> Column {
+        let n = Column::ALL.len();
+        let at = Column::ALL
+            .iter()
+            .position(|&c| c == self.sort)
+            .unwrap_or(0);
+        let next = (at + n).wrapping_add_signed(step) % n;
+        Column::ALL.get(next).copied().unwrap_or(Column::Gpu)
+    }
+
+    fn sort_by(&mut self, c: Column) {
+        self.sort = c;
+        self.descending = c.descending_by_default();
+    }
+
+    fn next_gpu(&mut self, gpus: u32) {
+        self.gpu = match self.gpu {
+            None if gpus > 0 => Some(0),
+            Some(i) if i + 1 < gpus => Some(i + 1),
+            _ => None,
+        };
+    }
+
+    /// The rows to show, filtered and sorted: those on the picked GPU, matching the filter.
+    pub fn rows<'a>(&self, procs: &'a [Proc]) -> Vec<&'a Proc> {
+        let needle = self.filter.to_lowercase();
+        let mut rows: Vec<&Proc> = procs
+            .iter()
+            .filter(|p| self.gpu.is_none_or(|g| p.gpu.contains_key(&g)))
+            .filter(|p| needle.is_empty() || matches(p, &needle))
+            .collect();
+        rows.sort_by(|a, b| {
+            let order = self.compare(a, b).then(a.pid.cmp(&b.pid));
+            if self.descending {
+                order.reverse()
+            } else {
+                order
+            }
+        });
+        rows
+    }
+
+    /// The memory of `p` the GPU column shows: on the picked GPU, else on all.
+    pub fn gpu_bytes(&self, p: &Proc) -> u64 {
+        match self.gpu {
+            Some(g) => p.gpu.get(&g).copied().unwrap_or(0),
+            None => p.gpu_total(),
+        }
+    }
+
+    fn compare(&self, a: &Proc, b: &Proc) -> std::cmp::Ordering {
+        match self.sort {
+            Column::Pid => a.pid.cmp(&b.pid),
+            Column::User => a.user.cmp(&b.user),
+            Column::Type => a.kind.map(|k| k as u8).cmp(&b.kind.map(|k| k as u8)),
+            Column::Gpu => self.gpu_bytes(a).cmp(&self.gpu_bytes(b)),
+            Column::Rss => a.rss.cmp(&b.rss),
+            Column::Cpu => a.cpu.unwrap_or(-1.0).total_cmp(&b.cpu.unwrap_or(-1.0)),
+            Column::Command => a.command.cmp(&b.command),
+        }
+    }
+}
+
+/// Whether `p`'s pid, user or command contains `needle` (lowercase).
+fn matches(p: &Proc, needle: &str) -> bool {
+    p.pid.to_string().contains(needle)
+        || p.user
+            .as_deref()
+            .is_some_and(|u| u.to_lowercase().contains(needle))
+        || p.command
+            .as_deref()
+            .is_some_and(|c| c.to_lowercase().contains(needle))
+        || (p.change == Change::Gone && "exited".contains(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn key(c: KeyCode) -> KeyEvent {
+        KeyEvent::new(c, KeyModifiers::NONE)
+    }
+
+    fn proc(pid: u32, user: &str, gpu: &[(u32, u64)], command: &str) -> Proc {
+        Proc {
+            pid,
+            user: Some(user.into()),
+            kind: None,
+            gpu: gpu.iter().copied().collect::<BTreeMap<_, _>>(),
+            rss: Some(u64::from(pid)),
+            cpu: None,
+            command: Some(command.into()),
+            outside: false,
+            change: Change::Steady,
+        }
+    }
+
+    #[test]
+    fn keys_sort_filter_pause_pick_and_quit() {
+        let procs = [
+            proc(10, "alice", &[(0, 5), (1, 50)], "python train.py"),
+            proc(20, "bob", &[(0, 30)], "python serve.py"),
+            proc(30, "carol", &[(1, 10)], "llama-server"),
+        ];
+        let mut s = ViewState::default();
+        let pids = |s: &ViewState| s.rows(&procs).iter().map(|p| p.pid).collect::<Vec<_>>();
+        assert_eq!(
+            pids(&s),
+            [10, 20, 30],
+            "GPU memory over all GPUs, largest first"
+        );
+        assert_eq!(s.on_key(key(KeyCode::Char('0')), 2), Action::Redraw);
+        assert_eq!(pids(&s), [20, 10], "GPU 0 only, by its memory");
+        assert_eq!(s.on_key(key(KeyCode::Char('7')), 2), Action::Redraw);
+        assert_eq!(s.gpu, Some(0), "no GPU 7");
+        s.on_key(key(KeyCode::Tab), 2);
+        assert_eq!(pids(&s), [10, 30]);
+        s.on_key(key(KeyCode::Char('g')), 2);
+        assert_eq!(s.gpu, None, "after the last GPU, all again");
+        s.on_key(key(KeyCode::Char('<')), 2);
+        assert_eq!((s.sort, s.descending), (Column::Type, false));
+        s.on_key(key(KeyCode::Char('<')), 2);
+        s.on_key(key(KeyCode::Char('<')), 2);
+        assert_eq!((s.sort, s.descending), (Column::Pid, false));
+        assert_eq!(pids(&s), [10, 20, 30]);
+        s.on_key(key(KeyCode::Char('r')), 2);
+        assert_eq!(pids(&s), [30, 20, 10]);
+        s.on_key(key(KeyCode::Left), 2);
+        assert_eq!(s.sort, Column::Command, "wraps around");
+        s.on_key(key(KeyCode::Right), 2);
+        assert_eq!(s.sort, Column::Pid);
+        s.on_key(key(KeyCode::Char('/')), 2);
+        for c in "PYTHON".chars() {
+            s.on_key(key(KeyCode::Char(c)), 2);
+        }
+        assert_eq!(
+            s.on_key(key(KeyCode::Char('q')), 2),
+            Action::Redraw,
+            "typed, not quit"
+        );
+        s.on_key(key(KeyCode::Backspace), 2);
+        s.on_key(key(KeyCode::Enter), 2);
+        assert_eq!((s.filter.as_str(), s.editing), ("PYTHON", false));
+        assert_eq!(pids(&s), [10, 20]);
+        s.on_key(key(KeyCode::Char('/')), 2);
+        assert_eq!(s.on_key(key(KeyCode::Esc), 2), Action::Redraw);
+        assert_eq!(
+            (s.filter.as_str(), s.editing),
+            ("", false),
+            "Esc while typing clears"
+        );
+        s.on_key(key(KeyCode::Char('/')), 2);
+        s.on_key(key(KeyCode::Char('b')), 2);
+        s.on_key(key(KeyCode::Enter), 2);
+        assert_eq!(pids(&s), [20], "matches the user");
+        assert_eq!(s.on_key(key(KeyCode::Esc), 2), Action::Redraw);
+        assert_eq!(s.filter, "", "Esc clears the filter first");
+        s.on_key(key(KeyCode::Char('p')), 2);
+        assert!(s.paused);
+        s.on_key(key(KeyCode::Char(' ')), 2);
+        assert!(!s.paused);
+        s.on_key(key(KeyCode::Char('?')), 2);
+        assert!(s.help);
+        assert_eq!(
+            s.on_key(key(KeyCode::Esc), 2),
+            Action::Redraw,
+            "closes the help"
+        );
+        assert_eq!(s.on_key(key(KeyCode::F(5)), 2), Action::None);
+        assert_eq!(s.on_key(key(KeyCode::Esc), 2), Action::Quit);
+        assert_eq!(s.on_key(key(KeyCode::Char('q')), 2), Action::Quit);
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        s.editing = true;
+        assert_eq!(s.on_key(ctrl_c, 2), Action::Quit, "even while typing");
+    }
+
+    #[test]
+    fn sorting_by_every_column_is_total() {
+        let mut procs = vec![proc(1, "b", &[(0, 1)], "z"), proc(2, "a", &[(0, 1)], "y")];
+        procs[0].cpu = Some(5.0);
+        let mut s = ViewState::default();
+        for c in Column::ALL {
+            s.sort_by(c);
+            let rows = s.rows(&procs);
+            assert_eq!(rows.len(), 2, "{c:?}");
+        }
+        s.sort_by(Column::User);
+        assert_eq!(s.rows(&procs)[0].pid, 2);
+        s.sort_by(Column::Cpu);
+        assert_eq!(
+            s.rows(&procs)[0].pid,
+            1,
+            "a known share before an unknown one"
+        );
+        s.sort_by(Column::Rss);
+        assert_eq!(s.rows(&procs)[0].pid, 2);
+        s.sort_by(Column::Command);
+        assert_eq!(s.rows(&procs)[0].pid, 2);
+    }
+}
