@@ -71,7 +71,8 @@ pub use error::{ErrorKind, HypomnesisError, Result};
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{
     adapter_residency, device_count, device_info, dropped_process_rows, gpu_processes,
-    mig_gpu_instances, mig_instance, mig_instances, mig_state, process_gpu_info, sources,
+    gpu_processes_unnamed, mig_gpu_instances, mig_instance, mig_instances, mig_state,
+    process_gpu_info, sources,
 };
 pub use procctx::{
     Container, ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd,

@@ -484,6 +484,30 @@ fn own() {
     );
     let ghost = p.iter().find(|e| e.pid == GHOST).unwrap();
     assert_eq!(ghost.name, None, "kept, unnamed, when not visible here");
+    // Unnamed: the same rows, every name None (no comm read), the rest as named.
+    let unnamed = hypomnesis::gpu_processes_unnamed(0).unwrap();
+    assert!(unnamed.iter().all(|e| e.name.is_none()), "{unnamed:?}");
+    let strip = |v: &[hypomnesis::GpuProcessEntry]| {
+        v.iter()
+            .map(|e| {
+                (
+                    e.pid,
+                    e.used_bytes,
+                    e.context,
+                    e.outside_pid_namespace,
+                    e.host_pid,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(strip(&unnamed), strip(&p));
+    assert!(
+        !unnamed
+            .iter()
+            .find(|e| e.pid == me)
+            .unwrap()
+            .outside_pid_namespace
+    );
     // Device 1 does not list us, and we hold no CUDA context: per-process zero.
     let g = hypomnesis::process_gpu_info(1).unwrap();
     assert_eq!((g.used_bytes, g.is_per_process), (0, true));

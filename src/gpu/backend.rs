@@ -54,6 +54,11 @@ pub(crate) trait Backend: Send + Sync {
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo>;
     /// Every process holding memory on one device, sorted by pid.
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>>;
+    /// The same without reading each process's name where that costs a file per process
+    /// (NVML); sources whose list carries the names give them anyway.
+    fn gpu_processes_unnamed(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
+        self.gpu_processes(index)
+    }
     /// What the source says about itself, for `hmn doctor`.
     fn report(&self) -> SourceReport;
     /// Process rows left out of the devices' latest lists (implausible or unknown figures),

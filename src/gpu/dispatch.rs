@@ -239,16 +239,24 @@ impl<'a> Dispatcher<'a> {
         }
     }
 
-    pub(super) fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
-        match self.locate(index)? {
-            Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::GpuProcesses, |b| {
+    /// Device `index`'s processes, named when `names` (see [`Backend::gpu_processes_unnamed`]).
+    pub(super) fn gpu_processes(&self, index: u32, names: bool) -> Result<Vec<GpuProcessEntry>> {
+        let list = |b: &dyn Backend, i: u32| {
+            if names {
                 b.gpu_processes(i)
-            }),
+            } else {
+                b.gpu_processes_unnamed(i)
+            }
+        };
+        match self.locate(index)? {
+            Target::Nvidia(i) => {
+                first_ok(self.list, Scope::Nvidia, Op::GpuProcesses, |b| list(b, i))
+            }
             Target::Other {
                 backend,
                 local,
                 global,
-            } => backend.gpu_processes(local).map(|mut rows| {
+            } => list(backend, local).map(|mut rows| {
                 for r in &mut rows {
                     r.device_index = global;
                 }

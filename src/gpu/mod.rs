@@ -84,7 +84,19 @@ pub fn process_gpu_info(device_index: u32) -> Result<ProcessGpuInfo> {
 ///
 /// As [`device_info`].
 pub fn gpu_processes(device_index: u32) -> Result<Vec<GpuProcessEntry>> {
-    dispatcher().gpu_processes(device_index)
+    dispatcher().gpu_processes(device_index, true)
+}
+
+/// [`gpu_processes`] without each process's name where reading it costs a file per process
+/// (NVML reads `/proc/<pid>/comm`): `name` is `None` there. For callers that read what they
+/// show of a process themselves (a live view with thousands of GPU processes reads the command
+/// lines of the rows on screen only).
+///
+/// # Errors
+///
+/// As [`gpu_processes`].
+pub fn gpu_processes_unnamed(device_index: u32) -> Result<Vec<GpuProcessEntry>> {
+    dispatcher().gpu_processes(device_index, false)
 }
 
 /// Whether GPU `index` runs in MIG (Multi-Instance GPU) mode, and its MIG devices with their

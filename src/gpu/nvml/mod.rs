@@ -40,6 +40,44 @@ impl NvmlBackend {
             LoadOutcome::Failed { reason, .. } => Err(HypomnesisError::Nvml(reason.clone())),
         }
     }
+
+    /// Device `index`'s processes; each one's name (`comm`) read only when `names`.
+    fn processes(index: u32, names: bool) -> Result<Vec<GpuProcessEntry>> {
+        Self::with(|l| {
+            let root = procfs::root()?;
+            let rows = l.run(|l| l.raw_processes(index))?;
+            let mut out: Vec<GpuProcessEntry> = rows
+                .into_iter()
+                .map(|r| {
+                    let (view, name) = if names {
+                        let (view, name) = procfs::place_named(root, r.pid);
+                        let name = name.or_else(|| match view {
+                            procfs::PidView::Here(_) => l.name_of(root, r.pid),
+                            // Mapped, or outside our namespace but visible in a host procfs.
+                            _ => procfs::comm(root, r.pid),
+                        });
+                        (view, name)
+                    } else {
+                        (procfs::place(root, r.pid), None)
+                    };
+                    GpuProcessEntry {
+                        pid: view.pid(),
+                        name,
+                        used_bytes: r.used,
+                        device_index: index,
+                        context: Some(r.context),
+                        host_pid: view.host_pid(),
+                        outside_pid_namespace: view.is_outside(),
+                        gpu_instance_id: r.gpu_instance,
+                        compute_instance_id: r.compute_instance,
+                        ..GpuProcessEntry::blank(GpuQuerySource::Nvml)
+                    }
+                })
+                .collect();
+            out.sort_by_key(|e| e.pid);
+            Ok(out)
+        })
+    }
 }
 
 impl Backend for NvmlBackend {
@@ -86,35 +124,11 @@ impl Backend for NvmlBackend {
     }
 
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
-        Self::with(|l| {
-            let root = procfs::root()?;
-            let rows = l.run(|l| l.raw_processes(index))?;
-            let mut out: Vec<GpuProcessEntry> = rows
-                .into_iter()
-                .map(|r| {
-                    let (view, name) = procfs::place_named(root, r.pid);
-                    let name = name.or_else(|| match view {
-                        procfs::PidView::Here(_) => l.name_of(root, r.pid),
-                        // Mapped, or outside our namespace but visible in a host procfs.
-                        _ => procfs::comm(root, r.pid),
-                    });
-                    GpuProcessEntry {
-                        pid: view.pid(),
-                        name,
-                        used_bytes: r.used,
-                        device_index: index,
-                        context: Some(r.context),
-                        host_pid: view.host_pid(),
-                        outside_pid_namespace: view.is_outside(),
-                        gpu_instance_id: r.gpu_instance,
-                        compute_instance_id: r.compute_instance,
-                        ..GpuProcessEntry::blank(GpuQuerySource::Nvml)
-                    }
-                })
-                .collect();
-            out.sort_by_key(|e| e.pid);
-            Ok(out)
-        })
+        Self::processes(index, true)
+    }
+
+    fn gpu_processes_unnamed(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
+        Self::processes(index, false)
     }
 
     fn mig_state(&self, index: u32) -> Result<MigState> {

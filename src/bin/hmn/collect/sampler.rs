@@ -19,6 +19,9 @@ pub struct Want {
     pub devices: bool,
     /// Each device's processes (`gpu_processes`).
     pub processes: bool,
+    /// Without their names (`gpu_processes_unnamed`: a view that reads the command lines of
+    /// the rows it shows spares a file per process).
+    pub unnamed: bool,
     /// Each device's residency (Windows WDDM spill).
     pub residency: bool,
     /// The MIG GPU instances of devices in MIG mode.
@@ -195,9 +198,14 @@ impl Sampler {
         let text = |e: HypomnesisError| Failure::of(&e);
         DeviceFrame {
             info: w.devices.then(|| hypomnesis::device_info(i).map_err(text)),
-            processes: w
-                .processes
-                .then(|| hypomnesis::gpu_processes(i).map_err(text)),
+            processes: w.processes.then(|| {
+                if w.unnamed {
+                    hypomnesis::gpu_processes_unnamed(i)
+                } else {
+                    hypomnesis::gpu_processes(i)
+                }
+                .map_err(text)
+            }),
             residency: w
                 .residency
                 .then(|| hypomnesis::adapter_residency(i).map_err(text)),

@@ -17,9 +17,9 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::io::{self, IsTerminal, Write};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -43,11 +43,21 @@ pub struct TopArgs {
     pub roots: RootArgs,
 }
 
-/// What the terminal thread tells the sampling thread.
+/// What the terminal thread tells the sampling thread: stop, pause, and the view (its order,
+/// filter and height decide whose contexts a refresh reads).
 #[derive(Debug, Default)]
 struct Control {
     stop: AtomicBool,
     paused: AtomicBool,
+    view: Mutex<(ViewState, usize)>,
+}
+
+impl Control {
+    fn set_view(&self, state: &ViewState, room: u16) {
+        if let Ok(mut v) = self.view.lock() {
+            *v = (state.clone(), usize::from(room));
+        }
+    }
 }
 
 /// Puts the terminal back as it was (main screen, cooked mode, cursor shown) when dropped:
@@ -102,6 +112,8 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Res
     };
     let mut screen = Screen::waiting();
     let mut dirty = true;
+    let room = |t: &ratatui::DefaultTerminal| t.size().map_or(50, |s| s.height);
+    control.set_view(&state, room(&terminal));
     while !stop.requested() {
         while let Ok(s) = rx.try_recv() {
             screen = s;
@@ -119,11 +131,15 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Res
                 Action::Quit => break,
                 Action::Redraw => {
                     control.paused.store(state.paused, Ordering::SeqCst);
+                    control.set_view(&state, room(&terminal));
                     dirty = true;
                 }
                 Action::None => {}
             },
-            Event::Resize(..) => dirty = true,
+            Event::Resize(_, height) => {
+                control.set_view(&state, height);
+                dirty = true;
+            }
             _ => {}
         }
     }
@@ -136,6 +152,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &Sender<Screen>) {
     let sampler = Sampler::new(Want {
         devices: true,
         processes: true,
+        unnamed: true,
         mig: true,
         ..Want::default()
     });
@@ -144,9 +161,10 @@ fn sample_loop(interval: Duration, control: &Control, tx: &Sender<Screen>) {
     while !control.stop.load(Ordering::SeqCst) {
         if !control.paused.load(Ordering::SeqCst) {
             let frame = sampler.frame(&[]);
+            let view = control.view.lock().map(|v| v.clone()).unwrap_or_default();
             let screen = builder.screen(
                 &frame,
-                &contexts(&frame),
+                |procs| contexts(&frame, &view.0.wanted(procs, view.1)),
                 hypomnesis::host_memory().map_err(|e| e.to_string()),
                 &own_context(),
             );
@@ -169,13 +187,14 @@ fn sample_loop(interval: Duration, control: &Control, tx: &Sender<Screen>) {
     }
 }
 
-/// The context of every process the frame lists (read under its host pid when the procfs
+/// The context of each of `pids` the frame lists (read under its host pid when the procfs
 /// root in use is a host's; none for a process outside this PID namespace), by listed pid.
-fn contexts(frame: &Frame) -> BTreeMap<u32, ProcessContext> {
+fn contexts(frame: &Frame, pids: &[u32]) -> BTreeMap<u32, ProcessContext> {
+    let pids: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
     let mut rows: BTreeMap<u32, u32> = BTreeMap::new();
     for d in &frame.devices {
         for r in d.processes().unwrap_or_default() {
-            if !r.outside_pid_namespace {
+            if !r.outside_pid_namespace && pids.contains(&r.pid) {
                 rows.insert(r.pid, r.host_pid.unwrap_or(r.pid));
             }
         }

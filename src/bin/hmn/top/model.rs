@@ -164,12 +164,13 @@ fn text<T: Clone, E: ToString>(r: Option<&Result<T, E>>) -> Option<Result<T, Str
 }
 
 impl Builder {
-    /// The screen of `frame`: `contexts` are the listed processes' (by pid), `ram` the
-    /// host's, `me` this process's context (RSS and CPU time).
+    /// The screen of `frame`: `read` gives the contexts (by pid) of those of the listed
+    /// processes it chooses to read, `ram` is the host's, `me` this process's context (RSS and
+    /// CPU time).
     pub fn screen(
         &mut self,
         frame: &Frame,
-        contexts: &BTreeMap<u32, ProcessContext>,
+        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, ProcessContext>,
         ram: Result<HostMemory, String>,
         me: &ProcessContext,
     ) -> Screen {
@@ -188,7 +189,7 @@ impl Builder {
             gpus,
             ram,
             me,
-            procs: self.procs(frame, contexts),
+            procs: self.procs(frame, read),
         }
     }
 
@@ -223,7 +224,11 @@ impl Builder {
         out
     }
 
-    fn procs(&mut self, frame: &Frame, contexts: &BTreeMap<u32, ProcessContext>) -> Vec<Proc> {
+    fn procs(
+        &mut self,
+        frame: &Frame,
+        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, ProcessContext>,
+    ) -> Vec<Proc> {
         let mut now: BTreeMap<u32, Proc> = BTreeMap::new();
         for d in &frame.devices {
             for r in d.processes().unwrap_or_default() {
@@ -243,6 +248,8 @@ impl Builder {
                 *e = e.saturating_add(r.used_bytes);
             }
         }
+        let listed: Vec<Proc> = now.values().cloned().collect();
+        let contexts = read(&listed);
         let mut cpu = BTreeMap::new();
         for p in now.values_mut() {
             if let Some(ctx) = contexts.get(&p.pid) {

@@ -185,6 +185,21 @@ impl ViewState {
         rows
     }
 
+    /// The processes whose context a refresh reads (a file or four each): the `room` rows that
+    /// fit on the screen in the current order, or all of them when the order or the filter
+    /// needs every context (sorting by user, RSS, CPU or command; any filter).
+    pub fn wanted(&self, procs: &[Proc], room: usize) -> Vec<u32> {
+        let all = !self.filter.is_empty()
+            || matches!(
+                self.sort,
+                Column::User | Column::Rss | Column::Cpu | Column::Command
+            );
+        if all {
+            return procs.iter().map(|p| p.pid).collect();
+        }
+        self.rows(procs).iter().take(room).map(|p| p.pid).collect()
+    }
+
     /// The memory of `p` the GPU column shows: on the picked GPU, else on all.
     pub fn gpu_bytes(&self, p: &Proc) -> u64 {
         match self.gpu {
@@ -319,6 +334,31 @@ mod tests {
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         s.editing = true;
         assert_eq!(s.on_key(ctrl_c, 2), Action::Quit, "even while typing");
+    }
+
+    #[test]
+    fn a_refresh_reads_the_contexts_of_the_rows_it_shows() {
+        let procs: Vec<Proc> = (1..=50)
+            .map(|i| proc(i, "u", &[(0, u64::from(i))], "c"))
+            .collect();
+        let mut s = ViewState::default();
+        assert_eq!(s.wanted(&procs, 3), [50, 49, 48], "the largest three");
+        s.sort_by(Column::Pid);
+        assert_eq!(s.wanted(&procs, 2), [1, 2]);
+        s.gpu = Some(1);
+        assert!(s.wanted(&procs, 2).is_empty(), "none on GPU 1");
+        s.gpu = None;
+        for c in [Column::User, Column::Rss, Column::Cpu, Column::Command] {
+            s.sort_by(c);
+            assert_eq!(s.wanted(&procs, 2).len(), 50, "{c:?} needs every context");
+        }
+        s.sort_by(Column::Gpu);
+        s.filter = "x".into();
+        assert_eq!(
+            s.wanted(&procs, 2).len(),
+            50,
+            "a filter needs every context"
+        );
     }
 
     #[test]

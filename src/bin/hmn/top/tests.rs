@@ -140,7 +140,7 @@ fn two_gpus() -> Screen {
         for (pid, p) in &mut c {
             p.cpu_time = Some(Duration::from_millis(t * u64::from(*pid % 7) * 150));
         }
-        last = b.screen(&f, &c, ram(), &me(t * 4));
+        last = b.screen(&f, |_| c, ram(), &me(t * 4));
     }
     last
 }
@@ -250,7 +250,7 @@ fn mig_instances_and_an_amd_card_with_gtt() {
         ..DeviceFrame::default()
     });
     f.count = Ok(2);
-    let screen = b.screen(&f, &BTreeMap::new(), ram(), &me(0));
+    let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0));
     let (text, _) = render(&screen, &ViewState::default(), 100, 22);
     check("mig-and-amd", &text);
     assert!(
@@ -270,7 +270,7 @@ fn no_gpu_shows_ram_and_the_reason() {
         rss: BTreeMap::new(),
         sources: None,
     };
-    let screen = b.screen(&f, &BTreeMap::new(), ram(), &me(0));
+    let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0));
     let (text, _) = render(&screen, &ViewState::default(), 100, 8);
     check("no-gpu", &text);
     assert!(text.contains("RAM 24.0 GiB, 18.0 GiB available"), "{text}");
@@ -280,7 +280,7 @@ fn no_gpu_shows_ram_and_the_reason() {
     };
     let screen = b.screen(
         &failed,
-        &BTreeMap::new(),
+        |_| BTreeMap::new(),
         Err("meminfo: gone".into()),
         &me(0),
     );
@@ -305,7 +305,7 @@ fn hostile_names_cannot_reach_the_terminal() {
     )]
     .into_iter()
     .collect();
-    let screen = b.screen(&f, &contexts, ram(), &me(0));
+    let screen = b.screen(&f, |_| contexts, ram(), &me(0));
     let (text, _) = render(&screen, &ViewState::default(), 100, 12);
     check("hostile", &text);
     assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");

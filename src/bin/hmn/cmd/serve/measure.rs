@@ -8,6 +8,7 @@ use crate::view::metrics::Sample;
 pub const WANT: Want = Want {
     devices: true,
     processes: true,
+    unnamed: false,
     residency: false,
     mig: true,
     sources: true,
