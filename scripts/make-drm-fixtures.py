@@ -92,7 +92,7 @@ def mixed():
         "mem_info_vram_total": f"{24560 * MIB}\n", "mem_info_vram_used": f"{4704 * MIB}\n",
         "mem_info_vis_vram_total": f"{24560 * MIB}\n", "mem_info_vis_vram_used": f"{4704 * MIB}\n",
         "mem_info_gtt_total": f"{31995 * MIB}\n", "mem_info_gtt_used": f"{112 * MIB}\n",
-        "mem_info_vram_vendor": "samsung\n"})
+        "mem_info_vram_vendor": "samsung\n", "gpu_busy_percent": "37\n", "mem_busy_percent": "12\n"})
     card(sys, 2, 0x8086, 0x56A0, "i915", "0000:07:00.0", {}, {
         "lmem_total_bytes": f"{16256 * MIB}\n", "lmem_avail_bytes": f"{15232 * MIB}\n"})
     card(sys, 3, 0x8086, 0xA7A0, "xe", "0000:00:02.0")

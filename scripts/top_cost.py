@@ -43,6 +43,9 @@ def main():
             sys.exit(f"top_cost: {need} is missing (cargo build --release; scripts/bench.sh --only-ps builds the fake)")
     if not shutil.which("tmux"):
         sys.exit("top_cost: tmux is needed")
+    # A private copy of the fake: a build that rewrites the shared one while this runs would crash it.
+    lib = f"/tmp/hmn-top-cost-{os.getpid()}.so"
+    shutil.copy(FAKE, lib)
     sleepers = [subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL) for _ in range(a.procs)]
     socket = f"hmn-top-cost-{os.getpid()}"
     try:
@@ -55,7 +58,7 @@ def main():
         empty = os.path.join(TARGET, "hmn-bench-empty-sysfs")
         os.makedirs(empty, exist_ok=True)
         subprocess.run(["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "cost", "-x", "120",
-                        "-y", "40", "env", f"HYPOMNESIS_NVML_LIBRARY={FAKE}", f"FAKE_NVML_SCENARIO={scenario}",
+                        "-y", "40", "env", f"HYPOMNESIS_NVML_LIBRARY={lib}", f"FAKE_NVML_SCENARIO={scenario}",
                         f"HYPOMNESIS_SYSFS={empty}", "TERM=xterm-256color", HMN, "top", "--interval", "1s"],
                        check=True)
         pid = int(subprocess.run(["tmux", "-L", socket, "display", "-p", "-t", "cost", "#{pane_pid}"],
@@ -91,6 +94,7 @@ def main():
             print("RSS samples (min, KiB):", rss)
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
+        os.remove(lib)
         for p in sleepers:
             p.kill()
         for p in sleepers:

@@ -70,9 +70,9 @@ pub use error::{ErrorKind, HypomnesisError, Result};
 #[cfg(feature = "nvml")]
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{
-    adapter_residency, device_count, device_info, dropped_process_rows, gpu_processes,
-    gpu_processes_unnamed, mig_gpu_instances, mig_instance, mig_instances, mig_state,
-    process_gpu_info, sources,
+    adapter_residency, device_count, device_info, device_utilization, dropped_process_rows,
+    gpu_processes, gpu_processes_unnamed, mig_gpu_instances, mig_instance, mig_instances,
+    mig_state, process_gpu_info, sources,
 };
 pub use procctx::{
     Container, ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd,
@@ -90,7 +90,7 @@ pub use roots::{roots, set_roots};
 pub use types::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, MigGpuInstance,
     MigInstance, MigState, ProcessGpuInfo, Residency, Root, RootOrigin, Roots, Snapshot,
-    SourceReport, SourceState, driver_overhead_allowance,
+    SourceReport, SourceState, Utilization, driver_overhead_allowance,
 };
 #[cfg(feature = "test-helpers")]
 pub use types::{

@@ -347,6 +347,17 @@ fn the_public_api_with_fixture_roots() {
         );
         let amd = hypomnesis::device_info(1).unwrap();
         assert_eq!((amd.total_bytes, amd.used_bytes), (24560 * MIB, 4704 * MIB));
+        let busy = hypomnesis::device_utilization(1).unwrap();
+        assert_eq!(
+            (busy.gpu_percent, busy.memory_percent),
+            (Some(37), Some(12))
+        );
+        let i915 = hypomnesis::device_utilization(2).unwrap();
+        assert_eq!(
+            (i915.gpu_percent, i915.memory_percent),
+            (None, None),
+            "not published"
+        );
         assert!(matches!(
             hypomnesis::device_info(0),
             Err(hypomnesis::HypomnesisError::Drm(_))

@@ -84,6 +84,7 @@ fn child() {
         "garbage_name" => garbage_name(),
         "not_found" => not_found(),
         "memory_not_supported" => memory_not_supported(),
+        "utilization" => utilization(),
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -412,6 +413,24 @@ fn multi() {
     );
 }
 
+fn utilization() {
+    let u = hypomnesis::device_utilization(0).unwrap();
+    assert_eq!(
+        (u.gpu_percent, u.memory_percent, u.source),
+        (Some(87), Some(41), GpuQuerySource::Nvml)
+    );
+    // A GPU that does not sample it (NOT_SUPPORTED): unknown, not an error, never 0.
+    let u = hypomnesis::device_utilization(1).unwrap();
+    assert_eq!((u.gpu_percent, u.memory_percent), (None, None));
+    // A figure above 100 is none.
+    let u = hypomnesis::device_utilization(2).unwrap();
+    assert_eq!((u.gpu_percent, u.memory_percent), (None, Some(100)));
+    // Another failure is one, named.
+    let e = hypomnesis::device_utilization(3).unwrap_err().to_string();
+    assert!(e.contains("nvmlDeviceGetUtilizationRates"), "{e}");
+    assert!(hypomnesis::device_utilization(4).is_err(), "out of range");
+}
+
 fn init_once() {
     for _ in 0..200 {
         hypomnesis::device_info(0).unwrap();
@@ -710,6 +729,22 @@ fn multi_gpu() {
         &format!(r#"{{"devices": [{}]}}"#, devs.join(",")),
         &[],
     );
+}
+
+#[test]
+fn utilization_where_the_driver_samples_it() {
+    let util = [
+        r#", "utilization": {"gpu": 87, "memory": 41}"#,
+        "",
+        r#", "utilization": {"gpu": 101, "memory": 100}"#,
+        r#", "utilization": {"gpu": 1, "memory": 1}"#,
+    ];
+    let devs: Vec<String> = util.iter().map(|u| h200(u)).collect();
+    let s = format!(
+        r#"{{"devices": [{}], "fail": [{{"function": "nvmlDeviceGetUtilizationRates", "code": 999, "device": 3}}]}}"#,
+        devs.join(",")
+    );
+    run_child("utilization", FakeVariant::Modern, &s, &[]);
 }
 
 #[test]

@@ -91,7 +91,7 @@ fn top_in_a_real_terminal_sorts_filters_quits_and_restores_it() {
     let mut b = sleeper("312");
     let scenario = support::write_scenario(&format!(
         r#"{{"devices": [{{"name": "NVIDIA H200", "total": {total}, "reserved": {reserved},
-            "free": {free}, "compute_processes": [{{"pid": {a}, "used": {a_used}}},
+            "free": {free}, "utilization": {{"gpu": 55, "memory": 20}}, "compute_processes": [{{"pid": {a}, "used": {a_used}}},
             {{"pid": {b}, "used": {b_used}}}]}}]}}"#,
         total = 143_771 * MIB,
         reserved = 614 * MIB,
@@ -104,7 +104,10 @@ fn top_in_a_real_terminal_sorts_filters_quits_and_restores_it() {
     let tmux = start(&scenario);
     // The fake GPU's figures: 8,000 MiB held by the two processes, with the reservation.
     let s = tmux.wait_for("the fake GPU", |s| s.contains("GPU 0  NVIDIA H200"));
-    assert!(s.contains("used 8.4 GiB of 140.4 GiB, 2 processes"), "{s}");
+    assert!(
+        s.contains("used 8.4 GiB of 140.4 GiB, busy 55% (mem 20%), 2 processes"),
+        "{s}"
+    );
     assert!(s.contains("reserved 614 MiB"), "{s}");
     assert!(s.contains("held by processes 7.8 GiB"), "{s}");
     let s = tmux.wait_for("both processes with their commands", |s| {

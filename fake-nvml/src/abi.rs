@@ -16,6 +16,14 @@ pub const VALUE_NOT_AVAILABLE_U32: u32 = u32::MAX;
 /// `NVML_VALUE_NOT_AVAILABLE` as an `unsigned long long` (`usedGpuMemory` under WDDM).
 pub const VALUE_NOT_AVAILABLE_U64: u64 = u64::MAX;
 
+/// `nvmlUtilization_t`: 8 bytes, percent over the driver's last sample period.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Utilization {
+    pub gpu: u32,
+    pub memory: u32,
+}
+
 /// `nvmlMemory_t` (v1): 24 bytes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -916,6 +916,33 @@ fn memory_of(l: &Loaded, t: Target) -> Result<(u64, u64, u64), NvmlReturn> {
     }
 }
 
+/// The scenario's `utilization`, NOT_SUPPORTED without one (and on MIG devices, as the
+/// driver does).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: NvmlDevice,
+    out: *mut abi::Utilization,
+) -> NvmlReturn {
+    any_call("nvmlDeviceGetUtilizationRates", device, |l, t| {
+        if out.is_null() {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        let u = match t {
+            Target::Gpu(i) => l.sc.devices[i].utilization,
+            Target::Mig(..) => None,
+        };
+        let Some(u) = u else {
+            return NVML_ERROR_NOT_SUPPORTED;
+        };
+        let value = abi::Utilization {
+            gpu: u.gpu,
+            memory: u.memory,
+        };
+        // SAFETY: out-pointer per the NVML contract.
+        unsafe { put(out, value) }
+    })
+}
+
 /// v1: `used = total - free` (includes reserved).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(

@@ -26,6 +26,8 @@
 //!     "grow_between_calls": 0,            // synthetic compute processes after the first call
 //!     "grow_past_every_resize": false,    // every Compute list call needs more room than given
 //!     "v2_total": null,                   // nvmlDeviceGetMemoryInfo_v2's total, when not v1's
+//!     "utilization": {"gpu": 87, "memory": 41},  // nvmlDeviceGetUtilizationRates, percent;
+//!                                         // absent/null = NOT_SUPPORTED
 //!     "mig_mode": 1,                      // nvmlDeviceGetMigMode current mode (0 off, 1 on);
 //!                                         // absent/null = NOT_SUPPORTED (a GPU without MIG)
 //!     "mig_pending": 1,                   // pending mode, default = mig_mode
@@ -164,6 +166,8 @@ struct RawDevice {
     grow_past_every_resize: bool,
     #[serde(default)]
     v2_total: Option<u64>,
+    #[serde(default)]
+    utilization: Option<Utilization>,
     #[serde(default)]
     mig_mode: Option<u32>,
     #[serde(default)]
@@ -311,12 +315,22 @@ pub struct Device {
     pub grow_past_every_resize: bool,
     /// The total `nvmlDeviceGetMemoryInfo_v2` reports, when it differs from v1's.
     pub v2_total: Option<u64>,
+    /// What `nvmlDeviceGetUtilizationRates` reports; `None`: NOT_SUPPORTED.
+    pub utilization: Option<Utilization>,
     /// `None`: MIG not supported.
     pub mig_mode: Option<u32>,
     pub mig_pending: Option<u32>,
     pub max_mig_devices: u32,
     pub aggregate_error: Option<u32>,
     pub mig_devices: Vec<MigDevice>,
+}
+
+/// GPU and memory-controller utilization, percent.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Utilization {
+    pub gpu: u32,
+    pub memory: u32,
 }
 
 impl Device {
@@ -409,6 +423,7 @@ impl Scenario {
                     grow_between_calls: d.grow_between_calls,
                     grow_past_every_resize: d.grow_past_every_resize,
                     v2_total: d.v2_total,
+                    utilization: d.utilization,
                     mig_mode: d.mig_mode,
                     mig_pending: d.mig_pending.or(d.mig_mode),
                     max_mig_devices,

@@ -8,7 +8,7 @@
 use super::pci::PciAddress;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
-    ProcessGpuInfo, Result, SourceReport,
+    ProcessGpuInfo, Result, SourceReport, Utilization,
 };
 
 /// Whether a backend's source exists on this host.
@@ -65,6 +65,10 @@ pub(crate) trait Backend: Send + Sync {
     /// without asking the source anything.
     fn dropped_process_rows(&self) -> u64 {
         0
+    }
+    /// How busy one device is. Sources that do not say give `None` figures.
+    fn utilization(&self, _index: u32) -> Result<Utilization> {
+        Ok(Utilization::unknown(self.source()))
     }
     /// MIG mode and instances of one device. Sources that know nothing of MIG say "unknown".
     fn mig_state(&self, index: u32) -> Result<MigState> {

@@ -13,7 +13,7 @@ use super::backend::{Backend, Op, Presence, Scope};
 use super::pci::PciAddress;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
-    ProcessGpuInfo, Result, SourceReport, SourceState,
+    ProcessGpuInfo, Result, SourceReport, SourceState, Utilization,
 };
 
 #[cfg(feature = "nvml")]
@@ -267,6 +267,15 @@ impl<'a> Dispatcher<'a> {
 }
 
 impl Dispatcher<'_> {
+    pub(super) fn utilization(&self, index: u32) -> Result<Utilization> {
+        match self.locate(index)? {
+            Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::DeviceInfo, |b| {
+                b.utilization(i)
+            }),
+            Target::Other { backend, local, .. } => backend.utilization(local),
+        }
+    }
+
     pub(super) fn mig_state(&self, index: u32) -> Result<MigState> {
         match self.locate(index)? {
             Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::Mig, |b| b.mig_state(i)),

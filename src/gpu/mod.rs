@@ -31,7 +31,7 @@ pub use mig::mig_gpu_instances;
 use crate::HypomnesisError;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, MigInstance, MigState, ProcessGpuInfo,
-    Residency, Result, SourceReport,
+    Residency, Result, SourceReport, Utilization,
 };
 
 /// Number of GPUs this host can measure.
@@ -97,6 +97,22 @@ pub fn gpu_processes(device_index: u32) -> Result<Vec<GpuProcessEntry>> {
 /// As [`gpu_processes`].
 pub fn gpu_processes_unnamed(device_index: u32) -> Result<Vec<GpuProcessEntry>> {
     dispatcher().gpu_processes(device_index, false)
+}
+
+/// How busy GPU `device_index` is: GPU and memory-controller utilization, percent, as the
+/// driver samples them; `None` figures where it does not say.
+///
+/// # Errors
+///
+/// As [`device_info`] (no GPU source, an index out of range, a source that failed).
+///
+/// # Platform-specific behaviour
+///
+/// NVIDIA: `nvmlDeviceGetUtilizationRates` (not for a GPU in MIG mode, where the driver does
+/// not sample it; not through the `nvidia-smi` fallback). AMD on Linux: `gpu_busy_percent` and
+/// `mem_busy_percent` in sysfs. Intel, Windows and macOS: `None`.
+pub fn device_utilization(device_index: u32) -> Result<Utilization> {
+    dispatcher().utilization(device_index)
 }
 
 /// Whether GPU `index` runs in MIG (Multi-Instance GPU) mode, and its MIG devices with their

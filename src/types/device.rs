@@ -139,6 +139,48 @@ pub fn driver_overhead_allowance(visible: usize) -> u64 {
     per_process.saturating_add(64 << 20)
 }
 
+/// How busy a GPU is, as its driver samples it: the share of the last sample period (about a
+/// second on NVIDIA) in which a kernel ran, and in which device memory was read or written. See
+/// [`crate::device_utilization`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Utilization {
+    /// GPU (compute/graphics engine) utilization, percent; `None` where the driver does not say.
+    pub gpu_percent: Option<u32>,
+    /// Memory-controller utilization, percent; `None` where the driver does not say.
+    pub memory_percent: Option<u32>,
+    /// Which source answered.
+    pub source: GpuQuerySource,
+}
+
+impl Utilization {
+    /// Nothing known, from `source`.
+    #[must_use]
+    pub const fn unknown(source: GpuQuerySource) -> Self {
+        Self {
+            gpu_percent: None,
+            memory_percent: None,
+            source,
+        }
+    }
+
+    /// Given figures (a view's tests, a GPU measured elsewhere); a percent above 100 is no
+    /// figure.
+    #[must_use]
+    pub fn new(
+        gpu_percent: Option<u32>,
+        memory_percent: Option<u32>,
+        source: GpuQuerySource,
+    ) -> Self {
+        Self {
+            gpu_percent: gpu_percent.filter(|&p| p <= 100),
+            memory_percent: memory_percent.filter(|&p| p <= 100),
+            source,
+        }
+    }
+}
+
 /// Where a GPU's memory resides, as a whole (Windows WDDM): in dedicated video memory, or
 /// spilled into shared system memory. See [`crate::adapter_residency`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,7 @@ pub use builders::{
     MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder, RootsBuilder,
     SnapshotBuilder, SourceReportBuilder,
 };
-pub use device::{GpuDeviceInfo, Residency, Snapshot, driver_overhead_allowance};
+pub use device::{GpuDeviceInfo, Residency, Snapshot, Utilization, driver_overhead_allowance};
 pub use mig::{MigGpuInstance, MigInstance, MigState};
 pub use process::{GpuContextKind, GpuProcessEntry, ProcessGpuInfo};
 pub use report::{Root, RootOrigin, Roots, SourceReport, SourceState};

@@ -14,7 +14,7 @@ use crate::gpu::backend::{Backend, DroppedRows, Presence, Scope};
 use crate::gpu::pci::PciAddress;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, ProcessGpuInfo, Result,
-    SourceReport, SourceState, procfs, roots,
+    SourceReport, SourceState, Utilization, procfs, roots,
 };
 
 /// How long one sweep's result is reused (one `hmn ps` asks for every device in turn).
@@ -181,6 +181,20 @@ impl Backend for DrmBackend {
             vendor: vendor(d),
             ..extra
         })
+    }
+
+    fn utilization(&self, index: u32) -> Result<Utilization> {
+        let dev = device(index)?.dev();
+        let percent = |f: &str| {
+            fs::read_to_string(dev.join(f))
+                .ok()
+                .and_then(|t| t.trim().parse::<u32>().ok())
+        };
+        Ok(Utilization::new(
+            percent("gpu_busy_percent"),
+            percent("mem_busy_percent"),
+            GpuQuerySource::Drm,
+        ))
     }
 
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {

@@ -75,6 +75,14 @@ pub(crate) fn text(bytes: &[u8]) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
+/// `nvmlUtilization_t`: 8 bytes, percent over the driver's last sample period.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct UtilizationRates {
+    pub gpu: u32,
+    pub memory: u32,
+}
+
 /// `nvmlMemory_t` (v1): 24 bytes. `used` includes the driver reservation.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,12 +1,13 @@
 //! One device's figures: v1 memory, the v2 reservation, name, UUID, PCI bus id.
 
 use super::abi::{
-    Memory, MemoryV2, NVML_MEMORY_V2_VERSION, NVML_VALUE_NOT_AVAILABLE, NvmlReturn, text,
+    Memory, MemoryV2, NVML_ERROR_NOT_SUPPORTED, NVML_MEMORY_V2_VERSION, NVML_VALUE_NOT_AVAILABLE,
+    NvmlReturn, text,
 };
 use super::ffi::Device;
 use super::session::{Failure, Loaded, failed_call};
 use crate::gpu::nvidia;
-use crate::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError};
+use crate::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Utilization};
 
 impl Loaded {
     /// v1 memory of a device, validated.
@@ -27,6 +28,25 @@ impl Loaded {
             ))));
         }
         Ok(m)
+    }
+
+    /// GPU and memory utilization: unknown when the library has no such function or the GPU
+    /// does not sample it (`NOT_SUPPORTED`: a GPU in MIG mode, an old board).
+    pub(super) fn utilization(&self, index: u32) -> std::result::Result<Utilization, Failure> {
+        let dev = self.device(index)?;
+        match self.nvml.utilization(dev) {
+            None | Some(Err(NVML_ERROR_NOT_SUPPORTED)) => {
+                Ok(Utilization::unknown(GpuQuerySource::Nvml))
+            }
+            Some(Err(code)) => Err(failed_call("nvmlDeviceGetUtilizationRates", Some(index))(
+                code,
+            )),
+            Some(Ok(u)) => Ok(Utilization::new(
+                Some(u.gpu),
+                Some(u.memory),
+                GpuQuerySource::Nvml,
+            )),
+        }
     }
 
     pub(super) fn device_info(&self, index: u32) -> std::result::Result<GpuDeviceInfo, Failure> {

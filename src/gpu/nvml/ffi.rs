@@ -12,7 +12,7 @@ use libloading::Library;
 use super::abi::{
     DEVICE_NAME_BUFFER, DEVICE_UUID_BUFFER, Memory, MemoryV2, NVML_ERROR_INVALID_ARGUMENT,
     NVML_ERROR_NOT_FOUND, NVML_SUCCESS, NvmlReturn, PROCESS_NAME_BUFFER, PciInfo, ProcessLayout,
-    ProcessRecord, SYSTEM_VERSION_BUFFER, v3_layout,
+    ProcessRecord, SYSTEM_VERSION_BUFFER, UtilizationRates, v3_layout,
 };
 
 /// `nvmlDevice_t`: an opaque handle.
@@ -30,6 +30,7 @@ type FnErrorString = unsafe extern "C" fn(NvmlReturn) -> *const c_char;
 type FnCount = unsafe extern "C" fn(*mut c_uint) -> NvmlReturn;
 type FnHandleByIndex = unsafe extern "C" fn(c_uint, *mut *mut c_void) -> NvmlReturn;
 type FnMemory = unsafe extern "C" fn(*mut c_void, *mut Memory) -> NvmlReturn;
+type FnUtilization = unsafe extern "C" fn(*mut c_void, *mut UtilizationRates) -> NvmlReturn;
 type FnMemoryV2 = unsafe extern "C" fn(*mut c_void, *mut MemoryV2) -> NvmlReturn;
 type FnDeviceString = unsafe extern "C" fn(*mut c_void, *mut c_char, c_uint) -> NvmlReturn;
 type FnSystemString = unsafe extern "C" fn(*mut c_char, c_uint) -> NvmlReturn;
@@ -80,6 +81,7 @@ pub(crate) struct Nvml {
     is_mig_handle: Option<FnDeviceUint>,
     mig_parent: Option<FnParentHandle>,
     handle_by_uuid: Option<FnHandleByUuid>,
+    utilization: Option<FnUtilization>,
     // Declared last so it is dropped after the function pointers above (which point into it).
     _lib: Library,
 }
@@ -198,6 +200,7 @@ impl Nvml {
             is_mig_handle: sym(&lib, b"nvmlDeviceIsMigDeviceHandle\0"),
             mig_parent: sym(&lib, b"nvmlDeviceGetDeviceHandleFromMigDeviceHandle\0"),
             handle_by_uuid: sym(&lib, b"nvmlDeviceGetHandleByUUID\0"),
+            utilization: sym(&lib, b"nvmlDeviceGetUtilizationRates\0"),
             _lib: lib,
         })
     }
@@ -276,6 +279,15 @@ impl Nvml {
         // SAFETY: `m` is a writable nvmlMemory_v2_t (40 bytes, asserted in tests); `dev` came from NVML.
         let rc = unsafe { f(dev.0, &raw mut m) };
         Some(ok(rc).map(|()| m))
+    }
+
+    /// GPU and memory utilization; `None` when the symbol is missing.
+    pub(crate) fn utilization(&self, dev: Device) -> Option<Result<UtilizationRates, NvmlReturn>> {
+        let f = self.utilization?;
+        let mut u = UtilizationRates::default();
+        // SAFETY: `u` is a writable nvmlUtilization_t (8 bytes); `dev` came from NVML.
+        let rc = unsafe { f(dev.0, &raw mut u) };
+        Some(ok(rc).map(|()| u))
     }
 
     pub(crate) fn device_name(&self, dev: Device) -> Option<Result<Vec<u8>, NvmlReturn>> {

@@ -27,7 +27,7 @@ use super::backend::{Backend, Op, Presence};
 use super::nvidia;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
-    ProcessGpuInfo, Result, SourceReport, procfs,
+    ProcessGpuInfo, Result, SourceReport, Utilization, procfs,
 };
 
 /// The NVML backend. All state is process-wide (see the module docs).
@@ -107,6 +107,10 @@ impl Backend for NvmlBackend {
 
     fn device_info(&self, index: u32) -> Result<GpuDeviceInfo> {
         Self::with(|l| l.run(|l| l.device_info(index)))
+    }
+
+    fn utilization(&self, index: u32) -> Result<Utilization> {
+        Self::with(|l| l.run(|l| l.utilization(index)))
     }
 
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use hypomnesis::{
     ErrorKind, GpuDeviceInfo, GpuProcessEntry, HypomnesisError, MigGpuInstance, Residency,
-    SourceReport,
+    SourceReport, Utilization,
 };
 
 /// What a frame reads, beyond the device count (a refresh reads only what it shows).
@@ -26,6 +26,8 @@ pub struct Want {
     pub residency: bool,
     /// The MIG GPU instances of devices in MIG mode.
     pub mig: bool,
+    /// Each device's GPU and memory-controller utilization.
+    pub utilization: bool,
     /// What each source says about itself.
     pub sources: bool,
 }
@@ -60,6 +62,7 @@ pub struct DeviceFrame {
     pub processes: Option<Result<Vec<GpuProcessEntry>, Failure>>,
     pub residency: Option<Result<Residency, Failure>>,
     pub mig: Option<Vec<MigGpuInstance>>,
+    pub utilization: Option<Result<Utilization, Failure>>,
 }
 
 impl DeviceFrame {
@@ -214,6 +217,9 @@ impl Sampler {
                     .map(|list| hypomnesis::mig_gpu_instances(&list))
                     .unwrap_or_default()
             }),
+            utilization: w
+                .utilization
+                .then(|| hypomnesis::device_utilization(i).map_err(text)),
         }
     }
 }

@@ -236,6 +236,20 @@ fn title<'a>(g: &Gpu, picked: bool, theme: &Theme) -> Line<'a> {
             format_size(total)
         );
     }
+    if let Some(u) = g.util {
+        match (u.gpu_percent, u.memory_percent) {
+            (Some(g), Some(m)) => {
+                let _ = write!(text, ", busy {g}% (mem {m}%)");
+            }
+            (Some(g), None) => {
+                let _ = write!(text, ", busy {g}%");
+            }
+            (None, Some(m)) => {
+                let _ = write!(text, ", mem busy {m}%");
+            }
+            (None, None) => {}
+        }
+    }
     match g.listed {
         Some(1) => text.push_str(", 1 process"),
         Some(n) => {

@@ -154,6 +154,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &Sender<Screen>) {
         processes: true,
         unnamed: true,
         mig: true,
+        utilization: true,
         ..Want::default()
     });
     let mut builder = Builder::default();

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use hypomnesis::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, HostMemory, MigGpuInstance, ProcessContext,
+    Utilization,
 };
 
 use crate::collect::sampler::Frame;
@@ -49,6 +50,8 @@ pub struct Gpu {
     pub mig: Vec<MigGpuInstance>,
     /// How many processes the driver lists on it; `None` when they could not be read.
     pub listed: Option<usize>,
+    /// How busy it is, where the driver says.
+    pub util: Option<Utilization>,
 }
 
 /// A GPU's memory in four parts that add up to its total.
@@ -217,6 +220,11 @@ impl Builder {
                 history: history.iter().copied().collect(),
                 mig: d.mig.clone().unwrap_or_default(),
                 listed: rows.map(<[GpuProcessEntry]>::len),
+                util: d
+                    .utilization
+                    .as_ref()
+                    .and_then(|u| u.as_ref().ok())
+                    .copied(),
             });
         }
         self.history

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use hypomnesis::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HostMemory,
-    MigGpuInstance, ProcessContext,
+    MigGpuInstance, ProcessContext, Utilization,
 };
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -129,13 +129,18 @@ fn two_gpus() -> Screen {
         }
         let used0 = 614 * MIB + job + hidden;
         let used1 = 614 * MIB + rows1.iter().map(|r| r.used_bytes).sum::<u64>();
-        let f = frame(
+        let mut f = frame(
             t,
             vec![
                 (h200(0, 143_771 * MIB - used0), std::mem::take(&mut rows0)),
                 (h200(1, 143_771 * MIB - used1), rows1),
             ],
         );
+        f.devices[0].utilization = Some(Ok(Utilization::new(
+            Some(87),
+            Some(41),
+            GpuQuerySource::Nvml,
+        )));
         let mut c = contexts.clone();
         for (pid, p) in &mut c {
             p.cpu_time = Some(Duration::from_millis(t * u64::from(*pid % 7) * 150));
@@ -181,6 +186,7 @@ fn two_gpus_with_hidden_memory_new_and_exited_processes() {
     // The figures, whatever the layout: what no visible process holds, and the changes.
     assert!(text.contains("not visible from here 17.4 GiB"), "{text}");
     assert!(text.contains("+6060"), "{text}");
+    assert!(text.contains("busy 87% (mem 41%)"), "{text}");
     assert!(text.contains("-7070"), "{text}");
     assert!(text.contains("(exited) Xorg"), "{text}");
 }
@@ -247,17 +253,21 @@ fn mig_instances_and_an_amd_card_with_gtt() {
     f.devices.push(DeviceFrame {
         info: Some(Ok(amd)),
         processes: Some(Ok(Vec::new())),
+        utilization: Some(Ok(Utilization::new(Some(37), None, GpuQuerySource::Drm))),
         ..DeviceFrame::default()
     });
     f.count = Ok(2);
     let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0));
-    let (text, _) = render(&screen, &ViewState::default(), 100, 22);
+    let (text, _) = render(&screen, &ViewState::default(), 110, 22);
     check("mig-and-amd", &text);
     assert!(
         text.contains("MIG GI 1 3g.71gb  used 30.0 GiB of 71.0 GiB"),
         "{text}"
     );
-    assert!(text.contains("GTT 512 MiB of 32.0 GiB"), "{text}");
+    assert!(
+        text.contains("GTT 512 MiB of 32.0 GiB, busy 37%, 0 processes"),
+        "{text}"
+    );
 }
 
 #[test]

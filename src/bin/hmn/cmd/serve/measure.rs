@@ -11,6 +11,7 @@ pub const WANT: Want = Want {
     unnamed: false,
     residency: false,
     mig: true,
+    utilization: false,
     sources: true,
 };
 
