@@ -75,6 +75,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn clock_ticks_are_user_hz() {
+        // USER_HZ, the unit of `stat`'s CPU times, is 100 on every architecture Linux still
+        // ships (x86, arm64, ppc64le, s390x, riscv): 250 ticks are 2.5 s.
+        assert_eq!(clock_ticks_per_second(), Some(100));
+    }
+
+    #[test]
     fn fixture_root_statm_then_status() {
         let dir = std::env::temp_dir().join(format!("hmn-rss-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
