@@ -207,3 +207,75 @@ fn assert_restored(tmux: &Tmux) {
         "cooked mode with echo: {s}"
     );
 }
+
+/// A terminal that hangs up (its window closed, its tmux server killed) ends `hmn top`: the
+/// process is gone within seconds instead of spinning on a dead terminal.
+#[test]
+fn a_terminal_that_hangs_up_ends_top() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("HYPOMNESIS_REQUIRE_EXTERNAL").is_none_or(|v| v != "1"),
+            "tmux is required (HYPOMNESIS_REQUIRE_EXTERNAL=1) but not installed"
+        );
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let scenario = support::write_scenario(&format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
+        143_771 * MIB,
+        614 * MIB,
+        100_000 * MIB,
+    ));
+    let tmux = Tmux {
+        socket: format!("hmn-top-hangup-{}", std::process::id()),
+    };
+    let lib = support::fake_nvml(support::FakeVariant::Modern);
+    let env = [
+        format!("HYPOMNESIS_NVML_LIBRARY={}", lib.display()),
+        format!("FAKE_NVML_SCENARIO={}", scenario.display()),
+        format!("HYPOMNESIS_SYSFS={}", support::empty_dir().display()),
+        "TERM=xterm-256color".to_string(),
+    ];
+    let mut args = vec![
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "env",
+    ];
+    args.extend(env.iter().map(String::as_str));
+    args.extend([env!("CARGO_BIN_EXE_hmn"), "top", "--interval", "200ms"]);
+    tmux.cmd(&args);
+    let pid: u32 = tmux
+        .cmd(&["display", "-p", "-t", "top", "#{pane_pid}"])
+        .trim()
+        .parse()
+        .unwrap();
+    tmux.wait_for("the view", |s| s.contains("GPU 0  NVIDIA H200"));
+    let _ = Command::new("tmux")
+        .args(["-L", &tmux.socket, "kill-server"])
+        .output();
+    let start = Instant::now();
+    // Gone, or a zombie its new parent has not reaped yet.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| !r.trim_start().starts_with('Z'))
+        })
+    };
+    while alive() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "hmn top ({pid}) still runs 5 s after its terminal hung up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_file(scenario);
+}

@@ -469,6 +469,8 @@ fn columns(screen: &Screen, state: &ViewState, width: usize) -> Vec<Col> {
         width,
     };
     let gpu_cols: Vec<Col> = match state.gpu {
+        // No GPU: no GPU column (the table lists the host's processes).
+        _ if n_gpus == 0 => Vec::new(),
         Some(g) => vec![col(Column::Gpu, Some(g), 9)],
         None if (2..=4).contains(&n_gpus) => (0..n_gpus)
             .filter_map(|g| u32::try_from(g).ok())
@@ -530,11 +532,16 @@ fn table_lines<'a>(screen: &Screen, state: &ViewState, theme: &Theme, area: Rect
     let cols = columns(screen, state, usize::from(area.width));
     let arrow = if state.descending { "▼" } else { "▲" };
     let mut sorted_marked = false;
+    // Without a GPU column the GPU order is the RSS order.
+    let sort = match state.sort {
+        Column::Gpu if !cols.iter().any(|c| c.column == Column::Gpu) => Column::Rss,
+        other => other,
+    };
     let head: Vec<String> = cols
         .iter()
         .map(|c| {
             let mut h = c.header.clone();
-            if c.column == state.sort && !sorted_marked {
+            if c.column == sort && !sorted_marked {
                 sorted_marked = true;
                 h.push_str(arrow);
             }
@@ -551,7 +558,9 @@ fn table_lines<'a>(screen: &Screen, state: &ViewState, theme: &Theme, area: Rect
     )];
     let rows = state.rows(&screen.procs);
     if rows.is_empty() {
-        let why = if screen.procs.is_empty() {
+        let why = if screen.procs.is_empty() && screen.gpus.is_err() {
+            "no process can be read here"
+        } else if screen.procs.is_empty() {
             "no process holds GPU memory that this view can see"
         } else {
             "no process matches"

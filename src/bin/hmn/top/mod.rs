@@ -18,7 +18,7 @@ mod tests;
 use std::collections::BTreeMap;
 use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,6 +50,8 @@ struct Control {
     stop: AtomicBool,
     paused: AtomicBool,
     view: Mutex<(ViewState, usize)>,
+    /// Set by the terminal thread when it has given the terminal back.
+    restored: AtomicBool,
 }
 
 impl Control {
@@ -86,7 +88,9 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
     }
     let interval = args.interval.max(Duration::from_millis(100));
     let control = Arc::new(Control::default());
-    let (tx, rx) = mpsc::channel();
+    // One refresh in flight at most: a terminal thread that falls behind skips refreshes
+    // rather than queueing them.
+    let (tx, rx) = mpsc::sync_channel(1);
     let sampling = {
         let control = Arc::clone(&control);
         std::thread::Builder::new()
@@ -94,6 +98,7 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
             .spawn(move || sample_loop(interval, &control, &tx))?
     };
     let result = show(interval, &control, &rx);
+    control.restored.store(true, Ordering::SeqCst);
     control.stop.store(true, Ordering::SeqCst);
     drop(rx);
     // The sampler may be inside a driver call that does not return: it is not waited for.
@@ -147,8 +152,12 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Res
 }
 
 /// The sampling thread: a refresh every `interval` (none while paused), until stopped or the
-/// terminal thread is gone.
-fn sample_loop(interval: Duration, control: &Control, tx: &Sender<Screen>) {
+/// terminal thread is gone. It also watches for a stop signal the terminal thread cannot see:
+/// when the terminal hangs up (its window closed, tmux killed), reading keys may never return,
+/// so after a signal the terminal thread gets half a second to end before this thread gives
+/// the terminal back (as far as it still can) and ends the process.
+fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Screen>) {
+    let signals = Stop::on_signals();
     let sampler = Sampler::new(Want {
         devices: true,
         processes: true,
@@ -159,9 +168,14 @@ fn sample_loop(interval: Duration, control: &Control, tx: &Sender<Screen>) {
     });
     let mut builder = Builder::default();
     let mut next = Instant::now();
+    // Without a GPU the table lists the host's processes by RSS (Linux): the sampler follows
+    // every pid, from the refresh after the one that found no GPU.
+    let mut host_mode = false;
     while !control.stop.load(Ordering::SeqCst) {
         if !control.paused.load(Ordering::SeqCst) {
-            let frame = sampler.frame(&[]);
+            let pids = if host_mode { host_pids() } else { Vec::new() };
+            let frame = sampler.frame(&pids);
+            host_mode = !matches!(frame.count, Ok(n) if n > 0);
             let view = control.view.lock().map(|v| v.clone()).unwrap_or_default();
             let screen = builder.screen(
                 &frame,
@@ -169,8 +183,9 @@ fn sample_loop(interval: Duration, control: &Control, tx: &Sender<Screen>) {
                 hypomnesis::host_memory().map_err(|e| e.to_string()),
                 &own_context(),
             );
-            if tx.send(screen).is_err() {
-                return;
+            match tx.try_send(screen) {
+                Ok(()) | Err(TrySendError::Full(_)) => {}
+                Err(TrySendError::Disconnected(_)) => return,
             }
         }
         next += interval;
@@ -179,6 +194,9 @@ fn sample_loop(interval: Duration, control: &Control, tx: &Sender<Screen>) {
             next = now + interval;
         }
         while !control.stop.load(Ordering::SeqCst) {
+            if signals.requested() {
+                end_after_signal(control, &signals);
+            }
             let left = next.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
@@ -188,11 +206,46 @@ fn sample_loop(interval: Duration, control: &Control, tx: &Sender<Screen>) {
     }
 }
 
+/// After a stop signal: the terminal thread's half second, then the terminal back and exit
+/// with 128 + the signal, as a shell reports a process a signal ended.
+fn end_after_signal(control: &Control, signals: &Stop) {
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < deadline {
+        if control.restored.load(Ordering::SeqCst) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ratatui::restore();
+    let code = signals.signal().map_or(1, |s| 128 + s);
+    std::process::exit(code);
+}
+
+/// Every process of the procfs root in use (Linux; none elsewhere).
+fn host_pids() -> Vec<u32> {
+    let Ok(roots) = hypomnesis::roots() else {
+        return Vec::new();
+    };
+    if !cfg!(target_os = "linux") {
+        return Vec::new();
+    }
+    std::fs::read_dir(&roots.procfs.path)
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The context of each of `pids` the frame lists (read under its host pid when the procfs
 /// root in use is a host's; none for a process outside this PID namespace), by listed pid.
 fn contexts(frame: &Frame, pids: &[u32]) -> BTreeMap<u32, ProcessContext> {
     let pids: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
     let mut rows: BTreeMap<u32, u32> = BTreeMap::new();
+    // The host's processes, when the frame follows them (no GPU).
+    for pid in frame.rss.keys().filter(|p| pids.contains(p)) {
+        rows.insert(*pid, *pid);
+    }
     for d in &frame.devices {
         for r in d.processes().unwrap_or_default() {
             if !r.outside_pid_namespace && pids.contains(&r.pid) {

@@ -256,13 +256,29 @@ impl Builder {
                 *e = e.saturating_add(r.used_bytes);
             }
         }
+        // Without a GPU: the host's processes the frame followed, with their RSS.
+        for (&pid, &rss) in &frame.rss {
+            if let Some(rss) = rss {
+                now.entry(pid).or_insert_with(|| Proc {
+                    pid,
+                    user: None,
+                    kind: None,
+                    gpu: BTreeMap::new(),
+                    rss: Some(rss),
+                    cpu: None,
+                    command: None,
+                    outside: false,
+                    change: Change::Steady,
+                });
+            }
+        }
         let listed: Vec<Proc> = now.values().cloned().collect();
         let contexts = read(&listed);
         let mut cpu = BTreeMap::new();
         for p in now.values_mut() {
             if let Some(ctx) = contexts.get(&p.pid) {
                 p.user.clone_from(&ctx.user);
-                p.rss = ctx.rss_bytes;
+                p.rss = ctx.rss_bytes.or(p.rss);
                 if ctx.command.is_some() {
                     p.command.clone_from(&ctx.command);
                 }

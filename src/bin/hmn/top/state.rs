@@ -189,11 +189,10 @@ impl ViewState {
     /// fit on the screen in the current order, or all of them when the order or the filter
     /// needs every context (sorting by user, RSS, CPU or command; any filter).
     pub fn wanted(&self, procs: &[Proc], room: usize) -> Vec<u32> {
+        let rss_known = procs.iter().all(|p| p.rss.is_some());
         let all = !self.filter.is_empty()
-            || matches!(
-                self.sort,
-                Column::User | Column::Rss | Column::Cpu | Column::Command
-            );
+            || matches!(self.sort, Column::User | Column::Cpu | Column::Command)
+            || (self.sort == Column::Rss && !rss_known);
         if all {
             return procs.iter().map(|p| p.pid).collect();
         }
@@ -213,7 +212,11 @@ impl ViewState {
             Column::Pid => a.pid.cmp(&b.pid),
             Column::User => a.user.cmp(&b.user),
             Column::Type => a.kind.map(|k| k as u8).cmp(&b.kind.map(|k| k as u8)),
-            Column::Gpu => self.gpu_bytes(a).cmp(&self.gpu_bytes(b)),
+            // Then RSS: the order of a table without GPU memory (no GPU: the host's processes).
+            Column::Gpu => self
+                .gpu_bytes(a)
+                .cmp(&self.gpu_bytes(b))
+                .then(a.rss.cmp(&b.rss)),
             Column::Rss => a.rss.cmp(&b.rss),
             Column::Cpu => a.cpu.unwrap_or(-1.0).total_cmp(&b.cpu.unwrap_or(-1.0)),
             Column::Command => a.command.cmp(&b.command),
@@ -348,7 +351,7 @@ mod tests {
         s.gpu = Some(1);
         assert!(s.wanted(&procs, 2).is_empty(), "none on GPU 1");
         s.gpu = None;
-        for c in [Column::User, Column::Rss, Column::Cpu, Column::Command] {
+        for c in [Column::User, Column::Cpu, Column::Command] {
             s.sort_by(c);
             assert_eq!(s.wanted(&procs, 2).len(), 50, "{c:?} needs every context");
         }

@@ -271,24 +271,62 @@ fn mig_instances_and_an_amd_card_with_gtt() {
 }
 
 #[test]
-fn no_gpu_shows_ram_and_the_reason() {
+fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
     let mut b = Builder::default();
     let f = Frame {
         at: Duration::ZERO,
         count: Ok(0),
         devices: Vec::new(),
-        rss: BTreeMap::new(),
+        rss: [
+            (1, Some(12 * MIB)),
+            (2, None),
+            (300, Some(2 * GIB)),
+            (301, Some(600 * MIB)),
+        ]
+        .into_iter()
+        .collect(),
         sources: None,
     };
-    let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0));
-    let (text, _) = render(&screen, &ViewState::default(), 100, 8);
+    let contexts: BTreeMap<u32, ProcessContext> = [
+        (1, ctx("root", "/sbin/init", 12 * MIB, 0)),
+        (300, ctx("alice", "python3 notebook.py", 2 * GIB, 0)),
+        (301, ctx("bob", "postgres: writer", 600 * MIB, 0)),
+    ]
+    .into_iter()
+    .collect();
+    let screen = b.screen(&f, |_| contexts, ram(), &me(0));
+    let (text, _) = render(&screen, &ViewState::default(), 100, 10);
     check("no-gpu", &text);
     assert!(text.contains("RAM 24.0 GiB, 18.0 GiB available"), "{text}");
+    assert!(text.contains("No GPU found"), "{text}");
+    assert!(!text.contains("GPU MEM"), "no GPU column: {text}");
+    assert!(text.contains("RSS▼"), "ordered by RSS: {text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("PID"))
+        .skip(1)
+        .collect();
+    assert!(
+        rows[0].starts_with("300 ") && rows[1].starts_with("301 ") && rows[2].starts_with("1 "),
+        "{text}"
+    );
+    assert_eq!(
+        rows.iter().filter(|l| l.starts_with("2 ")).count(),
+        0,
+        "no RSS, no row"
+    );
     let failed = Frame {
         count: Err("NVML: could not count GPUs: driver/library version mismatch".into()),
+        rss: BTreeMap::new(),
         ..f
     };
-    let screen = b.screen(
+    // The processes of the last refresh are shown as exited, once.
+    let screen = b.screen(&failed, |_| BTreeMap::new(), ram(), &me(0));
+    let (text, _) = render(&screen, &ViewState::default(), 100, 8);
+    assert!(text.contains("-300") && text.contains("(exited)"), "{text}");
+    // A view that never read a process.
+    let mut fresh = Builder::default();
+    let screen = fresh.screen(
         &failed,
         |_| BTreeMap::new(),
         Err("meminfo: gone".into()),
@@ -297,6 +335,7 @@ fn no_gpu_shows_ram_and_the_reason() {
     let (text, _) = render(&screen, &ViewState::default(), 100, 8);
     assert!(text.contains("version mismatch"), "{text}");
     assert!(text.contains("RAM: meminfo: gone"), "{text}");
+    assert!(text.contains("(no process can be read here)"), "{text}");
 }
 
 #[test]
