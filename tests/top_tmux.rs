@@ -69,6 +69,20 @@ impl Drop for Tmux {
     }
 }
 
+/// Whether tmux is installed; without it the tests skip, unless
+/// `HYPOMNESIS_REQUIRE_EXTERNAL=1`, which makes them fail.
+fn tmux_here() -> bool {
+    if Command::new("tmux").arg("-V").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("HYPOMNESIS_REQUIRE_EXTERNAL").is_none_or(|v| v != "1"),
+        "tmux is required (HYPOMNESIS_REQUIRE_EXTERNAL=1) but not installed"
+    );
+    eprintln!("skipped: tmux is not installed");
+    false
+}
+
 fn sleeper(arg: &str) -> Child {
     Command::new("sleep")
         .arg(arg)
@@ -79,12 +93,7 @@ fn sleeper(arg: &str) -> Child {
 
 #[test]
 fn top_in_a_real_terminal_sorts_filters_quits_and_restores_it() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(
-            std::env::var_os("HYPOMNESIS_REQUIRE_EXTERNAL").is_none_or(|v| v != "1"),
-            "tmux is required (HYPOMNESIS_REQUIRE_EXTERNAL=1) but not installed"
-        );
-        eprintln!("skipped: tmux is not installed");
+    if !tmux_here() {
         return;
     }
     let mut a = sleeper("311");
@@ -212,12 +221,7 @@ fn assert_restored(tmux: &Tmux) {
 /// process is gone within seconds instead of spinning on a dead terminal.
 #[test]
 fn a_terminal_that_hangs_up_ends_top() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(
-            std::env::var_os("HYPOMNESIS_REQUIRE_EXTERNAL").is_none_or(|v| v != "1"),
-            "tmux is required (HYPOMNESIS_REQUIRE_EXTERNAL=1) but not installed"
-        );
-        eprintln!("skipped: tmux is not installed");
+    if !tmux_here() {
         return;
     }
     let scenario = support::write_scenario(&format!(
