@@ -136,6 +136,14 @@ fn top_in_a_real_terminal_sorts_filters_quits_and_restores_it() {
         ("sleep 312", "sleep 311")
     };
     assert!(s.find(first).unwrap() < s.find(second).unwrap(), "{s}");
+    // A narrower window redraws without the columns that no longer fit, and lines do not wrap.
+    tmux.cmd(&["resize-window", "-t", "top", "-x", "50", "-y", "30"]);
+    let s = tmux.wait_for("the narrow layout", |s| {
+        !s.contains("USER") && s.contains("COMMAND")
+    });
+    assert!(s.lines().all(|l| l.chars().count() <= 50), "{s}");
+    tmux.cmd(&["resize-window", "-t", "top", "-x", "120", "-y", "30"]);
+    tmux.wait_for("the wide layout again", |s| s.contains("USER"));
     // Filter: only `311`.
     tmux.keys(&["/", "311", "Enter"]);
     let s = tmux.wait_for("the filter", |s| {

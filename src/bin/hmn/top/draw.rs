@@ -221,10 +221,13 @@ fn title<'a>(g: &Gpu, picked: bool, theme: &Theme) -> Line<'a> {
             ]);
         }
     };
+    let source = match info.driver_version.as_deref() {
+        Some(v) => format!("{} {}", info.source, printable(v)),
+        None => info.source.to_string(),
+    };
     let mut text = format!(
-        "  {}  ({})  used {} of {}",
+        "  {}  ({source})  used {} of {}",
         printable(info.name_or_unknown()),
-        info.source,
         format_size(info.used_bytes),
         format_size(info.total_bytes)
     );

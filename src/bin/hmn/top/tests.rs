@@ -34,6 +34,7 @@ fn h200(index: u32, free: u64) -> GpuDeviceInfo {
         .free_bytes(free)
         .used_bytes(total - free)
         .vendor(Some(GpuVendor::Nvidia))
+        .driver_version(Some("590.48.01".into()))
         .build()
 }
 
@@ -187,6 +188,10 @@ fn two_gpus_with_hidden_memory_new_and_exited_processes() {
     assert!(text.contains("not visible from here 17.4 GiB"), "{text}");
     assert!(text.contains("+6060"), "{text}");
     assert!(text.contains("busy 87% (mem 41%)"), "{text}");
+    assert!(
+        text.contains("(nvml 590.48.01)"),
+        "the source and its driver: {text}"
+    );
     assert!(text.contains("-7070"), "{text}");
     assert!(text.contains("(exited) Xorg"), "{text}");
 }
