@@ -18,5 +18,5 @@ cargo bench --bench measure -- --warm-up-time 1 --measurement-time "$T"
 cargo bench --bench fdinfo_sweep -- --warm-up-time 1 --measurement-time "$T"
 cargo bench --bench process_tree -- --warm-up-time 1 --measurement-time "$T"
 cargo build --release --all-features --bin hmn
-python3 scripts/bench_report.py > BENCHMARKS.md
+python3 scripts/bench_report.py > BENCHMARKS.md.new && mv BENCHMARKS.md.new BENCHMARKS.md
 cat BENCHMARKS.md

@@ -264,6 +264,14 @@ def main():
     if os.path.exists(HMN):
         w("")
         out.extend(ps_section())
+    # `scripts/top_cost.py --write` measures `hmn top` (ten minutes); its section is kept.
+    old = os.path.join(ROOT, "BENCHMARKS.md")
+    if os.path.exists(old):
+        text = open(old).read()
+        start = text.find("## `hmn top` with")
+        if start >= 0:
+            end = text.find("\n## ", start + 1)
+            w("\n" + (text[start:end] if end >= 0 else text[start:]).rstrip("\n"))
     h200 = os.path.join(ROOT, "docs", "h200", "gpu-bench.txt")
     if os.path.exists(h200):
         text = open(h200).read()

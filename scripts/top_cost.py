@@ -4,7 +4,8 @@ default) on top of the host's own, `hmn top --interval 1s` runs in a tmux termin
 over a minute (after a warm-up) is reported as a share of one core, and its resident set is sampled
 for the memory run's length to show whether it stays flat.
 
-Usage: scripts/top_cost.py [--procs N] [--cpu-seconds S] [--minutes M] [--markdown]
+Usage: scripts/top_cost.py [--procs N] [--cpu-seconds S] [--minutes M] [--markdown | --write]
+  --write puts the section into BENCHMARKS.md (replacing the one there; scripts/bench.sh keeps it).
 Needs tmux and a release build (`cargo build --release`), and the fake NVML built as
 scripts/bench.sh builds it (target/fake-builds/modern)."""
 import argparse, os, shutil, subprocess, sys, time
@@ -37,6 +38,7 @@ def main():
     ap.add_argument("--cpu-seconds", type=int, default=60)
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--write", action="store_true")
     a = ap.parse_args()
     for need in (HMN, FAKE):
         if not os.path.exists(need):
@@ -89,8 +91,10 @@ def main():
             f"| largest RSS seen (every 30 s) | {max(r for _, r in rss) / 1024:.1f} MiB |",
             "",
         ]
-        print("\n".join(lines) if a.markdown else "\n".join(lines[3:]))
-        if not a.markdown:
+        if a.write:
+            write_section("\n".join(lines) + "\n")
+        print("\n".join(lines) if a.markdown or a.write else "\n".join(lines[3:]))
+        if not (a.markdown or a.write):
             print("RSS samples (min, KiB):", rss)
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
@@ -99,6 +103,21 @@ def main():
             p.kill()
         for p in sleepers:
             p.wait()
+
+
+def write_section(section):
+    """Replace the `hmn top` section of BENCHMARKS.md, or put it before the real-GPU section."""
+    path = os.path.join(ROOT, "BENCHMARKS.md")
+    text = open(path).read()
+    start = text.find("## `hmn top` with")
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+    else:
+        at = text.find("## On a real NVIDIA H200")
+        at = at if at >= 0 else len(text)
+        text = text[:at] + section + "\n" + text[at:]
+    open(path, "w").write(text)
 
 
 if __name__ == "__main__":

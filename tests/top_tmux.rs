@@ -291,3 +291,17 @@ fn a_terminal_that_hangs_up_ends_top() {
     }
     let _ = std::fs::remove_file(scenario);
 }
+
+/// Not a terminal (a pipe, a file): a usage error that points to the commands for that.
+#[test]
+fn without_a_terminal_top_says_what_to_use_instead() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hmn"))
+        .arg("top")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a terminal") && err.contains("hmn watch"), "{err}");
+    assert!(out.stdout.is_empty(), "no escape sequences into a pipe");
+}
