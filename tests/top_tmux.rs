@@ -302,6 +302,9 @@ fn without_a_terminal_top_says_what_to_use_instead() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not a terminal") && err.contains("hmn watch"), "{err}");
+    assert!(
+        err.contains("not a terminal") && err.contains("hmn watch"),
+        "{err}"
+    );
     assert!(out.stdout.is_empty(), "no escape sequences into a pipe");
 }

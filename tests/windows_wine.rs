@@ -34,6 +34,18 @@ fn this_process_has_an_owner_an_executable_and_a_working_set() {
     assert!(ctx.rss_bytes.unwrap() > MIB);
     assert_eq!(ctx.uid, None, "Windows has SIDs, not uids");
     assert_eq!(ctx.container, None);
+    // CPU time (GetProcessTimes): a test binary that has run has used some.
+    assert!(
+        ctx.cpu_time.is_some_and(|t| t > std::time::Duration::ZERO),
+        "{ctx:?}"
+    );
+    // The host's RAM (GlobalMemoryStatusEx).
+    let ram = hypomnesis::host_memory().unwrap();
+    assert!(ram.total_bytes > 64 * MIB, "{ram:?}");
+    assert!(
+        ram.available_bytes.is_some_and(|a| a <= ram.total_bytes),
+        "{ram:?}"
+    );
     // A pid that does not exist has no context.
     assert_eq!(
         hypomnesis::process_context(0xFFFF_FFF0),
