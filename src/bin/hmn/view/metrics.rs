@@ -29,6 +29,8 @@ pub struct Sample {
     pub processes: Vec<GpuProcessEntry>,
     /// Counted devices whose process list could not be read.
     pub process_errors: u32,
+    /// The devices whose process lists were read (what "not visible from here" needs).
+    pub listed: Vec<u32>,
     /// What each GPU source said about itself.
     pub sources: Vec<SourceReport>,
     /// MIG GPU instances of the devices in MIG mode (memory counted once per GPU instance).
@@ -264,6 +266,28 @@ impl Exposition {
             .collect()
     }
 
+    /// What no visible process accounts for on `d` (as `hmn ps`'s "(not visible from here)"
+    /// row): the unattributed memory above the driver's overhead allowance, else 0.
+    fn not_visible(&self, d: &GpuDeviceInfo) -> Option<u64> {
+        if !self.sample.listed.contains(&d.index) || d.mig_enabled == Some(true) {
+            return None;
+        }
+        let unattributed = d.unattributed_bytes(&self.sample.processes)?;
+        let listed = self
+            .sample
+            .processes
+            .iter()
+            .filter(|p| p.device_index == d.index)
+            .count();
+        Some(
+            if unattributed > hypomnesis::driver_overhead_allowance(listed) {
+                unattributed
+            } else {
+                0
+            },
+        )
+    }
+
     /// One series per (device, pid); rows of the same pair add up.
     fn processes(&self) -> Vec<(Labels<3>, i64)> {
         let mut rows: BTreeMap<(u32, u32), (u64, &str)> = BTreeMap::new();
@@ -286,6 +310,17 @@ impl Exposition {
             })
             .collect()
     }
+}
+
+/// A MIG GPU instance's allocated memory: total − reserved − free where the reservation is
+/// reported (and the figures agree), else its used figure.
+fn mig_allocated(m: &MigGpuInstance) -> Option<u64> {
+    let allocated = m
+        .total_bytes
+        .zip(m.free_bytes)
+        .zip(m.reserved_bytes)
+        .and_then(|((t, f), r)| t.checked_sub(r)?.checked_sub(f));
+    allocated.or(m.used_bytes)
 }
 
 impl Collector for Exposition {
@@ -316,9 +351,9 @@ impl Exposition {
         gauges(
             e,
             "gpu_memory_used",
-            "Total minus free memory of the GPU (includes the driver reservation).",
+            "Memory of the GPU taken by allocations: total - reserved - free where the driver reports the reservation (as DCGM's FB_USED and nvidia-smi's memory.used), else total - free; used + reserved + free = total.",
             bytes,
-            &self.devices(|d| Some(d.used_bytes)),
+            &self.devices(|d| Some(d.allocated_bytes().unwrap_or(d.used_bytes))),
         )?;
         gauges(
             e,
@@ -326,6 +361,13 @@ impl Exposition {
             "Driver/firmware reservation, part of total; absent when the driver does not report it.",
             bytes,
             &self.devices(|d| d.reserved_bytes),
+        )?;
+        gauges(
+            e,
+            "gpu_memory_not_visible",
+            "Allocated memory of the GPU that no process this exporter can see accounts for, beyond the driver's own overhead per process (processes of other PID namespaces or users); 0 when all is accounted for, absent when unknown (no reservation figure, the process list not read, MIG mode).",
+            bytes,
+            &self.devices(|d| self.not_visible(d)),
         )?;
         gauges(
             e,
@@ -344,9 +386,9 @@ impl Exposition {
         gauges(
             e,
             "gpu_mig_memory_used",
-            "Total minus free memory of a MIG GPU instance.",
+            "Memory of a MIG GPU instance taken by allocations: total - reserved - free where the reservation is reported, else total - free.",
             bytes,
-            &self.mig(|m| m.used_bytes),
+            &self.mig(mig_allocated),
         )?;
         gauges(
             e,
@@ -515,6 +557,7 @@ mod tests {
                 process(20, Some("python3"), 2 * MIB, 0),
             ],
             process_errors: 1,
+            listed: vec![0, 1],
             sources: vec![
                 report(GpuQuerySource::Nvml, SourceState::Answered),
                 report(
@@ -584,6 +627,69 @@ mod tests {
         );
     }
 
+    /// The figure of series `name` with labels starting `{gpu="<gpu>"`, if any.
+    fn figure(text: &str, name: &str, gpu: u32) -> Option<u64> {
+        let head = format!("{name}{{gpu=\"{gpu}\"");
+        text.lines()
+            .find(|l| l.starts_with(&head))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    #[test]
+    fn used_reserved_and_free_add_up_and_hidden_memory_has_its_series() {
+        let mut s = sample();
+        s.mig = vec![
+            MigGpuInstance::builder()
+                .parent_index(0)
+                .gpu_instance_id(Some(3))
+                .total_bytes(Some(100 * MIB))
+                .free_bytes(Some(60 * MIB))
+                .used_bytes(Some(40 * MIB))
+                .reserved_bytes(Some(10 * MIB))
+                .build(),
+        ];
+        let text = render(s.clone(), Duration::from_millis(10), 1, None);
+        let f = |name: &str, gpu| figure(&text, &format!("hypomnesis_gpu_{name}_bytes"), gpu);
+        let (used, reserved, free) = (
+            f("memory_used", 0),
+            f("memory_reserved", 0),
+            f("memory_free", 0),
+        );
+        assert_eq!(
+            used.unwrap() + reserved.unwrap() + free.unwrap(),
+            f("memory_total", 0).unwrap(),
+            "{text}"
+        );
+        assert_eq!(
+            f("memory_used", 1),
+            Some(400 * MIB),
+            "no reservation: total - free"
+        );
+        assert_eq!(f("mig_memory_used", 0), Some(30 * MIB), "100 - 10 - 60");
+        // 395 MiB allocated on GPU 0, 102 MiB in listed processes: 293 MiB not visible.
+        assert_eq!(f("memory_not_visible", 0), Some(293 * MIB));
+        assert_eq!(
+            f("memory_not_visible", 1),
+            None,
+            "no reservation figure: unknown"
+        );
+        // Within the driver's overhead allowance: 0, not a hidden process.
+        s.processes.push(process(30, Some("x"), 290 * MIB, 0));
+        let text = render(s.clone(), Duration::from_millis(10), 1, None);
+        assert_eq!(
+            figure(&text, "hypomnesis_gpu_memory_not_visible_bytes", 0),
+            Some(0)
+        );
+        // Process list not read, or MIG mode: unknown.
+        s.listed = vec![1];
+        let text = render(s.clone(), Duration::from_millis(10), 1, None);
+        assert!(!text.contains("not_visible_bytes{"), "{text}");
+        s.listed = vec![0, 1];
+        s.devices[0].mig_enabled = Some(true);
+        let text = render(s, Duration::from_millis(10), 1, None);
+        assert!(!text.contains("not_visible_bytes{"), "{text}");
+    }
+
     #[test]
     fn exposition_is_exact_and_stable() {
         let text = render(sample(), Duration::from_millis(1500), 4, None);
@@ -599,15 +705,19 @@ hypomnesis_gpu_memory_total_bytes{{gpu="1",name="",uuid="",vendor=""}} 104857600
 # UNIT hypomnesis_gpu_memory_free_bytes bytes
 hypomnesis_gpu_memory_free_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 629145600
 hypomnesis_gpu_memory_free_bytes{{gpu="1",name="",uuid="",vendor=""}} 629145600
-# HELP hypomnesis_gpu_memory_used_bytes Total minus free memory of the GPU (includes the driver reservation).
+# HELP hypomnesis_gpu_memory_used_bytes Memory of the GPU taken by allocations: total - reserved - free where the driver reports the reservation (as DCGM's FB_USED and nvidia-smi's memory.used), else total - free; used + reserved + free = total.
 # TYPE hypomnesis_gpu_memory_used_bytes gauge
 # UNIT hypomnesis_gpu_memory_used_bytes bytes
-hypomnesis_gpu_memory_used_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 419430400
+hypomnesis_gpu_memory_used_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 414187520
 hypomnesis_gpu_memory_used_bytes{{gpu="1",name="",uuid="",vendor=""}} 419430400
 # HELP hypomnesis_gpu_memory_reserved_bytes Driver/firmware reservation, part of total; absent when the driver does not report it.
 # TYPE hypomnesis_gpu_memory_reserved_bytes gauge
 # UNIT hypomnesis_gpu_memory_reserved_bytes bytes
 hypomnesis_gpu_memory_reserved_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 5242880
+# HELP hypomnesis_gpu_memory_not_visible_bytes Allocated memory of the GPU that no process this exporter can see accounts for, beyond the driver's own overhead per process (processes of other PID namespaces or users); 0 when all is accounted for, absent when unknown (no reservation figure, the process list not read, MIG mode).
+# TYPE hypomnesis_gpu_memory_not_visible_bytes gauge
+# UNIT hypomnesis_gpu_memory_not_visible_bytes bytes
+hypomnesis_gpu_memory_not_visible_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 307232768
 # HELP hypomnesis_gpu_process_memory_bytes GPU memory a process holds on a GPU.
 # TYPE hypomnesis_gpu_process_memory_bytes gauge
 # UNIT hypomnesis_gpu_process_memory_bytes bytes

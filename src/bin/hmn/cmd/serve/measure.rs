@@ -35,7 +35,10 @@ pub fn sample_of(frame: Frame) -> Sample {
             None => s.unreadable.push((i, hypomnesis::ErrorKind::Other)),
         }
         match d.processes {
-            Some(Ok(list)) => s.processes.extend(list),
+            Some(Ok(list)) => {
+                s.processes.extend(list);
+                s.listed.push(i);
+            }
             _ => s.process_errors += 1,
         }
         s.mig.extend(d.mig.unwrap_or_default());
