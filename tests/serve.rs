@@ -393,16 +393,14 @@ fn metrics_carry_the_scenario() {
         Some("1".into()),
         "{t}"
     );
+    // Sources this host does not have (no nvidia-smi on PATH, no AMD/Intel card): no series,
+    // so `up == 0` alerts only on a source that is there and fails.
     assert_eq!(
         value(t, r#"hypomnesis_up{source="nvidia-smi"}"#),
-        Some("0".into()),
+        None,
         "{t}"
     );
-    assert_eq!(
-        value(t, r#"hypomnesis_up{source="drm"}"#),
-        Some("0".into()),
-        "{t}"
-    );
+    assert_eq!(value(t, r#"hypomnesis_up{source="drm"}"#), None, "{t}");
     assert!(
         value(t, "hypomnesis_scrape_duration_seconds").is_some(),
         "{t}"
@@ -447,6 +445,34 @@ fn head_gets_the_headers_only() {
     );
     assert_eq!(head.status, 200);
     assert_eq!(head.body, "");
+}
+
+/// A node whose driver fails entirely (NVML present, its init refused) is not healthy: the
+/// source's `up` is 0 and the scrape is not a success, though no GPU could be counted.
+#[test]
+fn a_node_whose_driver_fails_is_not_a_successful_scrape() {
+    let server = Server::start(
+        FakeVariant::Modern,
+        &format!(
+            r#"{{"devices": [{}], "fail": [{{"function": "nvmlInit_v2", "code": 9}}]}}"#,
+            h200("")
+        ),
+        &[],
+    );
+    let t = server.get("/metrics").body;
+    assert_eq!(
+        value(&t, r#"hypomnesis_up{source="nvml"}"#),
+        Some("0".into()),
+        "{t}"
+    );
+    assert_eq!(
+        value(&t, "hypomnesis_scrape_success"),
+        Some("0".into()),
+        "{t}"
+    );
+    assert!(!has_series(&t, "hypomnesis_gpu_memory_total_bytes"), "{t}");
+    // The GPUs could not be counted: no count series (an alert on its absence fires too).
+    assert_eq!(value(&t, "hypomnesis_gpu_devices"), None, "{t}");
 }
 
 #[test]

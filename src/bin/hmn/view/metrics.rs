@@ -53,16 +53,27 @@ impl Sample {
                 && self.unreadable.is_empty())
     }
 
-    /// Devices counted and every one of them read (a host without any GPU source counts as
-    /// read: there is nothing to measure; a device whose driver publishes no memory figures at
-    /// all is a limit of the host, not a failure).
+    /// Devices counted, every one of them read, and every source this host has answering (a
+    /// host without any GPU source counts as read: there is nothing to measure; a device whose
+    /// driver publishes no memory figures at all is a limit of the host, not a failure; a
+    /// present source that fails is one, even when another source counted the GPUs).
     pub fn success(&self) -> bool {
         self.counted.is_some()
             && self
                 .unreadable
                 .iter()
                 .all(|(_, kind)| *kind == ErrorKind::NotSupported)
+            && self
+                .sources
+                .iter()
+                .filter(|r| present(r))
+                .all(|r| self.source_up(r))
     }
+}
+
+/// Whether a source exists on this host (it may still fail); one that does not has no `up`.
+fn present(r: &SourceReport) -> bool {
+    !matches!(r.state, SourceState::Absent(_))
 }
 
 /// The label value of an error kind: its JSON name (`gpu_lost`, `no_permission`, …).
@@ -453,6 +464,7 @@ impl Exposition {
             .sample
             .sources
             .iter()
+            .filter(|r| present(r))
             .map(|r| {
                 (
                     [("source", r.source.as_str().to_string())],
@@ -463,7 +475,7 @@ impl Exposition {
         gauges(
             e,
             "up",
-            "Whether the GPU source answered at the last measurement (1) or not (0).",
+            "Whether a GPU source this host has answered at the last measurement (1) or not (0); a source the host does not have has no series.",
             None,
             &up,
         )?;
@@ -471,7 +483,7 @@ impl Exposition {
         single(
             e,
             "scrape_success",
-            "Whether the last measurement counted the GPUs and read every one (1) or not (0, also while a newer one is stalled).",
+            "Whether the last measurement counted the GPUs, read every one, and every GPU source this host has answered (1) or not (0, also while a newer one is stalled).",
             None,
             i64::from(self.sample.success() && self.stalled.is_none()),
         )?;
@@ -723,10 +735,9 @@ hypomnesis_gpu_memory_not_visible_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0"
 # UNIT hypomnesis_gpu_process_memory_bytes bytes
 hypomnesis_gpu_process_memory_bytes{{gpu="0",pid="20",name="python3"}} 106954752
 hypomnesis_gpu_process_memory_bytes{{gpu="1",pid="7",name=""}} 1048576
-# HELP hypomnesis_up Whether the GPU source answered at the last measurement (1) or not (0).
+# HELP hypomnesis_up Whether a GPU source this host has answered at the last measurement (1) or not (0); a source the host does not have has no series.
 # TYPE hypomnesis_up gauge
 hypomnesis_up{{source="nvml"}} 1
-hypomnesis_up{{source="nvidia-smi"}} 0
 hypomnesis_up{{source="drm"}} 0
 # HELP hypomnesis_gpu_devices GPUs counted at the last measurement.
 # TYPE hypomnesis_gpu_devices gauge
@@ -740,7 +751,7 @@ hypomnesis_gpu_unreadable{{gpu="2",kind="gpu_lost"}} 1
 # HELP hypomnesis_gpu_process_read_errors Counted GPUs whose process list could not be read at the last measurement.
 # TYPE hypomnesis_gpu_process_read_errors gauge
 hypomnesis_gpu_process_read_errors 1
-# HELP hypomnesis_scrape_success Whether the last measurement counted the GPUs and read every one (1) or not (0, also while a newer one is stalled).
+# HELP hypomnesis_scrape_success Whether the last measurement counted the GPUs, read every one, and every GPU source this host has answered (1) or not (0, also while a newer one is stalled).
 # TYPE hypomnesis_scrape_success gauge
 hypomnesis_scrape_success 0
 # HELP hypomnesis_measurement_stalled_seconds How long the measurement in progress has run without finishing (a blocked driver call); 0 when none is stalled. While it is not 0 the figures are those of the last measurement that finished.
@@ -768,7 +779,35 @@ hypomnesis_build_info{{version="{version}"}} 1
     fn success_and_failure() {
         let mut s = sample();
         s.unreadable = vec![(2, ErrorKind::NotSupported)];
-        assert!(s.success());
+        // DRM is present and failing: not a success, even though NVML read every GPU.
+        assert!(!s.success());
+        s.sources[2] = report(GpuQuerySource::Drm, SourceState::Absent("no card".into()));
+        assert!(s.success(), "absent sources are no failure");
+        let text = render(s.clone(), Duration::ZERO, 1, None);
+        assert!(
+            !text.contains(r#"hypomnesis_up{source="drm"}"#),
+            "absent: no series"
+        );
+        assert!(
+            !text.contains(r#"hypomnesis_up{source="nvidia-smi"}"#),
+            "{text}"
+        );
+        // A node whose only driver fails entirely (no GPU counted) is not healthy.
+        let broken = Sample {
+            counted: Some(0),
+            sources: vec![report(
+                GpuQuerySource::Nvml,
+                SourceState::Failed("mismatch".into()),
+            )],
+            ..Sample::default()
+        };
+        assert!(!broken.success());
+        let text = render(broken, Duration::ZERO, 1, None);
+        assert!(text.contains("\nhypomnesis_scrape_success 0\n"), "{text}");
+        assert!(
+            text.contains("\nhypomnesis_up{source=\"nvml\"} 0\n"),
+            "{text}"
+        );
         let text = render(s, Duration::ZERO, 1, None);
         assert!(text.contains("\nhypomnesis_scrape_success 1\n"), "{text}");
         assert!(
