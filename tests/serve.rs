@@ -236,8 +236,18 @@ fn h200(extra: &str) -> String {
     )
 }
 
-const H200_LABELS: &str =
-    r#"gpu="0",name="NVIDIA H200",uuid="GPU-11111111-2222-3333-4444-555555555555",vendor="nvidia""#;
+const H200_LABELS: &str = r#"gpu="0",uuid="GPU-11111111-2222-3333-4444-555555555555""#;
+const H200_UUID: &str = "GPU-11111111-2222-3333-4444-555555555555";
+
+/// The value of the one `name{…}` series whose labels begin with `head` (the labels after it,
+/// such as a process's container, depend on where the tests run).
+fn value_starting(text: &str, name: &str, head: &str) -> Option<String> {
+    let prefix = format!("{name}{{{head}");
+    let mut found = text.lines().filter(|l| l.starts_with(&prefix));
+    let line = found.next()?;
+    assert!(found.next().is_none(), "more than one {prefix}…:\n{text}");
+    line.rsplit(' ').next().map(String::from)
+}
 
 /// Processes with chosen names (copies of `sleep`, whose file name becomes their `comm`),
 /// killed when dropped.
@@ -358,34 +368,51 @@ fn metrics_carry_the_scenario() {
         Some("0".into()),
         "{t}"
     );
-    let python = named.pid(0);
-    assert_eq!(
-        value(
+    // Process series: the GPU's index and uuid, the pid, the process's name as `process` and
+    // its owner as `user` (then its container where the tests run in one).
+    let process = |pid: u32, rest: &str| {
+        value_starting(
             t,
-            &format!(
-                r#"hypomnesis_gpu_process_memory_bytes{{gpu="0",pid="{python}",name="python3"}}"#
-            )
-        ),
+            "hypomnesis_gpu_process_memory_bytes",
+            &format!(r#"gpu="0",uuid="{H200_UUID}",pid="{pid}"{rest}"#),
+        )
+    };
+    let me = hypomnesis::process_context(std::process::id())
+        .user
+        .unwrap();
+    assert_eq!(
+        process(named.pid(0), &format!(r#",process="python3",user="{me}""#)),
         Some((2 * GIB).to_string()),
         "{t}"
     );
     assert_eq!(
-        value(
-            t,
-            &format!(
-                r#"hypomnesis_gpu_process_memory_bytes{{gpu="0",pid="{}",name="say \"hi\""}}"#,
-                named.pid(1)
-            )
+        process(
+            named.pid(1),
+            &format!(r#",process="say \"hi\"",user="{me}""#)
         ),
         Some((512 * MIB).to_string()),
         "{t}"
     );
+    // Outside this PID namespace: no name, no owner, and no empty labels for them.
     assert_eq!(
         value(
             t,
-            &format!(r#"hypomnesis_gpu_process_memory_bytes{{gpu="0",pid="{GHOST}",name=""}}"#)
+            &format!(
+                r#"hypomnesis_gpu_process_memory_bytes{{gpu="0",uuid="{H200_UUID}",pid="{GHOST}"}}"#
+            )
         ),
         Some(GIB.to_string()),
+        "{t}"
+    );
+    assert!(!t.contains(r#"="""#), "no empty label values: {t}");
+    assert_eq!(
+        value(
+            t,
+            &format!(
+                r#"hypomnesis_gpu_info{{gpu="0",uuid="{H200_UUID}",model="NVIDIA H200",pci_bus_id="00000000:01:00.0",driver="590.48.01",vendor="nvidia",source="nvml"}}"#
+            )
+        ),
+        Some("1".into()),
         "{t}"
     );
     assert_eq!(

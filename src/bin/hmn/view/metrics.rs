@@ -7,7 +7,8 @@ use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use hypomnesis::{
-    ErrorKind, GpuDeviceInfo, GpuProcessEntry, GpuVendor, MigGpuInstance, SourceReport, SourceState,
+    ErrorKind, GpuDeviceInfo, GpuProcessEntry, GpuVendor, MigGpuInstance, ProcessContext,
+    SourceReport, SourceState,
 };
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -31,6 +32,8 @@ pub struct Sample {
     pub process_errors: u32,
     /// The devices whose process lists were read (what "not visible from here" needs).
     pub listed: Vec<u32>,
+    /// The owner and container of the listed processes, by pid (where readable).
+    pub contexts: BTreeMap<u32, ProcessContext>,
     /// What each GPU source said about itself.
     pub sources: Vec<SourceReport>,
     /// MIG GPU instances of the devices in MIG mode (memory counted once per GPU instance).
@@ -195,16 +198,24 @@ struct Exposition {
 
 type Labels<const N: usize> = [(&'static str, String); N];
 
+/// Labels whose empty values are left out (an unknown uuid is no `uuid=""`).
+type Known = Vec<(&'static str, String)>;
+
+/// `labels` without those whose value is empty.
+fn known(labels: impl IntoIterator<Item = (&'static str, String)>) -> Known {
+    labels.into_iter().filter(|(_, v)| !v.is_empty()).collect()
+}
+
 /// Encodes one gauge family; a family without series is left out.
-fn gauges<const N: usize, V>(
+fn gauges<L, V>(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
     unit: Option<&Unit>,
-    series: &[(Labels<N>, V)],
+    series: &[(L, V)],
 ) -> fmt::Result
 where
-    Labels<N>: EncodeLabelSet,
+    L: EncodeLabelSet,
     V: prometheus_client::encoding::EncodeGaugeValue + Copy,
 {
     if series.is_empty() {
@@ -229,20 +240,63 @@ fn single<V: prometheus_client::encoding::EncodeGaugeValue>(
 }
 
 impl Exposition {
-    fn device_labels(d: &GpuDeviceInfo) -> Labels<4> {
-        [
+    /// The labels of a device's memory series: its index and, when known, its UUID (the
+    /// model, PCI address, driver and vendor are on `hypomnesis_gpu_info`, to join on).
+    fn device_labels(d: &GpuDeviceInfo) -> Known {
+        known([
             ("gpu", d.index.to_string()),
-            ("name", label_value(d.name.as_deref().unwrap_or_default())),
             ("uuid", label_value(d.uuid.as_deref().unwrap_or_default())),
-            (
-                "vendor",
-                d.vendor.map(GpuVendor::as_str).unwrap_or_default().into(),
-            ),
-        ]
+        ])
+    }
+
+    /// One `hypomnesis_gpu_info` series per device: what it is, as labels (empty ones left out).
+    fn info(&self) -> Vec<(Known, i64)> {
+        self.sample
+            .devices
+            .iter()
+            .map(|d| {
+                let mig = match d.mig_enabled {
+                    Some(true) => "enabled",
+                    Some(false) => "disabled",
+                    None => "",
+                };
+                let labels = known([
+                    ("gpu", d.index.to_string()),
+                    ("uuid", label_value(d.uuid.as_deref().unwrap_or_default())),
+                    ("model", label_value(d.name.as_deref().unwrap_or_default())),
+                    (
+                        "pci_bus_id",
+                        label_value(d.pci_bus_id.as_deref().unwrap_or_default()),
+                    ),
+                    (
+                        "driver",
+                        label_value(d.driver_version.as_deref().unwrap_or_default()),
+                    ),
+                    (
+                        "vendor",
+                        d.vendor.map(GpuVendor::as_str).unwrap_or_default().into(),
+                    ),
+                    ("source", d.source.as_str().to_string()),
+                    ("mig_mode", mig.to_string()),
+                ]);
+                (labels, 1)
+            })
+            .collect()
+    }
+
+    /// The UUID of device `index`, when it was read and has one.
+    fn uuid_of(&self, index: u32) -> String {
+        self.sample
+            .devices
+            .iter()
+            .find(|d| d.index == index)
+            .and_then(|d| d.uuid.as_deref())
+            .map(label_value)
+            .unwrap_or_default()
     }
 
     /// Per-device series of one figure, skipping devices where it is unknown.
-    fn devices(&self, figure: impl Fn(&GpuDeviceInfo) -> Option<u64>) -> Vec<(Labels<4>, i64)> {
+    fn devices(&self, figure: impl Fn(&GpuDeviceInfo) -> Option<u64>) -> Vec<(Known, i64)> {
         self.sample
             .devices
             .iter()
@@ -299,8 +353,10 @@ impl Exposition {
         )
     }
 
-    /// One series per (device, pid); rows of the same pair add up.
-    fn processes(&self) -> Vec<(Labels<3>, i64)> {
+    /// One series per (device, pid); rows of the same pair add up. Labels: the GPU's index and
+    /// UUID, the pid, and the process's short name as `process` (not `name`, which would
+    /// collide with a GPU's in a join); empty ones left out.
+    fn processes(&self) -> Vec<(Known, i64)> {
         let mut rows: BTreeMap<(u32, u32), (u64, &str)> = BTreeMap::new();
         for p in &self.sample.processes {
             let row = rows
@@ -310,14 +366,29 @@ impl Exposition {
         }
         rows.into_iter()
             .map(|((gpu, pid), (used, name))| {
-                (
-                    [
-                        ("gpu", gpu.to_string()),
-                        ("pid", pid.to_string()),
-                        ("name", label_value(name)),
-                    ],
-                    gauge(used),
-                )
+                let ctx = self.sample.contexts.get(&pid);
+                let container = ctx.and_then(|c| c.container.as_ref());
+                let labels = known([
+                    ("gpu", gpu.to_string()),
+                    ("uuid", self.uuid_of(gpu)),
+                    ("pid", pid.to_string()),
+                    ("process", label_value(name)),
+                    (
+                        "user",
+                        label_value(ctx.and_then(|c| c.user.as_deref()).unwrap_or_default()),
+                    ),
+                    (
+                        "container",
+                        container.map(|c| c.id.clone()).unwrap_or_default(),
+                    ),
+                    (
+                        "pod",
+                        container
+                            .and_then(|c| c.pod_uid.clone())
+                            .unwrap_or_default(),
+                    ),
+                ]);
+                (labels, gauge(used))
             })
             .collect()
     }
@@ -345,6 +416,13 @@ impl Exposition {
     /// The devices' and processes' memory.
     fn encode_memory(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
         let bytes = Some(&Unit::Bytes);
+        gauges(
+            e,
+            "gpu_info",
+            "One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source and MIG mode as labels (unknown ones left out), to join on `gpu` or `uuid`.",
+            None,
+            &self.info(),
+        )?;
         gauges(
             e,
             "gpu_memory_total",
@@ -554,6 +632,19 @@ mod tests {
         SourceReport::builder().source(source).state(state).build()
     }
 
+    const CONTAINER: &str = "9e8d7c6b5a4938271605f4e3d2c1b0a99e8d7c6b5a4938271605f4e3d2c1b0a9";
+    const POD: &str = "6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d";
+
+    fn alice_in_a_pod() -> ProcessContext {
+        let mut c = ProcessContext::default();
+        c.user = Some("alice".into());
+        c.container = hypomnesis::parse_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{}.slice/cri-containerd-{CONTAINER}.scope\n",
+            POD.replace('-', "_")
+        ));
+        c
+    }
+
     fn sample() -> Sample {
         let mut bare = device(1, None);
         bare.name = None;
@@ -570,6 +661,7 @@ mod tests {
             ],
             process_errors: 1,
             listed: vec![0, 1],
+            contexts: [(20, alice_in_a_pod())].into_iter().collect(),
             sources: vec![
                 report(GpuQuerySource::Nvml, SourceState::Answered),
                 report(
@@ -707,34 +799,38 @@ mod tests {
         let text = render(sample(), Duration::from_millis(1500), 4, None);
         let version = env!("CARGO_PKG_VERSION");
         let expected = format!(
-            r#"# HELP hypomnesis_gpu_memory_total_bytes Total memory of the GPU as its driver reports it.
+            r#"# HELP hypomnesis_gpu_info One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source and MIG mode as labels (unknown ones left out), to join on `gpu` or `uuid`.
+# TYPE hypomnesis_gpu_info gauge
+hypomnesis_gpu_info{{gpu="0",uuid="GPU-0",model="NVIDIA H200",vendor="nvidia",source="nvml"}} 1
+hypomnesis_gpu_info{{gpu="1",source="nvml"}} 1
+# HELP hypomnesis_gpu_memory_total_bytes Total memory of the GPU as its driver reports it.
 # TYPE hypomnesis_gpu_memory_total_bytes gauge
 # UNIT hypomnesis_gpu_memory_total_bytes bytes
-hypomnesis_gpu_memory_total_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 1048576000
-hypomnesis_gpu_memory_total_bytes{{gpu="1",name="",uuid="",vendor=""}} 1048576000
+hypomnesis_gpu_memory_total_bytes{{gpu="0",uuid="GPU-0"}} 1048576000
+hypomnesis_gpu_memory_total_bytes{{gpu="1"}} 1048576000
 # HELP hypomnesis_gpu_memory_free_bytes Memory of the GPU that new allocations can still get.
 # TYPE hypomnesis_gpu_memory_free_bytes gauge
 # UNIT hypomnesis_gpu_memory_free_bytes bytes
-hypomnesis_gpu_memory_free_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 629145600
-hypomnesis_gpu_memory_free_bytes{{gpu="1",name="",uuid="",vendor=""}} 629145600
+hypomnesis_gpu_memory_free_bytes{{gpu="0",uuid="GPU-0"}} 629145600
+hypomnesis_gpu_memory_free_bytes{{gpu="1"}} 629145600
 # HELP hypomnesis_gpu_memory_used_bytes Memory of the GPU taken by allocations: total - reserved - free where the driver reports the reservation (as DCGM's FB_USED and nvidia-smi's memory.used), else total - free; used + reserved + free = total.
 # TYPE hypomnesis_gpu_memory_used_bytes gauge
 # UNIT hypomnesis_gpu_memory_used_bytes bytes
-hypomnesis_gpu_memory_used_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 414187520
-hypomnesis_gpu_memory_used_bytes{{gpu="1",name="",uuid="",vendor=""}} 419430400
+hypomnesis_gpu_memory_used_bytes{{gpu="0",uuid="GPU-0"}} 414187520
+hypomnesis_gpu_memory_used_bytes{{gpu="1"}} 419430400
 # HELP hypomnesis_gpu_memory_reserved_bytes Driver/firmware reservation, part of total; absent when the driver does not report it.
 # TYPE hypomnesis_gpu_memory_reserved_bytes gauge
 # UNIT hypomnesis_gpu_memory_reserved_bytes bytes
-hypomnesis_gpu_memory_reserved_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 5242880
+hypomnesis_gpu_memory_reserved_bytes{{gpu="0",uuid="GPU-0"}} 5242880
 # HELP hypomnesis_gpu_memory_not_visible_bytes Allocated memory of the GPU that no process this exporter can see accounts for, beyond the driver's own overhead per process (processes of other PID namespaces or users); 0 when all is accounted for, absent when unknown (no reservation figure, the process list not read, MIG mode).
 # TYPE hypomnesis_gpu_memory_not_visible_bytes gauge
 # UNIT hypomnesis_gpu_memory_not_visible_bytes bytes
-hypomnesis_gpu_memory_not_visible_bytes{{gpu="0",name="NVIDIA H200",uuid="GPU-0",vendor="nvidia"}} 307232768
+hypomnesis_gpu_memory_not_visible_bytes{{gpu="0",uuid="GPU-0"}} 307232768
 # HELP hypomnesis_gpu_process_memory_bytes GPU memory a process holds on a GPU.
 # TYPE hypomnesis_gpu_process_memory_bytes gauge
 # UNIT hypomnesis_gpu_process_memory_bytes bytes
-hypomnesis_gpu_process_memory_bytes{{gpu="0",pid="20",name="python3"}} 106954752
-hypomnesis_gpu_process_memory_bytes{{gpu="1",pid="7",name=""}} 1048576
+hypomnesis_gpu_process_memory_bytes{{gpu="0",uuid="GPU-0",pid="20",process="python3",user="alice",container="9e8d7c6b5a4938271605f4e3d2c1b0a99e8d7c6b5a4938271605f4e3d2c1b0a9",pod="6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d"}} 106954752
+hypomnesis_gpu_process_memory_bytes{{gpu="1",pid="7"}} 1048576
 # HELP hypomnesis_up Whether a GPU source this host has answered at the last measurement (1) or not (0); a source the host does not have has no series.
 # TYPE hypomnesis_up gauge
 hypomnesis_up{{source="nvml"}} 1
@@ -854,9 +950,9 @@ hypomnesis_build_info{{version="{version}"}} 1
         );
         assert!(
             text.starts_with(
-                "# HELP hypomnesis_gpu_memory_total_bytes Total memory of the GPU as its driver reports it.\n\
-                 # TYPE hypomnesis_gpu_memory_total_bytes gauge\n\
-                 hypomnesis_gpu_memory_total_bytes{gpu=\"0\""
+                "# HELP hypomnesis_gpu_info One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source and MIG mode as labels (unknown ones left out), to join on `gpu` or `uuid`.\n\
+                 # TYPE hypomnesis_gpu_info gauge\n\
+                 hypomnesis_gpu_info{gpu=\"0\""
             ),
             "{text}"
         );
@@ -887,7 +983,7 @@ hypomnesis_build_info{{version="{version}"}} 1
         let text = render(s, Duration::ZERO, 1, None);
         assert!(
             text.contains(
-                "hypomnesis_gpu_process_memory_bytes{gpu=\"0\",pid=\"9\",name=\"evil\\\"} 1\\nfake_metric 2\"} 1048576\n"
+                "hypomnesis_gpu_process_memory_bytes{gpu=\"0\",pid=\"9\",process=\"evil\\\"} 1\\nfake_metric 2\"} 1048576\n"
             ),
             "{text}"
         );
