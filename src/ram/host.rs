@@ -43,6 +43,10 @@ pub fn host_memory() -> Result<HostMemory> {
         let path = crate::roots::procfs()?.join("meminfo");
         let text = std::fs::read_to_string(&path).map_err(|e| crate::error::io_at(&path, &e))?;
         super::parse::meminfo(&text)
+            .map(|(total_bytes, available_bytes)| HostMemory {
+                total_bytes,
+                available_bytes,
+            })
             .map_err(|why| HypomnesisError::Ram(format!("{}: {why}", path.display())))
     }
     #[cfg(windows)]

@@ -16,9 +16,9 @@ pub fn statm_resident_bytes(text: &str, page_size: u64) -> Result<u64, String> {
         .ok_or_else(|| format!("statm resident pages {pages} x page size {page_size} overflows"))
 }
 
-/// The host's RAM from the text of `/proc/meminfo`: `MemTotal` (required) and `MemAvailable`
-/// (kernels before 3.14 lack it: `None`), both in kB.
-pub fn meminfo(text: &str) -> Result<super::host::HostMemory, String> {
+/// The host's RAM from the text of `/proc/meminfo`: `(MemTotal, MemAvailable)` in bytes, the
+/// total required, the available `None` on kernels before 3.14, which lack it (both in kB).
+pub fn meminfo(text: &str) -> Result<(u64, Option<u64>), String> {
     let field = |name: &str| -> Result<Option<u64>, String> {
         let Some(line) = text.lines().find_map(|l| l.strip_prefix(name)) else {
             return Ok(None);
@@ -44,10 +44,7 @@ pub fn meminfo(text: &str) -> Result<super::host::HostMemory, String> {
             "MemAvailable {available:?} is larger than MemTotal {total}"
         ));
     }
-    Ok(super::host::HostMemory {
-        total_bytes: total,
-        available_bytes: available,
-    })
+    Ok((total, available))
 }
 
 /// Resident bytes from the text of `/proc/<pid>/status`: the `VmRSS:` line, in kB.
@@ -88,15 +85,12 @@ mod tests {
     #[test]
     fn meminfo_total_and_available() {
         let text = "MemTotal:       24570768 kB\nMemFree:         1094528 kB\nMemAvailable:   18315460 kB\n";
-        let m = meminfo(text).unwrap_or_else(|e| unreachable!("{e}"));
-        assert_eq!(m.total_bytes, 24_570_768 * 1024);
-        assert_eq!(m.available_bytes, Some(18_315_460 * 1024));
-        let old = meminfo("MemTotal: 1000 kB\nMemFree: 10 kB\n");
         assert_eq!(
-            old.map(|m| m.available_bytes),
-            Ok(None),
-            "kernels before 3.14"
+            meminfo(text),
+            Ok((24_570_768 * 1024, Some(18_315_460 * 1024)))
         );
+        let old = meminfo("MemTotal: 1000 kB\nMemFree: 10 kB\n");
+        assert_eq!(old, Ok((1_024_000, None)), "kernels before 3.14");
         assert!(
             meminfo("MemFree: 10 kB\n")
                 .unwrap_err()
@@ -118,7 +112,7 @@ mod tests {
         let more = "MemTotal: 10 kB\nMemAvailable: 11 kB\n";
         assert!(meminfo(more).unwrap_err().contains("larger"));
         let equal = "MemTotal: 10 kB\nMemAvailable: 10 kB\n";
-        assert_eq!(meminfo(equal).map(|m| m.available_bytes), Ok(Some(10_240)));
+        assert_eq!(meminfo(equal), Ok((10_240, Some(10_240))));
     }
 
     #[test]
