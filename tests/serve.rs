@@ -474,6 +474,53 @@ fn head_gets_the_headers_only() {
     assert_eq!(head.body, "");
 }
 
+/// `--max-process-series`: the largest holders only, and how many were left out.
+#[test]
+fn process_series_are_capped() {
+    let scenario = format!(
+        r#"{{"devices": [{}]}}"#,
+        h200(&format!(
+            r#", "compute_processes": [{{"pid": {GHOST}, "used": {GIB}}}, {{"pid": {}, "used": {MIB}}}]"#,
+            GHOST + 1
+        ))
+    );
+    let server = Server::start(
+        FakeVariant::Modern,
+        &scenario,
+        &["--max-process-series", "1"],
+    );
+    let t = server.get("/metrics").body;
+    let series: Vec<&str> = t
+        .lines()
+        .filter(|l| l.starts_with("hypomnesis_gpu_process_memory_bytes{"))
+        .collect();
+    assert_eq!(series.len(), 1, "{t}");
+    assert!(
+        series[0].contains(&format!(r#"pid="{GHOST}""#)),
+        "the 1 GiB holder: {t}"
+    );
+    assert_eq!(
+        value(&t, "hypomnesis_gpu_process_series_dropped"),
+        Some("1".into()),
+        "{t}"
+    );
+    let off = Server::start(
+        FakeVariant::Modern,
+        &scenario,
+        &["--max-process-series", "0"],
+    );
+    let t = off.get("/metrics").body;
+    assert!(
+        !has_series(&t, "hypomnesis_gpu_process_memory_bytes"),
+        "{t}"
+    );
+    assert_eq!(
+        value(&t, "hypomnesis_gpu_process_series_dropped"),
+        Some("2".into()),
+        "{t}"
+    );
+}
+
 /// A node whose driver fails entirely (NVML present, its init refused) is not healthy: the
 /// source's `up` is 0 and the scrape is not a success, though no GPU could be counted.
 #[test]

@@ -53,6 +53,10 @@ pub struct ServeArgs {
     /// processes using them (pid and name): anyone who can reach the address can read them.
     #[arg(long)]
     pub allow_remote: bool,
+    /// The most per-process series a scrape carries, the largest holders first (0: none);
+    /// how many were left out is `hypomnesis_gpu_process_series_dropped`.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub max_process_series: usize,
     #[command(flatten)]
     pub roots: RootArgs,
 }
@@ -117,7 +121,10 @@ async fn serve(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
         }
     };
     let addr = listener.local_addr()?;
-    let app = router(Exporter::new(args.min_interval));
+    let app = router(Exporter::new(
+        args.min_interval,
+        Some(args.max_process_series),
+    ));
     writeln!(err, "hmn: serving metrics on http://{addr}/metrics")?;
     err.flush()?;
     let (signal, all_closed) =
@@ -295,7 +302,7 @@ mod tests {
 
     #[tokio::test]
     async fn scrapes_within_the_interval_share_one_measurement() {
-        let exporter = Exporter::new(Duration::from_secs(3600));
+        let exporter = Exporter::new(Duration::from_secs(3600), None);
         let scrapes: Vec<_> = (0..16)
             .map(|_| {
                 let e = Arc::clone(&exporter);
@@ -313,7 +320,7 @@ mod tests {
             "{text}"
         );
 
-        let quick = Exporter::new(Duration::from_millis(1));
+        let quick = Exporter::new(Duration::from_millis(1), None);
         quick.current().await;
         tokio::time::sleep(Duration::from_millis(5)).await;
         let text = quick.current().await;

@@ -34,6 +34,8 @@ pub struct Sample {
     pub listed: Vec<u32>,
     /// The owner and container of the listed processes, by pid (where readable).
     pub contexts: BTreeMap<u32, ProcessContext>,
+    /// The most per-process series to expose, the largest first (`None`: all; 0: none).
+    pub max_process_series: Option<usize>,
     /// What each GPU source said about itself.
     pub sources: Vec<SourceReport>,
     /// MIG GPU instances of the devices in MIG mode (memory counted once per GPU instance).
@@ -185,6 +187,9 @@ pub fn label_value(raw: &str) -> String {
 fn gauge(bytes: u64) -> i64 {
     i64::try_from(bytes).unwrap_or(i64::MAX)
 }
+
+/// A (device, pid) row of the process series: its memory and the process's short name.
+type ProcessRow<'a> = ((u32, u32), (u64, &'a str));
 
 /// A sample turned into metric families, in a stable order.
 #[derive(Debug)]
@@ -353,10 +358,9 @@ impl Exposition {
         )
     }
 
-    /// One series per (device, pid); rows of the same pair add up. Labels: the GPU's index and
-    /// UUID, the pid, and the process's short name as `process` (not `name`, which would
-    /// collide with a GPU's in a join); empty ones left out.
-    fn processes(&self) -> Vec<(Known, i64)> {
+    /// The (device, pid) rows, their memory added up, the largest first (then by device and
+    /// pid), and how many of them the series cap leaves out.
+    fn process_rows(&self) -> (Vec<ProcessRow<'_>>, usize) {
         let mut rows: BTreeMap<(u32, u32), (u64, &str)> = BTreeMap::new();
         for p in &self.sample.processes {
             let row = rows
@@ -364,6 +368,22 @@ impl Exposition {
                 .or_insert((0, p.name.as_deref().unwrap_or_default()));
             row.0 = row.0.saturating_add(p.used_bytes);
         }
+        let mut rows: Vec<_> = rows.into_iter().collect();
+        let keep = self.sample.max_process_series.unwrap_or(usize::MAX);
+        let dropped = rows.len().saturating_sub(keep);
+        if dropped > 0 {
+            rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
+            rows.truncate(keep);
+            rows.sort_by_key(|r| r.0);
+        }
+        (rows, dropped)
+    }
+
+    /// One series per (device, pid); rows of the same pair add up. Labels: the GPU's index and
+    /// UUID, the pid, and the process's short name as `process` (not `name`, which would
+    /// collide with a GPU's in a join); empty ones left out.
+    fn processes(&self) -> Vec<(Known, i64)> {
+        let (rows, _) = self.process_rows();
         rows.into_iter()
             .map(|((gpu, pid), (used, name))| {
                 let ctx = self.sample.contexts.get(&pid);
@@ -458,6 +478,12 @@ impl Exposition {
             bytes,
             &self.devices(|d| self.not_visible(d)),
         )?;
+        self.encode_mig(e, bytes)?;
+        self.encode_processes(e, bytes)
+    }
+
+    /// The MIG GPU instances' memory.
+    fn encode_mig(&self, e: &mut DescriptorEncoder<'_>, bytes: Option<&Unit>) -> fmt::Result {
         gauges(
             e,
             "gpu_mig_memory_total",
@@ -485,14 +511,28 @@ impl Exposition {
             "Driver reservation of a MIG GPU instance; absent when not reported.",
             bytes,
             &self.mig(|m| m.reserved_bytes),
-        )?;
+        )
+    }
+
+    /// The processes' memory, and how many series the cap left out.
+    fn encode_processes(&self, e: &mut DescriptorEncoder<'_>, bytes: Option<&Unit>) -> fmt::Result {
         gauges(
             e,
             "gpu_process_memory",
             "GPU memory a process holds on a GPU.",
             bytes,
             &self.processes(),
-        )
+        )?;
+        if self.sample.max_process_series.is_some() {
+            single(
+                e,
+                "gpu_process_series_dropped",
+                "Per-process series left out by --max-process-series (the smallest holders).",
+                None,
+                i64::try_from(self.process_rows().1).unwrap_or(i64::MAX),
+            )?;
+        }
+        Ok(())
     }
 
     /// Sources, errors, and the exporter itself.
@@ -662,6 +702,7 @@ mod tests {
             process_errors: 1,
             listed: vec![0, 1],
             contexts: [(20, alice_in_a_pod())].into_iter().collect(),
+            max_process_series: None,
             sources: vec![
                 report(GpuQuerySource::Nvml, SourceState::Answered),
                 report(
@@ -792,6 +833,49 @@ mod tests {
         s.devices[0].mig_enabled = Some(true);
         let text = render(s, Duration::from_millis(10), 1, None);
         assert!(!text.contains("not_visible_bytes{"), "{text}");
+    }
+
+    #[test]
+    fn process_series_are_capped_largest_first_and_can_be_switched_off() {
+        let mut s = sample();
+        s.processes.push(process(30, Some("big"), 900 * MIB, 0));
+        let series = |s: &Sample| {
+            let text = render(s.clone(), Duration::ZERO, 1, None);
+            let pids: Vec<String> = text
+                .lines()
+                .filter(|l| l.starts_with("hypomnesis_gpu_process_memory_bytes{"))
+                .filter_map(|l| {
+                    l.split("pid=\"")
+                        .nth(1)?
+                        .split('"')
+                        .next()
+                        .map(String::from)
+                })
+                .collect();
+            let dropped = text
+                .lines()
+                .find_map(|l| l.strip_prefix("hypomnesis_gpu_process_series_dropped "))
+                .map(String::from);
+            (pids, dropped)
+        };
+        assert_eq!(
+            series(&s),
+            (vec!["20".into(), "30".into(), "7".into()], None)
+        );
+        s.max_process_series = Some(2);
+        assert_eq!(
+            series(&s),
+            (vec!["20".into(), "30".into()], Some("1".into())),
+            "the two largest (900 and 102 MiB) kept, in their order; the 1 MiB one counted"
+        );
+        s.max_process_series = Some(0);
+        assert_eq!(series(&s), (Vec::new(), Some("3".into())), "switched off");
+        // Not-visible memory still counts every listed process, capped series or not.
+        let text = render(s, Duration::ZERO, 1, None);
+        assert!(
+            text.contains("hypomnesis_gpu_memory_not_visible_bytes{gpu=\"0\""),
+            "{text}"
+        );
     }
 
     #[test]

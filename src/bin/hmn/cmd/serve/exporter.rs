@@ -26,6 +26,8 @@ pub struct Exporter {
     finished: watch::Sender<u64>,
     /// How a measurement is made (the real one, or a test's).
     measure: fn() -> Sample,
+    /// The most per-process series an exposition carries (`None`: all).
+    max_process_series: Option<usize>,
 }
 
 #[derive(Debug, Default)]
@@ -44,8 +46,12 @@ struct Last {
 }
 
 impl Exporter {
-    pub fn new(min_interval: Duration) -> Arc<Self> {
-        Self::with(min_interval, SCRAPE_BUDGET, measure::measure)
+    pub fn new(min_interval: Duration, max_process_series: Option<usize>) -> Arc<Self> {
+        let mut e = Self::with(min_interval, SCRAPE_BUDGET, measure::measure);
+        if let Some(this) = Arc::get_mut(&mut e) {
+            this.max_process_series = max_process_series;
+        }
+        e
     }
 
     fn with(min_interval: Duration, budget: Duration, measure: fn() -> Sample) -> Arc<Self> {
@@ -55,6 +61,7 @@ impl Exporter {
             state: Mutex::new(State::default()),
             finished: watch::channel(0).0,
             measure,
+            max_process_series: None,
         })
     }
 
@@ -102,9 +109,10 @@ impl Exporter {
     /// One measurement on the blocking pool; its result becomes the last one.
     async fn measure(self: Arc<Self>) {
         let started = Instant::now();
-        let sample = tokio::task::spawn_blocking(self.measure)
+        let mut sample = tokio::task::spawn_blocking(self.measure)
             .await
             .unwrap_or_else(|_| Sample::failed());
+        sample.max_process_series = self.max_process_series;
         let took = started.elapsed();
         let mut state = self.lock();
         state.measurements += 1;
