@@ -23,6 +23,30 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A server of its own (named after `what` and this test process) with one session, `top`,
+    /// of `width` x 30 cells running `command`.
+    fn start(what: &str, width: u16, command: &[&str]) -> Self {
+        let tmux = Self {
+            socket: format!("hmn-top-{what}-{}", std::process::id()),
+        };
+        let width = width.to_string();
+        let mut args = vec![
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+            "-x",
+            &width,
+            "-y",
+            "30",
+        ];
+        args.extend_from_slice(command);
+        tmux.cmd(&args);
+        tmux
+    }
+
     fn cmd(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .arg("-L")
@@ -167,29 +191,20 @@ fn top_in_a_real_terminal_sorts_filters_quits_and_restores_it() {
 /// on the main screen.
 fn start(scenario: &std::path::Path) -> Tmux {
     let lib = support::fake_nvml(support::FakeVariant::Modern);
-    let tmux = Tmux {
-        socket: format!("hmn-top-test-{}", std::process::id()),
-    };
-    tmux.cmd(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "top",
-        "-x",
-        "120",
-        "-y",
-        "30",
-        "env",
-        "-i",
-        "PS1=$ ",
-        "TERM=xterm-256color",
-        "PATH=/usr/bin:/bin",
-        "bash",
-        "--norc",
-        "--noprofile",
-    ]);
+    let tmux = Tmux::start(
+        "test",
+        120,
+        &[
+            "env",
+            "-i",
+            "PS1=$ ",
+            "TERM=xterm-256color",
+            "PATH=/usr/bin:/bin",
+            "bash",
+            "--norc",
+            "--noprofile",
+        ],
+    );
     let line = format!(
         "echo BEFORE-TOP; HYPOMNESIS_NVML_LIBRARY={} FAKE_NVML_SCENARIO={} HYPOMNESIS_SYSFS={} {} top --interval 200ms; echo TOP-EXIT=$?",
         lib.display(),
@@ -238,9 +253,6 @@ fn a_terminal_that_hangs_up_ends_top() {
         614 * MIB,
         100_000 * MIB,
     ));
-    let tmux = Tmux {
-        socket: format!("hmn-top-hangup-{}", std::process::id()),
-    };
     let lib = support::fake_nvml(support::FakeVariant::Modern);
     let env = [
         format!("HYPOMNESIS_NVML_LIBRARY={}", lib.display()),
@@ -248,22 +260,10 @@ fn a_terminal_that_hangs_up_ends_top() {
         format!("HYPOMNESIS_SYSFS={}", support::empty_dir().display()),
         "TERM=xterm-256color".to_string(),
     ];
-    let mut args = vec![
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "top",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        "env",
-    ];
-    args.extend(env.iter().map(String::as_str));
-    args.extend([env!("CARGO_BIN_EXE_hmn"), "top", "--interval", "200ms"]);
-    tmux.cmd(&args);
+    let mut command = vec!["env"];
+    command.extend(env.iter().map(String::as_str));
+    command.extend([env!("CARGO_BIN_EXE_hmn"), "top", "--interval", "200ms"]);
+    let tmux = Tmux::start("hangup", 100, &command);
     let pid: u32 = tmux
         .cmd(&["display", "-p", "-t", "top", "#{pane_pid}"])
         .trim()

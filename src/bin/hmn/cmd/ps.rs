@@ -6,6 +6,7 @@ use clap::Args;
 use hypomnesis::{ContextParts, GpuDeviceInfo, GpuProcessEntry, HypomnesisError, ProcessContext};
 
 use crate::args::{DeadlineArg, JsonArg, RootArgs};
+use crate::collect::contexts;
 use crate::outcome::Outcome;
 use crate::view::devices::no_gpu_sentence;
 use crate::view::ps::{self as render, Hidden, PsRow, SortKey};
@@ -134,23 +135,14 @@ fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry]) -> Option<Hidden>
 /// process outside this PID namespace has none to read; one mapped from the host's pid is read
 /// under that pid (the procfs root in use is the host's).
 fn with_context(rows: &mut [PsRow], json: bool) {
-    let readable: Vec<(usize, u32)> = rows
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| !r.entry.outside_pid_namespace)
-        .map(|(i, r)| (i, r.entry.host_pid.unwrap_or(r.entry.pid)))
-        .collect();
-    let pids: Vec<u32> = readable.iter().map(|&(_, p)| p).collect();
     // Only what the output shows: the text has no container column and neither has CPU time.
     let mut parts = ContextParts::ALL;
     parts.container = json;
     parts.cpu_time = false;
-    for ((i, _), ctx) in readable
-        .into_iter()
-        .zip(hypomnesis::process_contexts_with(&pids, parts))
-    {
-        if let Some(row) = rows.get_mut(i) {
-            row.ctx = ctx;
+    let read = contexts::read(contexts::readable(rows.iter().map(|r| &r.entry)), parts);
+    for row in rows.iter_mut() {
+        if let Some(ctx) = read.get(&row.entry.pid) {
+            row.ctx.clone_from(ctx);
         }
     }
 }

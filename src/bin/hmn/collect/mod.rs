@@ -1,6 +1,7 @@
 //! Collecting: the one sampler, the pace of its loops, and the command a run starts.
 
 pub mod child;
+pub mod contexts;
 pub mod sampler;
 pub mod stop;
 pub mod ticker;

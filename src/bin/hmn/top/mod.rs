@@ -27,6 +27,7 @@ use hypomnesis::{ContextParts, ProcessContext};
 use ratatui::crossterm::event::{self, Event};
 
 use crate::args::{self, RootArgs};
+use crate::collect::contexts;
 use crate::collect::sampler::{Frame, Sampler, Want};
 use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
@@ -237,28 +238,20 @@ fn host_pids() -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// The context of each of `pids` the frame lists (read under its host pid when the procfs
-/// root in use is a host's; none for a process outside this PID namespace), by listed pid.
+/// The context of each of `pids` the frame lists (see [`contexts::readable`]), and of the
+/// host's processes when the frame follows them (no GPU), by listed pid.
 fn contexts(frame: &Frame, pids: &[u32]) -> BTreeMap<u32, ProcessContext> {
-    let pids: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
-    let mut rows: BTreeMap<u32, u32> = BTreeMap::new();
-    // The host's processes, when the frame follows them (no GPU).
-    for pid in frame.rss.keys().filter(|p| pids.contains(p)) {
-        rows.insert(*pid, *pid);
-    }
-    for d in &frame.devices {
-        for r in d.processes().unwrap_or_default() {
-            if !r.outside_pid_namespace && pids.contains(&r.pid) {
-                rows.insert(r.pid, r.host_pid.unwrap_or(r.pid));
-            }
-        }
-    }
+    let wanted: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
+    let rows = frame
+        .devices
+        .iter()
+        .flat_map(|d| d.processes().unwrap_or_default());
+    let mut read = contexts::readable(rows);
+    read.extend(frame.rss.keys().map(|&p| (p, p)));
+    read.retain(|p, _| wanted.contains(p));
     let mut parts = ContextParts::ALL;
     parts.container = false;
-    let read: Vec<u32> = rows.values().copied().collect();
-    rows.into_keys()
-        .zip(hypomnesis::process_contexts_with(&read, parts))
-        .collect()
+    contexts::read(read, parts)
 }
 
 /// This process's RSS and CPU time (the CPU time only when the procfs root in use is this

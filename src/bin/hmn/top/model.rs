@@ -131,6 +131,21 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// Process `pid` with nothing known of it yet.
+    fn bare(pid: u32) -> Self {
+        Self {
+            pid,
+            user: None,
+            kind: None,
+            gpu: BTreeMap::new(),
+            rss: None,
+            cpu: None,
+            command: None,
+            outside: false,
+            change: Change::Steady,
+        }
+    }
+
     /// Its GPU memory on every device.
     pub fn gpu_total(&self) -> u64 {
         self.gpu.values().fold(0, |a, &b| a.saturating_add(b))
@@ -241,15 +256,9 @@ impl Builder {
         for d in &frame.devices {
             for r in d.processes().unwrap_or_default() {
                 let p = now.entry(r.pid).or_insert_with(|| Proc {
-                    pid: r.pid,
-                    user: None,
-                    kind: None,
-                    gpu: BTreeMap::new(),
-                    rss: None,
-                    cpu: None,
                     command: r.name.clone(),
                     outside: r.outside_pid_namespace,
-                    change: Change::Steady,
+                    ..Proc::bare(r.pid)
                 });
                 p.kind = union(p.kind, r.context);
                 let e = p.gpu.entry(r.device_index).or_insert(0);
@@ -260,15 +269,8 @@ impl Builder {
         for (&pid, &rss) in &frame.rss {
             if let Some(rss) = rss {
                 now.entry(pid).or_insert_with(|| Proc {
-                    pid,
-                    user: None,
-                    kind: None,
-                    gpu: BTreeMap::new(),
                     rss: Some(rss),
-                    cpu: None,
-                    command: None,
-                    outside: false,
-                    change: Change::Steady,
+                    ..Proc::bare(pid)
                 });
             }
         }

@@ -379,11 +379,10 @@ impl Exposition {
         (rows, dropped)
     }
 
-    /// One series per (device, pid); rows of the same pair add up. Labels: the GPU's index and
+    /// One series per (device, pid) row of [`Self::process_rows`]. Labels: the GPU's index and
     /// UUID, the pid, and the process's short name as `process` (not `name`, which would
     /// collide with a GPU's in a join); empty ones left out.
-    fn processes(&self) -> Vec<(Known, i64)> {
-        let (rows, _) = self.process_rows();
+    fn processes(&self, rows: Vec<ProcessRow<'_>>) -> Vec<(Known, i64)> {
         rows.into_iter()
             .map(|((gpu, pid), (used, name))| {
                 let ctx = self.sample.contexts.get(&pid);
@@ -516,12 +515,13 @@ impl Exposition {
 
     /// The processes' memory, and how many series the cap left out.
     fn encode_processes(&self, e: &mut DescriptorEncoder<'_>, bytes: Option<&Unit>) -> fmt::Result {
+        let (rows, dropped) = self.process_rows();
         gauges(
             e,
             "gpu_process_memory",
             "GPU memory a process holds on a GPU.",
             bytes,
-            &self.processes(),
+            &self.processes(rows),
         )?;
         if self.sample.max_process_series.is_some() {
             single(
@@ -529,7 +529,7 @@ impl Exposition {
                 "gpu_process_series_dropped",
                 "Per-process series left out by --max-process-series (the smallest holders).",
                 None,
-                i64::try_from(self.process_rows().1).unwrap_or(i64::MAX),
+                i64::try_from(dropped).unwrap_or(i64::MAX),
             )?;
         }
         Ok(())

@@ -47,20 +47,12 @@ pub fn sample_of(frame: Frame) -> Sample {
     s
 }
 
-/// The owner and container of each listed process (read under its host pid when the procfs
-/// root is a host's; none for a process outside this PID namespace).
+/// The owner and container of each listed process.
 fn contexts(
     processes: &[hypomnesis::GpuProcessEntry],
 ) -> std::collections::BTreeMap<u32, hypomnesis::ProcessContext> {
-    let mut pids = std::collections::BTreeMap::new();
-    for p in processes.iter().filter(|p| !p.outside_pid_namespace) {
-        pids.insert(p.pid, p.host_pid.unwrap_or(p.pid));
-    }
     let mut parts = hypomnesis::ContextParts::NONE;
     parts.user = true;
     parts.container = true;
-    let read: Vec<u32> = pids.values().copied().collect();
-    pids.into_keys()
-        .zip(hypomnesis::process_contexts_with(&read, parts))
-        .collect()
+    crate::collect::contexts::read(crate::collect::contexts::readable(processes), parts)
 }
