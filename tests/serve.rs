@@ -13,218 +13,24 @@
     clippy::indexing_slicing
 )] // test code
 
+#[path = "support/serve.rs"]
+mod serving;
 mod support;
 
-use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use support::{FakeVariant, fake_nvml, write_scenario};
+use serving::{Prometheus, Reply, Server, exchange, get, has_series, serve_command, value};
+use support::{FakeVariant, external};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 const GHOST: u32 = 4_194_400;
-
-use support::empty_dir;
-
-/// `hmn serve <args>` against the fake NVML `variant` answering `scenario`, nothing else: no
-/// nvidia-smi (empty PATH), no DRM (a sysfs that does not exist).
-fn serve_command(variant: FakeVariant, scenario: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
-    c.arg("serve")
-        .args(args)
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
-        .env_remove("HYPOMNESIS_PROCFS")
-        .env("HYPOMNESIS_SYSFS", support::empty_dir())
-        .env("PATH", empty_dir())
-        .env("LD_LIBRARY_PATH", empty_dir())
-        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(variant))
-        .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    c
-}
-
-/// A running `hmn serve`, killed when dropped.
-struct Server {
-    child: Child,
-    /// Where it listens (as printed; 0.0.0.0 is rewritten to 127.0.0.1).
-    addr: SocketAddr,
-    /// Its stderr so far.
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Server {
-    fn start(variant: FakeVariant, scenario: &str, args: &[&str]) -> Self {
-        let mut all = vec!["--listen", "127.0.0.1:0"];
-        if !args.contains(&"--min-interval") {
-            all.extend(["--min-interval", "1s"]);
-        }
-        all.extend_from_slice(args);
-        Self::spawn(serve_command(variant, scenario, &all))
-    }
-
-    fn spawn(mut command: Command) -> Self {
-        let mut child = command.spawn().unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let pipe = child.stderr.take().unwrap();
-        let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                {
-                    let mut s = sink.lock().unwrap();
-                    s.push_str(&line);
-                    s.push('\n');
-                }
-                // After recording it, so that `stderr()` has the line once `start` returns.
-                if let Some(rest) = line.strip_prefix("hmn: serving metrics on http://") {
-                    let _ = tx.send(rest.trim_end_matches("/metrics").to_string());
-                }
-            }
-        });
-        let Ok(printed) = rx.recv_timeout(Duration::from_secs(60)) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "hmn serve did not say where it listens; stderr:\n{}",
-                stderr.lock().unwrap()
-            );
-        };
-        let mut addr: SocketAddr = printed.parse().unwrap();
-        if addr.ip().is_unspecified() {
-            addr.set_ip([127, 0, 0, 1].into());
-        }
-        Self {
-            child,
-            addr,
-            stderr,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Stderr once it contains `text`, or as it is after `limit` (its reader is a thread of its
-    /// own, a moment behind the server).
-    fn stderr_with(&self, text: &str, limit: Duration) -> String {
-        let started = Instant::now();
-        loop {
-            let s = self.stderr();
-            if s.contains(text) || started.elapsed() > limit {
-                return s;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn get(&self, path: &str) -> Reply {
-        get(self.addr, path, &[])
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Waits up to `limit` for the process to exit.
-    fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let until = Instant::now() + limit;
-        while Instant::now() < until {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return Some(s);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// An HTTP response, as read off the wire.
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    /// The header block, lower-cased.
-    headers: String,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.lines().find_map(|l| {
-            l.split_once(':')
-                .filter(|(k, _)| k.trim() == name)
-                .map(|(_, v)| v.trim())
-        })
-    }
-}
-
-/// Sends `request` on a new connection and reads the reply until the server closes.
-fn exchange(addr: SocketAddr, request: &[u8]) -> Reply {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s.write_all(request).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let raw = String::from_utf8(raw).unwrap();
-    let (head, body) = raw
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no header end in {raw:?}"));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {head:?}"));
-    Reply {
-        status,
-        headers: head.to_ascii_lowercase(),
-        body: body.to_string(),
-    }
-}
-
-fn get(addr: SocketAddr, path: &str, headers: &[&str]) -> Reply {
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for h in headers {
-        req.push_str(h);
-        req.push_str("\r\n");
-    }
-    req.push_str("\r\n");
-    exchange(addr, req.as_bytes())
-}
-
-/// The value of the series `series` (name and labels exactly as exposed), if present.
-fn value(text: &str, series: &str) -> Option<String> {
-    text.lines().find_map(|l| {
-        l.strip_prefix(series)
-            .and_then(|v| v.strip_prefix(' '))
-            .map(String::from)
-    })
-}
-
-fn has_series(text: &str, name: &str) -> bool {
-    text.lines()
-        .any(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
-}
 
 fn h200(extra: &str) -> String {
     format!(
@@ -475,6 +281,113 @@ fn head_gets_the_headers_only() {
 }
 
 /// `--max-process-series`: the largest holders only, and how many were left out.
+#[test]
+fn gzip_when_the_scraper_asks_for_it() {
+    let server = Server::start(FakeVariant::Modern, &plain(), &["--min-interval", "1h"]);
+    let plain_reply = server.get("/metrics");
+    assert_eq!(plain_reply.header("content-encoding"), None);
+    assert_eq!(plain_reply.header("vary"), Some("accept, accept-encoding"));
+    // Prometheus's own header, and a list where gzip is one of several.
+    for asked in [
+        "Accept-Encoding: gzip",
+        "Accept-Encoding: br;q=1.0, gzip;q=0.8, *;q=0.1",
+        "Accept-Encoding: *",
+    ] {
+        let r = get(server.addr, "/metrics", &[asked]);
+        assert_eq!(r.status, 200, "{asked}");
+        assert_eq!(r.header("content-encoding"), Some("gzip"), "{asked}");
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(r.bytes.as_slice())
+            .read_to_string(&mut text)
+            .unwrap();
+        // The same measurement (one hour's cache): the same text, byte for byte.
+        assert_eq!(text, plain_reply.body, "{asked}");
+        assert!(
+            r.bytes.len() < text.len() / 2,
+            "{} of {}",
+            r.bytes.len(),
+            text.len()
+        );
+    }
+    // Refused or not offered: plain text.
+    for asked in [
+        "Accept-Encoding: gzip;q=0",
+        "Accept-Encoding: br",
+        "Accept-Encoding: identity",
+    ] {
+        let r = get(server.addr, "/metrics", &[asked]);
+        assert_eq!(r.header("content-encoding"), None, "{asked}");
+        assert_eq!(r.body, plain_reply.body, "{asked}");
+    }
+    // The classic text format, compressed too.
+    let r = get(
+        server.addr,
+        "/metrics",
+        &["Accept: text/plain; version=0.0.4", "Accept-Encoding: gzip"],
+    );
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(r.bytes.as_slice())
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(
+        text.contains("hypomnesis_gpu_memory_total_bytes{"),
+        "{text}"
+    );
+    assert!(!text.contains("# EOF"), "{text}");
+}
+
+#[test]
+fn check_says_whether_a_server_answers() {
+    let check = |listen: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hmn"))
+            .args(["serve", "--check", "--listen", listen])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let server = Server::start(FakeVariant::Modern, &plain(), &[]);
+    let port = server.addr.port();
+    assert_eq!(
+        check(&format!("127.0.0.1:{port}")),
+        (Some(0), String::new())
+    );
+    // What a container listening on every address checks.
+    assert_eq!(check(&format!("0.0.0.0:{port}")), (Some(0), String::new()));
+    // Nothing listening there.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (code, said) = check(&closed.to_string());
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.starts_with(&format!("hmn: no server answering on {closed}: ")),
+        "{said}"
+    );
+    // Something that is not an HTTP server.
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = other.local_addr().unwrap();
+    std::thread::spawn(move || {
+        if let Ok((mut s, _)) = other.accept() {
+            // Read the request first: closing with it unread would reset the connection.
+            let _ = s.read(&mut [0; 512]);
+            let _ = s.write_all(b"SSH-2.0-OpenSSH_9.2\r\n");
+        }
+    });
+    let (code, said) = check(&addr.to_string());
+    assert_eq!(code, Some(1), "{said}");
+    assert_eq!(
+        said,
+        format!("hmn: what answered on {addr} is not an HTTP server\n")
+    );
+    drop(server);
+    assert_eq!(check(&format!("127.0.0.1:{port}")).0, Some(1));
+}
+
 #[test]
 fn process_series_are_capped() {
     let scenario = format!(
@@ -959,24 +872,6 @@ fn a_half_sent_request_holds_the_stop_only_until_its_head_deadline() {
     assert_eq!(last, "hmn: SIGTERM: stopped");
 }
 
-/// The path of an external tool on PATH; `None` (after saying so) when it is not installed and
-/// the tests may skip it, a failure when `HYPOMNESIS_REQUIRE_EXTERNAL=1`.
-fn external(tool: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(tool))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("HYPOMNESIS_REQUIRE_EXTERNAL").as_deref() != Ok("1"),
-            "{tool} is not installed, and HYPOMNESIS_REQUIRE_EXTERNAL=1 requires it (Debian: apt-get install prometheus)"
-        );
-        eprintln!("skipped: {tool} not installed");
-    }
-    found
-}
-
 #[test]
 fn promtool_accepts_the_metrics() {
     let Some(promtool) = external("promtool") else {
@@ -1021,91 +916,6 @@ fn promtool_accepts_the_metrics() {
         String::from_utf8_lossy(&out.stderr),
         r.body
     );
-}
-
-/// A running Prometheus and its data directory, both gone when dropped.
-struct Prometheus {
-    child: Child,
-    dir: PathBuf,
-    addr: SocketAddr,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-impl Prometheus {
-    fn start(binary: &Path, targets: &[SocketAddr]) -> Self {
-        let dir = std::env::temp_dir().join(format!("hmn-prometheus-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("data")).unwrap();
-        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
-        let config = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
-             scrape_configs:\n  - job_name: hmn\n    static_configs:\n      - targets: [{}]\n",
-            targets.join(", ")
-        );
-        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
-        let addr = free_port();
-        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-        let child = Command::new(binary)
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        Self { child, dir, addr }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
-    }
-
-    /// The JSON answer of `/api/v1/<endpoint>`, or `None` while Prometheus is not up.
-    fn api(&self, endpoint: &str, query: Option<&str>) -> Option<serde_json::Value> {
-        TcpStream::connect(self.addr).ok()?;
-        let mut target = format!("/api/v1/{endpoint}");
-        if let Some(q) = query {
-            target.push_str("?query=");
-            for b in q.bytes() {
-                if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                    target.push(char::from(b));
-                } else {
-                    let _ = write!(target, "%{b:02X}");
-                }
-            }
-        }
-        // HTTP/1.0: the answer comes whole, never chunked.
-        let r = exchange(
-            self.addr,
-            format!("GET {target} HTTP/1.0\r\nHost: {}\r\n\r\n", self.addr).as_bytes(),
-        );
-        if r.status != 200 {
-            return None;
-        }
-        serde_json::from_str(&r.body).ok()
-    }
 }
 
 #[test]
@@ -1160,81 +970,4 @@ fn prometheus_scrapes_two_exporters() {
         .api("query", Some(r#"count(hypomnesis_up{source="nvml"} == 1)"#))
         .unwrap();
     assert_eq!(up["data"]["result"][0]["value"][1], "2", "{up}");
-}
-
-#[test]
-fn deploy_files_agree_with_hmn() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
-    let daemonset = std::fs::read_to_string(root.join("daemonset.yaml")).unwrap();
-    for needle in [
-        r#"args: ["serve", "--listen", "0.0.0.0:9835", "--allow-remote"]"#,
-        "hostPID: true",
-        "value: /host/proc",
-        "value: /host/sys",
-        "mountPath: /host/proc",
-        "mountPath: /host/sys",
-        "readOnly: true",
-        "name: NVIDIA_VISIBLE_DEVICES",
-        "# runtimeClassName: nvidia",
-        r#"prometheus.io/port: "9835""#,
-        "path: /metrics",
-        "containerPort: 9835",
-        "clusterIP: None",
-    ] {
-        assert!(
-            daemonset.contains(needle),
-            "daemonset.yaml lacks {needle:?}"
-        );
-    }
-    let config = root.join("prometheus.yml");
-    let text = std::fs::read_to_string(&config).unwrap();
-    assert!(text.contains(r#"targets: ["localhost:9835"]"#), "{text}");
-    assert!(text.contains("scrape_interval: 15s"), "{text}");
-
-    let Some(promtool) = external("promtool") else {
-        return;
-    };
-    let check = |path: &Path| {
-        let out = Command::new(&promtool)
-            .args(["check", "config"])
-            .arg(path)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
-    };
-    let (ok, said) = check(&config);
-    assert!(ok, "promtool check config deploy/prometheus.yml:\n{said}");
-
-    // The commented Kubernetes example, uncommented.
-    let mut example = String::from("scrape_configs:\n");
-    for line in text
-        .lines()
-        .skip_while(|l| !l.contains("- job_name: hmn-pods"))
-    {
-        let Some(rest) = line.strip_prefix("  #") else {
-            break;
-        };
-        example.push_str("  ");
-        example.push_str(rest.strip_prefix(' ').unwrap_or(rest));
-        example.push('\n');
-    }
-    assert!(
-        example.contains("names: [hmn.monitoring.svc.cluster.local]"),
-        "the example names the Service of daemonset.yaml: {example}"
-    );
-    let path = std::env::temp_dir().join(format!("hmn-k8s-example-{}.yml", std::process::id()));
-    std::fs::write(&path, &example).unwrap();
-    let (ok, said) = check(&path);
-    let _ = std::fs::remove_file(&path);
-    assert!(
-        ok,
-        "the Kubernetes example of deploy/prometheus.yml:\n{said}\n{example}"
-    );
 }

@@ -299,3 +299,21 @@ pub fn child_command() -> Command {
     ]);
     c
 }
+
+/// The path of an external tool on PATH; `None` (after saying so) when it is not installed and
+/// the tests may skip it, a failure when `HYPOMNESIS_REQUIRE_EXTERNAL=1`.
+pub fn external(tool: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(tool))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("HYPOMNESIS_REQUIRE_EXTERNAL").as_deref() != Ok("1"),
+            "{tool} is not installed, and HYPOMNESIS_REQUIRE_EXTERNAL=1 requires it (Debian: apt-get install prometheus)"
+        );
+        eprintln!("skipped: {tool} not installed");
+    }
+    found
+}

@@ -5,6 +5,7 @@
 //! in a driver call answers with the last figures marked stale. SIGTERM and Ctrl-C stop the
 //! server gracefully.
 
+mod check;
 mod conn;
 mod exporter;
 mod http;
@@ -43,7 +44,7 @@ const INDEX: &str = "hmn serve: GPU memory metrics for Prometheus (hypomnesis).\
 pub struct ServeArgs {
     /// Address to listen on (port 0: any free port). Addresses other than loopback need
     /// --allow-remote.
-    #[arg(long, default_value = "127.0.0.1:9835", value_name = "ADDR:PORT")]
+    #[arg(long, default_value = "127.0.0.1:10466", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
     /// Scrapes within this long of the last measurement are answered from it (e.g. 1s, 500ms):
     /// however many scrapers there are, the GPUs are measured at most once per interval.
@@ -57,6 +58,10 @@ pub struct ServeArgs {
     /// how many were left out is `hypomnesis_gpu_process_series_dropped`.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub max_process_series: usize,
+    /// Do not serve: ask the server on --listen (0.0.0.0: loopback) for `/` and exit 0 if it
+    /// answers, 1 if not (a health check for images without an HTTP client).
+    #[arg(long)]
+    pub check: bool,
     #[command(flatten)]
     pub roots: RootArgs,
 }
@@ -67,6 +72,9 @@ fn is_loopback(ip: IpAddr) -> bool {
 }
 
 pub fn run(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
+    if args.check {
+        return check::run(args.listen, err);
+    }
     if !is_loopback(args.listen.ip()) {
         if !args.allow_remote {
             writeln!(
@@ -210,21 +218,70 @@ fn wants_classic_text(headers: &HeaderMap) -> bool {
     text
 }
 
+/// Whether a request's `Accept-Encoding` takes gzip (`gzip` or `*`, with a q-value above 0).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    let mut gzip = None;
+    let mut any = None;
+    for value in headers.get_all(header::ACCEPT_ENCODING) {
+        let value = String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase();
+        for item in value.split(',') {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or_default().trim();
+            let q = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            match coding {
+                "gzip" | "x-gzip" => gzip = Some(q > 0.0),
+                "*" => any = Some(q > 0.0),
+                _ => {}
+            }
+        }
+    }
+    gzip.or(any).unwrap_or(false)
+}
+
+/// `text` gzipped at the fast level (a scrape's latency matters more than the last bytes).
+fn gzip(text: &str) -> io::Result<Vec<u8>> {
+    use flate2::{Compression, write::GzEncoder};
+    let mut encoder = GzEncoder::new(Vec::with_capacity(text.len() / 8), Compression::fast());
+    encoder.write_all(text.as_bytes())?;
+    encoder.finish()
+}
+
 async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> Response {
     let body = exporter.current().await;
-    if wants_classic_text(&headers) {
-        let text = metrics::classic_text(&body);
-        return (
-            [(header::CONTENT_TYPE, HeaderValue::from_static(CLASSIC_TEXT))],
-            text,
-        )
-            .into_response();
+    let (content_type, text) = if wants_classic_text(&headers) {
+        (CLASSIC_TEXT, metrics::classic_text(&body))
+    } else {
+        (OPENMETRICS, body)
+    };
+    let vary = (
+        header::VARY,
+        HeaderValue::from_static("accept, accept-encoding"),
+    );
+    let content_type = (header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if accepts_gzip(&headers) {
+        // Off the async workers: a large body takes milliseconds to compress.
+        let packed = tokio::task::spawn_blocking(move || {
+            let packed = gzip(&text);
+            (text, packed)
+        })
+        .await;
+        match packed {
+            Ok((_, Ok(packed))) => {
+                let encoding = (header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+                return ([content_type, encoding, vary], packed).into_response();
+            }
+            // Compressing into memory does not fail; were it to, the text goes uncompressed.
+            Ok((text, Err(_))) => return ([content_type, vary], text).into_response(),
+            Err(e) => {
+                let says = format!("cannot compress the metrics: {e}\n");
+                return (StatusCode::INTERNAL_SERVER_ERROR, says).into_response();
+            }
+        }
     }
-    (
-        [(header::CONTENT_TYPE, HeaderValue::from_static(OPENMETRICS))],
-        body,
-    )
-        .into_response()
+    ([content_type, vary], text).into_response()
 }
 
 #[cfg(test)]
@@ -243,7 +300,7 @@ mod tests {
     #[test]
     fn defaults_and_durations() {
         let w = Wrap::try_parse_from(["serve"]).unwrap();
-        assert_eq!(w.args.listen, "127.0.0.1:9835".parse().unwrap());
+        assert_eq!(w.args.listen, "127.0.0.1:10466".parse().unwrap());
         assert_eq!(w.args.min_interval, Duration::from_secs(1));
         assert!(!w.args.allow_remote);
         let w = Wrap::try_parse_from([
@@ -279,6 +336,46 @@ mod tests {
         assert!(accept(&["text/plain; version=0.0.4"]));
         assert!(accept(&["Text/Plain"]));
         assert!(!accept(&["text/plain", "application/openmetrics-text"]));
+    }
+
+    #[test]
+    fn gzip_negotiation() {
+        let gz = |values: &[&str]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+            }
+            accepts_gzip(&h)
+        };
+        assert!(!gz(&[]));
+        assert!(gz(&["gzip"]));
+        assert!(gz(&["GZIP"]));
+        assert!(gz(&["x-gzip"]));
+        assert!(gz(&["deflate, gzip;q=0.5"]));
+        assert!(gz(&["br", "gzip"]));
+        assert!(gz(&["*"]));
+        assert!(!gz(&["gzip;q=0"]));
+        assert!(!gz(&["gzip; q=0.0"]));
+        // An explicit refusal of gzip wins over a wildcard.
+        assert!(!gz(&["gzip;q=0, *"]));
+        assert!(gz(&["*;q=0, gzip"]));
+        assert!(!gz(&["*;q=0"]));
+        assert!(!gz(&["identity", "br"]));
+        // A q-value that does not parse counts as the default, 1.
+        assert!(gz(&["gzip;q=high"]));
+    }
+
+    #[test]
+    fn gzip_round_trip() {
+        use std::io::Read as _;
+        let text = "hypomnesis_gpu_devices 8\n".repeat(1000);
+        let packed = gzip(&text).unwrap();
+        assert!(packed.len() < text.len() / 20, "{}", packed.len());
+        let mut back = String::new();
+        flate2::read::GzDecoder::new(packed.as_slice())
+            .read_to_string(&mut back)
+            .unwrap();
+        assert_eq!(back, text);
     }
 
     #[test]
