@@ -247,14 +247,21 @@ pub fn free_port() -> SocketAddr {
 
 impl Prometheus {
     pub fn start(binary: &Path, targets: &[SocketAddr]) -> Self {
-        let dir = std::env::temp_dir().join(format!("hmn-prometheus-{}", std::process::id()));
+        Self::start_every(binary, targets, "1s")
+    }
+
+    /// Prometheus scraping `targets` every `interval` (a Prometheus duration such as `1s`).
+    pub fn start_every(binary: &Path, targets: &[SocketAddr], interval: &str) -> Self {
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("hmn-prometheus-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("data")).unwrap();
         let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
+            "global:\n  scrape_interval: {interval}\n  scrape_timeout: {interval}\n\
              scrape_configs:\n  - job_name: hmn\n    static_configs:\n      - targets: [{}]\n",
-            targets.join(", ")
+            targets.join(", "),
         );
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
         let addr = free_port();

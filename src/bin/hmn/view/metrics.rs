@@ -309,29 +309,28 @@ impl Exposition {
             .collect()
     }
 
-    /// Per MIG GPU instance series of one figure (labels `gpu`, `mig` = GPU instance id,
-    /// `profile`), skipping instances where it is unknown.
-    fn mig(&self, figure: impl Fn(&MigGpuInstance) -> Option<u64>) -> Vec<(Labels<3>, i64)> {
+    /// Per MIG GPU instance series of one figure (labels `gpu` and `uuid` of the GPU, `mig` =
+    /// GPU instance id, `profile`; unknown ones left out), skipping instances where it is unknown.
+    fn mig(&self, figure: impl Fn(&MigGpuInstance) -> Option<u64>) -> Vec<(Known, i64)> {
         self.sample
             .mig
             .iter()
             .filter_map(|m| {
                 let v = figure(m)?;
-                Some((
-                    [
-                        ("gpu", m.parent_index.to_string()),
-                        (
-                            "mig",
-                            m.gpu_instance_id
-                                .map_or_else(String::new, |g| g.to_string()),
-                        ),
-                        (
-                            "profile",
-                            label_value(m.profile.as_deref().unwrap_or_default()),
-                        ),
-                    ],
-                    gauge(v),
-                ))
+                let labels = known([
+                    ("gpu", m.parent_index.to_string()),
+                    ("uuid", self.uuid_of(m.parent_index)),
+                    (
+                        "mig",
+                        m.gpu_instance_id
+                            .map_or_else(String::new, |g| g.to_string()),
+                    ),
+                    (
+                        "profile",
+                        label_value(m.profile.as_deref().unwrap_or_default()),
+                    ),
+                ]);
+                Some((labels, gauge(v)))
             })
             .collect()
     }
@@ -759,13 +758,28 @@ mod tests {
         ];
         let text = render(s, Duration::from_millis(10), 1, None);
         assert!(text.contains(&format!(
-            "hypomnesis_gpu_mig_memory_total_bytes{{gpu=\"0\",mig=\"9\",profile=\"1g.18gb\"}} {}\n",
+            "hypomnesis_gpu_mig_memory_total_bytes{{gpu=\"0\",uuid=\"GPU-0\",mig=\"9\",profile=\"1g.18gb\"}} {}\n",
             16_384 * MIB
         )), "{text}");
         assert!(text.contains(&format!(
-            "hypomnesis_gpu_mig_memory_used_bytes{{gpu=\"0\",mig=\"9\",profile=\"1g.18gb\"}} {}\n",
+            "hypomnesis_gpu_mig_memory_used_bytes{{gpu=\"0\",uuid=\"GPU-0\",mig=\"9\",profile=\"1g.18gb\"}} {}\n",
             9 * MIB
         )));
+        // An instance whose id or profile is unknown has no empty labels.
+        let mut s = sample();
+        s.mig = vec![
+            MigGpuInstance::builder()
+                .parent_index(1)
+                .total_bytes(Some(MIB))
+                .build(),
+        ];
+        let text = render(s, Duration::from_millis(10), 1, None);
+        assert!(
+            text.contains(&format!(
+                "hypomnesis_gpu_mig_memory_total_bytes{{gpu=\"1\"}} {MIB}\n"
+            )),
+            "{text}"
+        );
         assert!(
             !text.contains("hypomnesis_gpu_mig_memory_reserved"),
             "unknown: absent"
