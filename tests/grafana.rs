@@ -160,7 +160,7 @@ fn substitute(expr: &str, node: &str, gpu: &str) -> String {
     expr.replace("$node", node).replace("$gpu", gpu)
 }
 
-/// The `label_values(<selector>, <label>)` of a Grafana variable, as PromQL: one series per value.
+/// The `label_values(selector, label)` of a Grafana variable, as a `PromQL` query: one series per value.
 fn label_values(definition: &str) -> String {
     let inner = definition
         .strip_prefix("label_values(")
@@ -292,7 +292,7 @@ impl Fleet {
                         (k(b, "0"), 614.0 * MIB),
                         (k(b, "1"), 609.0 * MIB),
                     ],
-                )
+                );
             }
             ("GPU memory: reserved / used by processes / not visible / free", "B") => {
                 assert_values(
@@ -304,10 +304,10 @@ impl Fleet {
                         (k(b, "1"), b_l40s_used),
                         (k(c, "0"), c_used),
                     ],
-                )
+                );
             }
             ("GPU memory: reserved / used by processes / not visible / free", "C") => {
-                assert_values(&what, got, &[(k(a, "0"), 3_689.0 * MIB), (k(b, "1"), 0.0)])
+                assert_values(&what, got, &[(k(a, "0"), 3_689.0 * MIB), (k(b, "1"), 0.0)]);
             }
             ("GPU memory: reserved / used by processes / not visible / free", "D") => {
                 assert_values(
@@ -319,7 +319,7 @@ impl Fleet {
                         (k(b, "1"), 44_225.0 * MIB),
                         (k(c, "0"), 30_000.0 * MIB),
                     ],
-                )
+                );
             }
             ("GPU memory used, of total − reserved", "A") => assert_values(
                 &what,
@@ -475,6 +475,15 @@ fn every_panel_query_returns_the_nodes_figures() {
         pids,
     };
 
+    check_variables(&dashboard, &prometheus, &fleet);
+    let queries = panel_queries(&dashboard);
+    check_panels(&queries, &prometheus, &fleet);
+    check_stack(&queries, &prometheus);
+    check_one_node_and_gpu(&queries, &prometheus, &fleet);
+    drop(sleepers);
+}
+
+fn check_variables(dashboard: &serde_json::Value, prometheus: &Prometheus, fleet: &Fleet) {
     // The variables: every node, then the GPUs of the node picked.
     let vars = dashboard["templating"]["list"].as_array().unwrap();
     let definition = |name: &str| {
@@ -485,7 +494,7 @@ fn every_panel_query_returns_the_nodes_figures() {
             .unwrap()
             .to_string()
     };
-    let nodes: BTreeSet<String> = query(&prometheus, &label_values(&definition("node")))
+    let nodes: BTreeSet<String> = query(prometheus, &label_values(&definition("node")))
         .iter()
         .map(|s| s.label("instance").to_string())
         .collect();
@@ -494,7 +503,7 @@ fn every_panel_query_returns_the_nodes_figures() {
         BTreeSet::from([fleet.a.clone(), fleet.b.clone(), fleet.c.clone()])
     );
     let gpus_of_b: BTreeSet<String> = query(
-        &prometheus,
+        prometheus,
         &substitute(
             &label_values(&definition("gpu")),
             &regex_escape(&fleet.b),
@@ -515,12 +524,13 @@ fn every_panel_query_returns_the_nodes_figures() {
             v["name"]
         );
     }
+}
 
+fn check_panels(queries: &[(String, String, String)], prometheus: &Prometheus, fleet: &Fleet) {
     // Every panel query: all nodes and GPUs, with the values each node has.
-    let queries = panel_queries(&dashboard);
     assert!(queries.len() >= 15, "{} queries", queries.len());
-    for (title, ref_id, expr) in &queries {
-        let got = query(&prometheus, &substitute(expr, ".*", ".*"));
+    for (title, ref_id, expr) in queries {
+        let got = query(prometheus, &substitute(expr, ".*", ".*"));
         assert!(
             !got.is_empty(),
             "{title} / {ref_id} returned no data: {expr}"
@@ -528,17 +538,19 @@ fn every_panel_query_returns_the_nodes_figures() {
         fleet.check(title, ref_id, &got);
         eprintln!("ok: {title} / {ref_id}: {} series", got.len());
     }
+}
 
+fn check_stack(queries: &[(String, String, String)], prometheus: &Prometheus) {
     // The stacked panel adds up to each GPU's total.
     let stacked = "GPU memory: reserved / used by processes / not visible / free";
     let mut sums: BTreeMap<String, f64> = BTreeMap::new();
     for (title, _, expr) in queries.iter().filter(|(t, _, _)| t == stacked) {
-        for (key, v) in by_key(&query(&prometheus, &substitute(expr, ".*", ".*"))) {
+        for (key, v) in by_key(&query(prometheus, &substitute(expr, ".*", ".*"))) {
             *sums.entry(key).or_default() += v;
             let _ = title;
         }
     }
-    let totals = by_key(&query(&prometheus, "hypomnesis_gpu_memory_total_bytes"));
+    let totals = by_key(&query(prometheus, "hypomnesis_gpu_memory_total_bytes"));
     assert_eq!(
         sums.keys().collect::<Vec<_>>(),
         totals.keys().collect::<Vec<_>>()
@@ -550,11 +562,17 @@ fn every_panel_query_returns_the_nodes_figures() {
             sums[key]
         );
     }
+}
 
+fn check_one_node_and_gpu(
+    queries: &[(String, String, String)],
+    prometheus: &Prometheus,
+    fleet: &Fleet,
+) {
     // One node and one GPU picked: only theirs.
     let node = regex_escape(&fleet.b);
-    for (title, ref_id, expr) in &queries {
-        for s in query(&prometheus, &substitute(expr, &node, B_L40S_UUID)) {
+    for (title, ref_id, expr) in queries {
+        for s in query(prometheus, &substitute(expr, &node, B_L40S_UUID)) {
             let instance = s.label("instance");
             assert!(
                 instance.is_empty() || instance == fleet.b,
@@ -567,7 +585,6 @@ fn every_panel_query_returns_the_nodes_figures() {
             );
         }
     }
-    drop(sleepers);
 }
 
 /// `text` as a regular expression matching itself (an address has dots).
