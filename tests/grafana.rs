@@ -544,10 +544,9 @@ fn check_stack(queries: &[(String, String, String)], prometheus: &Prometheus) {
     // The stacked panel adds up to each GPU's total.
     let stacked = "GPU memory: reserved / used by processes / not visible / free";
     let mut sums: BTreeMap<String, f64> = BTreeMap::new();
-    for (title, _, expr) in queries.iter().filter(|(t, _, _)| t == stacked) {
+    for (_, _, expr) in queries.iter().filter(|(t, _, _)| t == stacked) {
         for (key, v) in by_key(&query(prometheus, &substitute(expr, ".*", ".*"))) {
             *sums.entry(key).or_default() += v;
-            let _ = title;
         }
     }
     let totals = by_key(&query(prometheus, "hypomnesis_gpu_memory_total_bytes"));
