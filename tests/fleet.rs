@@ -24,6 +24,8 @@ use serving::{Prometheus, Server, get, value};
 use support::{FakeVariant, external};
 
 const MIB: u64 = 1 << 20;
+/// The exporters of the fleet test.
+const NODES: u32 = 50;
 
 /// Real processes (`sleep`), killed when dropped.
 struct Sleepers(Vec<Child>);
@@ -166,7 +168,6 @@ fn fifty_exporters_scraped_by_one_prometheus_for_a_minute() {
     let Some(binary) = external("prometheus") else {
         return;
     };
-    const NODES: u32 = 50;
     let sleepers = Sleepers::spawn(100);
     let pids = sleepers.pids();
     // Node i: two GPUs, two of the processes (so pid sets overlap between nodes, as pids do).
