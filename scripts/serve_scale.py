@@ -18,6 +18,8 @@ Needs a release build (`cargo build --release`), the fake NVML as scripts/bench.
 import argparse, gzip, http.client, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time
 import urllib.parse
 
+import benchmarks_md  # noqa: E402 (beside this script)
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
 HMN = os.path.join(TARGET, "release", "hmn")
@@ -265,23 +267,9 @@ def main():
     ]
     text = "\n".join(lines)
     if a.write:
-        write_section(text + "\n")
+        benchmarks_md.write_section('## `hmn serve` at scale', text + "\n")
     print(text)
 
-
-def write_section(section):
-    """Replace the `hmn serve` at scale section of BENCHMARKS.md, or put it before the real-GPU one."""
-    path = os.path.join(ROOT, "BENCHMARKS.md")
-    text = open(path).read()
-    start = text.find("## `hmn serve` at scale")
-    if start >= 0:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
-    else:
-        at = text.find("## On a real NVIDIA H200")
-        at = at if at >= 0 else len(text)
-        text = text[:at] + section + "\n" + text[at:]
-    open(path, "w").write(text)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ Needs tmux and a release build (`cargo build --release`), and the fake NVML buil
 scripts/bench.sh builds it (target/fake-builds/modern)."""
 import argparse, os, shutil, subprocess, sys, time
 
+import benchmarks_md  # noqa: E402 (beside this script)
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
 HMN = os.path.join(TARGET, "release", "hmn")
@@ -92,7 +94,7 @@ def main():
             "",
         ]
         if a.write:
-            write_section("\n".join(lines) + "\n")
+            benchmarks_md.write_section('## `hmn top` with', "\n".join(lines) + "\n")
         print("\n".join(lines) if a.markdown or a.write else "\n".join(lines[3:]))
         if not (a.markdown or a.write):
             print("RSS samples (min, KiB):", rss)
@@ -104,20 +106,6 @@ def main():
         for p in sleepers:
             p.wait()
 
-
-def write_section(section):
-    """Replace the `hmn top` section of BENCHMARKS.md, or put it before the real-GPU section."""
-    path = os.path.join(ROOT, "BENCHMARKS.md")
-    text = open(path).read()
-    start = text.find("## `hmn top` with")
-    if start >= 0:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
-    else:
-        at = text.find("## On a real NVIDIA H200")
-        at = at if at >= 0 else len(text)
-        text = text[:at] + section + "\n" + text[at:]
-    open(path, "w").write(text)
 
 
 if __name__ == "__main__":

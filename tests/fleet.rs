@@ -17,49 +17,14 @@ mod support;
 
 use std::io::Read;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serving::{Prometheus, Server, get, value};
+use serving::{Prometheus, Server, Sleepers, get, value};
 use support::{FakeVariant, external};
 
 const MIB: u64 = 1 << 20;
 /// The exporters of the fleet test.
 const NODES: u32 = 50;
-
-/// Real processes (`sleep`), killed when dropped.
-struct Sleepers(Vec<Child>);
-
-impl Sleepers {
-    fn spawn(n: usize) -> Self {
-        Self(
-            (0..n)
-                .map(|_| {
-                    Command::new("sleep")
-                        .arg("600")
-                        .stdin(Stdio::null())
-                        .spawn()
-                        .unwrap()
-                })
-                .collect(),
-        )
-    }
-
-    fn pids(&self) -> Vec<u32> {
-        self.0.iter().map(Child::id).collect()
-    }
-}
-
-impl Drop for Sleepers {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-        }
-        for c in &mut self.0 {
-            let _ = c.wait();
-        }
-    }
-}
 
 /// `gpus` H200s, each listing every pid of `pids` (pid i holding `1 + i % 97` MiB), with
 /// `tag` in their UUIDs.

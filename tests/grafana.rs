@@ -22,10 +22,9 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serving::{Prometheus, Server};
+use serving::{Prometheus, Server, Sleepers};
 use support::{FakeVariant, external};
 
 const MIB: f64 = 1_048_576.0;
@@ -34,38 +33,6 @@ const A_UUID: &str = "GPU-aaaaaaaa-0000-4000-8000-000000000000";
 const B_MIG_UUID: &str = "GPU-bbbbbbbb-0000-4000-8000-000000000000";
 const B_L40S_UUID: &str = "GPU-bbbbbbbb-1111-4000-8000-000000000001";
 const C_UUID: &str = "GPU-cccccccc-0000-4000-8000-000000000000";
-
-/// Real processes (`sleep`) for the fake GPUs to list, killed when dropped.
-struct Sleepers(Vec<Child>);
-
-impl Sleepers {
-    fn spawn(n: usize) -> Self {
-        Self(
-            (0..n)
-                .map(|_| {
-                    Command::new("sleep")
-                        .arg("600")
-                        .stdin(Stdio::null())
-                        .spawn()
-                        .unwrap()
-                })
-                .collect(),
-        )
-    }
-
-    fn pid(&self, i: usize) -> u32 {
-        self.0[i].id()
-    }
-}
-
-impl Drop for Sleepers {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 fn mib(n: u64) -> u64 {
     n << 20
@@ -461,7 +428,7 @@ fn every_panel_query_returns_the_nodes_figures() {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
 
     let sleepers = Sleepers::spawn(3);
-    let pids = [sleepers.pid(0), sleepers.pid(1), sleepers.pid(2)];
+    let pids: [u32; 3] = sleepers.pids().try_into().unwrap();
     let a = Server::start(FakeVariant::Modern, &node_a(pids[0], pids[1]), &[]);
     let b = Server::start(FakeVariant::Modern, &node_b(pids[1]), &[]);
     let c = Server::start(FakeVariant::PreR510, &node_c(pids[2]), &[]);

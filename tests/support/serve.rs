@@ -314,3 +314,37 @@ impl Prometheus {
         serde_json::from_str(&r.body).ok()
     }
 }
+
+/// Real processes (`sleep 600`) for a fake GPU to list, killed when dropped.
+pub struct Sleepers(Vec<Child>);
+
+impl Sleepers {
+    pub fn spawn(n: usize) -> Self {
+        Self(
+            (0..n)
+                .map(|_| {
+                    Command::new("sleep")
+                        .arg("600")
+                        .stdin(Stdio::null())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect(),
+        )
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(Child::id).collect()
+    }
+}
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+        }
+        for c in &mut self.0 {
+            let _ = c.wait();
+        }
+    }
+}
