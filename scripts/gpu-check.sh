@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Live checks on a host with an NVIDIA GPU: what nvidia-smi says, what hmn says (summary, JSON,
 # ps, doctor, a short run, the exporter) while a PyTorch process of this script holds 3 GiB, and
-# the #[ignore]d live tests (which make CUDA contexts of their own through libcuda).
+# the #[ignore]d live tests (which make CUDA contexts of their own through libcuda), and the
+# Python package's track() around a 3 GiB torch tensor (from a prebuilt wheel: HMN_WHEEL).
 # Usage: scripts/gpu-check.sh. Exits non-zero when any hmn command or live test fails.
 # Prebuilt binaries (a GPU host without a Rust toolchain): HMN_BIN and LIVE_TEST_BIN.
 set -uo pipefail
@@ -89,6 +90,73 @@ else
 fi
 echo "== live tests exit status: $rc"
 [ "$rc" -eq 0 ] || failed+=("live tests (exit $rc)")
+
+echo "== Python: hypomnesis.track() around a 3 GiB torch.empty on the GPU"
+# The wheel: HMN_WHEEL (a .whl, or a folder holding one), else target/wheels/ (what
+# `pip wheel ./python --no-deps -w target/wheels` leaves). Installed, offline, into a venv that
+# sees the host's torch and pynvml.
+wheel_from="${HMN_WHEEL:-target/wheels}"
+wheel=""
+if [ -f "$wheel_from" ]; then
+  wheel="$wheel_from"
+elif [ -d "$wheel_from" ]; then
+  wheel="$(ls -t "$wheel_from"/hypomnesis-*.whl 2>/dev/null | head -1)"
+fi
+if [ -z "$wheel" ]; then
+  echo "(skipped: no hypomnesis wheel in ${wheel_from}; build one with"
+  echo " 'pip wheel ./python --no-deps -w target/wheels' and carry it, or set HMN_WHEEL)"
+elif ! python3 -c "import torch, pynvml; assert torch.cuda.is_available()" 2>/dev/null; then
+  echo "(skipped: python3 lacks CUDA-enabled torch or pynvml)"
+else
+  pyenv=/tmp/hmn-py-venv
+  rm -rf "$pyenv"
+  if python3 -m venv --system-site-packages "$pyenv" \
+      && "$pyenv/bin/python" -m pip install -q --no-index --no-deps "$wheel"; then
+    check "python: track() around torch.empty(3 GiB)" "$pyenv/bin/python" -u - <<'PYEOF'
+import os
+import hypomnesis
+import pynvml
+import torch
+
+GIB = 1 << 30
+# No CUDA call before the block: its peak holds the CUDA context as well as the tensor.
+with hypomnesis.track(interval=0.01) as t:
+    x = torch.empty(3 * GIB, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    reserved = torch.cuda.max_memory_reserved()
+print(t)
+held = {d: v for d, v in t.peak_gpu_bytes.items() if v}
+print("peak GPU bytes per device:", t.peak_gpu_bytes, "| torch max_memory_reserved:", reserved)
+assert len(held) == 1, f"expected this process's memory on exactly one GPU, got {held}"
+(index, peak), = held.items()
+context = peak - reserved
+print(f"GPU {index}: peak {peak} B = torch's reservation {reserved} B + {context} B (CUDA context)")
+assert reserved >= 3 * GIB, reserved
+assert peak >= 3 * GIB and peak > reserved, "the peak must hold the tensor and the context"
+assert context < 2 * GIB, f"{context} B beyond torch's reservation is more than a context"
+assert t.peak_gpu_delta_bytes[index] == peak - (t.baseline.gpu_bytes[index] or 0)
+
+# What NVML itself lists for this pid, through pynvml, on the same device (hypomnesis numbers
+# NVIDIA GPUs in NVML's order; the UUIDs say it is the same one).
+pynvml.nvmlInit()
+handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+uuid = pynvml.nvmlDeviceGetUUID(handle)
+uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+assert uuid == hypomnesis.device_info(index).uuid, (uuid, hypomnesis.device_info(index))
+rows = [p for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid == os.getpid()]
+assert rows, f"NVML does not list pid {os.getpid()} on {uuid}"
+nvml_bytes = rows[0].usedGpuMemory
+own = hypomnesis.process_gpu_info(index)
+print(f"NVML (pynvml) lists {nvml_bytes} B for pid {os.getpid()}; hypomnesis: {own}")
+assert own.is_per_process and own.used_bytes == nvml_bytes
+assert t.final.gpu_bytes[index] == nvml_bytes <= peak, (t.final.gpu_bytes, nvml_bytes, peak)
+del x
+print("OK")
+PYEOF
+  else
+    failed+=("installing the wheel $wheel into $pyenv")
+  fi
+fi
 
 [ -n "$torch_pid" ] && kill "$torch_pid" 2>/dev/null
 if [ ${#failed[@]} -gt 0 ]; then

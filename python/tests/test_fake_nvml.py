@@ -1,0 +1,256 @@
+"""The bindings through the real NVML loader, against the fake libnvidia-ml: each scenario in
+a child process of its own (NVML is loaded once per process)."""
+
+from __future__ import annotations
+
+from conftest import GHOST, GIB, MIB, h200, run_child
+
+ALL = """
+out({
+    "count": hypomnesis.device_count(),
+    "devices": hypomnesis.devices(),
+    "own": [hypomnesis.process_gpu_info(i) for i in range(hypomnesis.device_count())],
+    "procs": [hypomnesis.gpu_processes(i) for i in range(hypomnesis.device_count())],
+    "pid": os.getpid(),
+    "uid": os.getuid(),
+    "ppid": os.getppid(),
+})
+"""
+
+
+def test_r510_device_figures_processes_and_their_context() -> None:
+    scenario = {
+        "driver_version": "590.48.01",
+        "devices": [
+            h200(
+                compute_processes=[
+                    {"pid": "__SELF_PID__", "used": 2 * GIB},
+                    {"pid": GHOST, "used": 3 * GIB},
+                ],
+                graphics_processes=[{"pid": "__SELF_PID__", "used": 2 * GIB}],
+            ),
+            {"name": "NVIDIA L40S", "total": 46_068 * MIB, "reserved": 583 * MIB},
+        ],
+        "process_names": {str(GHOST): "ghost"},
+    }
+    r = run_child(ALL, scenario)
+    assert r["count"] == 2
+    d0, d1 = r["devices"]
+    assert d0 == {
+        "index": 0,
+        "name": "NVIDIA H200",
+        "total_bytes": 143_771 * MIB,
+        "free_bytes": 110_796 * MIB,
+        "used_bytes": (143_771 - 110_796) * MIB,
+        "reserved_bytes": 614 * MIB,
+        "allocated_bytes": (143_771 - 614 - 110_796) * MIB,
+        "allocatable_bytes": (143_771 - 614) * MIB,
+        "driver_version": "590.48.01",
+        "uuid": "GPU-11111111-2222-3333-4444-555555555555",
+        "pci_bus_id": "00000000:18:00.0",
+        "vendor": "nvidia",
+        "source": "nvml",
+        "gtt_total_bytes": None,
+        "gtt_used_bytes": None,
+        "visible_vram_total_bytes": None,
+        "visible_vram_used_bytes": None,
+        "mig_enabled": None,
+    }
+    # The fake's default free figure: total - reserved; nothing allocated.
+    assert d1["name"] == "NVIDIA L40S" and d1["index"] == 1
+    assert d1["free_bytes"] == (46_068 - 583) * MIB and d1["allocated_bytes"] == 0
+    own0, own1 = r["own"]
+    assert own0 == {"used_bytes": 2 * GIB, "is_per_process": True, "source": "nvml"}
+    assert own1 == {"used_bytes": 0, "is_per_process": True, "source": "nvml"}
+    rows = r["procs"][0]
+    assert [p["pid"] for p in rows] == [r["pid"], GHOST]
+    me, ghost = rows
+    # In both lists: merged, counted once.
+    assert me["used_bytes"] == 2 * GIB and me["context"] == "compute+graphics"
+    ctx = me["process_context"]
+    assert ctx["uid"] == r["uid"] and ctx["user"]
+    assert "HMN-RESULT" in ctx["command"] and ctx["rss_bytes"] > 0
+    assert ghost["outside_pid_namespace"] is True and ghost["process_context"] is None
+    assert ghost["used_bytes"] == 3 * GIB and ghost["context"] == "compute"
+    assert r["procs"][1] == []
+
+
+def test_pre_r510_has_no_reservation() -> None:
+    r = run_child(ALL, {"devices": [h200(compute_processes=[{"pid": "__SELF_PID__", "used": GIB}])]},
+                  variant="pre-r510")
+    (d,) = r["devices"]
+    assert d["reserved_bytes"] is None
+    assert d["allocated_bytes"] is None and d["allocatable_bytes"] is None
+    assert d["total_bytes"] == 143_771 * MIB and d["used_bytes"] == (143_771 - 110_796) * MIB
+    assert r["own"] == [{"used_bytes": GIB, "is_per_process": True, "source": "nvml"}]
+
+
+def test_r450_v1_process_lists() -> None:
+    r = run_child(ALL, {"devices": [h200(compute_processes=[{"pid": "__SELF_PID__", "used": 7 * MIB}])]},
+                  variant="r450")
+    assert r["devices"][0]["reserved_bytes"] is None
+    assert [p["used_bytes"] for p in r["procs"][0]] == [7 * MIB]
+
+
+def test_no_gpu_at_all() -> None:
+    r = run_child(
+        """
+out({"count": error(hypomnesis.device_count), "info": error(hypomnesis.device_info, 0),
+     "snapshots": [repr(s) for s in hypomnesis.Snapshot.all()],
+     "snap": hypomnesis.Snapshot.now(0)})
+""",
+        variant=None,
+    )
+    count = r["count"]
+    assert count["type"] == "NoGpuSourceError" and count["kind"] == "not_installed"
+    assert count["mro"][:3] == ["NoGpuSourceError", "NotInstalledError", "HypomnesisError"]
+    assert count["message"].startswith("no GPU source is available on this host")
+    assert r["info"]["type"] == "NoGpuSourceError"
+    assert len(r["snapshots"]) == 1 and "gpu_bytes=unknown" in r["snapshots"][0]
+    snap = r["snap"]
+    assert snap["ram_bytes"] > 0 and snap["gpu"] is None and snap["gpu_device"] is None
+
+
+def test_no_gpu_track_samples_ram_only() -> None:
+    r = run_child(
+        """
+with hypomnesis.track(interval=0.001) as t:
+    pass
+out({"devices": list(t.devices), "samples": len(t.samples), "peak": t.peak_gpu_bytes,
+     "rss": t.peak_rss_bytes})
+""",
+        variant=None,
+    )
+    assert r["devices"] == [] and r["peak"] == {}
+    assert r["samples"] >= 2 and r["rss"] > 0
+
+
+def test_zero_devices() -> None:
+    r = run_child(
+        'out({"count": hypomnesis.device_count(), "e": error(hypomnesis.device_info, 0)})',
+        {"devices": []},
+    )
+    assert r["count"] == 0
+    e = r["e"]
+    assert e["type"] == "NoSuchDeviceError" and e["kind"] == "no_such_device"
+    assert e["message"] == "GPU index 0 is out of range: 0 device(s) present"
+    assert "IndexError" in e["mro"]
+
+
+def test_errors_keep_their_kind_and_message() -> None:
+    r = run_child(
+        """
+out({
+    "refused": error(hypomnesis.device_info, 1),
+    "unsupported": error(hypomnesis.device_info, 0),
+    "lost": error(hypomnesis.device_info, 2),
+    "procs_refused": error(hypomnesis.gpu_processes, 1),
+    "negative": error(hypomnesis.device_info, -1),
+    "past": error(hypomnesis.process_gpu_info, 3),
+    "snap": hypomnesis.Snapshot.now(1),
+})
+""",
+        {
+            "devices": [h200(memory_error=3), h200(handle_error=4), h200(handle_error=15)],
+        },
+    )
+    refused = r["refused"]
+    assert refused["type"] == "NoPermissionError" and refused["source"] == "nvml"
+    assert "PermissionError" in refused["mro"]
+    assert refused["message"] == (
+        "NVML: nvmlDeviceGetHandleByIndex_v2 for GPU 1 failed: "
+        'NVML_ERROR_NO_PERMISSION (4, "Insufficient Permissions")'
+    )
+    assert r["procs_refused"]["type"] == "NoPermissionError"
+    unsupported = r["unsupported"]
+    assert unsupported["type"] == "NotSupportedError" and unsupported["kind"] == "not_supported"
+    assert "NVML_ERROR_NOT_SUPPORTED" in unsupported["message"]
+    lost = r["lost"]
+    assert lost["type"] == "GpuLostError" and "NVML_ERROR_GPU_IS_LOST" in lost["message"]
+    assert r["negative"]["type"] == "NoSuchDeviceError"
+    assert r["past"]["message"] == "GPU index 3 is out of range: 3 device(s) present"
+    # A GPU failure never fails a snapshot: it is RAM-only.
+    assert r["snap"]["gpu_device"] is None and r["snap"]["ram_bytes"] > 0
+
+
+def test_init_refused() -> None:
+    for code, kind, cls in [
+        (9, "driver_not_loaded", "DriverNotLoadedError"),
+        (18, "driver_version_mismatch", "DriverVersionMismatchError"),
+        (4, "no_permission", "NoPermissionError"),
+        (999, "other", "HypomnesisError"),
+    ]:
+        r = run_child('out(error(hypomnesis.device_count))', {"init_error": code, "devices": [h200()]})
+        assert (r["type"], r["kind"], r["source"]) == (cls, kind, "nvml"), r
+        assert r["message"].startswith("NVML: nvmlInit_v2 failed: "), r
+
+
+def test_library_that_cannot_be_loaded() -> None:
+    r = run_child(
+        'out(error(hypomnesis.device_count))',
+        variant=None,
+        env={"HYPOMNESIS_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"},
+    )
+    assert r["type"] == "HypomnesisError" and r["source"] == "nvml"
+    assert "/nonexistent/libnvidia-ml.so.1" in r["message"]
+
+
+def test_mig_instances_and_gpu_instances() -> None:
+    gi2 = {"total": 71_424 * MIB, "free": 60_000 * MIB, "reserved": 0}
+    scenario = {
+        "devices": [
+            h200(
+                mig_mode=1,
+                mig_devices=[
+                    {"slot": 0, "gpu_instance_id": 2, "compute_instance_id": 0,
+                     "name": "NVIDIA H200 MIG 1c.3g.71gb",
+                     "uuid": "MIG-aaaaaaaa-0000-4000-8000-000000000000", **gi2,
+                     "compute_processes": [{"pid": "__SELF_PID__", "used": 512 * MIB}]},
+                    {"slot": 1, "gpu_instance_id": 2, "compute_instance_id": 1,
+                     "name": "NVIDIA H200 MIG 1c.3g.71gb"},
+                    {"slot": 2, "gpu_instance_id": 5, "compute_instance_id": 0,
+                     "name": "NVIDIA H200 MIG 1g.18gb", "total": 17_664 * MIB,
+                     "free": 17_000 * MIB, "memory_error": 999},
+                ],
+            ),
+            h200(),
+        ]
+    }
+    r = run_child(
+        """
+out({
+    "state": hypomnesis.mig_state(0),
+    "off": hypomnesis.mig_state(1),
+    "instances": hypomnesis.mig_instances(0),
+    "groups": hypomnesis.mig_gpu_instances(0),
+    "one": hypomnesis.mig_instance("MIG-aaaaaaaa-0000-4000-8000-000000000000"),
+    "missing": error(hypomnesis.mig_instance, "MIG-ffffffff-0000-4000-8000-000000000000"),
+    "device": hypomnesis.device_info(0),
+    "procs": hypomnesis.gpu_processes(0),
+    "repr": repr(hypomnesis.mig_state(0)),
+})
+""",
+        scenario,
+    )
+    state = r["state"]
+    assert state["enabled"] is True and state["source"] == "nvml"
+    assert [(m["gpu_instance_id"], m["compute_instance_id"], m["slot"]) for m in state["instances"]] == [
+        (2, 0, 0),
+        (2, 1, 1),
+        (5, 0, 2),
+    ]
+    first, second, third = r["instances"]
+    assert first["profile"] == "1c.3g.71gb" and first["gpu_instance_profile"] == "3g.71gb"
+    assert first["total_bytes"] == second["total_bytes"] == 71_424 * MIB
+    assert third["total_bytes"] is None and third["memory_error"]
+    assert third["memory_error_kind"] == "other"
+    assert r["off"]["enabled"] is None and r["off"]["instances"] == []
+    groups = r["groups"]
+    assert [(g["gpu_instance_id"], g["slots"]) for g in groups] == [(2, [0, 1]), (5, [2])]
+    assert groups[0]["total_bytes"] == 71_424 * MIB
+    assert r["one"]["slot"] == 0 and r["one"]["parent_index"] == 0
+    assert r["missing"]["type"] != "NoneType" and r["missing"]["message"]
+    assert r["device"]["mig_enabled"] is True
+    mine = [p for p in r["procs"] if p["used_bytes"] == 512 * MIB]
+    assert mine and mine[0]["gpu_instance_id"] == 2 and mine[0]["compute_instance_id"] == 0
+    assert "mig=on" in r["repr"] and "instances=3" in r["repr"]

@@ -1,0 +1,63 @@
+"""Typed use of the public API: checked with ``mypy --strict`` (pyproject's [tool.mypy]) against
+the package's stubs and annotations, and run by test_typed_usage.py."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import hypomnesis
+from hypomnesis import DeviceInfo, GpuProcess, Snapshot, SnapshotDelta, Tracking
+
+
+def headroom(d: DeviceInfo) -> Optional[int]:
+    if d.allocatable_bytes is None:
+        return None
+    return d.allocatable_bytes - (d.allocated_bytes or 0)
+
+
+def owners(rows: List[GpuProcess]) -> Dict[int, Optional[str]]:
+    return {p.pid: p.user for p in rows}
+
+
+def main() -> Dict[str, object]:
+    rss: int = hypomnesis.process_rss()
+    try:
+        count: int = hypomnesis.device_count()
+    except hypomnesis.NoGpuSourceError:
+        count = 0
+    infos: List[DeviceInfo] = [hypomnesis.device_info(i) for i in range(count)]
+    rows = hypomnesis.gpu_processes(0) if count else []
+    before: Snapshot = Snapshot.now(0)
+    with hypomnesis.track(interval=0.005) as t:
+        data = bytearray(b"\x01") * (1 << 20)
+    tracking: Tracking = t
+    delta: SnapshotDelta = Snapshot.now(0) - before
+    peaks: Dict[int, Optional[int]] = tracking.peak_gpu_bytes
+    tracker = hypomnesis.track(devices=[0])
+
+    @tracker
+    def step(n: int) -> int:
+        return n * 2
+
+    doubled: int = step(21)
+    last: Optional[Tracking] = tracker.last
+    try:
+        hypomnesis.device_info(count + 5)
+    except hypomnesis.NoSuchDeviceError as e:
+        kind: str = e.kind
+        index: Optional[int] = e.index
+    except hypomnesis.HypomnesisError as e:
+        kind = e.kind
+        index = None
+    return {
+        "rss": rss,
+        "headroom": [headroom(d) for d in infos],
+        "owners": owners(rows),
+        "delta": delta.ram_bytes,
+        "peaks": peaks,
+        "doubled": doubled,
+        "last": last is not None,
+        "kind": kind,
+        "index": index,
+        "len": len(data),
+    }
