@@ -242,3 +242,43 @@ fn alert_rules_use_series_that_hmn_serves() {
         }
     }
 }
+
+#[test]
+fn the_prometheusrule_object_holds_the_rules_file() {
+    // deploy/kubernetes/prometheusrule.yaml is made from the rules file by a script; a rule
+    // changed in one and not the other fails here.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-prometheusrule.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg("--check")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let object = read(&deploy().join("kubernetes/prometheusrule.yaml"));
+    let rules = read(&deploy().join("alerts/hypomnesis.rules.yml"));
+    for alert in rules
+        .lines()
+        .filter(|l| l.trim_start().starts_with("- alert: "))
+    {
+        assert!(object.contains(&format!("  {alert}\n")), "{alert} missing");
+    }
+    // The check compares the text: a different object fails it.
+    let copy = scratch("prometheusrule-check");
+    std::fs::create_dir_all(copy.join("scripts")).unwrap();
+    std::fs::create_dir_all(copy.join("deploy/kubernetes")).unwrap();
+    std::fs::create_dir_all(copy.join("deploy/alerts")).unwrap();
+    std::fs::copy(&script, copy.join("scripts/make-prometheusrule.py")).unwrap();
+    std::fs::write(copy.join("deploy/alerts/hypomnesis.rules.yml"), &rules).unwrap();
+    std::fs::write(
+        copy.join("deploy/kubernetes/prometheusrule.yaml"),
+        object.replace("for: 5m", "for: 1m"),
+    )
+    .unwrap();
+    let out = Command::new("python3")
+        .arg(copy.join("scripts/make-prometheusrule.py"))
+        .arg("--check")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a changed object passed the check");
+    assert!(text(&out).contains("is not what"), "{}", text(&out));
+}

@@ -46,8 +46,8 @@ const INSTALL_HINT: &str = "python3 -m venv target/deploy-tools/venv && target/d
 const VALIDATE_PY: &str = r#""""Validates Kubernetes manifests strictly (unknown fields are errors) and parses Dockerfiles.
 
 manifests VERSION... -- FILE...: every object of every file against kubernetes-validate's
-strict schemas of each Kubernetes VERSION, or, for prometheus-operator's ServiceMonitor and
-PodMonitor, against the JSON schema of cloudcoil's models with additionalProperties false on
+strict schemas of each Kubernetes VERSION, or, for prometheus-operator's ServiceMonitor,
+PodMonitor and PrometheusRule, against the JSON schema of cloudcoil's models with additionalProperties false on
 every object that lists its properties. An object of any other kind is an error. Prints one
 JSON object: {"objects": [...], "checked": ["file kind/name", ...], "errors": [...]}.
 
@@ -76,7 +76,8 @@ def manifests(versions, files):
     from cloudcoil.models.prometheus_operator import v1
 
     crds = {("monitoring.coreos.com/v1", "ServiceMonitor"): v1.ServiceMonitor,
-            ("monitoring.coreos.com/v1", "PodMonitor"): v1.PodMonitor}
+            ("monitoring.coreos.com/v1", "PodMonitor"): v1.PodMonitor,
+            ("monitoring.coreos.com/v1", "PrometheusRule"): v1.PrometheusRule}
     report = {"objects": [], "checked": [], "errors": []}
     for path in files:
         with open(path) as f:
@@ -505,7 +506,13 @@ fn kubernetes_manifests_are_valid_and_agree_with_the_image() {
     let Some(python) = python() else {
         return;
     };
-    let files = ["hmn.yaml", "servicemonitor.yaml", "podmonitor.yaml"].map(|f| dir.join(f));
+    let files = [
+        "hmn.yaml",
+        "servicemonitor.yaml",
+        "podmonitor.yaml",
+        "prometheusrule.yaml",
+    ]
+    .map(|f| dir.join(f));
     let (out, report) = validate_manifests(&python, &files.each_ref().map(PathBuf::as_path));
     assert!(
         out.status.success() && report["errors"].as_array().unwrap().is_empty(),
@@ -533,6 +540,7 @@ fn kubernetes_manifests_are_valid_and_agree_with_the_image() {
         "NetworkPolicy",
         "ServiceMonitor",
         "PodMonitor",
+        "PrometheusRule",
     ]
     .map(String::from)
     .into();
@@ -556,6 +564,7 @@ fn kubernetes_manifests_are_valid_and_agree_with_the_image() {
         "NetworkPolicy",
         "ServiceMonitor",
         "PodMonitor",
+        "PrometheusRule",
     ] {
         assert_eq!(object(kind)["metadata"]["namespace"], namespace, "{kind}");
     }
@@ -764,6 +773,12 @@ fn strict_validation_rejects_a_typo_in_every_kind() {
             "        - sourceLabels:",
             "        - sourcelabels:",
             "'sourcelabels' was unexpected",
+        ),
+        (
+            "prometheusrule.yaml",
+            "        - alert: HypomnesisExporterDown",
+            "        - alarm: HypomnesisExporterDown",
+            "'alarm' was unexpected",
         ),
     ];
     // All broken copies in one run (the validators take seconds to load), each with its errors.
