@@ -44,6 +44,7 @@ from ._types import (
     ProcessGpuInfo,
     Snapshot,
     SnapshotDelta,
+    SourceReport,
     Utilization,
     device_count,
     device_info,
@@ -59,6 +60,8 @@ from ._types import (
     process_context,
     process_gpu_info,
     process_rss,
+    process_rss_of,
+    sources,
 )
 
 __all__ = [
@@ -87,6 +90,7 @@ __all__ = [
     "Sample",
     "Snapshot",
     "SnapshotDelta",
+    "SourceReport",
     "TimedOutError",
     "Tracker",
     "Tracking",
@@ -106,5 +110,7 @@ __all__ = [
     "process_context",
     "process_gpu_info",
     "process_rss",
+    "process_rss_of",
+    "sources",
     "track",
 ]

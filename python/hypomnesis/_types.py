@@ -549,6 +549,59 @@ def process_rss() -> int:
     return _native.process_rss()
 
 
+
+def process_rss_of(pid: int) -> int:
+    """Resident set size of process ``pid``, bytes (Linux ``/proc/<pid>/statm``, the working set
+    on Windows, ``proc_pid_rusage`` on macOS). Raises :class:`HypomnesisError` when the process
+    is gone, unreadable, or has no resident set (a zombie, a kernel thread).
+
+    >>> import os, hypomnesis
+    >>> hypomnesis.process_rss_of(os.getpid()) > 0
+    True
+    """
+    return _native.process_rss_of(pid)
+
+
+@dataclass(frozen=True)
+class SourceReport:
+    """One GPU source of this build (``nvml``, ``nvidia-smi``, ``drm``, ``dxgi``, ``pdh``,
+    ``metal``): whether it answered, why not, and what it said about itself."""
+
+    source: str
+    """The source's name."""
+    state: str
+    """``answered``, ``failed`` (present but not answering) or ``absent`` (not on this host)."""
+    reason: Optional[str]
+    """Why it failed or is absent, in the library's words; ``None`` when it answered."""
+    details: Tuple[Tuple[str, str], ...]
+    """Facts it gave (library path, driver and library versions, …), in a stable order."""
+    dropped_process_rows: int
+    """Process rows it left out of its latest lists (no memory figure, pid 0, impossible)."""
+
+    def __repr__(self) -> str:
+        why = f": {self.reason}" if self.reason else ""
+        return f"<SourceReport {self.source} {self.state}{why}>"
+
+
+def sources() -> List[SourceReport]:
+    """What each GPU source of this build says about itself, as ``hmn doctor`` prints it: the
+    first thing to look at when :func:`device_count` raises :class:`NoGpuSourceError`.
+
+    >>> import hypomnesis
+    >>> [s.source for s in hypomnesis.sources()][:2]
+    ['nvml', 'nvidia-smi']
+    """
+    return [
+        SourceReport(
+            source=d["source"],
+            state=d["state"],
+            reason=d["reason"],
+            details=tuple((str(k), str(v)) for k, v in d["details"]),
+            dropped_process_rows=d["dropped_process_rows"],
+        )
+        for d in _native.sources()
+    ]
+
 def device_count() -> int:
     """Number of GPUs this host can measure.
 

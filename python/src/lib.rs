@@ -261,6 +261,38 @@ fn process_rss(py: Python<'_>) -> PyResult<u64> {
     measure(py, hypomnesis::process_rss)
 }
 
+/// Resident set size of process `pid`, bytes.
+#[pyfunction]
+fn process_rss_of(py: Python<'_>, pid: u32) -> PyResult<u64> {
+    measure(py, || hypomnesis::process_rss_of(pid))
+}
+
+/// What each GPU source of this build says about itself (what `hmn doctor` prints), as dicts:
+/// `source`, `state` (`answered`, `failed`, `absent`), `reason` (`None` when answered),
+/// `details` (label, value pairs) and `dropped_process_rows`.
+#[pyfunction]
+fn sources(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    let reports = py.detach(hypomnesis::sources);
+    reports
+        .iter()
+        .map(|r| {
+            let (state, reason) = match &r.state {
+                hypomnesis::SourceState::Answered => ("answered", None),
+                hypomnesis::SourceState::Failed(why) => ("failed", Some(why.as_str())),
+                hypomnesis::SourceState::Absent(why) => ("absent", Some(why.as_str())),
+                _ => ("other", None),
+            };
+            let o = PyDict::new(py);
+            o.set_item("source", r.source.as_str())?;
+            o.set_item("state", state)?;
+            o.set_item("reason", reason)?;
+            o.set_item("details", r.details.clone())?;
+            o.set_item("dropped_process_rows", r.dropped_process_rows)?;
+            Ok(o)
+        })
+        .collect()
+}
+
 /// Number of GPUs this host can measure.
 #[pyfunction]
 fn device_count(py: Python<'_>) -> PyResult<u32> {
@@ -562,6 +594,8 @@ impl Sampler {
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(process_rss, m)?)?;
+    m.add_function(wrap_pyfunction!(process_rss_of, m)?)?;
+    m.add_function(wrap_pyfunction!(sources, m)?)?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(process_gpu_info, m)?)?;

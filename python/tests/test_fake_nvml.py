@@ -254,3 +254,41 @@ out({
     mine = [p for p in r["procs"] if p["used_bytes"] == 512 * MIB]
     assert mine and mine[0]["gpu_instance_id"] == 2 and mine[0]["compute_instance_id"] == 0
     assert "mig=on" in r["repr"] and "instances=3" in r["repr"]
+
+
+SOURCES = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+try:
+    child_rss = hypomnesis.process_rss_of(child.pid)
+finally:
+    child.kill()
+    child.wait()
+out({
+    "sources": [[s.source, s.state, s.reason, list(map(list, s.details)), repr(s)]
+                for s in hypomnesis.sources()],
+    "own_rss": hypomnesis.process_rss_of(os.getpid()),
+    "child_rss": child_rss,
+    "gone": error(hypomnesis.process_rss_of, child.pid),
+})
+"""
+
+
+def test_sources_say_which_answered_and_why_not() -> None:
+    r = run_child(SOURCES, {"driver_version": "590.48.01", "devices": [h200()]})
+    by_name = {s[0]: s for s in r["sources"]}
+    nvml = by_name["nvml"]
+    assert nvml[1] == "answered" and nvml[2] is None, nvml
+    assert ["driver version", "590.48.01"] in nvml[3], nvml
+    assert nvml[4] == "<SourceReport nvml answered>"
+    # No nvidia-smi on the child's (empty) PATH: absent, with where it was looked for.
+    smi = by_name["nvidia-smi"]
+    assert smi[1] == "absent" and smi[2], smi
+    assert smi[4].startswith("<SourceReport nvidia-smi absent: ")
+    assert r["own_rss"] > 0 and r["child_rss"] > 0
+    # A reaped process has no resident set to read: an error, not 0.
+    assert r["gone"] is not None and "HypomnesisError" in r["gone"]["mro"], r["gone"]
+
+    r = run_child(SOURCES, variant=None)
+    nvml = {s[0]: s for s in r["sources"]}["nvml"]
+    assert nvml[1] == "absent" and "NVML" in nvml[2], nvml
