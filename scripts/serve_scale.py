@@ -19,20 +19,13 @@ import argparse, gzip, http.client, json, os, shutil, socket, statistics, subpro
 import urllib.parse
 
 import benchmarks_md  # noqa: E402 (beside this script)
+from procstat import status_kib as rss_kib  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
 HMN = os.path.join(TARGET, "release", "hmn")
 FAKE = os.path.join(TARGET, "fake-builds", "modern", "libnvidia-ml.so.1")
 MIB = 1 << 20
-
-
-def rss_kib(pid, field="VmRSS:"):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1])
-    return 0
 
 
 class Exporter:

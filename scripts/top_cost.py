@@ -11,6 +11,7 @@ scripts/bench.sh builds it (target/fake-builds/modern)."""
 import argparse, os, shutil, subprocess, sys, time
 
 import benchmarks_md  # noqa: E402 (beside this script)
+from procstat import status_kib as rss_kib  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
@@ -24,14 +25,6 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         rest = f.read().rsplit(")", 1)[1].split()
     return (int(rest[11]) + int(rest[12])) / TICKS
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def main():

@@ -13,57 +13,19 @@
     clippy::indexing_slicing
 )] // test code
 
+#[path = "support/deploy.rs"]
+mod deploying;
 #[path = "support/serve.rs"]
 mod serving;
 mod support;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
+use deploying::{deploy, read, scenario, scratch, text};
 use serving::{Server, get};
 use support::{FakeVariant, external};
-
-const MIB: u64 = 1 << 20;
-
-fn deploy() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// A new path in the temp directory, `name` its last part.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("hmn-alerts-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-/// An H200 with a reservation and this test process holding 1 GiB on it, and a second GPU that
-/// cannot be read (so that the series of unreadable GPUs are served too).
-fn scenario() -> String {
-    format!(
-        r#"{{"devices": [{{"name": "NVIDIA H200", "uuid": "GPU-11111111-2222-3333-4444-555555555555",
-            "total": {}, "reserved": {}, "free": {},
-            "compute_processes": [{{"pid": {}, "used": {}}}]}},
-            {{"name": "Broken", "memory_error": 999}}]}}"#,
-        143_771 * MIB,
-        614 * MIB,
-        110_796 * MIB,
-        std::process::id(),
-        1024 * MIB
-    )
-}
 
 /// `promtool <args>`: whether it passed, and what it said.
 fn promtool(promtool: &Path, args: &[&str], path: &Path) -> (bool, String) {

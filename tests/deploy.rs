@@ -19,6 +19,8 @@
     clippy::indexing_slicing
 )] // test code
 
+#[path = "support/deploy.rs"]
+mod deploying;
 #[path = "support/serve.rs"]
 mod serving;
 mod support;
@@ -26,13 +28,12 @@ mod support;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
+use deploying::{deploy, read, scenario, scratch, text};
 use serde_json::Value;
 use serving::{Server, free_port, get, serve_command};
 use support::FakeVariant;
 
-const MIB: u64 = 1 << 20;
 /// The exporter's port in the image and the manifests.
 const PORT: u16 = 10_466;
 /// The Kubernetes versions the manifests are validated against (kubernetes-validate's schemas).
@@ -131,31 +132,6 @@ def main(argv):
 
 sys.exit(main(sys.argv[1:]))
 "#;
-
-fn deploy() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// A new path in the temp directory, `name` its last part.
-fn scratch(name: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("hmn-deploy-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
 
 /// `None` (after saying so) when a tool is missing and the tests may skip it; a failure when
 /// `HYPOMNESIS_REQUIRE_EXTERNAL=1`.
@@ -289,22 +265,6 @@ fn after<'a>(args: &'a [String], flag: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{flag} not in {args:?}"));
     args.get(i + 1)
         .unwrap_or_else(|| panic!("nothing after {flag} in {args:?}"))
-}
-
-/// A one-GPU scenario of the fake NVML: an H200 with a reservation, this test process holding
-/// 1 GiB on it, and a second GPU that cannot be read.
-fn scenario() -> String {
-    format!(
-        r#"{{"devices": [{{"name": "NVIDIA H200", "uuid": "GPU-11111111-2222-3333-4444-555555555555",
-            "total": {}, "reserved": {}, "free": {},
-            "compute_processes": [{{"pid": {}, "used": {}}}]}},
-            {{"name": "Broken", "memory_error": 999}}]}}"#,
-        143_771 * MIB,
-        614 * MIB,
-        110_796 * MIB,
-        std::process::id(),
-        1024 * MIB
-    )
 }
 
 /// Runs `hmn` with `args` (the fake NVML behind it): its exit status and stderr.
