@@ -1,0 +1,574 @@
+//! The exporter's exposition: one measurement of the host (`super::model::Sample`) as
+//! `OpenMetrics` text, written by prometheus-client's encoder, and as the classic Prometheus text
+//! format. Pure; tested byte for byte (`tests.rs` beside it).
+
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+use std::time::Duration;
+
+use hypomnesis::{ErrorKind, GpuDeviceInfo, GpuVendor, MigGpuInstance};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::model::{Sample, present};
+
+/// The label value of an error kind: its JSON name (`gpu_lost`, `no_permission`, …).
+fn kind_label(kind: ErrorKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "other".to_string())
+}
+
+/// The `OpenMetrics` text of `sample`, which took `took` to measure and was the `measurements`-th
+/// one, ending with `# EOF`. With `stalled`, a newer measurement has not finished within the
+/// scrape's budget: the figures are stale and the scrape not a success.
+pub fn render(
+    sample: Sample,
+    took: Duration,
+    measurements: u64,
+    stalled: Option<Duration>,
+) -> String {
+    let mut registry = Registry::with_prefix("hypomnesis");
+    registry.register_collector(Box::new(Exposition {
+        sample,
+        took,
+        measurements,
+        stalled,
+    }));
+    let mut text = String::new();
+    match prometheus_client::encoding::text::encode(&mut text, &registry) {
+        Ok(()) => text,
+        // Writing to a String cannot fail and every value fits; never a half exposition.
+        Err(fmt::Error) => "# EOF\n".to_string(),
+    }
+}
+
+/// The Prometheus text format (0.0.4) of an exposition made by [`render`], for clients that do
+/// not take `OpenMetrics` (`promtool check metrics`, older agents): no `# UNIT` lines and no
+/// `# EOF`, counters described under their `_total` sample name, the `unknown` type as
+/// `untyped`.
+pub fn classic_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    // A HELP line waits for its TYPE line, which may rename the family.
+    let mut help: Option<&str> = None;
+    let flush = |out: &mut String, help: &mut Option<&str>| {
+        if let Some(h) = help.take() {
+            out.push_str(h);
+            out.push('\n');
+        }
+    };
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            flush(&mut out, &mut help);
+            help = Some(line);
+            continue;
+        }
+        if let Some((name, kind)) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|t| t.rsplit_once(' '))
+        {
+            match kind {
+                "counter" => {
+                    if let Some(text) = help
+                        .take()
+                        .and_then(|h| h.strip_prefix("# HELP "))
+                        .and_then(|h| h.strip_prefix(name))
+                    {
+                        let _ = writeln!(out, "# HELP {name}_total{text}");
+                    }
+                    let _ = writeln!(out, "# TYPE {name}_total counter");
+                    continue;
+                }
+                "unknown" => {
+                    flush(&mut out, &mut help);
+                    let _ = writeln!(out, "# TYPE {name} untyped");
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        flush(&mut out, &mut help);
+        out.push_str(line);
+        out.push('\n');
+    }
+    flush(&mut out, &mut help);
+    out
+}
+
+/// Escapes a label value for the text format: backslash, double quote and line feed.
+/// (prometheus-client writes label values as given.)
+pub fn label_value(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Bytes as a gauge value (every real figure fits; larger ones saturate).
+fn gauge(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
+/// A (device, pid) row of the process series: its memory and the process's short name.
+type ProcessRow<'a> = ((u32, u32), (u64, &'a str));
+
+/// A sample turned into metric families, in a stable order.
+#[derive(Debug)]
+struct Exposition {
+    sample: Sample,
+    took: Duration,
+    measurements: u64,
+    /// How long the measurement in progress has run past the scrape's budget, when it has.
+    stalled: Option<Duration>,
+}
+
+type Labels<const N: usize> = [(&'static str, String); N];
+
+/// Labels whose empty values are left out (an unknown uuid is no `uuid=""`).
+type Known = Vec<(&'static str, String)>;
+
+/// `labels` without those whose value is empty.
+fn known(labels: impl IntoIterator<Item = (&'static str, String)>) -> Known {
+    labels.into_iter().filter(|(_, v)| !v.is_empty()).collect()
+}
+
+/// Encodes one gauge family; a family without series is left out.
+fn gauges<L, V>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    series: &[(L, V)],
+) -> fmt::Result
+where
+    L: EncodeLabelSet,
+    V: prometheus_client::encoding::EncodeGaugeValue + Copy,
+{
+    if series.is_empty() {
+        return Ok(());
+    }
+    let mut metric = encoder.encode_descriptor(name, help, unit, MetricType::Gauge)?;
+    for (labels, value) in series {
+        ConstGauge::new(*value).encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// Encodes a gauge without labels.
+fn single<V: prometheus_client::encoding::EncodeGaugeValue>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    value: V,
+) -> fmt::Result {
+    ConstGauge::new(value).encode(encoder.encode_descriptor(name, help, unit, MetricType::Gauge)?)
+}
+
+impl Exposition {
+    /// The labels of a device's memory series: its index and, when known, its UUID (the
+    /// model, PCI address, driver and vendor are on `hypomnesis_gpu_info`, to join on).
+    fn device_labels(d: &GpuDeviceInfo) -> Known {
+        known([
+            ("gpu", d.index.to_string()),
+            ("uuid", label_value(d.uuid.as_deref().unwrap_or_default())),
+        ])
+    }
+
+    /// One `hypomnesis_gpu_info` series per device: what it is, as labels (empty ones left out).
+    fn info(&self) -> Vec<(Known, i64)> {
+        self.sample
+            .devices
+            .iter()
+            .map(|d| {
+                let mig = match d.mig_enabled {
+                    Some(true) => "enabled",
+                    Some(false) => "disabled",
+                    None => "",
+                };
+                let labels = known([
+                    ("gpu", d.index.to_string()),
+                    ("uuid", label_value(d.uuid.as_deref().unwrap_or_default())),
+                    ("model", label_value(d.name.as_deref().unwrap_or_default())),
+                    (
+                        "pci_bus_id",
+                        label_value(d.pci_bus_id.as_deref().unwrap_or_default()),
+                    ),
+                    (
+                        "driver",
+                        label_value(d.driver_version.as_deref().unwrap_or_default()),
+                    ),
+                    (
+                        "vendor",
+                        d.vendor.map(GpuVendor::as_str).unwrap_or_default().into(),
+                    ),
+                    ("source", d.source.as_str().to_string()),
+                    ("mig_mode", mig.to_string()),
+                ]);
+                (labels, 1)
+            })
+            .collect()
+    }
+
+    /// The UUID of device `index`, when it was read and has one.
+    fn uuid_of(&self, index: u32) -> String {
+        self.sample
+            .devices
+            .iter()
+            .find(|d| d.index == index)
+            .and_then(|d| d.uuid.as_deref())
+            .map(label_value)
+            .unwrap_or_default()
+    }
+
+    /// Per-device series of one figure, skipping devices where it is unknown.
+    fn devices(&self, figure: impl Fn(&GpuDeviceInfo) -> Option<u64>) -> Vec<(Known, i64)> {
+        self.sample
+            .devices
+            .iter()
+            .filter_map(|d| figure(d).map(|v| (Self::device_labels(d), gauge(v))))
+            .collect()
+    }
+
+    /// Per MIG GPU instance series of one figure (labels `gpu` and `uuid` of the GPU, `mig` =
+    /// GPU instance id, `profile`; unknown ones left out), skipping instances where it is unknown.
+    fn mig(&self, figure: impl Fn(&MigGpuInstance) -> Option<u64>) -> Vec<(Known, i64)> {
+        self.sample
+            .mig
+            .iter()
+            .filter_map(|m| {
+                let v = figure(m)?;
+                let labels = known([
+                    ("gpu", m.parent_index.to_string()),
+                    ("uuid", self.uuid_of(m.parent_index)),
+                    (
+                        "mig",
+                        m.gpu_instance_id
+                            .map_or_else(String::new, |g| g.to_string()),
+                    ),
+                    (
+                        "profile",
+                        label_value(m.profile.as_deref().unwrap_or_default()),
+                    ),
+                ]);
+                Some((labels, gauge(v)))
+            })
+            .collect()
+    }
+
+    /// What no visible process accounts for on `d` (as `hmn ps`'s "(not visible from here)"
+    /// row): the unattributed memory above the driver's overhead allowance, else 0.
+    fn not_visible(&self, d: &GpuDeviceInfo) -> Option<u64> {
+        if !self.sample.listed.contains(&d.index) || d.mig_enabled == Some(true) {
+            return None;
+        }
+        let unattributed = d.unattributed_bytes(&self.sample.processes)?;
+        let listed = self
+            .sample
+            .processes
+            .iter()
+            .filter(|p| p.device_index == d.index)
+            .count();
+        Some(
+            if unattributed > hypomnesis::driver_overhead_allowance(listed) {
+                unattributed
+            } else {
+                0
+            },
+        )
+    }
+
+    /// The (device, pid) rows, their memory added up, the largest first (then by device and
+    /// pid), and how many of them the series cap leaves out.
+    fn process_rows(&self) -> (Vec<ProcessRow<'_>>, usize) {
+        let mut rows: BTreeMap<(u32, u32), (u64, &str)> = BTreeMap::new();
+        for p in &self.sample.processes {
+            let row = rows
+                .entry((p.device_index, p.pid))
+                .or_insert((0, p.name.as_deref().unwrap_or_default()));
+            row.0 = row.0.saturating_add(p.used_bytes);
+        }
+        let mut rows: Vec<_> = rows.into_iter().collect();
+        let keep = self.sample.max_process_series.unwrap_or(usize::MAX);
+        let dropped = rows.len().saturating_sub(keep);
+        if dropped > 0 {
+            rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
+            rows.truncate(keep);
+            rows.sort_by_key(|r| r.0);
+        }
+        (rows, dropped)
+    }
+
+    /// One series per (device, pid) row of [`Self::process_rows`]. Labels: the GPU's index and
+    /// UUID, the pid, and the process's short name as `process` (not `name`, which would
+    /// collide with a GPU's in a join); empty ones left out.
+    fn processes(&self, rows: Vec<ProcessRow<'_>>) -> Vec<(Known, i64)> {
+        rows.into_iter()
+            .map(|((gpu, pid), (used, name))| {
+                let ctx = self.sample.contexts.get(&pid);
+                let container = ctx.and_then(|c| c.container.as_ref());
+                let labels = known([
+                    ("gpu", gpu.to_string()),
+                    ("uuid", self.uuid_of(gpu)),
+                    ("pid", pid.to_string()),
+                    ("process", label_value(name)),
+                    (
+                        "user",
+                        label_value(ctx.and_then(|c| c.user.as_deref()).unwrap_or_default()),
+                    ),
+                    (
+                        "container",
+                        container.map(|c| c.id.clone()).unwrap_or_default(),
+                    ),
+                    (
+                        "pod",
+                        container
+                            .and_then(|c| c.pod_uid.clone())
+                            .unwrap_or_default(),
+                    ),
+                ]);
+                (labels, gauge(used))
+            })
+            .collect()
+    }
+}
+
+/// A MIG GPU instance's allocated memory: total − reserved − free where the reservation is
+/// reported (and the figures agree), else its used figure.
+fn mig_allocated(m: &MigGpuInstance) -> Option<u64> {
+    let allocated = m
+        .total_bytes
+        .zip(m.free_bytes)
+        .zip(m.reserved_bytes)
+        .and_then(|((t, f), r)| t.checked_sub(r)?.checked_sub(f));
+    allocated.or(m.used_bytes)
+}
+
+impl Collector for Exposition {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        self.encode_memory(&mut encoder)?;
+        self.encode_status(&mut encoder)
+    }
+}
+
+impl Exposition {
+    /// The devices' and processes' memory.
+    fn encode_memory(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let bytes = Some(&Unit::Bytes);
+        gauges(
+            e,
+            "gpu_info",
+            "One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source and MIG mode as labels (unknown ones left out), to join on `gpu` or `uuid`.",
+            None,
+            &self.info(),
+        )?;
+        gauges(
+            e,
+            "gpu_memory_total",
+            "Total memory of the GPU as its driver reports it.",
+            bytes,
+            &self.devices(|d| Some(d.total_bytes)),
+        )?;
+        gauges(
+            e,
+            "gpu_memory_free",
+            "Memory of the GPU that new allocations can still get.",
+            bytes,
+            &self.devices(|d| Some(d.free_bytes)),
+        )?;
+        gauges(
+            e,
+            "gpu_memory_used",
+            "Memory of the GPU taken by allocations: total - reserved - free where the driver reports the reservation (as DCGM's FB_USED and nvidia-smi's memory.used), else total - free; used + reserved + free = total.",
+            bytes,
+            &self.devices(|d| Some(d.allocated_bytes().unwrap_or(d.used_bytes))),
+        )?;
+        gauges(
+            e,
+            "gpu_memory_reserved",
+            "Driver/firmware reservation, part of total; absent when the driver does not report it.",
+            bytes,
+            &self.devices(|d| d.reserved_bytes),
+        )?;
+        gauges(
+            e,
+            "gpu_memory_not_visible",
+            "Allocated memory of the GPU that no process this exporter can see accounts for, beyond the driver's own overhead per process (processes of other PID namespaces or users); 0 when all is accounted for, absent when unknown (no reservation figure, the process list not read, MIG mode).",
+            bytes,
+            &self.devices(|d| self.not_visible(d)),
+        )?;
+        self.encode_mig(e, bytes)?;
+        self.encode_processes(e, bytes)
+    }
+
+    /// The MIG GPU instances' memory.
+    fn encode_mig(&self, e: &mut DescriptorEncoder<'_>, bytes: Option<&Unit>) -> fmt::Result {
+        gauges(
+            e,
+            "gpu_mig_memory_total",
+            "Memory of a MIG GPU instance (its compute instances share it).",
+            bytes,
+            &self.mig(|m| m.total_bytes),
+        )?;
+        gauges(
+            e,
+            "gpu_mig_memory_free",
+            "Free memory of a MIG GPU instance.",
+            bytes,
+            &self.mig(|m| m.free_bytes),
+        )?;
+        gauges(
+            e,
+            "gpu_mig_memory_used",
+            "Memory of a MIG GPU instance taken by allocations: total - reserved - free where the reservation is reported, else total - free.",
+            bytes,
+            &self.mig(mig_allocated),
+        )?;
+        gauges(
+            e,
+            "gpu_mig_memory_reserved",
+            "Driver reservation of a MIG GPU instance; absent when not reported.",
+            bytes,
+            &self.mig(|m| m.reserved_bytes),
+        )
+    }
+
+    /// The processes' memory, and how many series the cap left out.
+    fn encode_processes(&self, e: &mut DescriptorEncoder<'_>, bytes: Option<&Unit>) -> fmt::Result {
+        let (rows, dropped) = self.process_rows();
+        gauges(
+            e,
+            "gpu_process_memory",
+            "GPU memory a process holds on a GPU.",
+            bytes,
+            &self.processes(rows),
+        )?;
+        if self.sample.max_process_series.is_some() {
+            single(
+                e,
+                "gpu_process_series_dropped",
+                "Per-process series left out by --max-process-series (the smallest holders).",
+                None,
+                i64::try_from(dropped).unwrap_or(i64::MAX),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Sources, errors, and the exporter itself.
+    /// The GPUs counted, and those whose memory or process list could not be read.
+    fn encode_reads(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        if let Some(n) = self.sample.counted {
+            single(
+                e,
+                "gpu_devices",
+                "GPUs counted at the last measurement.",
+                None,
+                i64::from(n),
+            )?;
+        }
+        single(
+            e,
+            "gpu_read_errors",
+            "Counted GPUs whose memory could not be read at the last measurement (their series are absent).",
+            None,
+            i64::try_from(self.sample.unreadable.len()).unwrap_or(i64::MAX),
+        )?;
+        let unreadable: Vec<(Labels<2>, i64)> = self
+            .sample
+            .unreadable
+            .iter()
+            .map(|(gpu, kind)| ([("gpu", gpu.to_string()), ("kind", kind_label(*kind))], 1))
+            .collect();
+        gauges(
+            e,
+            "gpu_unreadable",
+            "GPUs counted but not read at the last measurement, by why (gpu_lost: fallen off the bus or not listed; no_permission; not_supported: the driver publishes no memory figures; …).",
+            None,
+            &unreadable,
+        )?;
+        single(
+            e,
+            "gpu_process_read_errors",
+            "Counted GPUs whose process list could not be read at the last measurement.",
+            None,
+            i64::from(self.sample.process_errors),
+        )?;
+        Ok(())
+    }
+
+    fn encode_status(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let up: Vec<(Labels<1>, i64)> = self
+            .sample
+            .sources
+            .iter()
+            .filter(|r| present(r))
+            .map(|r| {
+                (
+                    [("source", r.source.as_str().to_string())],
+                    i64::from(self.sample.source_up(r)),
+                )
+            })
+            .collect();
+        gauges(
+            e,
+            "up",
+            "Whether a GPU source this host has answered at the last measurement (1) or not (0); a source the host does not have has no series.",
+            None,
+            &up,
+        )?;
+        self.encode_reads(e)?;
+        single(
+            e,
+            "scrape_success",
+            "Whether the last measurement counted the GPUs, read every one, and every GPU source this host has answered (1) or not (0, also while a newer one is stalled).",
+            None,
+            i64::from(self.sample.success() && self.stalled.is_none()),
+        )?;
+        single(
+            e,
+            "measurement_stalled",
+            "How long the measurement in progress has run without finishing (a blocked driver call); 0 when none is stalled. While it is not 0 the figures are those of the last measurement that finished.",
+            Some(&Unit::Seconds),
+            self.stalled.unwrap_or_default().as_secs_f64(),
+        )?;
+        single(
+            e,
+            "scrape_duration",
+            "How long the last measurement took.",
+            Some(&Unit::Seconds),
+            self.took.as_secs_f64(),
+        )?;
+        let counter = ConstCounter::new(self.measurements);
+        counter.encode(e.encode_descriptor(
+            "measurements",
+            "Measurements made since start (scrapes within --min-interval share one).",
+            None,
+            MetricType::Counter,
+        )?)?;
+        gauges(
+            e,
+            "build_info",
+            "The hmn version serving these metrics.",
+            None,
+            &[([("version", env!("CARGO_PKG_VERSION").to_string())], 1_i64)],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,292 @@
+//! `hmn top`: a live, full-screen view of GPU and RAM memory and who holds it.
+//!
+//! - `model`: what one refresh shows, made on the sampling thread from the one sampler's frame;
+//! - `state`: the view's own state (sort, filter, pause, GPU, help) and the keys;
+//! - `draw`: a pure function of both into a ratatui frame, tested through the test backend.
+//!
+//! The sampling thread reads only what the view shows (each GPU's figures, processes and MIG
+//! instances; the listed processes' owner, command, RSS and CPU time; the host's RAM) and
+//! nothing while paused; the terminal thread draws when a refresh arrives, a key changes the
+//! view, or the terminal is resized.
+
+pub mod draw;
+pub mod model;
+pub mod state;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use hypomnesis::{ContextParts, ProcessContext};
+use ratatui::crossterm::event::{self, Event};
+
+use crate::args::{self, RootArgs};
+use crate::collect::contexts;
+use crate::collect::sampler::{Frame, Sampler, Want};
+use crate::collect::stop::Stop;
+use crate::outcome::Outcome;
+use model::{Builder, Screen};
+use state::{Action, ViewState};
+
+/// Options of `hmn top`.
+#[derive(Debug, Clone, Args)]
+pub struct TopArgs {
+    /// Time between refreshes (at least 100ms).
+    #[arg(long, default_value = "1s", value_parser = args::duration, value_name = "DURATION")]
+    pub interval: Duration,
+    #[command(flatten)]
+    pub roots: RootArgs,
+}
+
+/// What the terminal thread tells the sampling thread: stop, pause, and the view (its order,
+/// filter and height decide whose contexts a refresh reads).
+#[derive(Debug, Default)]
+struct Control {
+    stop: AtomicBool,
+    paused: AtomicBool,
+    view: Mutex<(ViewState, usize)>,
+    /// Set by the terminal thread when it has given the terminal back.
+    restored: AtomicBool,
+}
+
+impl Control {
+    fn set_view(&self, state: &ViewState, room: u16) {
+        if let Ok(mut v) = self.view.lock() {
+            *v = (state.clone(), usize::from(room));
+        }
+    }
+}
+
+/// Puts the terminal back as it was (main screen, cooked mode, cursor shown) when dropped:
+/// on return, on error, and when a panic unwinds (ratatui's panic hook does it too).
+struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+/// Whether `NO_COLOR` asks for no colour (set and not empty, as no-color.org says).
+pub fn colour_allowed() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
+    if !io::stdout().is_terminal() {
+        writeln!(
+            err,
+            "hmn top: standard output is not a terminal; for a log of figures use `hmn watch`, \
+             for one reading `hmn` or `hmn ps`"
+        )?;
+        return Ok(Outcome::Code(2));
+    }
+    let interval = args.interval.max(Duration::from_millis(100));
+    let control = Arc::new(Control::default());
+    // One refresh in flight at most: a terminal thread that falls behind skips refreshes
+    // rather than queueing them.
+    let (tx, rx) = mpsc::sync_channel(1);
+    let sampling = {
+        let control = Arc::clone(&control);
+        std::thread::Builder::new()
+            .name("hmn-top-sampler".into())
+            .spawn(move || sample_loop(interval, &control, &tx))?
+    };
+    let result = show(interval, &control, &rx);
+    control.restored.store(true, Ordering::SeqCst);
+    control.stop.store(true, Ordering::SeqCst);
+    drop(rx);
+    // The sampler may be inside a driver call that does not return: it is not waited for.
+    drop(sampling);
+    result.map(|()| Outcome::Success)
+}
+
+/// The terminal thread: draws, reads keys, until quit or a stop signal.
+fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Result<()> {
+    let stop = Stop::on_signals();
+    let mut terminal = ratatui::try_init()?;
+    let _restore = Restore;
+    let mut state = ViewState {
+        color: colour_allowed(),
+        ..ViewState::default()
+    };
+    let mut screen = Screen::waiting();
+    let mut dirty = true;
+    let room = |t: &ratatui::DefaultTerminal| t.size().map_or(50, |s| s.height);
+    control.set_view(&state, room(&terminal));
+    while !stop.requested() {
+        while let Ok(s) = rx.try_recv() {
+            screen = s;
+            dirty = true;
+        }
+        if dirty {
+            terminal.draw(|f| draw::draw(f, &screen, &state, interval))?;
+            dirty = false;
+        }
+        if !event::poll(Duration::from_millis(100))? {
+            continue;
+        }
+        match event::read()? {
+            Event::Key(key) => match state.on_key(key, screen.gpu_count()) {
+                Action::Quit => break,
+                Action::Redraw => {
+                    control.paused.store(state.paused, Ordering::SeqCst);
+                    control.set_view(&state, room(&terminal));
+                    dirty = true;
+                }
+                Action::None => {}
+            },
+            Event::Resize(_, height) => {
+                control.set_view(&state, height);
+                dirty = true;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The sampling thread: a refresh every `interval` (none while paused), until stopped or the
+/// terminal thread is gone. It also watches for a stop signal the terminal thread cannot see:
+/// when the terminal hangs up (its window closed, tmux killed), reading keys may never return,
+/// so after a signal the terminal thread gets half a second to end before this thread gives
+/// the terminal back (as far as it still can) and ends the process.
+fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Screen>) {
+    let signals = Stop::on_signals();
+    let sampler = Sampler::new(Want {
+        devices: true,
+        processes: true,
+        unnamed: true,
+        mig: true,
+        utilization: true,
+        ..Want::default()
+    });
+    let mut builder = Builder::default();
+    let mut next = Instant::now();
+    // Without a GPU the table lists the host's processes by RSS (Linux): the sampler follows
+    // every pid, from the refresh after the one that found no GPU.
+    let mut host_mode = false;
+    while !control.stop.load(Ordering::SeqCst) {
+        if !control.paused.load(Ordering::SeqCst) {
+            let pids = if host_mode { host_pids() } else { Vec::new() };
+            let frame = sampler.frame(&pids);
+            host_mode = !matches!(frame.count, Ok(n) if n > 0);
+            let view = control.view.lock().map(|v| v.clone()).unwrap_or_default();
+            let screen = builder.screen(
+                &frame,
+                |procs| contexts(&frame, &view.0.wanted(procs, view.1)),
+                hypomnesis::host_memory().map_err(|e| e.to_string()),
+                &own_context(),
+            );
+            match tx.try_send(screen) {
+                Ok(()) | Err(TrySendError::Full(_)) => {}
+                Err(TrySendError::Disconnected(_)) => return,
+            }
+        }
+        next += interval;
+        let now = Instant::now();
+        if next < now {
+            next = now + interval;
+        }
+        while !control.stop.load(Ordering::SeqCst) {
+            if signals.requested() {
+                end_after_signal(control, &signals);
+            }
+            let left = next.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
+    }
+}
+
+/// After a stop signal: the terminal thread's half second, then the terminal back and exit
+/// with 128 + the signal, as a shell reports a process a signal ended.
+fn end_after_signal(control: &Control, signals: &Stop) {
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < deadline {
+        if control.restored.load(Ordering::SeqCst) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ratatui::restore();
+    let code = signals.signal().map_or(1, |s| 128 + s);
+    std::process::exit(code);
+}
+
+/// Every process of the procfs root in use (Linux; none elsewhere).
+fn host_pids() -> Vec<u32> {
+    let Ok(roots) = hypomnesis::roots() else {
+        return Vec::new();
+    };
+    if !cfg!(target_os = "linux") {
+        return Vec::new();
+    }
+    std::fs::read_dir(&roots.procfs.path)
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The context of each of `pids` the frame lists (see [`contexts::readable`]), and of the
+/// host's processes when the frame follows them (no GPU), by listed pid.
+fn contexts(frame: &Frame, pids: &[u32]) -> BTreeMap<u32, ProcessContext> {
+    let wanted: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
+    let rows = frame
+        .devices
+        .iter()
+        .flat_map(|d| d.processes().unwrap_or_default());
+    let mut read = contexts::readable(rows);
+    read.extend(frame.rss.keys().map(|&p| (p, p)));
+    read.retain(|p, _| wanted.contains(p));
+    let mut parts = ContextParts::ALL;
+    parts.container = false;
+    contexts::read(read, parts)
+}
+
+/// This process's RSS and CPU time (the CPU time only when the procfs root in use is this
+/// system's own, where this process's pid means this process).
+fn own_context() -> ProcessContext {
+    let own_root =
+        hypomnesis::roots().is_ok_and(|r| r.procfs.path == std::path::Path::new("/proc"));
+    let mut ctx = if own_root || !cfg!(target_os = "linux") {
+        let mut parts = ContextParts::NONE;
+        parts.cpu_time = true;
+        hypomnesis::process_contexts_with(&[std::process::id()], parts)
+            .pop()
+            .unwrap_or_default()
+    } else {
+        ProcessContext::default()
+    };
+    ctx.rss_bytes = hypomnesis::process_rss().ok();
+    ctx
+}
+
+impl Screen {
+    /// Before the first refresh.
+    pub fn waiting() -> Self {
+        Self {
+            gpus: Err("reading the GPUs…".into()),
+            ram: Err("reading…".into()),
+            me: model::Footprint::default(),
+            procs: Vec::new(),
+        }
+    }
+
+    /// How many GPUs there are to pick from.
+    pub fn gpu_count(&self) -> u32 {
+        self.gpus
+            .as_ref()
+            .map_or(0, |g| u32::try_from(g.len()).unwrap_or(u32::MAX))
+    }
+}

@@ -1,0 +1,391 @@
+//! What `hmn top` shows, made from the one sampler's frames on the sampling thread: each GPU
+//! with the figures of its bar and the history of its used memory, the host's RAM and this
+//! view's own footprint, and one row per GPU process with its context and CPU share. Drawing
+//! reads a [`Screen`] and nothing else.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use hypomnesis::{
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, HostMemory, MigGpuInstance, ProcessContext,
+    Utilization,
+};
+
+use crate::collect::sampler::Frame;
+
+/// Samples of used memory kept per GPU: ten minutes at the default interval.
+pub const HISTORY: usize = 600;
+
+/// One refresh of the view.
+#[derive(Debug, Clone)]
+pub struct Screen {
+    /// The GPUs, or why there are none to show (no source, or they could not be counted).
+    pub gpus: Result<Vec<Gpu>, String>,
+    /// The host's RAM, or why it could not be read.
+    pub ram: Result<HostMemory, String>,
+    /// This view's own resident set and CPU share (percent of one core).
+    pub me: Footprint,
+    /// The processes holding GPU memory (and those that just stopped), by pid.
+    pub procs: Vec<Proc>,
+}
+
+/// A process's host memory and CPU share.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Footprint {
+    pub rss: Option<u64>,
+    pub cpu: Option<f64>,
+}
+
+/// One GPU at one refresh.
+#[derive(Debug, Clone)]
+pub struct Gpu {
+    pub index: u32,
+    /// Its figures, or why they could not be read.
+    pub info: Result<GpuDeviceInfo, String>,
+    /// The split of its memory the bar shows, when the figures were read.
+    pub bar: Option<Bar>,
+    /// Used memory at each refresh so far (bytes, oldest first), at most [`HISTORY`].
+    pub history: Vec<u64>,
+    /// Its MIG GPU instances (empty when MIG is off).
+    pub mig: Vec<MigGpuInstance>,
+    /// How many processes the driver lists on it; `None` when they could not be read.
+    pub listed: Option<usize>,
+    /// How busy it is, where the driver says.
+    pub util: Option<Utilization>,
+}
+
+/// A GPU's memory in four parts that add up to its total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bar {
+    pub total: u64,
+    /// The driver's reservation; `None` when the source does not say (then `held` includes it).
+    pub reserved: Option<u64>,
+    /// Held by the processes listed here (with the driver's small overhead per process).
+    pub held: u64,
+    /// Allocated, and held by no listed process beyond that overhead: processes this view
+    /// cannot see (another PID namespace, another user).
+    pub hidden: u64,
+    pub free: u64,
+}
+
+impl Bar {
+    /// The bar of `info`, given the processes the driver listed on it (`None`: not read). A
+    /// GPU split into MIG instances lists its processes per instance, so nothing is called
+    /// hidden there.
+    pub fn of(info: &GpuDeviceInfo, rows: Option<&[GpuProcessEntry]>, mig: bool) -> Self {
+        let rows = rows.filter(|_| !mig);
+        let free = info.free_bytes.min(info.total_bytes);
+        match (info.allocated_bytes(), info.reserved_bytes) {
+            (Some(allocated), Some(reserved)) => {
+                let hidden = rows
+                    .and_then(|r| {
+                        let listed = r.iter().filter(|p| p.device_index == info.index).count();
+                        let unattributed = info.unattributed_bytes(r)?;
+                        (unattributed > hypomnesis::driver_overhead_allowance(listed))
+                            .then_some(unattributed)
+                    })
+                    .unwrap_or(0);
+                Self {
+                    total: info.total_bytes,
+                    reserved: Some(reserved.min(info.total_bytes)),
+                    held: allocated.saturating_sub(hidden),
+                    hidden,
+                    free,
+                }
+            }
+            _ => Self {
+                total: info.total_bytes,
+                reserved: None,
+                held: info.total_bytes.saturating_sub(free),
+                hidden: 0,
+                free,
+            },
+        }
+    }
+}
+
+/// Whether a process is new since the last refresh, gone since, or neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Steady,
+    New,
+    Gone,
+}
+
+/// One process holding GPU memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Proc {
+    pub pid: u32,
+    pub user: Option<String>,
+    pub kind: Option<GpuContextKind>,
+    /// GPU memory per device index.
+    pub gpu: BTreeMap<u32, u64>,
+    pub rss: Option<u64>,
+    /// CPU share since the last refresh, percent of one core; `None` at the first.
+    pub cpu: Option<f64>,
+    /// The command line, else the short name, else `None`.
+    pub command: Option<String>,
+    /// Whether the process is in another PID namespace (its files cannot be read from here).
+    pub outside: bool,
+    pub change: Change,
+}
+
+impl Proc {
+    /// Process `pid` with nothing known of it yet.
+    fn bare(pid: u32) -> Self {
+        Self {
+            pid,
+            user: None,
+            kind: None,
+            gpu: BTreeMap::new(),
+            rss: None,
+            cpu: None,
+            command: None,
+            outside: false,
+            change: Change::Steady,
+        }
+    }
+
+    /// Its GPU memory on every device.
+    pub fn gpu_total(&self) -> u64 {
+        self.gpu.values().fold(0, |a, &b| a.saturating_add(b))
+    }
+}
+
+/// Both kinds when a process has a compute context on one device and a graphics one on
+/// another.
+fn union(a: Option<GpuContextKind>, b: Option<GpuContextKind>) -> Option<GpuContextKind> {
+    match (a, b) {
+        (Some(x), Some(y)) if x == y => Some(x),
+        (Some(_), Some(_)) => Some(GpuContextKind::ComputeAndGraphics),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// What the sampling thread remembers between refreshes: the history, the CPU times, and the
+/// last rows (to show a process that stopped holding memory for one refresh).
+#[derive(Debug, Default)]
+pub struct Builder {
+    history: BTreeMap<u32, VecDeque<u64>>,
+    cpu: BTreeMap<u32, (Duration, Duration)>,
+    own_cpu: Option<(Duration, Duration)>,
+    last: BTreeMap<u32, Proc>,
+}
+
+/// A read's result as text for the view.
+fn text<T: Clone, E: ToString>(r: Option<&Result<T, E>>) -> Option<Result<T, String>> {
+    r.map(|r| match r {
+        Ok(v) => Ok(v.clone()),
+        Err(e) => Err(e.to_string()),
+    })
+}
+
+impl Builder {
+    /// The screen of `frame`: `read` gives the contexts (by pid) of those of the listed
+    /// processes it chooses to read, `ram` is the host's, `me` this process's context (RSS and
+    /// CPU time).
+    pub fn screen(
+        &mut self,
+        frame: &Frame,
+        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, ProcessContext>,
+        ram: Result<HostMemory, String>,
+        me: &ProcessContext,
+    ) -> Screen {
+        let gpus = match &frame.count {
+            Err(why) => Err(why.clone()),
+            Ok(0) => Err(crate::view::devices::no_gpu_sentence()),
+            Ok(_) => Ok(self.gpus(frame)),
+        };
+        let own = me.cpu_time.map(|c| (frame.at, c));
+        let me = Footprint {
+            rss: me.rss_bytes,
+            cpu: share(self.own_cpu, own),
+        };
+        self.own_cpu = own;
+        Screen {
+            gpus,
+            ram,
+            me,
+            procs: self.procs(frame, read),
+        }
+    }
+
+    fn gpus(&mut self, frame: &Frame) -> Vec<Gpu> {
+        let mut out = Vec::new();
+        for (i, d) in frame.devices.iter().enumerate() {
+            let index = u32::try_from(i).unwrap_or(u32::MAX);
+            let info = text(d.info.as_ref()).unwrap_or_else(|| Err("not read".into()));
+            let rows = d.processes();
+            let history = self.history.entry(index).or_default();
+            if let Ok(info) = &info {
+                if history.len() == HISTORY {
+                    history.pop_front();
+                }
+                history.push_back(info.used_bytes);
+            }
+            out.push(Gpu {
+                index,
+                bar: info.as_ref().ok().map(|i| {
+                    let mig = i.mig_enabled == Some(true)
+                        || d.mig.as_ref().is_some_and(|m| !m.is_empty());
+                    Bar::of(i, rows, mig)
+                }),
+                info,
+                history: history.iter().copied().collect(),
+                mig: d.mig.clone().unwrap_or_default(),
+                listed: rows.map(<[GpuProcessEntry]>::len),
+                util: d
+                    .utilization
+                    .as_ref()
+                    .and_then(|u| u.as_ref().ok())
+                    .copied(),
+            });
+        }
+        self.history
+            .retain(|k, _| out.iter().any(|g| g.index == *k));
+        out
+    }
+
+    fn procs(
+        &mut self,
+        frame: &Frame,
+        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, ProcessContext>,
+    ) -> Vec<Proc> {
+        let mut now: BTreeMap<u32, Proc> = BTreeMap::new();
+        for d in &frame.devices {
+            for r in d.processes().unwrap_or_default() {
+                let p = now.entry(r.pid).or_insert_with(|| Proc {
+                    command: r.name.clone(),
+                    outside: r.outside_pid_namespace,
+                    ..Proc::bare(r.pid)
+                });
+                p.kind = union(p.kind, r.context);
+                let e = p.gpu.entry(r.device_index).or_insert(0);
+                *e = e.saturating_add(r.used_bytes);
+            }
+        }
+        // Without a GPU: the host's processes the frame followed, with their RSS.
+        for (&pid, &rss) in &frame.rss {
+            if let Some(rss) = rss {
+                now.entry(pid).or_insert_with(|| Proc {
+                    rss: Some(rss),
+                    ..Proc::bare(pid)
+                });
+            }
+        }
+        let listed: Vec<Proc> = now.values().cloned().collect();
+        let contexts = read(&listed);
+        let mut cpu = BTreeMap::new();
+        for p in now.values_mut() {
+            if let Some(ctx) = contexts.get(&p.pid) {
+                p.user.clone_from(&ctx.user);
+                p.rss = ctx.rss_bytes.or(p.rss);
+                if ctx.command.is_some() {
+                    p.command.clone_from(&ctx.command);
+                }
+                if let Some(c) = ctx.cpu_time {
+                    cpu.insert(p.pid, (frame.at, c));
+                    p.cpu = share(self.cpu.get(&p.pid).copied(), Some((frame.at, c)));
+                }
+            }
+            if !self.last.is_empty() && !self.last.contains_key(&p.pid) {
+                p.change = Change::New;
+            }
+        }
+        let gone: Vec<Proc> = self
+            .last
+            .values()
+            .filter(|p| p.change != Change::Gone && !now.contains_key(&p.pid))
+            .map(|p| Proc {
+                change: Change::Gone,
+                cpu: None,
+                ..p.clone()
+            })
+            .collect();
+        self.cpu = cpu;
+        self.last.clone_from(&now);
+        now.into_values().chain(gone).collect()
+    }
+}
+
+/// CPU share between two `(when, CPU time)` readings, percent of one core.
+fn share(before: Option<(Duration, Duration)>, after: Option<(Duration, Duration)>) -> Option<f64> {
+    let ((t0, c0), (t1, c1)) = (before?, after?);
+    let wall = t1.checked_sub(t0)?.as_secs_f64();
+    let used = c1.checked_sub(c0)?.as_secs_f64();
+    (wall > 0.0).then(|| used / wall * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn info(total: u64, reserved: Option<u64>, free: u64) -> GpuDeviceInfo {
+        GpuDeviceInfo::builder()
+            .index(0)
+            .total_bytes(total)
+            .free_bytes(free)
+            .used_bytes(total - free)
+            .reserved_bytes(reserved)
+            .build()
+    }
+
+    fn row(pid: u32, used: u64) -> GpuProcessEntry {
+        GpuProcessEntry::builder()
+            .pid(pid)
+            .used_bytes(used)
+            .device_index(0)
+            .build()
+    }
+
+    #[test]
+    fn bars_add_up_and_hidden_memory_shows_above_the_overhead() {
+        let d = info(1000 * MIB, Some(10 * MIB), 490 * MIB);
+        // 500 MiB allocated; listed rows hold 480: 20 MiB is driver overhead, not hidden.
+        let b = Bar::of(&d, Some(&[row(1, 300 * MIB), row(2, 180 * MIB)]), false);
+        assert_eq!((b.held, b.hidden), (500 * MIB, 0));
+        // Listed rows hold 100: 400 MiB is held by processes not visible here.
+        let b = Bar::of(&d, Some(&[row(1, 100 * MIB)]), false);
+        assert_eq!((b.held, b.hidden), (100 * MIB, 400 * MIB));
+        let mig = Bar::of(&d, Some(&[row(1, 100 * MIB)]), true);
+        assert_eq!(
+            (mig.held, mig.hidden),
+            (500 * MIB, 0),
+            "MIG lists per instance"
+        );
+        assert_eq!(
+            b.reserved.unwrap_or(0) + b.held + b.hidden + b.free,
+            b.total
+        );
+        // Processes not read: nothing is called hidden.
+        assert_eq!(Bar::of(&d, None, false).hidden, 0);
+        // No reservation figure: used (with the reservation) is held.
+        let b = Bar::of(&info(1000 * MIB, None, 400 * MIB), Some(&[]), false);
+        assert_eq!((b.reserved, b.held, b.hidden), (None, 600 * MIB, 0));
+    }
+
+    #[test]
+    fn cpu_share_and_kinds() {
+        use GpuContextKind::{Compute as C, ComputeAndGraphics as B, Graphics as G};
+        let s = |a: u64, b: u64| (Duration::from_secs(a), Duration::from_millis(b));
+        assert_eq!(share(Some(s(1, 100)), Some(s(2, 600))), Some(50.0));
+        assert_eq!(share(None, Some(s(2, 600))), None);
+        assert_eq!(
+            share(Some(s(2, 100)), Some(s(2, 600))),
+            None,
+            "no time passed"
+        );
+        assert_eq!(
+            share(Some(s(1, 700)), Some(s(2, 600))),
+            None,
+            "CPU time went back"
+        );
+        assert_eq!(union(Some(C), Some(G)), Some(B));
+        assert_eq!(union(Some(C), Some(C)), Some(C));
+        assert_eq!(union(None, Some(G)), Some(G));
+        assert_eq!(union(Some(C), None), Some(C));
+    }
+}

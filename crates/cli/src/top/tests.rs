@@ -1,0 +1,413 @@
+//! `hmn top` drawn through ratatui's test backend, from frames made by hand and folded by the
+//! same [`Builder`] the sampling thread uses, against the text snapshots in `snapshots/`
+//! (`HMN_UPDATE_SNAPSHOTS=1 cargo test --all-features --bin hmn top::` rewrites them; the diff
+//! is then reviewed like code).
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hypomnesis::{
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HostMemory,
+    MigGpuInstance, ProcessContext, Utilization,
+};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+
+use super::draw::{draw, human, split, wrap};
+use super::model::{Builder, Screen};
+use super::state::ViewState;
+use crate::collect::sampler::{DeviceFrame, Frame};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+fn h200(index: u32, free: u64) -> GpuDeviceInfo {
+    let total = 143_771 * MIB;
+    GpuDeviceInfo::builder()
+        .index(index)
+        .name(Some("NVIDIA H200".into()))
+        .total_bytes(total)
+        .reserved_bytes(Some(614 * MIB))
+        .free_bytes(free)
+        .used_bytes(total - free)
+        .vendor(Some(GpuVendor::Nvidia))
+        .driver_version(Some("590.48.01".into()))
+        .build()
+}
+
+fn row(pid: u32, device: u32, used: u64, kind: GpuContextKind, name: &str) -> GpuProcessEntry {
+    GpuProcessEntry::builder()
+        .pid(pid)
+        .device_index(device)
+        .used_bytes(used)
+        .context(Some(kind))
+        .name(Some(name.into()))
+        .build()
+}
+
+fn ctx(user: &str, command: &str, rss: u64, cpu_ms: u64) -> ProcessContext {
+    let mut c = ProcessContext::default();
+    c.user = Some(user.into());
+    c.command = Some(command.into());
+    c.rss_bytes = Some(rss);
+    c.cpu_time = Some(Duration::from_millis(cpu_ms));
+    c
+}
+
+fn frame(at: u64, devices: Vec<(GpuDeviceInfo, Vec<GpuProcessEntry>)>) -> Frame {
+    Frame {
+        at: Duration::from_secs(at),
+        count: Ok(u32::try_from(devices.len()).unwrap()),
+        devices: devices
+            .into_iter()
+            .map(|(info, rows)| DeviceFrame {
+                info: Some(Ok(info)),
+                processes: Some(Ok(rows)),
+                ..DeviceFrame::default()
+            })
+            .collect(),
+        rss: BTreeMap::new(),
+        sources: None,
+    }
+}
+
+#[allow(clippy::unnecessary_wraps)] // the type a screen takes
+fn ram() -> Result<HostMemory, String> {
+    Ok(HostMemory::new(24 * GIB, Some(18 * GIB)))
+}
+
+fn me(cpu_ms: u64) -> ProcessContext {
+    let mut c = ProcessContext::default();
+    c.rss_bytes = Some(9 * MIB);
+    c.cpu_time = Some(Duration::from_millis(cpu_ms));
+    c
+}
+
+/// Two H200s over three refreshes: a job grows on GPU 0, a process starts on GPU 1 and
+/// another exits; 17.8 GiB on GPU 0 is held by processes this view cannot see.
+fn two_gpus() -> Screen {
+    let mut b = Builder::default();
+    let contexts: BTreeMap<u32, ProcessContext> = [
+        (
+            4242,
+            ctx("alice", "python3 train.py --lr 1e-4 --batch 64", 6 * GIB, 0),
+        ),
+        (
+            5151,
+            ctx("bob", "python3 -m vllm.entrypoints.api_server", 3 * GIB, 0),
+        ),
+        (6060, ctx("carol", "llama-server -m q4.gguf", GIB, 0)),
+    ]
+    .into_iter()
+    .collect();
+    let hidden = 17_800 * MIB;
+    let mut last = Screen::waiting();
+    for (t, grow) in [(0, 0), (1, 2 * GIB), (2, 4 * GIB)] {
+        let job = 40 * GIB + grow;
+        let serve = 20 * GIB;
+        let mut rows0 = vec![row(4242, 0, job, GpuContextKind::Compute, "python3")];
+        let mut rows1 = vec![row(
+            5151,
+            1,
+            serve,
+            GpuContextKind::ComputeAndGraphics,
+            "python3",
+        )];
+        if t < 2 {
+            rows1.push(row(7070, 1, GIB, GpuContextKind::Graphics, "Xorg"));
+        }
+        if t == 2 {
+            rows1.push(row(
+                6060,
+                1,
+                2 * GIB,
+                GpuContextKind::Compute,
+                "llama-server",
+            ));
+        }
+        let used0 = 614 * MIB + job + hidden;
+        let used1 = 614 * MIB + rows1.iter().map(|r| r.used_bytes).sum::<u64>();
+        let mut f = frame(
+            t,
+            vec![
+                (h200(0, 143_771 * MIB - used0), std::mem::take(&mut rows0)),
+                (h200(1, 143_771 * MIB - used1), rows1),
+            ],
+        );
+        f.devices[0].utilization = Some(Ok(Utilization::new(
+            Some(87),
+            Some(41),
+            GpuQuerySource::Nvml,
+        )));
+        let mut c = contexts.clone();
+        for (pid, p) in &mut c {
+            p.cpu_time = Some(Duration::from_millis(t * u64::from(*pid % 7) * 150));
+        }
+        last = b.screen(&f, |_| c, ram(), &me(t * 4));
+    }
+    last
+}
+
+fn render(screen: &Screen, state: &ViewState, width: u16, height: u16) -> (String, TestBackend) {
+    let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
+    t.draw(|f| draw(f, screen, state, Duration::from_secs(1)))
+        .unwrap();
+    let backend = t.backend().clone();
+    let buf = backend.buffer();
+    let mut text = String::new();
+    for y in 0..height {
+        let line: String = (0..width).map(|x| buf[(x, y)].symbol()).collect();
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    (text, backend)
+}
+
+fn check(name: &str, text: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/top/snapshots")
+        .join(format!("{name}.txt"));
+    if std::env::var_os("HMN_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (HMN_UPDATE_SNAPSHOTS=1 writes it)", path.display()));
+    assert_eq!(text, want, "{name}: the view differs from its snapshot");
+}
+
+#[test]
+fn two_gpus_with_hidden_memory_new_and_exited_processes() {
+    let screen = two_gpus();
+    let (text, _) = render(&screen, &ViewState::default(), 110, 24);
+    check("two-gpus", &text);
+    // The figures, whatever the layout: what no visible process holds, and the changes.
+    assert!(text.contains("not visible from here 17.4 GiB"), "{text}");
+    assert!(text.contains("+6060"), "{text}");
+    assert!(text.contains("busy 87% (mem 41%)"), "{text}");
+    assert!(
+        text.contains("(nvml 590.48.01)"),
+        "the source and its driver: {text}"
+    );
+    assert!(text.contains("-7070"), "{text}");
+    assert!(text.contains("(exited) Xorg"), "{text}");
+}
+
+#[test]
+fn picked_gpu_filter_pause_and_help() {
+    let screen = two_gpus();
+    let state = ViewState {
+        gpu: Some(1),
+        filter: "python".into(),
+        paused: true,
+        ..ViewState::default()
+    };
+    let (text, _) = render(&screen, &state, 110, 24);
+    check("gpu1-filtered-paused", &text);
+    assert!(
+        !text.contains("4242"),
+        "GPU 0's process is not listed: {text}"
+    );
+    let help = ViewState {
+        help: true,
+        ..ViewState::default()
+    };
+    check("help", &render(&screen, &help, 110, 24).0);
+}
+
+#[test]
+fn narrow_and_short_terminals_drop_columns_and_lines_instead_of_wrapping() {
+    let screen = two_gpus();
+    let (text, _) = render(&screen, &ViewState::default(), 48, 14);
+    check("narrow", &text);
+    assert!(!text.contains("USER"), "{text}");
+    assert!(text.contains("COMMAND"), "{text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= 48, "{line}");
+    }
+}
+
+#[test]
+fn mig_instances_and_an_amd_card_with_gtt() {
+    let mut b = Builder::default();
+    let mig = |gi: u32, profile: &str, used: u64| {
+        MigGpuInstance::builder()
+            .gpu_instance_id(Some(gi))
+            .profile(Some(profile.into()))
+            .total_bytes(Some(71 * GIB))
+            .used_bytes(Some(used))
+            .free_bytes(Some(71 * GIB - used))
+            .build()
+    };
+    let mut f = frame(0, vec![(h200(0, 100 * GIB), Vec::new())]);
+    f.devices[0].mig = Some(vec![mig(1, "3g.71gb", 30 * GIB), mig(2, "3g.71gb", 0)]);
+    let amd = GpuDeviceInfo::builder()
+        .index(1)
+        .name(Some("AMD Radeon RX 7900 XTX".into()))
+        .total_bytes(24 * GIB)
+        .free_bytes(20 * GIB)
+        .used_bytes(4 * GIB)
+        .gtt_total_bytes(Some(32 * GIB))
+        .gtt_used_bytes(Some(GIB / 2))
+        .vendor(Some(GpuVendor::Amd))
+        .source(GpuQuerySource::Drm)
+        .build();
+    f.devices.push(DeviceFrame {
+        info: Some(Ok(amd)),
+        processes: Some(Ok(Vec::new())),
+        utilization: Some(Ok(Utilization::new(Some(37), None, GpuQuerySource::Drm))),
+        ..DeviceFrame::default()
+    });
+    f.count = Ok(2);
+    let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0));
+    let (text, _) = render(&screen, &ViewState::default(), 110, 22);
+    check("mig-and-amd", &text);
+    assert!(
+        text.contains("MIG GI 1 3g.71gb  used 30.0 GiB of 71.0 GiB"),
+        "{text}"
+    );
+    assert!(
+        text.contains("GTT 512 MiB of 32.0 GiB, busy 37%, 0 processes"),
+        "{text}"
+    );
+}
+
+#[test]
+fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
+    let mut b = Builder::default();
+    let f = Frame {
+        at: Duration::ZERO,
+        count: Ok(0),
+        devices: Vec::new(),
+        rss: [
+            (1, Some(12 * MIB)),
+            (2, None),
+            (300, Some(2 * GIB)),
+            (301, Some(600 * MIB)),
+        ]
+        .into_iter()
+        .collect(),
+        sources: None,
+    };
+    let contexts: BTreeMap<u32, ProcessContext> = [
+        (1, ctx("root", "/sbin/init", 12 * MIB, 0)),
+        (300, ctx("alice", "python3 notebook.py", 2 * GIB, 0)),
+        (301, ctx("bob", "postgres: writer", 600 * MIB, 0)),
+    ]
+    .into_iter()
+    .collect();
+    let screen = b.screen(&f, |_| contexts, ram(), &me(0));
+    let (text, _) = render(&screen, &ViewState::default(), 100, 10);
+    check("no-gpu", &text);
+    assert!(text.contains("RAM 24.0 GiB, 18.0 GiB available"), "{text}");
+    assert!(text.contains("No GPU found"), "{text}");
+    assert!(!text.contains("GPU MEM"), "no GPU column: {text}");
+    assert!(text.contains("RSS▼"), "ordered by RSS: {text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("PID"))
+        .skip(1)
+        .collect();
+    assert!(
+        rows[0].starts_with("300 ") && rows[1].starts_with("301 ") && rows[2].starts_with("1 "),
+        "{text}"
+    );
+    assert_eq!(
+        rows.iter().filter(|l| l.starts_with("2 ")).count(),
+        0,
+        "no RSS, no row"
+    );
+    let failed = Frame {
+        count: Err("NVML: could not count GPUs: driver/library version mismatch".into()),
+        rss: BTreeMap::new(),
+        ..f
+    };
+    // The processes of the last refresh are shown as exited, once.
+    let screen = b.screen(&failed, |_| BTreeMap::new(), ram(), &me(0));
+    let (text, _) = render(&screen, &ViewState::default(), 100, 8);
+    assert!(text.contains("-300") && text.contains("(exited)"), "{text}");
+    // A view that never read a process.
+    let mut fresh = Builder::default();
+    let screen = fresh.screen(
+        &failed,
+        |_| BTreeMap::new(),
+        Err("meminfo: gone".into()),
+        &me(0),
+    );
+    let (text, _) = render(&screen, &ViewState::default(), 100, 8);
+    assert!(text.contains("version mismatch"), "{text}");
+    assert!(text.contains("RAM: meminfo: gone"), "{text}");
+    assert!(text.contains("(no process can be read here)"), "{text}");
+}
+
+#[test]
+fn hostile_names_cannot_reach_the_terminal() {
+    let mut b = Builder::default();
+    let f = frame(
+        0,
+        vec![(
+            h200(0, 100 * GIB),
+            vec![row(66, 0, GIB, GpuContextKind::Compute, "x")],
+        )],
+    );
+    let contexts = [(
+        66,
+        ctx("mallory\x1b[31m", "evil\x1b[2J\nrm -rf /\x07", GIB, 0),
+    )]
+    .into_iter()
+    .collect();
+    let screen = b.screen(&f, |_| contexts, ram(), &me(0));
+    let (text, _) = render(&screen, &ViewState::default(), 100, 12);
+    check("hostile", &text);
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
+    assert!(text.contains("evil?[2J?rm -rf /?"), "{text}");
+}
+
+#[test]
+fn no_color_means_no_colour() {
+    let screen = two_gpus();
+    let coloured = |state: &ViewState| {
+        let (_, backend) = render(&screen, state, 110, 24);
+        backend
+            .buffer()
+            .content()
+            .iter()
+            .any(|c| c.fg != Color::Reset || c.bg != Color::Reset)
+    };
+    assert!(coloured(&ViewState::default()));
+    let plain = ViewState {
+        color: false,
+        ..ViewState::default()
+    };
+    assert!(!coloured(&plain), "NO_COLOR: no colour anywhere");
+}
+
+#[test]
+fn bar_parts_add_up_and_durations_read_well() {
+    assert_eq!(split([1, 2, 0, 1], 8), [2, 4, 0, 2]);
+    assert_eq!(split([0, 0, 0, 0], 8), [0, 0, 0, 0]);
+    assert_eq!(split([1, 1000, 1, 1000], 10).iter().sum::<usize>(), 10);
+    assert_eq!(
+        split([1, 1000, 1, 1000], 10)[0],
+        1,
+        "a small part still shows"
+    );
+    assert_eq!(split([5, 5, 5, 5], 0), [0, 0, 0, 0]);
+    assert_eq!(wrap("a bb ccc dddd", 6), ["a bb", "ccc", "dddd"]);
+    assert_eq!(
+        wrap("abcdefgh", 3),
+        ["abc", "def", "gh"],
+        "a long word is cut"
+    );
+    assert_eq!(wrap("", 5), [""]);
+    assert_eq!(human(Duration::from_millis(250)), "250ms");
+    assert_eq!(human(Duration::from_secs(1)), "1s");
+    assert_eq!(human(Duration::from_millis(1500)), "1.5s");
+    assert_eq!(human(Duration::from_secs(240)), "4m");
+    assert_eq!(human(Duration::from_secs(150)), "2m30s");
+    assert_eq!(human(Duration::from_secs(3600)), "1h");
+    assert_eq!(human(Duration::from_secs(3900)), "1h5m");
+}

@@ -1,0 +1,256 @@
+//! `hmn doctor`: the roots in use, each source's state and details, and what to do about a
+//! source that did not answer (chosen by the kind of its failure, never by its wording).
+
+use std::io::{self, Write};
+
+use hypomnesis::{ErrorKind, GpuQuerySource, Root, RootOrigin, Roots, SourceReport, SourceState};
+use serde::Serialize;
+
+use super::{MIB, json};
+
+pub fn source_name(s: GpuQuerySource) -> &'static str {
+    match s {
+        GpuQuerySource::Nvml => "NVML",
+        GpuQuerySource::NvidiaSmi => "nvidia-smi",
+        GpuQuerySource::Dxgi => "DXGI",
+        GpuQuerySource::Pdh => "PDH",
+        GpuQuerySource::Metal => "Metal",
+        GpuQuerySource::Drm => "DRM",
+        _ => "other",
+    }
+}
+
+/// What a user can do about a source that did not answer, by the kind of its failure.
+pub fn hint(r: &SourceReport) -> Option<&'static str> {
+    Some(match r.kind()? {
+        ErrorKind::NotBuiltIn => "rebuild hmn with that cargo feature",
+        ErrorKind::NotInstalled => match r.source {
+            GpuQuerySource::Nvml if cfg!(windows) => {
+                "install the NVIDIA driver (it provides nvml.dll), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path"
+            }
+            GpuQuerySource::Nvml => {
+                "install the NVIDIA driver (it provides libnvidia-ml.so.1), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path"
+            }
+            GpuQuerySource::NvidiaSmi => {
+                "install the NVIDIA driver utilities, or set HYPOMNESIS_NVIDIA_SMI to nvidia-smi's path"
+            }
+            _ => return None,
+        },
+        ErrorKind::DriverNotLoaded => {
+            "the NVIDIA kernel driver is not loaded: install the driver, or load it (`sudo modprobe nvidia`)"
+        }
+        ErrorKind::DriverVersionMismatch => {
+            "the driver was upgraded but the old kernel module is still loaded: reboot, or reload the nvidia modules"
+        }
+        ErrorKind::NoPermission => {
+            "this user may not query that GPU (a container or cgroup restricts it)"
+        }
+        ErrorKind::TimedOut | ErrorKind::Paused => {
+            "nvidia-smi hangs on this host: run it by hand to see, and consider enabling persistence mode"
+        }
+        ErrorKind::BadSetting => "fix or unset the environment variable named above",
+        _ => return None,
+    })
+}
+
+/// `/host/proc (from --procfs)`: a root and where it came from, as `hmn` users set it.
+pub fn root_line(r: &Root) -> String {
+    let flag = if r.variable.ends_with("PROCFS") {
+        "--procfs"
+    } else {
+        "--sysfs"
+    };
+    let from = match r.origin {
+        RootOrigin::Default => "default".to_string(),
+        RootOrigin::Environment => format!("from {}", r.variable),
+        RootOrigin::SetRoots => format!("from {flag}"),
+        _ => "origin unknown".to_string(),
+    };
+    format!("{} ({from})", r.path.display())
+}
+
+/// The `hmn doctor` report.
+pub fn doctor(
+    out: &mut impl Write,
+    rss: &Result<u64, String>,
+    roots: &Result<Roots, String>,
+    reports: &[SourceReport],
+) -> io::Result<()> {
+    match rss {
+        Ok(b) => writeln!(
+            out,
+            "RAM: answered, this process has {} MiB resident",
+            b / MIB
+        )?,
+        Err(e) => writeln!(out, "RAM: failed: {e}")?,
+    }
+    match roots {
+        Ok(r) => {
+            writeln!(out, "procfs: {}", root_line(&r.procfs))?;
+            writeln!(out, "sysfs: {}", root_line(&r.sysfs))?;
+        }
+        Err(e) => writeln!(out, "roots: {e}")?,
+    }
+    for r in reports {
+        let name = source_name(r.source);
+        match &r.state {
+            SourceState::Answered => writeln!(out, "{name}: answered")?,
+            SourceState::Failed(why) => writeln!(out, "{name}: failed: {why}")?,
+            SourceState::Absent(why) => writeln!(out, "{name}: not present: {why}")?,
+            _ => writeln!(out, "{name}: unknown state")?,
+        }
+        for (k, v) in &r.details {
+            writeln!(out, "    {k}: {v}")?;
+        }
+        if let Some(h) = hint(r) {
+            writeln!(out, "    what to do: {h}")?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct DoctorJson<'a> {
+    rss_bytes: Option<u64>,
+    rss_error: Option<&'a str>,
+    roots: Option<&'a Roots>,
+    roots_error: Option<&'a str>,
+    sources: &'a [SourceReport],
+}
+
+pub fn doctor_json(
+    out: &mut impl Write,
+    rss: &Result<u64, String>,
+    roots: &Result<Roots, String>,
+    reports: &[SourceReport],
+) -> io::Result<()> {
+    json(
+        out,
+        &DoctorJson {
+            rss_bytes: rss.as_ref().ok().copied(),
+            rss_error: rss.as_ref().err().map(String::as_str),
+            roots: roots.as_ref().ok(),
+            roots_error: roots.as_ref().err().map(String::as_str),
+            sources: reports,
+        },
+    )
+}
+
+// The fixtures are built with the `test-helpers` builders (`cargo test --all-features`).
+
+// The fixtures are built with the `test-helpers` builders (`cargo test --all-features`).
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn text(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
+        let mut v = Vec::new();
+        f(&mut v).unwrap();
+        String::from_utf8(v).unwrap()
+    }
+
+    fn reports() -> Vec<SourceReport> {
+        vec![
+            SourceReport::builder()
+                .source(GpuQuerySource::Nvml)
+                .state(SourceState::Absent(
+                    "could not load the NVML library (tried libnvidia-ml.so.1: not found)".into(),
+                ))
+                .details(vec![])
+                .build(),
+            SourceReport::builder()
+                .source(GpuQuerySource::NvidiaSmi)
+                .state(SourceState::Absent(
+                    "nvidia-smi was not found on PATH".into(),
+                ))
+                .details(vec![])
+                .build(),
+        ]
+    }
+
+    fn roots() -> Roots {
+        Roots::builder()
+            .procfs(
+                Root::builder()
+                    .path("/host/proc".into())
+                    .origin(RootOrigin::SetRoots)
+                    .variable("HYPOMNESIS_PROCFS")
+                    .build(),
+            )
+            .sysfs(
+                Root::builder()
+                    .path("/sys".into())
+                    .variable("HYPOMNESIS_SYSFS")
+                    .build(),
+            )
+            .build()
+    }
+
+    #[test]
+    fn root_lines() {
+        let r = roots();
+        assert_eq!(root_line(&r.procfs), "/host/proc (from --procfs)");
+        let env = Root::builder()
+            .path("/host/sys".into())
+            .origin(RootOrigin::Environment)
+            .variable("HYPOMNESIS_SYSFS")
+            .build();
+        assert_eq!(root_line(&env), "/host/sys (from HYPOMNESIS_SYSFS)");
+    }
+
+    #[test]
+    fn doctor_text() {
+        let mut r = reports();
+        r[1] = SourceReport::builder()
+            .source(GpuQuerySource::NvidiaSmi)
+            .state(SourceState::Answered)
+            .details(vec![
+                ("executable".into(), "/usr/bin/nvidia-smi".into()),
+                ("version".into(), "595.80".into()),
+            ])
+            .build();
+        assert_eq!(
+            text(|w| doctor(w, &Ok(12 * MIB + 5), &Ok(roots()), &r)),
+            "\
+RAM: answered, this process has 12 MiB resident
+procfs: /host/proc (from --procfs)
+sysfs: /sys (default)
+NVML: not present: could not load the NVML library (tried libnvidia-ml.so.1: not found)
+    what to do: install the NVIDIA driver (it provides libnvidia-ml.so.1), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path
+nvidia-smi: answered
+    executable: /usr/bin/nvidia-smi
+    version: 595.80
+"
+        );
+        let report = |state: SourceState| {
+            SourceReport::builder()
+                .source(GpuQuerySource::Nvml)
+                .state(state)
+                .build()
+        };
+        let failed = report(SourceState::Failed(
+            "nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9)".into(),
+        ));
+        assert!(hint(&failed).unwrap().contains("modprobe"));
+        assert_eq!(hint(&report(SourceState::Answered)), None);
+        let off = report(SourceState::Absent(
+            "not compiled in (cargo feature `nvml`)".into(),
+        ));
+        assert_eq!(hint(&off), Some("rebuild hmn with that cargo feature"));
+        let v: serde_json::Value = serde_json::from_str(&text(|w| {
+            doctor_json(w, &Err("no statm".into()), &Ok(roots()), &r)
+        }))
+        .unwrap();
+        assert!(v["rss_bytes"].is_null());
+        assert_eq!(v["roots"]["procfs"]["path"], "/host/proc");
+        assert_eq!(v["roots"]["procfs"]["origin"], "set_roots");
+        assert_eq!(v["roots"]["sysfs"]["origin"], "default");
+        assert_eq!(v["rss_error"], "no statm");
+        assert_eq!(v["sources"][0]["state"]["state"], "absent");
+        assert_eq!(v["sources"][1]["details"][1][1], "595.80");
+    }
+}

@@ -1,0 +1,71 @@
+//! Views: pure functions from data to text, JSON, CSV, SVG or roff, written to any `Write` and
+//! tested byte for byte. They know nothing of how the data was collected.
+
+pub mod devices;
+pub mod doctor;
+pub mod man;
+pub mod plot;
+pub mod printable;
+pub mod ps;
+pub mod run;
+pub mod spill;
+pub mod watch;
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+pub const MIB: u64 = 1 << 20;
+pub const GIB: u64 = 1 << 30;
+
+/// A write whose reader may be gone: a closed pipe is not an error (for commands that still
+/// have a status of their own to pass on, such as `hmn run`'s command's).
+pub fn unless_closed(r: io::Result<()>) -> io::Result<()> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// `value` as pretty JSON and a newline. A write error keeps its kind (a closed pipe stays
+/// `BrokenPipe`, which `hmn` exits quietly on).
+pub fn json<T: Serialize + ?Sized>(out: &mut impl Write, value: &T) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
+    writeln!(out)
+}
+
+/// `1.2 GiB` / `340 MiB` / `unknown`.
+pub fn size(b: Option<u64>) -> String {
+    b.map_or_else(|| "unknown".to_string(), format_size)
+}
+
+/// `<n> MiB` below 1 GiB, else `<x.y> GiB`.
+pub fn format_size(bytes: u64) -> String {
+    if bytes < GIB {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        #[allow(clippy::cast_precision_loss)] // display only
+        let gib = bytes as f64 / GIB as f64;
+        format!("{gib:.1} GiB")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_sizes() {
+        assert_eq!(size(None), "unknown");
+        assert_eq!(size(Some(GIB)), "1.0 GiB");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(format_size(0), "0 MiB");
+        assert_eq!(format_size(538 * MIB + 12), "538 MiB");
+        assert_eq!(format_size(GIB - 1), "1023 MiB");
+        assert_eq!(format_size(GIB), "1.0 GiB");
+        assert_eq!(format_size(7484 * MIB), "7.3 GiB");
+    }
+}

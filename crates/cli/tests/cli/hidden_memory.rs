@@ -1,0 +1,166 @@
+//! Memory that no visible process accounts for. The fake NVML hides, as the real driver does,
+//! the processes of other PID namespaces (pids with no `/proc/<pid>` here); `hmn ps` must then
+//! show what they hold as a row of its own and say why, and `hmn --json` must give the
+//! `allocated_bytes` and `unattributed_bytes` figures. The driver's own small overhead is not
+//! shown as hidden processes.
+#![cfg(target_os = "linux")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
+
+use std::process::{Child, Command, Output};
+
+use support::{FakeVariant, empty_dir, fake_nvml, write_scenario};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+const TOTAL: u64 = 143_771 * MIB;
+const RESERVED: u64 = 616 * MIB;
+/// A pid above the default `pid_max`: no such process here, as one of another namespace.
+const FOREIGN: u32 = 4_194_300;
+
+/// A real process of this namespace, for the driver to list.
+fn local_process() -> Child {
+    Command::new("sleep").arg("60").spawn().unwrap()
+}
+
+/// An H200 on which `local` holds 1 GiB, a process of another namespace `foreign` bytes, and the
+/// driver `overhead` bytes of its own.
+fn scenario(local: u32, foreign: u64, overhead: u64, hide: bool) -> String {
+    let allocated = GIB + foreign + overhead;
+    format!(
+        r#"{{"hide_other_namespaces": {hide}, "process_names": {{"{local}": "trainer"}},
+            "devices": [{{"name": "NVIDIA H200", "total": {TOTAL}, "reserved": {RESERVED},
+            "free": {free}, "compute_processes": [{{"pid": {local}, "used": {GIB}}},
+            {{"pid": {FOREIGN}, "used": {foreign}}}]}}]}}"#,
+        free = TOTAL - RESERVED - allocated
+    )
+}
+
+fn hmn(scenario: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hmn"))
+        .args(args)
+        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
+        .env("HYPOMNESIS_SYSFS", empty_dir())
+        .env("PATH", empty_dir())
+        .env_remove("HYPOMNESIS_PROCFS")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn memory_of_hidden_processes_is_a_row_of_its_own_with_the_reason() {
+    let mut child = local_process();
+    let pid = child.id();
+    let sc = scenario(pid, 18 * GIB, 20 * MIB, true);
+    let o = hmn(&sc, &["ps"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&pid.to_string()) && l.contains("1.0 GiB")),
+        "{out}"
+    );
+    assert!(
+        !out.contains(&FOREIGN.to_string()),
+        "the driver hid it: {out}"
+    );
+    let hidden: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("(not visible from here)"))
+        .collect();
+    assert_eq!(hidden.len(), 1, "{out}");
+    assert!(hidden[0].starts_with("- "), "{out}");
+    // 18 GiB of the hidden process and 20 MiB of the driver's own: 18.0 GiB.
+    assert!(
+        hidden[0].contains("18.0 GiB") && hidden[0].contains("0 NVIDIA H200"),
+        "{out}"
+    );
+    assert!(err.contains("hmn: 1 GPU process found"), "{err}");
+    assert!(
+        err.contains("18.0 GiB on GPU 0 is held by processes not visible from here")
+            && err.contains("PID namespace")
+            && err.contains("--procfs /host/proc"),
+        "{err}"
+    );
+
+    let o = hmn(&sc, &["--json"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["allocated_bytes"], GIB + 18 * GIB + 20 * MIB);
+    assert_eq!(v[0]["unattributed_bytes"], 18 * GIB + 20 * MIB);
+    assert_eq!(v[0]["used_bytes"], GIB + 18 * GIB + 20 * MIB + RESERVED);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn with_every_process_hidden_the_memory_does_not_vanish() {
+    // The container case measured on the H200: 0 processes listed, 17.8 GiB allocated.
+    let sc = format!(
+        r#"{{"hide_other_namespaces": true, "devices": [{{"name": "NVIDIA H200",
+            "total": {TOTAL}, "reserved": {RESERVED}, "free": {free},
+            "compute_processes": [{{"pid": {FOREIGN}, "used": {used}}}]}}]}}"#,
+        used = 19_112_604_467_u64,
+        free = TOTAL - RESERVED - 19_112_604_467
+    );
+    let o = hmn(&sc, &["ps"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("(not visible from here)") && out.contains("17.8 GiB"),
+        "{out}"
+    );
+    assert!(err.contains("hmn: 0 GPU processes found"), "{err}");
+    assert!(
+        err.contains("17.8 GiB on GPU 0 is held by processes not visible"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_drivers_own_overhead_is_not_a_hidden_process() {
+    let mut child = local_process();
+    // What the H200 showed with its processes all listed: 20 MiB beyond the rows.
+    let sc = scenario(child.id(), 0, 20 * MIB, false);
+    let o = hmn(&sc, &["ps"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(!out.contains("not visible"), "{out}");
+    assert!(!err.contains("not visible"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&text(&hmn(&sc, &["--json"])).0).unwrap();
+    assert_eq!(
+        v[0]["unattributed_bytes"],
+        20 * MIB,
+        "the figure itself is exact"
+    );
+    // Without the hiding the foreign row is listed (0 bytes here) and nothing is hidden either.
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_pid_filter_shows_no_hidden_row() {
+    let mut child = local_process();
+    let sc = scenario(child.id(), 18 * GIB, 0, true);
+    let o = hmn(&sc, &["ps", "--pid", &child.id().to_string()]);
+    let (out, err) = text(&o);
+    assert!(
+        !out.contains("not visible") && !err.contains("not visible"),
+        "{out}{err}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

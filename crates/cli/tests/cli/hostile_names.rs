@@ -1,0 +1,115 @@
+//! A process any local user can name `\x1b[2J\x1b[31mE"\n}` (`prctl(PR_SET_NAME)`) holds GPU
+//! memory, its command line holding the same bytes: `hmn ps` and `hmn watch` show them with `?` for the control characters, `--json` escapes
+//! them, and nothing hmn writes carries an escape to the terminal.
+#![cfg(target_os = "linux")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{FakeVariant, fake_nvml, write_scenario};
+
+/// What the process is named: 13 bytes, within the 15 a name may have.
+const HOSTILE: &str = "\u{1b}[2J\u{1b}[31mE\"\n}";
+
+/// A process that renames itself to `HOSTILE` and waits; once its name is set.
+fn hostile_process() -> Child {
+    let child = Command::new("python3")
+        .args([
+            "-c",
+            "import ctypes, sys, time\n\
+             ctypes.CDLL(None).prctl(15, b'\\x1b[2J\\x1b[31mE\"\\n}', 0, 0, 0)\n\
+             time.sleep(30)",
+            // Its command line carries the same bytes, for the COMMAND column.
+            HOSTILE,
+        ])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let comm = format!("/proc/{}/comm", child.id());
+    let started = Instant::now();
+    while std::fs::read_to_string(&comm).unwrap_or_default() != format!("{HOSTILE}\n") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the name was never set"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+fn hmn(pid: u32) -> Command {
+    let scenario = format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": 150754820096,
+            "compute_processes": [{{"pid": {pid}, "used": 1073741824}}]}}]}}"#
+    );
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+    c.env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(&scenario))
+        .env_remove("HYPOMNESIS_NVIDIA_SMI")
+        .env_remove("HYPOMNESIS_PROCFS")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir());
+    c
+}
+
+fn no_controls(what: &str, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "{what} carries a control character: {text:?}"
+    );
+}
+
+#[test]
+fn a_hostile_process_name_never_reaches_the_terminal_raw() {
+    let mut p = hostile_process();
+    let pid = p.id();
+
+    let o = hmn(pid).arg("ps").output().unwrap();
+    no_controls("hmn ps", &o.stdout);
+    no_controls("hmn ps (stderr)", &o.stderr);
+    let table = String::from_utf8(o.stdout).unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.contains(&pid.to_string()))
+        .unwrap();
+    assert!(row.ends_with(" ?[2J?[31mE\"?}"), "{table}");
+    assert_eq!(
+        table.lines().count(),
+        2,
+        "the newline in the name adds no row: {table}"
+    );
+
+    let o = hmn(pid).args(["ps", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["name"], HOSTILE, "JSON keeps the name, escaped");
+    assert!(
+        v[0]["command"].as_str().unwrap().ends_with(HOSTILE),
+        "and the command line"
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains(r"\u001b[2J"));
+
+    let o = hmn(pid)
+        .args(["watch", "--interval", "100ms", "--duration", "300ms"])
+        .arg(pid.to_string())
+        .output()
+        .unwrap();
+    no_controls("hmn watch", &o.stdout);
+    no_controls("hmn watch (stderr)", &o.stderr);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("?[2J"), "{o:?}");
+
+    let o = hmn(pid)
+        .args(["run", "--", "printf", "%s", "\u{1b}]0;title\u{7}"])
+        .output()
+        .unwrap();
+    // The command's own output is the command's; hmn's summary quotes it without the escape.
+    no_controls("hmn run (summary)", &o.stderr);
+
+    let _ = p.kill();
+    let _ = p.wait();
+}

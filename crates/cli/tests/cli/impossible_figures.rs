@@ -1,0 +1,192 @@
+//! Figures that cannot be, from sysfs, DRM fdinfo and the NVML path: a client claiming 16 EiB of
+//! a 24 GiB card is left out and counted, a bad line costs a client only that line, an fdinfo
+//! that is `/dev/zero` is not read to its end, a card using more than it has is an error, and a
+//! FIFO named as the NVML library does not block.
+#![cfg(target_os = "linux")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `from` copied to `to`, links as links.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let kind = e.file_type().unwrap();
+        if kind.is_symlink() {
+            symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if kind.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// The `mixed` fixture with hostile clients of its AMD card (card1, 0000:03:00.0, 24 GiB).
+fn hostile_tree(name: &str) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("hmn-impossible-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    copy_tree(&support::fixtures("drm/mixed"), &root);
+    let client = |pid: u32, comm: &str, fdinfo: Option<&str>| {
+        let d = root.join("proc").join(pid.to_string());
+        std::fs::create_dir_all(d.join("fd")).unwrap();
+        std::fs::create_dir_all(d.join("fdinfo")).unwrap();
+        std::fs::write(d.join("comm"), format!("{comm}\n")).unwrap();
+        std::fs::write(d.join("status"), format!("Name:\t{comm}\nNSpid:\t{pid}\n")).unwrap();
+        symlink("/dev/dri/card1", d.join("fd/3")).unwrap();
+        match fdinfo {
+            Some(text) => std::fs::write(d.join("fdinfo/3"), text).unwrap(),
+            None => symlink("/dev/zero", d.join("fdinfo/3")).unwrap(),
+        }
+    };
+    client(
+        600,
+        "hog",
+        Some(
+            "drm-driver:\tamdgpu\ndrm-client-id:\t60\ndrm-pdev:\t0000:03:00.0\ndrm-memory-vram:\t18446744073709551615\n",
+        ),
+    );
+    client(
+        601,
+        "halfbad",
+        Some(
+            "drm-driver:\tamdgpu\ndrm-client-id:\t61\ndrm-pdev:\t0000:03:00.0\ndrm-memory-vram:\t1024 KiB\ndrm-memory-cpu:\tlots\n",
+        ),
+    );
+    client(602, "zero", None);
+    root
+}
+
+fn hmn(root: &Path, args: &[&str]) -> (i32, String, String, Duration) {
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_hmn"))
+        .env_remove("HYPOMNESIS_NVIDIA_SMI")
+        .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
+        .env("PATH", support::empty_dir())
+        .env("HYPOMNESIS_PROCFS", root.join("proc"))
+        .env("HYPOMNESIS_SYSFS", root.join("sys"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap(),
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+        t.elapsed(),
+    )
+}
+
+#[test]
+fn impossible_clients_are_left_out_and_counted_and_good_fields_kept() {
+    let root = hostile_tree("clients");
+    let (_, out, err, took) = hmn(&root, &["ps", "--json"]);
+    assert!(
+        took < Duration::from_secs(5),
+        "an fdinfo of /dev/zero is not read through: {took:?}"
+    );
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let on_amd: Vec<(u64, u64)> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["pid"].as_u64().unwrap() >= 600)
+        .map(|r| {
+            (
+                r["pid"].as_u64().unwrap(),
+                r["used_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        on_amd,
+        vec![(601, 1 << 20)],
+        "no 16 EiB row; the bad cpu line cost nothing else"
+    );
+    assert!(
+        err.contains("hmn: 1 process row left out: no memory figure, pid 0, or more memory than the device has"),
+        "{err}"
+    );
+    let (_, out, _, _) = hmn(&root, &["doctor"]);
+    for line in [
+        "fdinfo files refused: 1",
+        "fdinfo lines left out: 1",
+        "process rows dropped: 1 (more memory than the device has)",
+    ] {
+        assert!(out.contains(line), "{line:?} in\n{out}");
+    }
+    let (_, out, _, _) = hmn(&root, &["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let drm = v["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["source"] == "drm")
+        .unwrap();
+    assert_eq!(drm["dropped_process_rows"], 1, "{drm}");
+    let _ = std::fs::remove_dir_all(root);
+}
+
+#[test]
+fn a_card_using_more_than_it_has_is_an_error_not_zero_free() {
+    let root = hostile_tree("card");
+    let dev = root.join("sys/class/drm/card1/device");
+    let total: u64 = std::fs::read_to_string(dev.join("mem_info_vram_total"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::write(dev.join("mem_info_vram_used"), format!("{}\n", total + 1)).unwrap();
+    let (code, out, err, _) = hmn(&root, &["--json"]);
+    assert_eq!(code, 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let amd = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["error"].as_str().is_some_and(|e| e.contains("card1")))
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(amd["error_kind"], "bad_answer", "{amd}");
+    assert!(
+        amd["error"]
+            .as_str()
+            .unwrap()
+            .contains("impossible figures"),
+        "{amd}"
+    );
+    let _ = std::fs::remove_dir_all(root);
+}
+
+#[test]
+fn a_fifo_named_as_the_nvml_library_does_not_block() {
+    let fifo = std::env::temp_dir().join(format!("hmn-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_file(&fifo);
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_hmn"))
+        .arg("doctor")
+        .env("HYPOMNESIS_NVML_LIBRARY", &fifo)
+        .env_remove("HYPOMNESIS_NVIDIA_SMI")
+        .env("PATH", support::empty_dir())
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
+        .output()
+        .unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("not a regular file"), "{out}");
+    let _ = std::fs::remove_file(fifo);
+}

@@ -1,0 +1,135 @@
+//! A GPU driver call that does not return (an NVML stand-in whose `nvmlDeviceGetMemoryInfo`
+//! blocks for ten minutes): `hmn` gives up at its deadline with a message, and `hmn serve`
+//! answers every scrape within its budget, saying the measurement is stalled.
+#![cfg(unix)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{FakeVariant, fake_nvml, write_scenario};
+
+fn stuck() -> Command {
+    let scenario = r#"{"devices": [{"name": "NVIDIA H200", "total": 150754820096}],
+        "slow": [{"function": "nvmlDeviceGetMemoryInfo", "ms": 600000}]}"#;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+    c.env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
+        .env_remove("HYPOMNESIS_NVIDIA_SMI")
+        .env_remove("HYPOMNESIS_PROCFS")
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
+        .env("PATH", support::empty_dir());
+    c
+}
+
+#[test]
+fn a_blocked_driver_call_ends_at_the_deadline_with_a_message() {
+    for args in [
+        &["--deadline", "1500ms"][..],
+        &["ps", "--deadline", "1500ms"],
+        &["--deadline", "1500ms", "ps"],
+    ] {
+        let t = Instant::now();
+        let o = stuck().args(args).output().unwrap();
+        let took = t.elapsed();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            took >= Duration::from_millis(1500) && took < Duration::from_secs(5),
+            "hmn {args:?} took {took:?}: {err}"
+        );
+        assert_eq!(o.status.code(), Some(1), "hmn {args:?}: {err}");
+        assert!(
+            err.contains("hmn: no answer within 1500ms: a GPU driver call did not return"),
+            "hmn {args:?}: {err}"
+        );
+    }
+    let o = stuck()
+        .args(["--deadline", "1s", "watch"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "--deadline is for the commands that measure once"
+    );
+}
+
+fn scrape(addr: &str) -> (Duration, String) {
+    let t = Instant::now();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    (t.elapsed(), body)
+}
+
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn the_exporter_answers_within_its_budget_while_a_measurement_is_stalled() {
+    let mut server = stuck()
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().unwrap().unwrap();
+        if let Some(rest) = line.strip_prefix("hmn: serving metrics on http://") {
+            break rest.trim_end_matches("/metrics").to_string();
+        }
+    };
+    for round in 0..2 {
+        let (took, body) = scrape(&addr);
+        assert!(
+            took < Duration::from_secs(7),
+            "scrape {round} took {took:?}"
+        );
+        assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+        assert_eq!(
+            value(&body, "hypomnesis_scrape_success"),
+            Some(0.0),
+            "{body}"
+        );
+        let stalled = value(&body, "hypomnesis_measurement_stalled_seconds").unwrap();
+        assert!(
+            stalled >= 4.0,
+            "scrape {round}: stalled {stalled} s\n{body}"
+        );
+        assert!(
+            !body.contains("hypomnesis_gpu_memory_total_bytes"),
+            "no figures yet"
+        );
+        assert_eq!(
+            value(&body, "hypomnesis_measurements_total"),
+            Some(0.0),
+            "the stalled measurement is not started again"
+        );
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    let t = Instant::now();
+    while server.try_wait().unwrap().is_none() {
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "hmn serve did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,312 @@
+//! `hmn top` in a real terminal: tmux runs it against the fake NVML, keys are sent to sort,
+//! filter and quit, and the screen tmux holds is read back, for the fake GPU's figures and,
+//! after `q`, for a terminal given back as it was (main screen, cursor shown, cooked mode).
+//! Skips without tmux, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1` (as `.ci/run` sets).
+#![cfg(all(unix, feature = "top"))]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+/// A tmux server of this test's own (its own socket), killed at the end.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// A server of its own (named after `what` and this test process) with one session, `top`,
+    /// of `width` x 30 cells running `command`.
+    fn start(what: &str, width: u16, command: &[&str]) -> Self {
+        let tmux = Self {
+            socket: format!("hmn-top-{what}-{}", std::process::id()),
+        };
+        let width = width.to_string();
+        let mut args = vec![
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+            "-x",
+            &width,
+            "-y",
+            "30",
+        ];
+        args.extend_from_slice(command);
+        tmux.cmd(&args);
+        tmux
+    }
+
+    fn cmd(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tmux {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.cmd(&["capture-pane", "-p", "-t", "top"])
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "top"];
+        args.extend_from_slice(keys);
+        self.cmd(&args);
+    }
+
+    /// Waits (up to 20 s) for the screen to satisfy `ok`; returns it.
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "waited 20 s for {what}; the screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+/// Whether tmux is installed; without it the tests skip, unless
+/// `HYPOMNESIS_REQUIRE_EXTERNAL=1`, which makes them fail.
+fn tmux_here() -> bool {
+    if Command::new("tmux").arg("-V").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("HYPOMNESIS_REQUIRE_EXTERNAL").is_none_or(|v| v != "1"),
+        "tmux is required (HYPOMNESIS_REQUIRE_EXTERNAL=1) but not installed"
+    );
+    eprintln!("skipped: tmux is not installed");
+    false
+}
+
+fn sleeper(arg: &str) -> Child {
+    Command::new("sleep")
+        .arg(arg)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn top_in_a_real_terminal_sorts_filters_quits_and_restores_it() {
+    if !tmux_here() {
+        return;
+    }
+    let mut a = sleeper("311");
+    let mut b = sleeper("312");
+    let scenario = support::write_scenario(&format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {total}, "reserved": {reserved},
+            "free": {free}, "utilization": {{"gpu": 55, "memory": 20}}, "compute_processes": [{{"pid": {a}, "used": {a_used}}},
+            {{"pid": {b}, "used": {b_used}}}]}}]}}"#,
+        total = 143_771 * MIB,
+        reserved = 614 * MIB,
+        free = (143_771 - 614 - 3000 - 5000) * MIB,
+        a = a.id(),
+        a_used = 3000 * MIB,
+        b = b.id(),
+        b_used = 5000 * MIB,
+    ));
+    let tmux = start(&scenario);
+    // The fake GPU's figures: 8,000 MiB held by the two processes, with the reservation.
+    let s = tmux.wait_for("the fake GPU", |s| s.contains("GPU 0  NVIDIA H200"));
+    assert!(
+        s.contains("used 8.4 GiB of 140.4 GiB, busy 55% (mem 20%), 2 processes"),
+        "{s}"
+    );
+    assert!(s.contains("reserved 614 MiB"), "{s}");
+    assert!(s.contains("held by processes 7.8 GiB"), "{s}");
+    let s = tmux.wait_for("both processes with their commands", |s| {
+        s.contains("sleep 311") && s.contains("sleep 312")
+    });
+    // Largest first: 5,000 MiB (sleep 312) above 3,000 MiB (sleep 311).
+    assert!(
+        s.find("sleep 312").unwrap() < s.find("sleep 311").unwrap(),
+        "{s}"
+    );
+    // Sort by PID (the first column, ascending): `<` three times from GPU MEM.
+    tmux.keys(&["<", "<", "<"]);
+    let s = tmux.wait_for("sorted by pid", |s| s.contains("PID▲"));
+    let (first, second) = if a.id() < b.id() {
+        ("sleep 311", "sleep 312")
+    } else {
+        ("sleep 312", "sleep 311")
+    };
+    assert!(s.find(first).unwrap() < s.find(second).unwrap(), "{s}");
+    // A narrower window redraws without the columns that no longer fit, and lines do not wrap.
+    tmux.cmd(&["resize-window", "-t", "top", "-x", "50", "-y", "30"]);
+    let s = tmux.wait_for("the narrow layout", |s| {
+        !s.contains("USER") && s.contains("COMMAND")
+    });
+    assert!(s.lines().all(|l| l.chars().count() <= 50), "{s}");
+    tmux.cmd(&["resize-window", "-t", "top", "-x", "120", "-y", "30"]);
+    tmux.wait_for("the wide layout again", |s| s.contains("USER"));
+    // Filter: only `311`.
+    tmux.keys(&["/", "311", "Enter"]);
+    let s = tmux.wait_for("the filter", |s| {
+        s.contains("filter: 311") && !s.contains("sleep 312")
+    });
+    assert!(s.contains("sleep 311"), "{s}");
+    tmux.keys(&["q"]);
+    // The shell's line `TOP-EXIT=<status>`, not the command's own `echo TOP-EXIT=$?` (on the
+    // screen as soon as the main screen is back, a moment before the status is printed).
+    let s = tmux.wait_for("hmn top to quit", |s| {
+        s.lines().any(|l| l.starts_with("TOP-EXIT="))
+    });
+    assert!(s.lines().any(|l| l == "TOP-EXIT=0"), "{s}");
+    assert!(s.contains("BEFORE-TOP"), "the main screen is back: {s}");
+    assert!(!s.contains("GPU 0  NVIDIA H200"), "the view is gone: {s}");
+    assert_restored(&tmux);
+    for c in [&mut a, &mut b] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let _ = std::fs::remove_file(scenario);
+}
+
+/// A tmux session running `hmn top` against the fake NVML with `scenario`, after a marker line
+/// on the main screen.
+fn start(scenario: &std::path::Path) -> Tmux {
+    let lib = support::fake_nvml(support::FakeVariant::Modern);
+    let tmux = Tmux::start(
+        "test",
+        120,
+        &[
+            "env",
+            "-i",
+            "PS1=$ ",
+            "TERM=xterm-256color",
+            "PATH=/usr/bin:/bin",
+            "bash",
+            "--norc",
+            "--noprofile",
+        ],
+    );
+    let line = format!(
+        "echo BEFORE-TOP; HYPOMNESIS_NVML_LIBRARY={} FAKE_NVML_SCENARIO={} HYPOMNESIS_SYSFS={} {} top --interval 200ms; echo TOP-EXIT=$?",
+        lib.display(),
+        scenario.display(),
+        support::empty_dir().display(),
+        env!("CARGO_BIN_EXE_hmn"),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    tmux
+}
+
+/// The terminal is as it was: main screen, cursor shown, cooked mode with echo.
+fn assert_restored(tmux: &Tmux) {
+    let flags = tmux.cmd(&[
+        "display",
+        "-p",
+        "-t",
+        "top",
+        "#{alternate_on} #{cursor_flag}",
+    ]);
+    assert_eq!(flags.trim(), "0 1", "main screen, cursor shown");
+    tmux.keys(&[
+        "stty -a | tr ' ' '\\n' | grep -x -e -icanon -e icanon -e -echo -e echo",
+        "Enter",
+    ]);
+    let s = tmux.wait_for("stty", |s| {
+        s.lines().any(|l| l == "icanon" || l == "-icanon")
+            && s.lines().any(|l| l == "echo" || l == "-echo")
+    });
+    assert!(
+        s.lines().any(|l| l == "icanon") && s.lines().any(|l| l == "echo"),
+        "cooked mode with echo: {s}"
+    );
+}
+
+/// A terminal that hangs up (its window closed, its tmux server killed) ends `hmn top`: the
+/// process is gone within seconds instead of spinning on a dead terminal.
+#[test]
+fn a_terminal_that_hangs_up_ends_top() {
+    if !tmux_here() {
+        return;
+    }
+    let scenario = support::write_scenario(&format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
+        143_771 * MIB,
+        614 * MIB,
+        100_000 * MIB,
+    ));
+    let lib = support::fake_nvml(support::FakeVariant::Modern);
+    let env = [
+        format!("HYPOMNESIS_NVML_LIBRARY={}", lib.display()),
+        format!("FAKE_NVML_SCENARIO={}", scenario.display()),
+        format!("HYPOMNESIS_SYSFS={}", support::empty_dir().display()),
+        "TERM=xterm-256color".to_string(),
+    ];
+    let mut command = vec!["env"];
+    command.extend(env.iter().map(String::as_str));
+    command.extend([env!("CARGO_BIN_EXE_hmn"), "top", "--interval", "200ms"]);
+    let tmux = Tmux::start("hangup", 100, &command);
+    let pid: u32 = tmux
+        .cmd(&["display", "-p", "-t", "top", "#{pane_pid}"])
+        .trim()
+        .parse()
+        .unwrap();
+    tmux.wait_for("the view", |s| s.contains("GPU 0  NVIDIA H200"));
+    let _ = Command::new("tmux")
+        .args(["-L", &tmux.socket, "kill-server"])
+        .output();
+    let start = Instant::now();
+    // Gone, or a zombie its new parent has not reaped yet.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| !r.trim_start().starts_with('Z'))
+        })
+    };
+    while alive() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "hmn top ({pid}) still runs 5 s after its terminal hung up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_file(scenario);
+}
+
+/// Not a terminal (a pipe, a file): a usage error that points to the commands for that.
+#[test]
+fn without_a_terminal_top_says_what_to_use_instead() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hmn"))
+        .arg("top")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not a terminal") && err.contains("hmn watch"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no escape sequences into a pipe");
+}

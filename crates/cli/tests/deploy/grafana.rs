@@ -1,0 +1,556 @@
+//! The Grafana dashboard of `deploy/grafana/`, checked the only way that means anything: every
+//! query of every panel (and of the variables) runs against a real Prometheus scraping three
+//! `hmn serve`, each fed by a different fake GPU node, and returns the figures those nodes have.
+//!
+//! Node A: an H200 (R510+ driver, reservation known) with two processes and memory that no
+//! visible process accounts for. Node B: an H200 in MIG mode with two GPU instances and an L40S
+//! with one process. Node C: a V100 behind a pre-R510 driver (no reservation figure).
+//!
+//! Needs `prometheus` on PATH (skipped without it, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1`).
+#![cfg(all(feature = "serve", target_os = "linux"))]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code
+
+use crate::util::serve as serving;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serving::{Prometheus, Server, Sleepers};
+use support::{FakeVariant, external};
+
+const MIB: f64 = 1_048_576.0;
+
+const A_UUID: &str = "GPU-aaaaaaaa-0000-4000-8000-000000000000";
+const B_MIG_UUID: &str = "GPU-bbbbbbbb-0000-4000-8000-000000000000";
+const B_L40S_UUID: &str = "GPU-bbbbbbbb-1111-4000-8000-000000000001";
+const C_UUID: &str = "GPU-cccccccc-0000-4000-8000-000000000000";
+
+fn mib(n: u64) -> u64 {
+    n << 20
+}
+
+fn node_a(p1: u32, p2: u32) -> String {
+    format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "uuid": "{A_UUID}", "pci_bus_id": "00000000:18:00.0",
+            "total": {}, "reserved": {}, "free": {},
+            "compute_processes": [{{"pid": {p1}, "used": {}}}, {{"pid": {p2}, "used": {}}}]}}]}}"#,
+        mib(143_771),
+        mib(614),
+        mib(110_796),
+        mib(20_480),
+        mib(8_192)
+    )
+}
+
+fn node_b(p2: u32) -> String {
+    format!(
+        r#"{{"devices": [
+            {{"name": "NVIDIA H200", "uuid": "{B_MIG_UUID}", "total": {}, "reserved": {}, "free": {},
+              "mig_mode": 1, "mig_devices": [
+                {{"slot": 0, "gpu_instance_id": 2, "name": "NVIDIA H200 MIG 3g.71gb",
+                  "total": {}, "free": {}}},
+                {{"slot": 1, "gpu_instance_id": 9, "name": "NVIDIA H200 MIG 1g.18gb",
+                  "total": {}, "free": {}}}]}},
+            {{"name": "NVIDIA L40S", "uuid": "{B_L40S_UUID}", "total": {}, "reserved": {}, "free": {},
+              "compute_processes": [{{"pid": {p2}, "used": {}}}]}}]}}"#,
+        mib(143_771),
+        mib(614),
+        mib(126_198),
+        mib(71_424),
+        mib(54_499),
+        mib(16_384),
+        mib(16_375),
+        mib(46_068),
+        mib(609),
+        mib(44_225),
+        mib(1_200)
+    )
+}
+
+fn node_c(p3: u32) -> String {
+    format!(
+        r#"{{"devices": [{{"name": "Tesla V100-SXM2-32GB", "uuid": "{C_UUID}", "total": {}, "free": {},
+            "compute_processes": [{{"pid": {p3}, "used": {}}}]}}]}}"#,
+        mib(32_768),
+        mib(30_000),
+        mib(2_000)
+    )
+}
+
+/// One series of a query's answer.
+#[derive(Debug, Clone)]
+struct Series {
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+impl Series {
+    fn label(&self, name: &str) -> &str {
+        self.labels.get(name).map_or("", String::as_str)
+    }
+}
+
+fn query(prometheus: &Prometheus, expr: &str) -> Vec<Series> {
+    let answer = prometheus
+        .api("query", Some(expr))
+        .unwrap_or_else(|| panic!("Prometheus refused {expr}:\n{}", prometheus.log()));
+    assert_eq!(answer["status"], "success", "{expr}: {answer}");
+    assert_eq!(answer["data"]["resultType"], "vector", "{expr}: {answer}");
+    answer["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| Series {
+            labels: s["metric"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                .collect(),
+            value: s["value"][1].as_str().unwrap().parse().unwrap(),
+        })
+        .collect()
+}
+
+/// A panel query made concrete as Grafana would: the variables replaced by their values
+/// (`$node` and `$gpu` by regular expressions, as a multi-value variable is).
+fn substitute(expr: &str, node: &str, gpu: &str) -> String {
+    expr.replace("$node", node).replace("$gpu", gpu)
+}
+
+/// The `label_values(selector, label)` of a Grafana variable, as a `PromQL` query: one series per value.
+fn label_values(definition: &str) -> String {
+    let inner = definition
+        .strip_prefix("label_values(")
+        .and_then(|s| s.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("not a label_values query: {definition}"));
+    let (selector, label) = inner.rsplit_once(',').unwrap();
+    format!("group by ({}) ({})", label.trim(), selector.trim())
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// The series keyed by `instance` and `gpu` (and `mig`, `pid` where present).
+fn by_key(series: &[Series]) -> BTreeMap<String, f64> {
+    series
+        .iter()
+        .map(|s| {
+            let mut key = s.label("instance").to_string();
+            for l in ["gpu", "mig", "pid"] {
+                if !s.label(l).is_empty() {
+                    key.push('/');
+                    key.push_str(s.label(l));
+                }
+            }
+            (key, s.value)
+        })
+        .collect()
+}
+
+fn assert_values(what: &str, got: &[Series], want: &[(String, f64)]) {
+    let got = by_key(got);
+    let want: BTreeMap<String, f64> = want.iter().cloned().collect();
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "{what}: got {got:?}"
+    );
+    for (k, v) in &want {
+        assert!(close(got[k], *v), "{what}: {k} = {} (want {v})", got[k]);
+    }
+}
+
+struct Fleet {
+    a: String,
+    b: String,
+    c: String,
+    pids: [u32; 3],
+}
+
+impl Fleet {
+    /// The expected answer of each panel query (panel title, refId) with every node and GPU.
+    #[allow(clippy::too_many_lines)] // one table of expectations
+    fn check(&self, title: &str, ref_id: &str, got: &[Series]) {
+        let (a, b, c) = (&self.a, &self.b, &self.c);
+        let [p1, p2, p3] = self.pids;
+        let k = |node: &str, rest: &str| format!("{node}/{rest}");
+        let what = format!("{title} / {ref_id}");
+        // Node A's H200: used 32,361 MiB of which the processes hold 28,672, so 3,689 MiB is
+        // not visible. Node B's L40S: 1,234 used, 1,200 by its process, 34 within the driver's
+        // overhead allowance (not "not visible"). Node B's MIG H200: no not-visible figure.
+        // Node C's V100: no reservation figure, so neither.
+        let (a_used, b_mig_used, b_l40s_used, c_used) =
+            (32_361.0 * MIB, 16_959.0 * MIB, 1_234.0 * MIB, 2_768.0 * MIB);
+        match (title, ref_id) {
+            ("Nodes reporting", "A") => assert_values(&what, got, &[(String::new(), 3.0)]),
+            ("GPUs seen", "A") => assert_values(&what, got, &[(String::new(), 4.0)]),
+            ("GPU memory used by node, of total − reserved", "A") => assert_values(
+                &what,
+                got,
+                &[
+                    (a.clone(), a_used / ((143_771.0 - 614.0) * MIB)),
+                    (
+                        b.clone(),
+                        (b_mig_used + b_l40s_used) / ((143_771.0 - 614.0 + 46_068.0 - 609.0) * MIB),
+                    ),
+                    (c.clone(), c_used / (32_768.0 * MIB)),
+                ],
+            ),
+            ("Exporter health", "A") => assert_values(
+                &what,
+                got,
+                &[(a.clone(), 1.0), (b.clone(), 1.0), (c.clone(), 1.0)],
+            ),
+            ("Exporter health", "B") => {
+                assert!(
+                    got.iter().all(|s| s.label("source") == "nvml"),
+                    "{what}: {got:?}"
+                );
+                assert_values(
+                    &what,
+                    got,
+                    &[(a.clone(), 1.0), (b.clone(), 1.0), (c.clone(), 1.0)],
+                );
+            }
+            ("GPU memory by node", "A") => assert_values(
+                &what,
+                got,
+                &[
+                    (a.clone(), 143_771.0 * MIB),
+                    (b.clone(), (143_771.0 + 46_068.0) * MIB),
+                    (c.clone(), 32_768.0 * MIB),
+                ],
+            ),
+            ("GPU memory by node", "B") => assert_values(
+                &what,
+                got,
+                &[
+                    (a.clone(), a_used),
+                    (b.clone(), b_mig_used + b_l40s_used),
+                    (c.clone(), c_used),
+                ],
+            ),
+            ("GPU memory by node", "C") => assert_values(
+                &what,
+                got,
+                &[
+                    (a.clone(), 110_796.0 * MIB),
+                    (b.clone(), (126_198.0 + 44_225.0) * MIB),
+                    (c.clone(), 30_000.0 * MIB),
+                ],
+            ),
+            ("GPU memory: reserved / used by processes / not visible / free", "A") => {
+                assert_values(
+                    &what,
+                    got,
+                    &[
+                        (k(a, "0"), 614.0 * MIB),
+                        (k(b, "0"), 614.0 * MIB),
+                        (k(b, "1"), 609.0 * MIB),
+                    ],
+                );
+            }
+            ("GPU memory: reserved / used by processes / not visible / free", "B") => {
+                assert_values(
+                    &what,
+                    got,
+                    &[
+                        (k(a, "0"), 28_672.0 * MIB),
+                        (k(b, "0"), b_mig_used),
+                        (k(b, "1"), b_l40s_used),
+                        (k(c, "0"), c_used),
+                    ],
+                );
+            }
+            ("GPU memory: reserved / used by processes / not visible / free", "C") => {
+                assert_values(&what, got, &[(k(a, "0"), 3_689.0 * MIB), (k(b, "1"), 0.0)]);
+            }
+            ("GPU memory: reserved / used by processes / not visible / free", "D") => {
+                assert_values(
+                    &what,
+                    got,
+                    &[
+                        (k(a, "0"), 110_796.0 * MIB),
+                        (k(b, "0"), 126_198.0 * MIB),
+                        (k(b, "1"), 44_225.0 * MIB),
+                        (k(c, "0"), 30_000.0 * MIB),
+                    ],
+                );
+            }
+            ("GPU memory used, of total − reserved", "A") => assert_values(
+                &what,
+                got,
+                &[
+                    (k(a, "0"), a_used / ((143_771.0 - 614.0) * MIB)),
+                    (k(b, "0"), b_mig_used / ((143_771.0 - 614.0) * MIB)),
+                    (k(b, "1"), b_l40s_used / ((46_068.0 - 609.0) * MIB)),
+                    (k(c, "0"), c_used / (32_768.0 * MIB)),
+                ],
+            ),
+            ("GPUs", "A") => {
+                assert_values(
+                    &what,
+                    got,
+                    &[
+                        (k(a, "0"), 1.0),
+                        (k(b, "0"), 1.0),
+                        (k(b, "1"), 1.0),
+                        (k(c, "0"), 1.0),
+                    ],
+                );
+                let models: BTreeSet<(&str, &str, &str)> = got
+                    .iter()
+                    .map(|s| (s.label("uuid"), s.label("model"), s.label("mig_mode")))
+                    .collect();
+                assert!(
+                    models.contains(&(A_UUID, "NVIDIA H200", "")),
+                    "{what}: {models:?}"
+                );
+                assert!(
+                    models.contains(&(B_MIG_UUID, "NVIDIA H200", "enabled")),
+                    "{what}: {models:?}"
+                );
+                assert!(
+                    models.contains(&(C_UUID, "Tesla V100-SXM2-32GB", "")),
+                    "{what}: {models:?}"
+                );
+                assert!(
+                    got.iter()
+                        .any(|s| s.label("pci_bus_id") == "00000000:18:00.0"),
+                    "{what}"
+                );
+            }
+            ("Top processes by GPU memory", "A") => {
+                assert_values(
+                    &what,
+                    got,
+                    &[
+                        (k(a, &format!("0/{p1}")), 20_480.0 * MIB),
+                        (k(a, &format!("0/{p2}")), 8_192.0 * MIB),
+                        (k(b, &format!("1/{p2}")), 1_200.0 * MIB),
+                        (k(c, &format!("0/{p3}")), 2_000.0 * MIB),
+                    ],
+                );
+                for s in got {
+                    assert_eq!(s.label("process"), "sleep", "{what}: {s:?}");
+                    assert!(!s.label("uuid").is_empty(), "{what}: {s:?}");
+                }
+            }
+            ("Processes per GPU", "A") => assert_values(
+                &what,
+                got,
+                &[(k(a, "0"), 2.0), (k(b, "1"), 1.0), (k(c, "0"), 1.0)],
+            ),
+            ("MIG instances", ref_id) => {
+                let (gi2, gi9) = match ref_id {
+                    "A" => (71_424.0, 16_384.0),
+                    "B" => (71_424.0 - 54_499.0, 16_384.0 - 16_375.0),
+                    "C" => (54_499.0, 16_375.0),
+                    _ => panic!("{what}: no expectation"),
+                };
+                assert_values(
+                    &what,
+                    got,
+                    &[(k(b, "0/2"), gi2 * MIB), (k(b, "0/9"), gi9 * MIB)],
+                );
+                for s in got {
+                    assert_eq!(s.label("uuid"), B_MIG_UUID, "{what}: {s:?}");
+                }
+            }
+            _ => panic!("{what}: the dashboard has a query this test has no expectation for"),
+        }
+    }
+}
+
+/// Every (panel title, refId, expr) of the dashboard.
+fn panel_queries(dashboard: &serde_json::Value) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        let title = panel["title"].as_str().unwrap();
+        let Some(targets) = panel["targets"].as_array() else {
+            assert_eq!(panel["type"], "row", "{title} has no queries");
+            continue;
+        };
+        assert!(!targets.is_empty(), "{title} has no queries");
+        for t in targets {
+            out.push((
+                title.to_string(),
+                t["refId"].as_str().unwrap().to_string(),
+                t["expr"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    out
+}
+
+fn wait_for_all(prometheus: &Prometheus, n: usize) {
+    let until = Instant::now() + Duration::from_secs(90);
+    // Two scrapes of each target, so that no query sees a half-ingested node.
+    let ready = format!(
+        "count(count_over_time(hypomnesis_scrape_success[1m]) >= 2) == {n} \
+         and count(count by (instance) (hypomnesis_gpu_info)) == {n}"
+    );
+    loop {
+        if prometheus.api("query", Some(&ready)).is_some_and(|v| {
+            v["data"]["result"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty())
+        }) {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "Prometheus did not scrape the {n} exporters within 90 s:\n{}",
+            prometheus.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn every_panel_query_returns_the_nodes_figures() {
+    let Some(binary) = external("prometheus") else {
+        return;
+    };
+    let path = support::workspace().join("deploy/grafana/hypomnesis.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+
+    let sleepers = Sleepers::spawn(3);
+    let pids: [u32; 3] = sleepers.pids().try_into().unwrap();
+    let a = Server::start(FakeVariant::Modern, &node_a(pids[0], pids[1]), &[]);
+    let b = Server::start(FakeVariant::Modern, &node_b(pids[1]), &[]);
+    let c = Server::start(FakeVariant::PreR510, &node_c(pids[2]), &[]);
+    let addrs: [SocketAddr; 3] = [a.addr, b.addr, c.addr];
+    let prometheus = Prometheus::start(&binary, &addrs);
+    wait_for_all(&prometheus, 3);
+    let fleet = Fleet {
+        a: a.addr.to_string(),
+        b: b.addr.to_string(),
+        c: c.addr.to_string(),
+        pids,
+    };
+
+    check_variables(&dashboard, &prometheus, &fleet);
+    let queries = panel_queries(&dashboard);
+    check_panels(&queries, &prometheus, &fleet);
+    check_stack(&queries, &prometheus);
+    check_one_node_and_gpu(&queries, &prometheus, &fleet);
+    drop(sleepers);
+}
+
+fn check_variables(dashboard: &serde_json::Value, prometheus: &Prometheus, fleet: &Fleet) {
+    // The variables: every node, then the GPUs of the node picked.
+    let vars = dashboard["templating"]["list"].as_array().unwrap();
+    let definition = |name: &str| {
+        vars.iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no variable {name}"))["definition"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let nodes: BTreeSet<String> = query(prometheus, &label_values(&definition("node")))
+        .iter()
+        .map(|s| s.label("instance").to_string())
+        .collect();
+    assert_eq!(
+        nodes,
+        BTreeSet::from([fleet.a.clone(), fleet.b.clone(), fleet.c.clone()])
+    );
+    let gpus_of_b: BTreeSet<String> = query(
+        prometheus,
+        &substitute(
+            &label_values(&definition("gpu")),
+            &regex_escape(&fleet.b),
+            ".*",
+        ),
+    )
+    .iter()
+    .map(|s| s.label("uuid").to_string())
+    .collect();
+    assert_eq!(
+        gpus_of_b,
+        BTreeSet::from([B_MIG_UUID.into(), B_L40S_UUID.into()])
+    );
+    for v in vars.iter().filter(|v| v["type"] == "query") {
+        assert_eq!(
+            v["allValue"], ".*",
+            "{}: All must match GPUs without a uuid too",
+            v["name"]
+        );
+    }
+}
+
+fn check_panels(queries: &[(String, String, String)], prometheus: &Prometheus, fleet: &Fleet) {
+    // Every panel query: all nodes and GPUs, with the values each node has.
+    assert!(queries.len() >= 15, "{} queries", queries.len());
+    for (title, ref_id, expr) in queries {
+        let got = query(prometheus, &substitute(expr, ".*", ".*"));
+        assert!(
+            !got.is_empty(),
+            "{title} / {ref_id} returned no data: {expr}"
+        );
+        fleet.check(title, ref_id, &got);
+        eprintln!("ok: {title} / {ref_id}: {} series", got.len());
+    }
+}
+
+fn check_stack(queries: &[(String, String, String)], prometheus: &Prometheus) {
+    // The stacked panel adds up to each GPU's total.
+    let stacked = "GPU memory: reserved / used by processes / not visible / free";
+    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+    for (_, _, expr) in queries.iter().filter(|(t, _, _)| t == stacked) {
+        for (key, v) in by_key(&query(prometheus, &substitute(expr, ".*", ".*"))) {
+            *sums.entry(key).or_default() += v;
+        }
+    }
+    let totals = by_key(&query(prometheus, "hypomnesis_gpu_memory_total_bytes"));
+    assert_eq!(
+        sums.keys().collect::<Vec<_>>(),
+        totals.keys().collect::<Vec<_>>()
+    );
+    for (key, total) in &totals {
+        assert!(
+            close(sums[key], *total),
+            "{key}: the layers sum to {} of {total}",
+            sums[key]
+        );
+    }
+}
+
+fn check_one_node_and_gpu(
+    queries: &[(String, String, String)],
+    prometheus: &Prometheus,
+    fleet: &Fleet,
+) {
+    // One node and one GPU picked: only theirs.
+    let node = regex_escape(&fleet.b);
+    for (title, ref_id, expr) in queries {
+        for s in query(prometheus, &substitute(expr, &node, B_L40S_UUID)) {
+            let instance = s.label("instance");
+            assert!(
+                instance.is_empty() || instance == fleet.b,
+                "{title} / {ref_id} with node B picked: {s:?}"
+            );
+            let uuid = s.label("uuid");
+            assert!(
+                uuid.is_empty() || uuid == B_L40S_UUID,
+                "{title} / {ref_id} with the L40S picked: {s:?}"
+            );
+        }
+    }
+}
+
+/// `text` as a regular expression matching itself (an address has dots).
+fn regex_escape(text: &str) -> String {
+    text.replace('.', "\\\\.")
+}

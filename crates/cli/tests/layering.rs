@@ -1,0 +1,334 @@
+//! The module graph of the library and of `hmn`: no module imports another that imports it
+//! back (directly or around a circle), and the layers point one way: types ← backends ←
+//! dispatcher ← CLI. A backend never reaches up into the dispatcher or the public GPU
+//! functions; in `hmn`, views and collectors never reach into commands or the command line.
+//!
+//! Edges come from the paths the code names (`use crate::…`, `super::…`, `crate::a::b(…)`),
+//! test modules left out; `mod x;` declarations are structure, not imports.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)] // test code
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A module path, `["gpu", "nvml", "session"]`; the crate root is `[]`.
+type Module = Vec<String>;
+
+/// Every `.rs` file under `dir` with its module path (`foo/mod.rs` is `foo`).
+fn modules(dir: &Path, prefix: &Module, out: &mut BTreeMap<Module, PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if prefix.is_empty() && name == "bin" {
+                continue; // the binary is a crate of its own
+            }
+            let mut m = prefix.clone();
+            m.push(name);
+            modules(&path, &m, out);
+        } else if let Some(stem) = name.strip_suffix(".rs") {
+            let mut m = prefix.clone();
+            if !matches!(stem, "mod" | "lib" | "main") {
+                m.push(stem.to_string());
+            }
+            out.insert(m, path);
+        }
+    }
+}
+
+/// The code of a file without its comments and its test module (always at the end).
+fn code(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("mod tests"))
+        .map_or(lines.len(), |i| {
+            let mut j = i;
+            while j > 0 && lines[j - 1].trim_start().starts_with("#[") {
+                j -= 1;
+            }
+            j
+        });
+    lines[..end]
+        .iter()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .map(|l| l.split(" // ").next().unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The paths named by a use tree or a path expression starting at `s` (just after `crate::` or
+/// `super::`), expanded: `{a, b::{c, d}}` gives `a`, `b::c`, `b::d`.
+fn paths(s: &str) -> Vec<Vec<String>> {
+    fn tree(s: &[u8], i: &mut usize, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        let mut path = prefix.to_vec();
+        loop {
+            while *i < s.len() && s[*i].is_ascii_whitespace() {
+                *i += 1;
+            }
+            if *i < s.len() && s[*i] == b'{' {
+                *i += 1;
+                loop {
+                    tree(s, i, &path, out);
+                    while *i < s.len() && (s[*i].is_ascii_whitespace() || s[*i] == b',') {
+                        *i += 1;
+                    }
+                    if *i >= s.len() || s[*i] == b'}' {
+                        *i += 1;
+                        return;
+                    }
+                }
+            }
+            let start = *i;
+            while *i < s.len() && (s[*i].is_ascii_alphanumeric() || s[*i] == b'_') {
+                *i += 1;
+            }
+            if start == *i {
+                out.push(path);
+                return;
+            }
+            let seg = String::from_utf8_lossy(&s[start..*i]).into_owned();
+            if seg != "self" {
+                path.push(seg);
+            }
+            if s.get(*i..*i + 2) == Some(b"::") {
+                *i += 2;
+                continue;
+            }
+            // `as name` and the like end the path.
+            out.push(path);
+            while *i < s.len() && !matches!(s[*i], b',' | b'}' | b';') && s[*i] != b'\n' {
+                if s[*i] == b'(' || s[*i] == b')' {
+                    break;
+                }
+                *i += 1;
+            }
+            return;
+        }
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    tree(s.as_bytes(), &mut i, &[], &mut out);
+    out
+}
+
+/// The module a path from module `from` names: the longest prefix that is a module.
+fn resolve(
+    from: &Module,
+    kind: &str,
+    path: &[String],
+    all: &BTreeMap<Module, PathBuf>,
+) -> Option<Module> {
+    // `super` of module a::b (`a/b.rs` or `a/b/mod.rs`) is `a`.
+    let mut base: Module = if kind == "crate" {
+        Vec::new()
+    } else {
+        let mut m = from.clone();
+        m.pop()?;
+        m
+    };
+    let mut best = base.clone();
+    for seg in path {
+        base.push(seg.clone());
+        if all.contains_key(&base) {
+            best.clone_from(&base);
+        } else {
+            break;
+        }
+    }
+    Some(best)
+}
+
+/// Edges of the crate rooted at `dir`: module → modules it names (not itself, not the root).
+fn graph(dir: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
+    let mut all = BTreeMap::new();
+    modules(dir, &Vec::new(), &mut all);
+    let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    for (m, file) in &all {
+        let text = code(&std::fs::read_to_string(file).unwrap());
+        let mut out = BTreeSet::new();
+        for kind in ["crate", "super"] {
+            let needle = format!("{kind}::");
+            let mut from = 0;
+            while let Some(at) = text[from..].find(&needle) {
+                let start = from + at;
+                from = start + needle.len();
+                let before = text[..start].chars().last();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                    continue; // `super::super`, part of a longer path
+                }
+                for mut p in paths(&text[from..]) {
+                    // `super::super::x`
+                    let mut base_from = m.clone();
+                    while kind == "super" && p.first().is_some_and(|s| s == "super") {
+                        p.remove(0);
+                        base_from.pop();
+                    }
+                    if let Some(target) = resolve(&base_from, kind, &p, &all)
+                        && target != *m
+                        && !target.is_empty()
+                    {
+                        out.insert(target);
+                    }
+                }
+            }
+        }
+        edges.insert(m.clone(), out);
+    }
+    edges
+}
+
+/// The strongly connected components with more than one module (the circles).
+fn circles(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<Module>> {
+    // Transitive closure is small enough here (tens of modules).
+    let nodes: Vec<&Module> = edges.keys().collect();
+    let reach = |from: &Module| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(n) = todo.pop() {
+            for t in edges.get(&n).into_iter().flatten() {
+                if seen.insert(t.clone()) {
+                    todo.push(t.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<&Module, BTreeSet<Module>> =
+        nodes.iter().map(|n| (*n, reach(n))).collect();
+    let mut out: Vec<Vec<Module>> = Vec::new();
+    for n in &nodes {
+        let group: Vec<Module> = nodes
+            .iter()
+            .filter(|o| o != &n && reaches[*n].contains(**o) && reaches[*o].contains(*n))
+            .map(|o| (*o).clone())
+            .collect();
+        if !group.is_empty() {
+            let mut g = group;
+            g.push((*n).clone());
+            g.sort();
+            if !out.contains(&g) {
+                out.push(g);
+            }
+        }
+    }
+    out
+}
+
+fn name(m: &Module) -> String {
+    if m.is_empty() {
+        "crate".into()
+    } else {
+        m.join("::")
+    }
+}
+
+/// The library's sources and `hmn`'s.
+fn library() -> PathBuf {
+    support::workspace().join("crates/hypomnesis/src")
+}
+
+fn hmn() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn the_path_parser() {
+    let p = |s: &str| {
+        paths(s)
+            .into_iter()
+            .map(|v| v.join("::"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(p("a::b::C;"), vec!["a::b::C"]);
+    assert_eq!(p("{a, b::{c, d}, e as f};"), vec!["a", "b::c", "b::d", "e"]);
+    assert_eq!(p("view::json(out, &x)"), vec!["view::json"]);
+    assert_eq!(p("gpu::{self, mig};"), vec!["gpu", "gpu::mig"]);
+}
+
+#[test]
+fn the_library_has_no_circles_and_backends_do_not_reach_up() {
+    let edges = graph(&library());
+    let found = circles(&edges);
+    assert!(
+        found.is_empty(),
+        "modules that import each other: {:?}",
+        found
+            .iter()
+            .map(|c| c.iter().map(name).collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+    );
+    let backends = ["nvml", "nvidia_smi", "drm", "windows", "metal"];
+    for (m, to) in &edges {
+        let is_backend = m.len() >= 2 && m[0] == "gpu" && backends.contains(&m[1].as_str());
+        if !is_backend {
+            continue;
+        }
+        for t in to {
+            let up = *t == ["gpu".to_string()] || t.starts_with(&["gpu".into(), "dispatch".into()]);
+            assert!(
+                !up,
+                "backend module {} reaches up into {}",
+                name(m),
+                name(t)
+            );
+        }
+    }
+    // The data types come first: they import no GPU code.
+    let types: Vec<_> = edges
+        .iter()
+        .filter(|(m, _)| m.first().is_some_and(|f| f == "types"))
+        .collect();
+    assert!(types.len() > 3, "the types modules were found: {types:?}");
+    for (m, to) in types {
+        for t in to {
+            assert!(
+                t.first().is_none_or(|f| f != "gpu"),
+                "{} imports {}",
+                name(m),
+                name(t)
+            );
+        }
+    }
+}
+
+#[test]
+fn hmn_has_no_circles_and_views_do_not_reach_into_commands() {
+    let edges = graph(&hmn());
+    assert!(edges.len() > 20, "the modules of hmn were found: {edges:?}");
+    let found = circles(&edges);
+    assert!(
+        found.is_empty(),
+        "modules that import each other: {:?}",
+        found
+            .iter()
+            .map(|c| c.iter().map(name).collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+    );
+    for (m, to) in &edges {
+        if matches!(
+            m.first().map(String::as_str),
+            Some("view" | "collect" | "args" | "outcome" | "help")
+        ) {
+            for t in to {
+                let first = t.first().map_or("", String::as_str);
+                assert!(
+                    !matches!(first, "cmd" | "cli"),
+                    "{} reaches into {}",
+                    name(m),
+                    name(t)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_circle_is_found() {
+    let m = |s: &str| s.split("::").map(String::from).collect::<Module>();
+    let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    edges.insert(m("a"), [m("b")].into_iter().collect());
+    edges.insert(m("b"), [m("c")].into_iter().collect());
+    edges.insert(m("c"), [m("a")].into_iter().collect());
+    edges.insert(m("d"), [m("a")].into_iter().collect());
+    assert_eq!(circles(&edges), vec![vec![m("a"), m("b"), m("c")]]);
+}

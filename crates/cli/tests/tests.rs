@@ -1,0 +1,54 @@
+//! `hmn`'s integration tests, one binary laid out by what a user touches:
+//!
+//! - `cli`: each command end to end through the built `hmn` (`basics`: devices and ps against
+//!   both fakes; `run_watch`, `run_signals`, `watch_edges`, `serve`, `fleet`, `top` in tmux,
+//!   `stalls`, `hidden_memory`, `hostile_names`, `impossible_figures`, the first-contact
+//!   `surface`, and the README's transcripts);
+//! - `backends`: the sources `hmn` and the library share, end to end (`drm` fixture trees, `mig`);
+//! - `deploy`: the deploy kit against hmn (manifests, alert rules, the Grafana dashboard);
+//! - `platform`: Windows checks, run under Wine in CI;
+//! - `layering`: the module graph of the library and of `hmn`.
+//!
+//! `util` holds what these share (a running `hmn serve`, the deploy folder); helpers shared with
+//! the library's tests are the `hypomnesis-testkit` crate, reached as `support`.
+
+extern crate hypomnesis_testkit as support;
+
+#[cfg(all(feature = "serve", target_os = "linux"))]
+mod util {
+    pub mod deploy;
+    pub mod serve;
+}
+
+mod cli {
+    mod basics;
+    mod fleet;
+    mod hidden_memory;
+    mod hostile_names;
+    mod impossible_figures;
+    mod readme;
+    mod run_signals;
+    mod run_watch;
+    mod serve;
+    mod stalls;
+    mod surface;
+    mod top;
+    mod watch_edges;
+}
+
+mod backends {
+    mod drm;
+    mod mig;
+}
+
+mod deploy {
+    mod alerts;
+    mod grafana;
+    mod manifests;
+}
+
+mod platform {
+    mod windows;
+}
+
+mod layering;

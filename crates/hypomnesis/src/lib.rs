@@ -1,0 +1,152 @@
+//! # hypomnesis
+//!
+//! Measure RAM and GPU memory from outside any framework: the calling process's resident set
+//! and GPU memory, each GPU's total, free, used and **driver-reserved** memory, and which
+//! processes hold it.
+//!
+//! ```no_run
+//! # fn main() -> hypomnesis::Result<()> {
+//! let rss = hypomnesis::process_rss()?;
+//! println!("RSS {} MiB", rss >> 20);
+//! if let Ok(gpu) = hypomnesis::device_info(0) {
+//!     // reserved is a subset of total: allocation headroom is total - reserved.
+//!     println!("{}: {} of {} MiB free, {:?} MiB reserved",
+//!         gpu.name_or_unknown(), gpu.free_bytes >> 20, gpu.total_bytes >> 20,
+//!         gpu.reserved_bytes.map(|r| r >> 20));
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## Memory semantics (NVIDIA)
+//!
+//! `total_bytes` is NVML's v1 total (= `nvidia-smi` "Total"); `used_bytes = total - free` and
+//! so includes the driver reservation; `reserved_bytes` is that reservation, read from
+//! `nvmlDeviceGetMemoryInfo_v2` (R510+ drivers) or `nvidia-smi --query-gpu=memory.reserved`,
+//! never inferred. Whenever it is `Some`: `reserved <= used <= total` and `free + used == total`.
+//!
+//! ## Capabilities
+//!
+//! | | Linux | Windows | macOS (Apple silicon) |
+//! |---|---|---|---|
+//! | process RSS | `/proc/self/statm` | working set (`K32GetProcessMemoryInfo`) | `phys_footprint` |
+//! | NVIDIA devices, reserved memory | NVML (`libnvidia-ml.so.1`), `nvidia-smi` fallback | NVML (`nvml.dll` by absolute path), `nvidia-smi.exe`, DXGI | — |
+//! | this process's GPU memory | NVML process lists | DXGI `QueryVideoMemoryInfo` | `graphics_footprint` ledger |
+//! | process lists | NVML compute + graphics | PDH `GPU Process Memory` | `graphics_footprint` of visible processes |
+//! | MIG instances | NVML MIG handles, `nvidia-smi -q` / `-L` | — | — |
+//! | other vendors | AMD / Intel from sysfs, processes from DRM fdinfo | DXGI + PDH | the Apple GPU (Metal working-set budget) |
+//! | MIG instances (A100/H100/H200) | NVML MIG device handles, `nvidia-smi -q`/`-L` fallback | — | — |
+//!
+//! ## Features
+//!
+//! The measuring backends `nvml`, `nvidia-smi-fallback`, `dxgi`, `pdh` (implies `dxgi`), `metal`
+//! and `drm` are on by default, and nothing else: the library pulls no command-line crates.
+//! `report`, `test-helpers`, `serde`, `debug-output` are off. `--no-default-features` builds the
+//! RSS part alone. Platform features are no-ops on other platforms. `cli`, `serve` and `top`
+//! select nothing: the `hmn` command is the `hypomnesis-cli` package, and the names stay so that
+//! a 0.2.x manifest naming them still resolves.
+//!
+//! ## Environment
+//!
+//! - `HYPOMNESIS_NVML_LIBRARY`: absolute path of the NVML library; when set, nothing else is tried.
+//! - `HYPOMNESIS_NVIDIA_SMI`: path of `nvidia-smi` (else `PATH`).
+//! - `HYPOMNESIS_NVIDIA_SMI_TIMEOUT`: limit of one `nvidia-smi` run (`2s`, `500ms`; default 10 s).
+//! - `HYPOMNESIS_PROCFS`, `HYPOMNESIS_SYSFS`: where `/proc` and `/sys` are (a host's, mounted in a
+//!   container); [`set_roots`] does the same from code.
+
+mod duration;
+mod error;
+mod gpu;
+mod procctx;
+#[cfg(any(feature = "nvml", feature = "nvidia-smi-fallback", feature = "drm"))]
+mod procfs;
+mod procinfo;
+mod ram;
+#[cfg(feature = "report")]
+mod report;
+mod roots;
+mod snapshot;
+pub mod spill;
+mod types;
+
+pub use duration::parse_duration;
+pub use error::{ErrorKind, HypomnesisError, Result};
+#[cfg(feature = "nvml")]
+pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
+pub use gpu::{
+    adapter_residency, device_count, device_info, device_utilization, dropped_process_rows,
+    gpu_processes, gpu_processes_unnamed, mig_gpu_instances, mig_instance, mig_instances,
+    mig_state, process_gpu_info, sources,
+};
+pub use procctx::{
+    Container, ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd,
+    process_context, process_contexts, process_contexts_with,
+};
+pub use procinfo::{
+    TreeWalker, descendants, parse_stat, process_name, process_rss_of, process_start_time,
+    process_tree,
+};
+pub use ram::host::{HostMemory, host_memory};
+pub use ram::process_rss;
+#[cfg(feature = "report")]
+pub use report::MemoryReport;
+pub use roots::{roots, set_roots};
+pub use types::{
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, MigGpuInstance,
+    MigInstance, MigState, ProcessGpuInfo, Residency, Root, RootOrigin, Roots, Snapshot,
+    SourceReport, SourceState, Utilization, driver_overhead_allowance,
+};
+#[cfg(feature = "test-helpers")]
+pub use types::{
+    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, MigGpuInstanceBuilder, MigInstanceBuilder,
+    MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder, RootsBuilder,
+    SnapshotBuilder, SourceReportBuilder,
+};
+
+/// Pure parsers, exposed for property tests, fuzzing and the live cross-checks. Not part of the
+/// stable API.
+#[doc(hidden)]
+pub mod __parsers {
+    pub use crate::duration::parse_duration;
+    pub use crate::gpu::drm::parse::{
+        FdInfo, Region, RegionKind, client_usage, parse_fdinfo, parse_pci_id, parse_size,
+        parse_sysfs_u64, parse_uevent, region_kind,
+    };
+    #[cfg(all(target_os = "linux", feature = "drm"))]
+    pub use crate::gpu::drm::{Sweep, sweep_tree};
+    /// A `--query-gpu` row made into device figures, as the `nvidia-smi` fallback does.
+    #[cfg(feature = "nvidia-smi-fallback")]
+    pub use crate::gpu::nvidia_smi::device_info_of as smi_device_info;
+    #[cfg(feature = "nvidia-smi-fallback")]
+    pub use crate::gpu::nvidia_smi::parse::{
+        QMemory, SmiApp, SmiGpu, parse_apps, parse_gpus, parse_q_memory, parse_version,
+    };
+    #[cfg(feature = "nvidia-smi-fallback")]
+    pub use crate::gpu::nvidia_smi::parse_mig::{
+        ListGpu, ListMig, QGpuMig, QMemoryLines, QMigDevice, QProcess, SmiMigMode, parse_list,
+        parse_mig_modes, parse_q_mig,
+    };
+    pub use crate::gpu::pci::PciAddress;
+    pub use crate::gpu::winparse::{parse_pdh_instance, utf16_until_nul};
+    pub use crate::procctx::parse_stat_cpu_ticks;
+    /// The process tree below a pid through `children` files (`None` where the kernel has
+    /// none), and through a scan of every process's `stat` (what `process_tree` did before).
+    #[cfg(target_os = "linux")]
+    pub use crate::procinfo::linux::{by_children as tree_by_children, by_scan as tree_by_scan};
+    pub use crate::ram::parse::{meminfo, statm_resident_bytes, status_vmrss_bytes};
+}
+
+/// Print a diagnostic to stderr when the `debug-output` feature is on; nothing otherwise.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! debug_log {
+    ($($arg:tt)*) => {
+        if cfg!(feature = "debug-output") {
+            eprintln!("[hypomnesis] {}", format_args!($($arg)*));
+        }
+    };
+}
+
+/// The README's Rust examples, compiled as doctests so they cannot drift.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

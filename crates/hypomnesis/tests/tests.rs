@@ -1,0 +1,33 @@
+//! The library's integration tests, one binary laid out by what a user of the library touches:
+//!
+//! - `api`: the public functions and types as a program calls them (RSS, process context, the
+//!   builders of `test-helpers`, the examples);
+//! - `backends`: each GPU source against its stand-in (`nvml`, `nvml_shapes`, `faults` through
+//!   the fake NVML; `nvidia_smi` through the stand-in `nvidia-smi` replaying real captures;
+//!   `live_gpu` on a real GPU, ignored elsewhere);
+//! - `properties`: the parsers on every capture and on arbitrary input (proptest).
+//!
+//! `hmn`'s tests are in `crates/cli/tests`. Shared helpers (building the fakes, captures,
+//! fixtures, child processes) are the `hypomnesis-testkit` crate, reached as `support`.
+
+extern crate hypomnesis_testkit as support;
+
+mod api {
+    mod builders;
+    mod examples;
+    mod process_context;
+    mod rss;
+}
+
+mod backends {
+    mod faults;
+    mod live_gpu;
+    mod nvidia_smi;
+    mod nvml;
+    mod nvml_shapes;
+}
+
+mod properties {
+    mod captures;
+    mod parsers;
+}
