@@ -4,7 +4,10 @@
 //! functions; in `hmn`, views and collectors never reach into commands or the command line.
 //!
 //! Edges come from the paths the code names (`use crate::…`, `super::…`, `crate::a::b(…)`),
-//! test modules left out; `mod x;` declarations are structure, not imports.
+//! followed through re-exports (`use crate::GpuDeviceInfo` is an arrow to `types::device`, where
+//! the root's `pub use` takes it from), test modules left out; `mod x;` declarations are
+//! structure, not imports. Every module of the library has a layer (`layer_of`): a new module
+//! without one fails, and so does an arrow from a lower layer to a higher one.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)] // test code
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,21 +38,51 @@ fn modules(dir: &Path, prefix: &Module, out: &mut BTreeMap<Module, PathBuf>) {
     }
 }
 
-/// The code of a file without its comments and its test module (always at the end).
+/// The code of a file without its comments and its test modules (`#[cfg(test)] mod x { … }`
+/// blocks, whatever their name, and a `mod tests` at the end).
 fn code(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
-    let end = lines
-        .iter()
-        .position(|l| l.trim_start().starts_with("mod tests"))
-        .map_or(lines.len(), |i| {
-            let mut j = i;
-            while j > 0 && lines[j - 1].trim_start().starts_with("#[") {
-                j -= 1;
+    let mut keep = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let t = lines[i].trim_start();
+        let test_attr = t.starts_with("#[cfg(test)]") || t.starts_with("#[cfg(all(test");
+        let mut j = i;
+        while test_attr && j < lines.len() && lines[j].trim_start().starts_with("#[") {
+            j += 1;
+        }
+        let opens_mod = |l: &str| {
+            let l = l.trim_start();
+            (l.starts_with("mod ") || l.starts_with("pub mod ")) && l.ends_with('{')
+        };
+        if test_attr && j < lines.len() && opens_mod(lines[j]) {
+            let mut depth = 0usize;
+            let mut k = j;
+            while k < lines.len() {
+                depth = (depth + lines[k].matches('{').count())
+                    .saturating_sub(lines[k].matches('}').count());
+                k += 1;
+                if depth == 0 {
+                    break;
+                }
             }
-            j
-        });
-    lines[..end]
-        .iter()
+            i = k;
+            continue;
+        }
+        if t.starts_with("mod tests") && t.ends_with('{') {
+            // An unmarked test module at the end: drop it and the attributes above it.
+            while keep
+                .last()
+                .is_some_and(|l: &&str| l.trim_start().starts_with("#["))
+            {
+                keep.pop();
+            }
+            break;
+        }
+        keep.push(lines[i]);
+        i += 1;
+    }
+    keep.iter()
         .filter(|l| !l.trim_start().starts_with("//"))
         .map(|l| l.split(" // ").next().unwrap_or(l))
         .collect::<Vec<_>>()
@@ -111,13 +144,14 @@ fn paths(s: &str) -> Vec<Vec<String>> {
     out
 }
 
-/// The module a path from module `from` names: the longest prefix that is a module.
+/// The module a path from module `from` names: the longest prefix that is a module, and the
+/// segments after it (an item of that module, or a name it re-exports).
 fn resolve(
     from: &Module,
     kind: &str,
     path: &[String],
     all: &BTreeMap<Module, PathBuf>,
-) -> Option<Module> {
+) -> Option<(Module, Vec<String>)> {
     // `super` of module a::b (`a/b.rs` or `a/b/mod.rs`) is `a`.
     let mut base: Module = if kind == "crate" {
         Vec::new()
@@ -127,21 +161,107 @@ fn resolve(
         m
     };
     let mut best = base.clone();
+    let mut used = 0;
     for seg in path {
         base.push(seg.clone());
         if all.contains_key(&base) {
             best.clone_from(&base);
+            used += 1;
         } else {
             break;
         }
     }
-    Some(best)
+    Some((best, path[used..].to_vec()))
+}
+
+/// What each module re-exports: (module, name) → the module the name comes from, read from its
+/// `pub use` and `pub(…) use` items (`pub use types::{A, B}` in the root, `pub use
+/// crate::x::Y`, `pub use super::z::W`, `pub use self::v::U`).
+type Reexports = BTreeMap<(Module, String), Module>;
+
+fn reexports(all: &BTreeMap<Module, PathBuf>) -> Reexports {
+    let mut out = Reexports::new();
+    for (m, file) in all {
+        let text = code(&std::fs::read_to_string(file).unwrap());
+        let mut offset = 0;
+        for line in text.split_inclusive('\n') {
+            let start = offset;
+            offset += line.len();
+            let t = line.trim_start();
+            let Some(vis_end) = t.find(" use ") else {
+                continue;
+            };
+            let vis = &t[..vis_end];
+            if !(vis == "pub" || (vis.starts_with("pub(") && vis.ends_with(')'))) {
+                continue;
+            }
+            let after = &text[start + (line.len() - t.len()) + vis_end + " use ".len()..];
+            for p in paths(after) {
+                let Some(name) = p.last().cloned() else {
+                    continue;
+                };
+                let (kind, start, from) = match p.first().map(String::as_str) {
+                    Some("crate") => ("crate", 1, m.clone()),
+                    Some("super") => {
+                        let mut up = m.clone();
+                        let mut i = 0;
+                        while p.get(i).is_some_and(|s| s == "super") {
+                            i += 1;
+                        }
+                        // `super::x` from a::b is relative to a: resolve as from a's child.
+                        for _ in 1..i {
+                            up.pop();
+                        }
+                        ("super", i, up)
+                    }
+                    Some("self") => {
+                        let mut child = m.clone();
+                        child.push(String::new());
+                        ("super", 1, child)
+                    }
+                    _ => {
+                        // A path from this module: a child module (or an extern crate, which
+                        // resolves to no module of ours and is skipped).
+                        let mut child = m.clone();
+                        child.push(String::new());
+                        ("super", 0, child)
+                    }
+                };
+                if let Some((target, rest)) = resolve(&from, kind, &p[start..], all)
+                    && rest.len() <= 1
+                    && target != *m
+                    && (target.len() > m.len() || kind != "super" || start > 0)
+                {
+                    out.insert((m.clone(), name), target);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Follows re-exports: the module `target` names, or the one it re-exports `rest[0]` from.
+fn through(target: Module, rest: &[String], re: &Reexports) -> Module {
+    let mut at = target;
+    let mut name = rest.first().cloned();
+    for _ in 0..8 {
+        let Some(n) = name.take() else { break };
+        match re.get(&(at.clone(), n.clone())) {
+            Some(next) => {
+                at.clone_from(next);
+                name = Some(n);
+            }
+            None => break,
+        }
+    }
+    at
 }
 
 /// Edges of the crate rooted at `dir`: module → modules it names (not itself, not the root).
 fn graph(dir: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
     let mut all = BTreeMap::new();
     modules(dir, &Vec::new(), &mut all);
+    let re = reexports(&all);
     let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
     for (m, file) in &all {
         let text = code(&std::fs::read_to_string(file).unwrap());
@@ -163,11 +283,11 @@ fn graph(dir: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
                         p.remove(0);
                         base_from.pop();
                     }
-                    if let Some(target) = resolve(&base_from, kind, &p, &all)
-                        && target != *m
-                        && !target.is_empty()
-                    {
-                        out.insert(target);
+                    if let Some((target, rest)) = resolve(&base_from, kind, &p, &all) {
+                        let target = through(target, &rest, &re);
+                        if target != *m && !target.is_empty() {
+                            out.insert(target);
+                        }
                     }
                 }
             }
@@ -331,4 +451,103 @@ fn a_circle_is_found() {
     edges.insert(m("c"), [m("a")].into_iter().collect());
     edges.insert(m("d"), [m("a")].into_iter().collect());
     assert_eq!(circles(&edges), vec![vec![m("a"), m("b"), m("c")]]);
+}
+
+/// The library's layers, lowest first: 0 the data types and errors; 1 the host (roots, procfs,
+/// processes, RAM, durations) and the GPU backends beside it (a backend may read the host, the
+/// host never reads a backend); 2 the dispatcher and the public functions over it; 3 the root.
+fn layer_of(m: &Module) -> Option<(u8, &'static str)> {
+    let first = m.first().map_or("", String::as_str);
+    let second = m.get(1).map_or("", String::as_str);
+    Some(match (first, second) {
+        ("", _) => (3, "root"),
+        ("types" | "error", _) => (0, "types"),
+        ("roots" | "procfs" | "procinfo" | "procctx" | "ram" | "duration", _) => (1, "host"),
+        (
+            "gpu",
+            "backend" | "pci" | "winparse" | "nvidia" | "mig" | "nvml" | "nvidia_smi" | "drm"
+            | "windows" | "metal",
+        ) => (1, "backends"),
+        ("gpu", "" | "dispatch") | ("snapshot" | "report" | "spill", _) => (2, "dispatcher"),
+        _ => return None,
+    })
+}
+
+/// The arrows that run back up: to a higher layer, or from the host to a backend.
+fn upward(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (m, to) in edges {
+        let Some((from_rank, from_name)) = layer_of(m) else {
+            out.push(format!("{} has no layer (add it to layer_of)", name(m)));
+            continue;
+        };
+        for t in to {
+            let Some((to_rank, to_name)) = layer_of(t) else {
+                out.push(format!("{} has no layer (add it to layer_of)", name(t)));
+                continue;
+            };
+            if to_rank > from_rank || (from_name == "host" && to_name == "backends") {
+                out.push(format!(
+                    "{} ({from_name}) imports {} ({to_name})",
+                    name(m),
+                    name(t)
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_library_layers_point_one_way_re_exports_included() {
+    let edges = graph(&library());
+    let up = upward(&edges);
+    assert!(up.is_empty(), "arrows running back up: {up:#?}");
+    // Re-exports are read and followed: `crate::GpuDeviceInfo` names `types::device`, through
+    // the root's `pub use types::…` and the types' `pub use device::…`.
+    let mut all = BTreeMap::new();
+    modules(&library(), &Vec::new(), &mut all);
+    let re = reexports(&all);
+    assert_eq!(
+        through(Vec::new(), &["GpuDeviceInfo".to_string()], &re),
+        vec!["types".to_string(), "device".to_string()],
+        "{re:?}"
+    );
+}
+
+#[test]
+fn an_arrow_up_through_a_re_export_is_caught() {
+    let dir = std::env::temp_dir().join(format!("hmn-layering-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("gpu")).unwrap();
+    let write = |path: &str, text: &str| std::fs::write(dir.join(path), text).unwrap();
+    write(
+        "lib.rs",
+        "mod gpu;\nmod types;\npub use gpu::{device_count, Thing};\n",
+    );
+    write(
+        "gpu/mod.rs",
+        "mod nvml;\npub use self::nvml::Thing;\npub fn device_count() {}\n",
+    );
+    write("gpu/nvml.rs", "pub struct Thing;\n");
+    // A data type reaching the dispatcher and a backend, both through the root's re-exports.
+    write(
+        "types.rs",
+        "use crate::{device_count, Thing};\npub fn f(_: Thing) { device_count() }\n",
+    );
+    let edges = graph(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let types = &edges[&vec!["types".to_string()]];
+    let m = |s: &str| s.split("::").map(String::from).collect::<Module>();
+    assert!(types.contains(&m("gpu")), "{edges:?}");
+    assert!(types.contains(&m("gpu::nvml")), "{edges:?}");
+    let up = upward(&edges);
+    assert!(
+        up.iter()
+            .any(|u| u == "types (types) imports gpu (dispatcher)")
+            && up
+                .iter()
+                .any(|u| u == "types (types) imports gpu::nvml (backends)"),
+        "{up:?}"
+    );
 }
