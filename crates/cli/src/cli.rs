@@ -218,11 +218,7 @@ fn within(
         err,
         "hmn: no answer within {}: a GPU driver call did not return (a hung driver or GPU); \
          giving up (--deadline sets the limit)",
-        if deadline.subsec_millis() == 0 {
-            format!("{}s", deadline.as_secs())
-        } else {
-            format!("{}ms", deadline.as_millis())
-        }
+        hypomnesis::format_duration(deadline)
     )?;
     Ok(Outcome::MeasurementFailed)
 }

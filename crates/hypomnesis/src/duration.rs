@@ -4,6 +4,23 @@ use std::time::Duration;
 
 use crate::ram::parse::clip;
 
+/// A duration as [`parse_duration`] reads it back: whole seconds as `2s`, anything else in
+/// milliseconds (`500ms`, `1500ms`). What `hmn` and the library print for a limit or a timeout.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(hypomnesis::format_duration(Duration::from_secs(2)), "2s");
+/// assert_eq!(hypomnesis::format_duration(Duration::from_millis(1500)), "1500ms");
+/// ```
+#[must_use]
+pub fn format_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
 /// A duration such as `10s`, `500ms`, `1.5s`, `2m`, `1h`, or a bare number of seconds: more
 /// than 0 and at most one day, rounded to whole milliseconds. What `HYPOMNESIS_NVIDIA_SMI_TIMEOUT`
 /// and `hmn`'s duration options take.

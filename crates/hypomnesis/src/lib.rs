@@ -68,7 +68,7 @@ mod snapshot;
 pub mod spill;
 mod types;
 
-pub use duration::parse_duration;
+pub use duration::{format_duration, parse_duration};
 pub use error::{ErrorKind, HypomnesisError, Result};
 #[cfg(feature = "nvml")]
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;

@@ -255,7 +255,7 @@ fn finish(
 mod tests {
     use super::*;
 
-    const MIB: u64 = 1 << 20;
+    use crate::view::MIB;
 
     fn pt(ms: u64, rss: u64, gpu: Option<u64>, used: Option<u64>) -> Point {
         Point {

@@ -515,15 +515,7 @@ fn columns(screen: &Screen, state: &ViewState, width: usize) -> Vec<Col> {
 /// `s` cut to `width` characters (the last one `…` when cut), padded to it, right-aligned
 /// when `right`.
 fn cell(s: &str, width: usize, right: bool) -> String {
-    let n = s.chars().count();
-    let text: String = if n > width {
-        s.chars()
-            .take(width.saturating_sub(1))
-            .chain(std::iter::once('…'))
-            .collect()
-    } else {
-        s.to_string()
-    };
+    let text = crate::view::cut(s, width);
     if right {
         format!("{text:>width$}")
     } else {

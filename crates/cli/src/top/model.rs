@@ -321,7 +321,7 @@ fn share(before: Option<(Duration, Duration)>, after: Option<(Duration, Duration
 mod tests {
     use super::*;
 
-    const MIB: u64 = 1 << 20;
+    use crate::view::MIB;
 
     fn info(total: u64, reserved: Option<u64>, free: u64) -> GpuDeviceInfo {
         GpuDeviceInfo::builder()

@@ -21,8 +21,7 @@ use super::model::{Builder, Screen};
 use super::state::ViewState;
 use crate::collect::sampler::{DeviceFrame, Frame};
 
-const MIB: u64 = 1 << 20;
-const GIB: u64 = 1 << 30;
+use crate::view::{GIB, MIB};
 
 fn h200(index: u32, free: u64) -> GpuDeviceInfo {
     let total = 143_771 * MIB;

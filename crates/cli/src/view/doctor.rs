@@ -145,7 +145,7 @@ mod tests {
 
     use super::*;
 
-    const MIB: u64 = 1 << 20;
+    use crate::view::MIB;
 
     fn text(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
         let mut v = Vec::new();

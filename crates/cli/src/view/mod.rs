@@ -18,6 +18,16 @@ use serde::Serialize;
 pub const MIB: u64 = 1 << 20;
 pub const GIB: u64 = 1 << 30;
 
+/// `s` cut to `max` characters, the last one `…` when cut (every table's cells and `hmn top`'s).
+pub fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 /// A write whose reader may be gone: a closed pipe is not an error (for commands that still
 /// have a status of their own to pass on, such as `hmn run`'s command's).
 pub fn unless_closed(r: io::Result<()>) -> io::Result<()> {

@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn capacity() {
-        const GIB: u64 = 1 << 30;
+        use crate::view::GIB;
         assert_eq!(
             capacity_marks(Some(140 * GIB), Some(GIB)),
             vec![

@@ -9,7 +9,7 @@ use clap::ValueEnum;
 use hypomnesis::{Container, GpuContextKind, GpuProcessEntry, GpuQuerySource, ProcessContext};
 use serde::Serialize;
 
-use super::{format_size, json};
+use super::{cut, format_size, json};
 
 /// Sort orders of `hmn ps`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -174,16 +174,6 @@ fn hidden_cells(h: &Hidden) -> [String; 10] {
         device_cell(h.device_index, h.device_name.as_deref(), h.device_vendor),
         "(not visible from here)".into(),
     ]
-}
-
-/// `s` cut to `max` characters, the last one `…` when cut.
-fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// The `PID  USER  TYPE  VRAM  SHARED  RSS  DEVICE  COMMAND` table (nothing when there are no
@@ -357,8 +347,7 @@ mod tests {
 
     use super::*;
 
-    const MIB: u64 = 1 << 20;
-    const GIB: u64 = 1 << 30;
+    use crate::view::{GIB, MIB};
 
     fn text(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
         let mut v = Vec::new();

@@ -168,7 +168,7 @@ pub fn csv_row(p: &Point, devices: usize) -> String {
 mod tests {
     use super::*;
 
-    const MIB: u64 = 1 << 20;
+    use crate::view::MIB;
 
     #[test]
     fn command_lines_read_back() {

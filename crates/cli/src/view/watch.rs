@@ -98,7 +98,7 @@ pub fn closing(f: &Followed<'_>) -> String {
 mod tests {
     use super::*;
 
-    const MIB: u64 = 1 << 20;
+    use crate::view::MIB;
 
     #[test]
     fn rows() {

@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
+use crate::duration::format_duration;
 use exec::Setup;
-use runner::fmt_duration;
 
 use super::backend::{Backend, DroppedRows, Op, Presence};
 use super::nvidia;
@@ -173,7 +173,7 @@ impl Backend for SmiBackend {
             (Ok(exe), _) => {
                 details.push(("executable".into(), exe.display().to_string()));
                 match &s.timeout {
-                    Ok(t) => details.push(("timeout".into(), fmt_duration(*t))),
+                    Ok(t) => details.push(("timeout".into(), format_duration(*t))),
                     Err(why) => details.push(("timeout".into(), why.clone())),
                 }
                 if let Ok(ran) = self.run(&["--version"])

@@ -46,20 +46,11 @@ impl std::fmt::Display for RunError {
                 f,
                 "{} {} and was killed",
                 crate::error::TIMED_OUT,
-                fmt_duration(*d)
+                crate::duration::format_duration(*d)
             ),
             Self::TooMuchOutput(n) => write!(f, "printed more than {n} bytes; output discarded"),
             Self::Wait(why) => f.write_str(why),
         }
-    }
-}
-
-/// `2s`, `500ms`.
-pub(crate) fn fmt_duration(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
     }
 }
 

@@ -5,7 +5,7 @@ use hypomnesis::{GpuProcessEntry, GpuQuerySource, ProcessContext, SourceReport, 
 
 use super::*;
 
-const MIB: u64 = 1 << 20;
+use crate::view::MIB;
 
 fn device(index: u32, reserved: Option<u64>) -> GpuDeviceInfo {
     GpuDeviceInfo::builder()
