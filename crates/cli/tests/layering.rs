@@ -28,6 +28,9 @@ fn modules(dir: &Path, prefix: &Module, out: &mut BTreeMap<Module, PathBuf>) {
             let mut m = prefix.clone();
             m.push(name);
             modules(&path, &m, out);
+        } else if name == "tests.rs" {
+            // A test module in a file of its own (`#[cfg(test)] mod tests;`): left out like the
+            // inline ones.
         } else if let Some(stem) = name.strip_suffix(".rs") {
             let mut m = prefix.clone();
             if !matches!(stem, "mod" | "lib" | "main") {
@@ -462,7 +465,7 @@ fn layer_of(m: &Module) -> Option<(u8, &'static str)> {
     Some(match (first, second) {
         ("", _) => (3, "root"),
         ("types" | "error", _) => (0, "types"),
-        ("roots" | "procfs" | "procinfo" | "procctx" | "ram" | "duration", _) => (1, "host"),
+        ("host" | "duration", _) => (1, "host"),
         (
             "gpu",
             "backend" | "pci" | "winparse" | "nvidia" | "mig" | "nvml" | "nvidia_smi" | "drm"

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::ram::parse::clip;
+use crate::error::clip;
 
 /// A duration as [`parse_duration`] reads it back: whole seconds as `2s`, anything else in
 /// milliseconds (`500ms`, `1500ms`). What `hmn` and the library print for a limit or a timeout.

@@ -213,6 +213,14 @@ pub(crate) fn io_at(path: &std::path::Path, err: &std::io::Error) -> HypomnesisE
     ))
 }
 
+/// At most 60 characters of `s`, for error messages about hostile input.
+pub(crate) fn clip(s: &str) -> &str {
+    match s.char_indices().nth(60) {
+        Some((i, _)) => s.get(..i).unwrap_or(s),
+        None => s,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

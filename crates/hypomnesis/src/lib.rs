@@ -56,14 +56,9 @@
 mod duration;
 mod error;
 mod gpu;
-mod procctx;
-#[cfg(any(feature = "nvml", feature = "nvidia-smi-fallback", feature = "drm"))]
-mod procfs;
-mod procinfo;
-mod ram;
+mod host;
 #[cfg(feature = "report")]
 mod report;
-mod roots;
 mod snapshot;
 pub mod spill;
 mod types;
@@ -77,29 +72,32 @@ pub use gpu::{
     gpu_processes, gpu_processes_unnamed, mig_gpu_instances, mig_instance, mig_instances,
     mig_state, process_gpu_info, sources,
 };
-pub use procctx::{
+pub use host::memory::host::{HostMemory, host_memory};
+pub use host::memory::process_rss;
+pub use host::process::context::{
     Container, ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd,
     process_context, process_contexts, process_contexts_with,
 };
-pub use procinfo::{
+pub use host::process::{
     TreeWalker, descendants, parse_stat, process_name, process_rss_of, process_start_time,
     process_tree,
 };
-pub use ram::host::{HostMemory, host_memory};
-pub use ram::process_rss;
+pub use host::roots::{roots, set_roots};
 #[cfg(feature = "report")]
 pub use report::MemoryReport;
-pub use roots::{roots, set_roots};
+pub use snapshot::Snapshot;
+#[cfg(feature = "test-helpers")]
+pub use snapshot::SnapshotBuilder;
 pub use types::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, MigGpuInstance,
-    MigInstance, MigState, ProcessGpuInfo, Residency, Root, RootOrigin, Roots, Snapshot,
-    SourceReport, SourceState, Utilization, driver_overhead_allowance,
+    MigInstance, MigState, ProcessGpuInfo, Residency, Root, RootOrigin, Roots, SourceReport,
+    SourceState, Utilization, driver_overhead_allowance,
 };
 #[cfg(feature = "test-helpers")]
 pub use types::{
     GpuDeviceInfoBuilder, GpuProcessEntryBuilder, MigGpuInstanceBuilder, MigInstanceBuilder,
     MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder, RootsBuilder,
-    SnapshotBuilder, SourceReportBuilder,
+    SourceReportBuilder,
 };
 
 /// Pure parsers, exposed for property tests, fuzzing and the live cross-checks. Not part of the
@@ -127,12 +125,14 @@ pub mod __parsers {
     };
     pub use crate::gpu::pci::PciAddress;
     pub use crate::gpu::winparse::{parse_pdh_instance, utf16_until_nul};
-    pub use crate::procctx::parse_stat_cpu_ticks;
+    pub use crate::host::parse::memory::{meminfo, statm_resident_bytes, status_vmrss_bytes};
+    pub use crate::host::parse::stat::parse_stat_cpu_ticks;
     /// The process tree below a pid through `children` files (`None` where the kernel has
     /// none), and through a scan of every process's `stat` (what `process_tree` did before).
     #[cfg(target_os = "linux")]
-    pub use crate::procinfo::linux::{by_children as tree_by_children, by_scan as tree_by_scan};
-    pub use crate::ram::parse::{meminfo, statm_resident_bytes, status_vmrss_bytes};
+    pub use crate::host::process::linux::{
+        by_children as tree_by_children, by_scan as tree_by_scan,
+    };
 }
 
 /// Print a diagnostic to stderr when the `debug-output` feature is on; nothing otherwise.

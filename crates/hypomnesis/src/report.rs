@@ -3,28 +3,8 @@
 
 use std::fmt::Write as _;
 
+use crate::snapshot::mb;
 use crate::{GpuDeviceInfo, Snapshot};
-
-const MIB: f64 = 1_048_576.0;
-
-#[allow(clippy::cast_precision_loss)] // display figures: exact below 2^53 bytes
-fn mb(bytes: u64) -> f64 {
-    bytes as f64 / MIB
-}
-
-impl Snapshot {
-    /// Resident RAM in MiB.
-    #[must_use]
-    pub fn ram_mb(&self) -> f64 {
-        mb(self.ram_bytes)
-    }
-
-    /// This process's GPU memory in MiB (`gpu.used_bytes`); `None` when unknown.
-    #[must_use]
-    pub fn vram_mb(&self) -> Option<f64> {
-        self.gpu.map(|g| mb(g.used_bytes))
-    }
-}
 
 impl GpuDeviceInfo {
     fn name_suffix(&self) -> String {

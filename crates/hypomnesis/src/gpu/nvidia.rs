@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use super::backend::Op;
-use crate::procfs;
+use crate::host::process::procfs;
 use crate::{GpuQuerySource, ProcessGpuInfo, Result};
 
 /// Whether an NVIDIA source answers `op` on this platform: per-process figures are N/A under
@@ -40,7 +40,7 @@ pub(crate) fn own_usage(
     device_used: impl FnOnce() -> Result<u64>,
 ) -> Result<ProcessGpuInfo> {
     let me = std::process::id();
-    let own_root = crate::roots::procfs_is_own();
+    let own_root = crate::host::roots::procfs_is_own();
     let mine = rows.iter().find(|(pid, _)| {
         if own_root {
             *pid == me

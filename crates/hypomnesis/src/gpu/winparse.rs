@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::pci::PciAddress;
-use crate::ram::parse::clip;
+use crate::error::clip;
 
 /// A PDH "GPU Process Memory" / "GPU Adapter Memory" instance name, e.g.
 /// `pid_1234_luid_0x00000000_0x0000D1C2_phys_0` (process) or

@@ -5,8 +5,8 @@
 
 use super::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, MigGpuInstance,
-    MigInstance, MigState, ProcessGpuInfo, Residency, Root, RootOrigin, Roots, Snapshot,
-    SourceReport, SourceState,
+    MigInstance, MigState, ProcessGpuInfo, Residency, Root, RootOrigin, Roots, SourceReport,
+    SourceState,
 };
 
 /// Generates a consuming builder for a non-exhaustive struct (feature `test-helpers`).
@@ -46,6 +46,8 @@ macro_rules! builder {
         }
     };
 }
+// For the types defined beside what builds them (`Snapshot`).
+pub(crate) use builder;
 
 builder! {
     /// Builds a [`GpuDeviceInfo`] for tests.
@@ -176,14 +178,5 @@ builder! {
         dedicated_bytes: u64 = 0,
         shared_bytes: u64 = 0,
         capacity_bytes: u64 = 0,
-    }
-}
-
-builder! {
-    /// Builds a [`Snapshot`] for tests.
-    SnapshotBuilder => Snapshot {
-        ram_bytes: u64 = 0,
-        gpu: Option<ProcessGpuInfo> = None,
-        gpu_device: Option<GpuDeviceInfo> = None,
     }
 }

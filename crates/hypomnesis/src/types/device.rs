@@ -1,6 +1,6 @@
 //! Whole-device figures, where a GPU's memory resides, and one process's snapshot.
 
-use super::{GpuProcessEntry, GpuQuerySource, GpuVendor, ProcessGpuInfo};
+use super::{GpuProcessEntry, GpuQuerySource, GpuVendor};
 
 /// Device-wide memory of one GPU, in bytes.
 ///
@@ -193,17 +193,4 @@ pub struct Residency {
     pub shared_bytes: u64,
     /// The adapter's dedicated memory, bytes.
     pub capacity_bytes: u64,
-}
-
-/// RAM and GPU memory of the calling process at one moment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct Snapshot {
-    /// Resident set size of the calling process, bytes.
-    pub ram_bytes: u64,
-    /// This process's GPU memory on the device; `None` when no source could tell.
-    pub gpu: Option<ProcessGpuInfo>,
-    /// Device-wide figures of the device; `None` when no source could tell.
-    pub gpu_device: Option<GpuDeviceInfo>,
 }

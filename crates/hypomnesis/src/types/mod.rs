@@ -3,11 +3,11 @@
 
 use std::fmt;
 
-mod builders;
+pub(crate) mod builders;
 mod device;
 mod mig;
 mod process;
-mod report;
+mod source;
 #[cfg(test)]
 mod tests;
 
@@ -15,12 +15,12 @@ mod tests;
 pub use builders::{
     GpuDeviceInfoBuilder, GpuProcessEntryBuilder, MigGpuInstanceBuilder, MigInstanceBuilder,
     MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder, RootsBuilder,
-    SnapshotBuilder, SourceReportBuilder,
+    SourceReportBuilder,
 };
-pub use device::{GpuDeviceInfo, Residency, Snapshot, Utilization, driver_overhead_allowance};
+pub use device::{GpuDeviceInfo, Residency, Utilization, driver_overhead_allowance};
 pub use mig::{MigGpuInstance, MigInstance, MigState};
 pub use process::{GpuContextKind, GpuProcessEntry, ProcessGpuInfo};
-pub use report::{Root, RootOrigin, Roots, SourceReport, SourceState};
+pub use source::{Root, RootOrigin, Roots, SourceReport, SourceState};
 
 /// Where a figure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -248,14 +248,15 @@ fn every_builder_sets_every_field() {
             sysfs: sys
         }
     );
-    let s = Snapshot::builder()
+    // `Snapshot` is defined with what builds it (`crate::snapshot`), its builder too.
+    let s = crate::Snapshot::builder()
         .ram_bytes(1)
         .gpu(Some(p))
         .gpu_device(Some(d.clone()))
         .build();
     assert_eq!(
         s,
-        Snapshot {
+        crate::Snapshot {
             ram_bytes: 1,
             gpu: Some(p),
             gpu_device: Some(d)

@@ -12,9 +12,11 @@ use super::devices::{
 use super::sweep::{Sweep, sweep_tree};
 use crate::gpu::backend::{Backend, DroppedRows, Presence, Scope};
 use crate::gpu::pci::PciAddress;
+use crate::host::process::procfs;
+use crate::host::roots;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, ProcessGpuInfo, Result,
-    SourceReport, SourceState, Utilization, procfs, roots,
+    SourceReport, SourceState, Utilization,
 };
 
 /// How long one sweep's result is reused (one `hmn ps` asks for every device in turn).

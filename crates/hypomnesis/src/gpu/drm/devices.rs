@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 
 use super::parse::{self, FDINFO_MEMORY_DRIVERS};
 use crate::gpu::pci::PciAddress;
-use crate::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Result, roots};
+use crate::host::roots;
+use crate::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Result};
 
 /// One DRM device.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::ram::parse::clip;
+use crate::error::clip;
 
 /// Memory statistics of one region of one DRM client, bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -25,9 +25,10 @@ use exec::Setup;
 
 use super::backend::{Backend, DroppedRows, Op, Presence};
 use super::nvidia;
+use crate::host::process::procfs;
 use crate::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance,
-    MigState, ProcessGpuInfo, Result, SourceReport, SourceState, procfs,
+    MigState, ProcessGpuInfo, Result, SourceReport, SourceState,
 };
 
 const MIB: u64 = 1 << 20;
@@ -276,7 +277,7 @@ fn entry(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::procfs::PidView;
+    use crate::host::process::procfs::PidView;
 
     #[test]
     fn a_row_keeps_its_device_place_and_instance() {

@@ -4,7 +4,7 @@
 //! Unknown values (`[N/A]`, `[Not Supported]`, `[Insufficient Permissions]`, `N/A`, …) are kept
 //! as `Err(token)` so callers can say what was printed; they never become 0.
 
-use crate::ram::parse::clip;
+use crate::error::clip;
 
 /// A numeric field: the value, or the token that stood in its place.
 pub type Field = Result<u64, String>;

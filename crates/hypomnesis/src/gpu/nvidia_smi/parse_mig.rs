@@ -3,7 +3,7 @@
 #![allow(missing_docs)] // exposed only through the doc(hidden) `__parsers` test surface
 
 use super::parse::{Field, mib_field, split_row, text_field};
-use crate::ram::parse::clip;
+use crate::error::clip;
 
 /// Fields of the MIG-mode query (`--query-gpu=<MIG_FIELDS> --format=csv,noheader,nounits`).
 pub(crate) const MIG_FIELDS: &str = "index,mig.mode.current,mig.mode.pending";

@@ -25,9 +25,10 @@ use session::Loaded;
 
 use super::backend::{Backend, Op, Presence};
 use super::nvidia;
+use crate::host::process::procfs;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
-    ProcessGpuInfo, Result, SourceReport, Utilization, procfs,
+    ProcessGpuInfo, Result, SourceReport, Utilization,
 };
 
 /// The NVML backend. All state is process-wide (see the module docs).

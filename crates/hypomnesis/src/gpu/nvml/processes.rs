@@ -11,7 +11,8 @@ use super::abi::{
 use super::ffi::{Device, ProcessFn};
 use super::mig::{InstanceIds, instance_id};
 use super::session::{Failure, Loaded};
-use crate::{GpuContextKind, HypomnesisError, procfs};
+use crate::host::process::procfs;
+use crate::{GpuContextKind, HypomnesisError};
 
 /// First capacity of a process-list buffer: one call answers most hosts without a sizing call.
 const FIRST_CAPACITY: usize = 64;

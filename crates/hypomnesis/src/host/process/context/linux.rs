@@ -1,8 +1,7 @@
 //! Linux: a process's context from the procfs root in use.
 
-use super::{
-    ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd, parse_stat_cpu_ticks,
-};
+use super::{ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd};
+use crate::host::parse::stat::parse_stat_cpu_ticks;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -87,7 +86,9 @@ pub fn context(
     }
     if parts.rss {
         // `statm`, not `stat`'s field: the kernel sums its counters exactly for `statm` only.
-        ctx.rss_bytes = crate::ram::linux::rss_at(&dir).ok().filter(|&r| r > 0);
+        ctx.rss_bytes = crate::host::memory::linux::rss_at(&dir)
+            .ok()
+            .filter(|&r| r > 0);
     }
     if parts.container {
         ctx.container = read_capped(&dir.join("cgroup"))
@@ -98,7 +99,7 @@ pub fn context(
 
 /// Clock ticks (`stat`'s unit for CPU time) as a duration.
 fn ticks_to_duration(ticks: u64) -> Option<std::time::Duration> {
-    let hz = crate::ram::linux::clock_ticks_per_second()?;
+    let hz = crate::host::memory::linux::clock_ticks_per_second()?;
     let nanos = u128::from(ticks) * 1_000_000_000 / u128::from(hz);
     Some(std::time::Duration::from_nanos(u64::try_from(nanos).ok()?))
 }

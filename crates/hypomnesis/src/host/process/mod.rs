@@ -1,44 +1,19 @@
-//! Other processes: resident set, start time, and the process tree below a pid (what `hmn run`
+//! A process on this host: its resident set, start time, name and the tree below it (what `hmn run`
 //! and `hmn watch` sample).
 //!
 //! # Platform-specific behaviour
 //!
-//! Linux reads `<procfs>/<pid>/statm` and `stat`. On other platforms the tree is the root
-//! process alone and the per-process RSS is not available yet (an error says so).
+//! Linux reads `<procfs>/<pid>/statm`, `stat` and `comm`. Windows and macOS read another
+//! process's resident set as its context does (the working set; `proc_pidinfo`'s resident size);
+//! there the tree is the root process alone and the start time and name are unknown.
+
+pub(crate) mod context;
+pub(crate) mod procfs;
 
 use crate::Result;
-
-/// `(parent pid, start time in clock ticks since boot)` from the text of `/proc/<pid>/stat`.
-/// The command name (field 2) may contain spaces and parentheses: fields are counted after its
-/// last `)`.
-pub fn parse_stat(text: &str) -> std::result::Result<(u32, u64), String> {
-    let close = text
-        .rfind(')')
-        .ok_or("stat has no ')' after the command name")?;
-    let rest = text.get(close + 1..).unwrap_or_default();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state(3) ppid(4) … starttime(22): indices 0, 1, … 19.
-    let ppid = fields
-        .get(1)
-        .and_then(|f| f.parse().ok())
-        .ok_or("stat has no parent pid field")?;
-    let start = fields
-        .get(19)
-        .and_then(|f| f.parse().ok())
-        .ok_or("stat has no start time field")?;
-    Ok((ppid, start))
-}
-
-/// Whether a `stat` line describes a process that has exited (state `Z` or `X`).
-#[must_use]
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux has stat lines
-pub fn is_zombie(stat: &str) -> bool {
-    let state = stat
-        .rfind(')')
-        .and_then(|i| stat.get(i + 1..))
-        .and_then(|r| r.split_whitespace().next());
-    matches!(state, Some("Z" | "X"))
-}
+#[cfg(target_os = "linux")]
+use crate::host::parse::stat::is_zombie;
+pub use crate::host::parse::stat::parse_stat;
 
 /// Resident set of process `pid`, bytes.
 ///
@@ -50,8 +25,8 @@ pub fn is_zombie(stat: &str) -> bool {
 pub fn process_rss_of(pid: u32) -> Result<u64> {
     #[cfg(target_os = "linux")]
     {
-        let dir = crate::roots::procfs()?.join(pid.to_string());
-        let rss = crate::ram::linux::rss_at(&dir)?;
+        let dir = crate::host::roots::procfs()?.join(pid.to_string());
+        let rss = crate::host::memory::linux::rss_at(&dir)?;
         // A process that is exiting (its memory already released, a zombie not yet reaped) or
         // a kernel thread reads as 0 bytes: that is not a figure. A live user process always
         // has resident pages.
@@ -62,7 +37,23 @@ pub fn process_rss_of(pid: u32) -> Result<u64> {
         }
         Ok(rss)
     }
-    #[cfg(not(target_os = "linux"))]
+    // The same reader as the process context's (the working set on Windows, the resident size
+    // of `proc_pidinfo` on macOS): one answer per platform.
+    #[cfg(any(target_os = "macos", windows))]
+    {
+        let mut parts = context::ContextParts::NONE;
+        parts.rss = true;
+        context::process_contexts_with(&[pid], parts)
+            .pop()
+            .and_then(|c| c.rss_bytes)
+            .ok_or_else(|| {
+                crate::HypomnesisError::Ram(format!(
+                    "the resident set of process {pid} cannot be read: it has exited, or it \
+                     belongs to another user and is protected"
+                ))
+            })
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
     {
         Err(crate::HypomnesisError::Ram(format!(
             "the resident set of another process (pid {pid}) is not available on {}",
@@ -79,7 +70,7 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         let text = std::fs::read_to_string(
-            crate::roots::procfs()
+            crate::host::roots::procfs()
                 .ok()?
                 .join(pid.to_string())
                 .join("stat"),
@@ -102,14 +93,7 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
 pub fn process_name(pid: u32) -> Option<String> {
     #[cfg(target_os = "linux")]
     {
-        let text = std::fs::read_to_string(
-            crate::roots::procfs()
-                .ok()?
-                .join(pid.to_string())
-                .join("comm"),
-        )
-        .ok()?;
-        Some(text.trim_end_matches('\n').to_string()).filter(|s| !s.is_empty())
+        procfs::comm(procfs::root().ok()?, pid)
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -131,7 +115,7 @@ pub fn process_name(pid: u32) -> Option<String> {
 pub fn process_tree(root: u32) -> Result<Vec<u32>> {
     #[cfg(target_os = "linux")]
     {
-        let procfs = crate::roots::procfs()?;
+        let procfs = crate::host::roots::procfs()?;
         match linux::by_children(procfs, root) {
             Some(tree) => Ok(tree),
             None => linux::by_scan(procfs, root),
@@ -178,7 +162,7 @@ impl TreeWalker {
     pub fn pids(&mut self) -> Vec<u32> {
         #[cfg(target_os = "linux")]
         {
-            match crate::roots::procfs() {
+            match crate::host::roots::procfs() {
                 Ok(procfs) => self.pids_at(procfs),
                 Err(_) => vec![self.root],
             }
@@ -295,16 +279,6 @@ pub fn descendants(root: u32, parent_of: &[(u32, u32)]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_with_odd_names() {
-        let text = "4242 (my (odd) name) S 4200 4242 4200 0 -1 4194560 120 0 0 0 1 2 0 0 20 0 1 0 98765 12345678 300 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
-        assert_eq!(parse_stat(text), Ok((4200, 98765)));
-        assert!(parse_stat("no paren").is_err());
-        assert!(parse_stat("1 (x) S").is_err());
-        assert!(is_zombie("9 (sleep) Z 1 9 9 0"));
-        assert!(!is_zombie(text));
-    }
 
     #[test]
     fn tree() {

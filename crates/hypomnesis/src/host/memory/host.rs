@@ -40,9 +40,9 @@ impl HostMemory {
 pub fn host_memory() -> Result<HostMemory> {
     #[cfg(target_os = "linux")]
     {
-        let path = crate::roots::procfs()?.join("meminfo");
+        let path = crate::host::roots::procfs()?.join("meminfo");
         let text = std::fs::read_to_string(&path).map_err(|e| crate::error::io_at(&path, &e))?;
-        super::parse::meminfo(&text)
+        crate::host::parse::memory::meminfo(&text)
             .map(|(total_bytes, available_bytes)| HostMemory {
                 total_bytes,
                 available_bytes,

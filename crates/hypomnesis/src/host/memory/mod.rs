@@ -1,4 +1,5 @@
-//! Resident set size of the calling process: one file per OS, the same function in each.
+//! The host's memory and the calling process's resident set: one file per OS, the same function
+//! in each (the parsers are in `host::parse::memory`).
 
 use crate::Result;
 
@@ -9,7 +10,6 @@ pub(crate) mod host;
 pub(crate) mod linux;
 #[cfg(target_os = "macos")]
 mod macos;
-pub(crate) mod parse;
 #[cfg(windows)]
 mod windows;
 

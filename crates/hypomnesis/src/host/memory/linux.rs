@@ -5,8 +5,9 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use super::{ffi, parse};
+use super::ffi;
 use crate::error::io_at;
+use crate::host::parse::memory as parse;
 use crate::{HypomnesisError, Result};
 
 fn page_size() -> u64 {

@@ -1,5 +1,7 @@
 //! Pure parsers for the RAM sources (compiled and tested on every OS).
 
+use crate::error::clip;
+
 /// Resident bytes from the text of `/proc/<pid>/statm`: the second field (resident pages)
 /// times `page_size`.
 pub fn statm_resident_bytes(text: &str, page_size: u64) -> Result<u64, String> {
@@ -68,14 +70,6 @@ pub fn status_vmrss_bytes(text: &str) -> Result<u64, String> {
     }
     kib.checked_mul(1024)
         .ok_or_else(|| format!("VmRSS {kib} kB overflows when converted to bytes"))
-}
-
-/// At most 60 characters of `s`, for error messages about hostile input.
-pub(crate) fn clip(s: &str) -> &str {
-    match s.char_indices().nth(60) {
-        Some((i, _)) => s.get(..i).unwrap_or(s),
-        None => s,
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Reading other processes' procfs entries (names, visibility), with an injectable root.
 //!
-//! The root comes from [`crate::roots`] (`HYPOMNESIS_PROCFS`, `hmn --procfs`).
+//! The root comes from [`crate::host::roots`] (`HYPOMNESIS_PROCFS`, `hmn --procfs`).
 
 // Which helpers a build uses depends on its features.
 #![cfg_attr(
@@ -10,9 +10,9 @@
 
 use std::path::Path;
 
-/// The procfs root in use (see [`crate::roots`]).
+/// The procfs root in use (see [`crate::host::roots`]).
 pub(crate) fn root() -> crate::Result<&'static Path> {
-    crate::roots::procfs()
+    crate::host::roots::procfs()
 }
 
 /// The short name (`comm`) of `pid` under `root`, `None` when the pid is not visible or the
@@ -172,7 +172,7 @@ pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
 
 /// A source's pid placed in the caller's view, through the procfs root in use.
 pub(crate) fn place(root: &Path, pid: u32) -> PidView {
-    view(root, pid, crate::roots::procfs_is_own())
+    view(root, pid, crate::host::roots::procfs_is_own())
 }
 
 /// [`place`] and the name together, for the rows of a process list. With the caller's own
@@ -180,7 +180,7 @@ pub(crate) fn place(root: &Path, pid: u32) -> PidView {
 /// (one system call per process of a 1,000-process list); the name is `None` when it was
 /// not read here (the caller names the process as it would after `place`).
 pub(crate) fn place_named(root: &Path, pid: u32) -> (PidView, Option<String>) {
-    if crate::roots::procfs_is_own()
+    if crate::host::roots::procfs_is_own()
         && let Some(name) = comm(root, pid)
     {
         return (PidView::Here(pid), Some(name));

@@ -1,0 +1,88 @@
+//! The one parser of `/proc/<pid>/stat`. Field 2, the command name, may hold spaces and
+//! parentheses, so every field is counted after its last `)`: [`fields`] does that once and the
+//! readers below take the field they need by the number `proc(5)` gives it.
+
+/// The fields of a `stat` line after the command name; `None` without a `)`.
+struct Fields<'a>(Vec<&'a str>);
+
+/// The fields after the name, `fields(text)?.get(n)` being field `n` of `proc(5)` (3: state,
+/// 4: ppid, 14: utime, 15: stime, 22: starttime).
+fn fields(text: &str) -> Option<Fields<'_>> {
+    let rest = text.get(text.rfind(')')? + 1..)?;
+    Some(Fields(rest.split_whitespace().collect()))
+}
+
+impl<'a> Fields<'a> {
+    /// Field `n` as `proc(5)` numbers them (3 and up).
+    fn get(&self, n: usize) -> Option<&'a str> {
+        self.0.get(n.checked_sub(3)?).copied()
+    }
+
+    fn number(&self, n: usize) -> Option<u64> {
+        self.get(n)?.parse().ok()
+    }
+}
+
+/// `(parent pid, start time in clock ticks since boot)` from the text of `/proc/<pid>/stat`.
+/// The command name (field 2) may contain spaces and parentheses: fields are counted after its
+/// last `)`.
+pub fn parse_stat(text: &str) -> std::result::Result<(u32, u64), String> {
+    let f = fields(text).ok_or("stat has no ')' after the command name")?;
+    let ppid = f
+        .get(4)
+        .and_then(|v| v.parse().ok())
+        .ok_or("stat has no parent pid field")?;
+    let start = f.number(22).ok_or("stat has no start time field")?;
+    Ok((ppid, start))
+}
+
+/// Whether a `stat` line describes a process that has exited (state `Z` or `X`).
+#[must_use]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux has stat lines
+pub fn is_zombie(stat: &str) -> bool {
+    let state = fields(stat).and_then(|f| f.get(3));
+    matches!(state, Some("Z" | "X"))
+}
+
+/// CPU time in clock ticks, user and system together, from the text of `/proc/<pid>/stat`.
+/// Fields are counted after the last `)`, as the name may hold any.
+#[must_use]
+pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
+    let f = fields(text)?;
+    f.number(14)?.checked_add(f.number(15)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_odd_names() {
+        let text = "4242 (my (odd) name) S 4200 4242 4200 0 -1 4194560 120 0 0 0 1 2 0 0 20 0 1 0 98765 12345678 300 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        assert_eq!(parse_stat(text), Ok((4200, 98765)));
+        assert!(parse_stat("no paren").is_err());
+        assert!(parse_stat("1 (x) S").is_err());
+        assert!(is_zombie("9 (sleep) Z 1 9 9 0"));
+        assert!(!is_zombie(text));
+    }
+
+    #[test]
+    fn stat_cpu_ticks_count_after_the_last_parenthesis() {
+        let line = "42 (my (evil) name) S 1 42 42 0 -1 4194304 100 0 0 0 250 50 7 9 20 0 1 0 12345 8192000 415 18446744073709551615 1 1 0 0 0 0 0\n";
+        assert_eq!(parse_stat_cpu_ticks(line), Some(300));
+        let short = "42 (x) S 1 2 3 4 5 6 7 8 9 10 11";
+        assert_eq!(parse_stat_cpu_ticks(short), None, "cut short");
+        let no_name = "no parenthesis 1 2 3 4 5 6 7 8 9 10 11 12 13";
+        assert_eq!(parse_stat_cpu_ticks(no_name), None);
+        let bad = line.replace(" 250 ", " 2x0 ");
+        assert_eq!(parse_stat_cpu_ticks(&bad), None);
+        let bad = line.replace(" 50 7 ", " -5 7 ");
+        assert_eq!(parse_stat_cpu_ticks(&bad), None);
+        let huge = line.replace(" 250 50 ", &format!(" {} 1 ", u64::MAX));
+        assert_eq!(
+            parse_stat_cpu_ticks(&huge),
+            None,
+            "an overflow is no figure"
+        );
+    }
+}

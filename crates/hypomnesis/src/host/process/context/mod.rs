@@ -1,0 +1,162 @@
+//! Who a process is: its owner, its command line, its host memory and the container it runs
+//! in, as `hmn ps` shows them beside the GPU memory a process holds.
+//!
+//! # Platform-specific behaviour
+//!
+//! Linux reads `<procfs>/<pid>/cmdline`, `statm`, `stat` (the CPU time) and `cgroup`, each
+//! only when its part is asked for, and the owner of `<procfs>/<pid>`
+//! (the effective user, as `ps` shows it; a process that is not dumpable, like a setuid one,
+//! shows as root's), from the procfs root in use (so `HYPOMNESIS_PROCFS=/host/proc` gives a host's processes their owners and containers)
+//! and user names from `/etc/passwd` (the host's, `<procfs>/1/root/etc/passwd`, when the procfs
+//! root is not this process's own; a name that cannot be read from there is left out rather
+//! than taken from the container's own `passwd`). Windows and macOS give the owner's name and
+//! the executable's path as `command` (not the arguments), the resident set (the working
+//! set on Windows) and the CPU time; `uid` only on macOS; no container.
+
+use std::time::Duration;
+
+pub use crate::host::parse::context::{Container, parse_cgroup, parse_cmdline, parse_passwd};
+
+/// What is known about a process besides its GPU memory. Every field is `None` where it cannot
+/// be read (the process exited, belongs to another user and is protected, or the platform does
+/// not say), never a guess.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ProcessContext {
+    /// The effective user id of the process (Linux: the owner of `/proc/<pid>`, as `ps` shows).
+    pub uid: Option<u32>,
+    /// The owner's user name; the uid as text when the user database has no name for it.
+    pub user: Option<String>,
+    /// The full command line, arguments separated by spaces, exactly as the process has it
+    /// (it may hold control characters: a view shows them as it must).
+    pub command: Option<String>,
+    /// The process's resident set (host memory), bytes.
+    pub rss_bytes: Option<u64>,
+    /// The container the process runs in, from its cgroup; `None` when it runs in none (or the
+    /// cgroup cannot be read).
+    pub container: Option<Container>,
+    /// CPU time the process has used so far, user and system together (JSON: seconds, as
+    /// `cpu_seconds`). Two readings a known interval apart give its CPU share.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "cpu_seconds", serialize_with = "seconds")
+    )]
+    pub cpu_time: Option<Duration>,
+}
+
+/// A duration as seconds (a JSON number), `null` when unknown.
+#[cfg(feature = "serde")]
+#[allow(clippy::ref_option)] // the signature serde's `serialize_with` calls
+fn seconds<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+/// Which parts of a [`ProcessContext`] to read. Each part costs a file (or a system call) per
+/// process, so a view that shows no container need not read one:
+///
+/// ```
+/// let mut parts = hypomnesis::ContextParts::ALL;
+/// parts.container = false;
+/// let me = hypomnesis::process_contexts_with(&[std::process::id()], parts);
+/// assert_eq!(me.len(), 1);
+/// assert!(me[0].container.is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+#[allow(clippy::struct_excessive_bools)] // independent switches, one per part
+pub struct ContextParts {
+    /// `uid` and `user`.
+    pub user: bool,
+    /// `command`.
+    pub command: bool,
+    /// `rss_bytes`.
+    pub rss: bool,
+    /// `container`.
+    pub container: bool,
+    /// `cpu_time`.
+    pub cpu_time: bool,
+}
+
+impl ContextParts {
+    /// Every part (what [`process_contexts`] reads).
+    pub const ALL: Self = Self {
+        user: true,
+        command: true,
+        rss: true,
+        container: true,
+        cpu_time: true,
+    };
+    /// No part: a starting point to switch on the parts a caller shows.
+    pub const NONE: Self = Self {
+        user: false,
+        command: false,
+        rss: false,
+        container: false,
+        cpu_time: false,
+    };
+}
+
+impl Default for ContextParts {
+    fn default() -> Self {
+        Self::ALL
+    }
+}
+
+/// The context of each of `pids` (same order), every part of it, reading only their files and
+/// the user database once. [`process_contexts_with`] reads fewer parts.
+#[must_use]
+pub fn process_contexts(pids: &[u32]) -> Vec<ProcessContext> {
+    process_contexts_with(pids, ContextParts::ALL)
+}
+
+/// The context of each of `pids` (same order), only the `parts` asked for (the others `None`),
+/// reading only those processes' files, and the user database once when users are asked for.
+#[must_use]
+pub fn process_contexts_with(pids: &[u32], parts: ContextParts) -> Vec<ProcessContext> {
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(procfs) = crate::host::roots::procfs() else {
+            return vec![ProcessContext::default(); pids.len()];
+        };
+        let names = if parts.user {
+            linux::user_names(procfs)
+        } else {
+            std::collections::BTreeMap::new()
+        };
+        pids.iter()
+            .map(|&pid| linux::context(procfs, pid, &names, parts))
+            .collect()
+    }
+    #[cfg(target_os = "macos")]
+    {
+        pids.iter().map(|&pid| macos::context(pid, parts)).collect()
+    }
+    #[cfg(windows)]
+    {
+        pids.iter()
+            .map(|&pid| windows::context(pid, parts))
+            .collect()
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
+    {
+        let _ = parts;
+        vec![ProcessContext::default(); pids.len()]
+    }
+}
+
+/// The context of process `pid` (see [`process_contexts`] for many).
+#[must_use]
+pub fn process_context(pid: u32) -> ProcessContext {
+    process_contexts(&[pid]).pop().unwrap_or_default()
+}
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "macos")]
+mod macos;
+#[cfg(windows)]
+mod windows;

@@ -1,0 +1,88 @@
+//! `Snapshot`: RAM (mandatory) and GPU memory (optional) of the calling process at one moment,
+//! defined, built and formatted here.
+
+use crate::{
+    GpuDeviceInfo, ProcessGpuInfo, Result, device_count, device_info, process_gpu_info, process_rss,
+};
+
+/// RAM and GPU memory of the calling process at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// Resident set size of the calling process, bytes.
+    pub ram_bytes: u64,
+    /// This process's GPU memory on the device; `None` when no source could tell.
+    pub gpu: Option<ProcessGpuInfo>,
+    /// Device-wide figures of the device; `None` when no source could tell.
+    pub gpu_device: Option<GpuDeviceInfo>,
+}
+
+#[cfg(feature = "test-helpers")]
+crate::types::builders::builder! {
+    /// Builds a [`Snapshot`] for tests.
+    SnapshotBuilder => Snapshot {
+        ram_bytes: u64 = 0,
+        gpu: Option<ProcessGpuInfo> = None,
+        gpu_device: Option<GpuDeviceInfo> = None,
+    }
+}
+
+impl Snapshot {
+    /// RAM of this process, plus its GPU memory and the device's figures on `device_index`
+    /// when a GPU source can tell (`None` otherwise: a GPU failure never fails the snapshot).
+    ///
+    /// # Errors
+    ///
+    /// Only when the RAM measurement fails (see [`process_rss`]).
+    pub fn now(device_index: u32) -> Result<Self> {
+        let ram_bytes = process_rss()?;
+        Ok(Self {
+            ram_bytes,
+            gpu: process_gpu_info(device_index).ok(),
+            gpu_device: device_info(device_index).ok(),
+        })
+    }
+
+    /// One snapshot per GPU (in index order); a single RAM-only snapshot when there is no GPU
+    /// or the device count cannot be read.
+    ///
+    /// # Errors
+    ///
+    /// Only when the RAM measurement fails.
+    pub fn all() -> Result<Vec<Self>> {
+        let count = device_count().unwrap_or(0);
+        if count == 0 {
+            return Ok(vec![Self {
+                ram_bytes: process_rss()?,
+                gpu: None,
+                gpu_device: None,
+            }]);
+        }
+        (0..count).map(Self::now).collect()
+    }
+}
+
+/// The figures of the `report` feature, in MiB (as [`crate::MemoryReport`] prints them).
+#[cfg(feature = "report")]
+impl Snapshot {
+    /// Resident RAM in MiB.
+    #[must_use]
+    pub fn ram_mb(&self) -> f64 {
+        mb(self.ram_bytes)
+    }
+
+    /// This process's GPU memory in MiB (`gpu.used_bytes`); `None` when unknown.
+    #[must_use]
+    pub fn vram_mb(&self) -> Option<f64> {
+        self.gpu.map(|g| mb(g.used_bytes))
+    }
+}
+
+/// Bytes in MiB, the unit of the `report` feature's figures.
+#[cfg(feature = "report")]
+#[allow(clippy::cast_precision_loss)] // display figures: exact below 2^53 bytes
+pub(crate) fn mb(bytes: u64) -> f64 {
+    const MIB: f64 = 1_048_576.0;
+    bytes as f64 / MIB
+}
