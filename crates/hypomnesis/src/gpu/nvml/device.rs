@@ -2,8 +2,9 @@
 
 use super::abi::{
     Memory, MemoryV2, NVML_ERROR_NOT_SUPPORTED, NVML_MEMORY_V2_VERSION, NVML_VALUE_NOT_AVAILABLE,
-    NvmlReturn, text,
+    NvmlReturn,
 };
+use super::decode::text;
 use super::ffi::Device;
 use super::session::{Failure, Loaded, failed_call};
 use crate::gpu::nvidia;

@@ -1,7 +1,7 @@
 //! What NVML says about itself, for `hmn doctor`: the library, devices and MIG modes, versions,
 //! which optional functions this driver exports, and what was dropped.
 
-use super::abi::text;
+use super::decode::text;
 use super::ffi::ProcessFn;
 use super::library::{LoadOutcome, outcome};
 use super::session::Loaded;

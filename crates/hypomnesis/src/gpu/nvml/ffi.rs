@@ -10,10 +10,16 @@ use std::path::Path;
 use libloading::Library;
 
 use super::abi::{
-    DEVICE_NAME_BUFFER, DEVICE_UUID_BUFFER, Memory, MemoryV2, NVML_ERROR_INVALID_ARGUMENT,
-    NVML_ERROR_NOT_FOUND, NVML_SUCCESS, NvmlReturn, PROCESS_NAME_BUFFER, PciInfo, ProcessLayout,
-    ProcessRecord, SYSTEM_VERSION_BUFFER, UtilizationRates, v3_layout,
+    Memory, MemoryV2, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND, NVML_SUCCESS, NvmlReturn,
+    PciInfo, UtilizationRates,
 };
+use super::decode::{ProcessLayout, ProcessRecord, v3_layout};
+
+/// Buffer sizes for string queries (`NVML_DEVICE_NAME_V2_BUFFER_SIZE`, …).
+const DEVICE_NAME_BUFFER: usize = 96;
+const DEVICE_UUID_BUFFER: usize = 96;
+const SYSTEM_VERSION_BUFFER: usize = 80;
+const PROCESS_NAME_BUFFER: usize = 256;
 
 /// `nvmlDevice_t`: an opaque handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use super::abi::{
     NVML_DEVICE_MIG_ENABLE, NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, NVML_MEMORY_V2_VERSION,
-    NVML_VALUE_NOT_AVAILABLE, NVML_VALUE_NOT_AVAILABLE_U32, return_name, text,
+    NVML_VALUE_NOT_AVAILABLE, NVML_VALUE_NOT_AVAILABLE_U32,
 };
+use super::decode::{return_name, text};
 use super::device::reserved_from_v2;
 use super::ffi::Device;
 use super::session::{Failure, Loaded, failed_call};

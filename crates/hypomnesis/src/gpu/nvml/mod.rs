@@ -5,12 +5,14 @@
 //! (`NVML_ERROR_UNINITIALIZED`, `NVML_ERROR_DRIVER_NOT_LOADED`). A failed initialisation is
 //! retried at most once per [`session::INIT_RETRY_AFTER`].
 //!
-//! - `ffi`: the C ABI (the only `unsafe`), `library`: finding and loading it, `session`:
+//! - `abi`: the C ABI as data (shared with `crates/fake-nvml`), `decode`: reading what NVML
+//!   wrote, `ffi`: the calls (the only `unsafe`), `library`: finding and loading it, `session`:
 //!   initialisation and errors, `device`: one device's figures, `mig`: MIG instances,
 //!   `processes`: process lists, `doctor`: the source's report. This file is the
 //!   [`Backend`] the dispatcher asks.
 
 mod abi;
+mod decode;
 mod device;
 mod doctor;
 mod ffi;

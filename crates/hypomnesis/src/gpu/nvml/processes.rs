@@ -6,8 +6,9 @@ use std::path::Path;
 
 use super::abi::{
     NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS, NVML_VALUE_NOT_AVAILABLE,
-    ProcessInfoV1, ProcessInfoV2, ProcessInfoV3Wide, ProcessLayout, ProcessRecord, text,
+    ProcessInfoV1, ProcessInfoV2, ProcessInfoV3Wide,
 };
+use super::decode::{ProcessLayout, ProcessRecord, text};
 use super::ffi::{Device, ProcessFn};
 use super::mig::{InstanceIds, instance_id};
 use super::session::{Failure, Loaded};

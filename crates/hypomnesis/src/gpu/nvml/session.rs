@@ -6,8 +6,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::abi::{
-    NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_UNINITIALIZED, NVML_SUCCESS, NvmlReturn, return_name,
+    NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_UNINITIALIZED, NVML_SUCCESS, NvmlReturn,
 };
+use super::decode::return_name;
 use super::ffi::{self, Device, Nvml};
 use crate::gpu::backend::DroppedRows;
 use crate::{HypomnesisError, Result};
@@ -222,7 +223,7 @@ impl Loaded {
                 self.nvml
                     .driver_version()
                     .and_then(std::result::Result::ok)
-                    .and_then(|b| super::abi::text(&b))
+                    .and_then(|b| super::decode::text(&b))
             })
             .clone()
     }
