@@ -3,8 +3,9 @@
 
 use std::ffi::{c_char, c_uint};
 
-use crate::NvmlReturn;
-use crate::abi::{NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND, NVML_SUCCESS, PciInfo};
+use crate::abi::{
+    NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND, NVML_SUCCESS, NvmlReturn, PciInfo,
+};
 use crate::entry::{any_call, device_call, put, read_cstr, system_call, write_str};
 use crate::handles::{NvmlDevice, Target, handle_for, mig_handle_for};
 use crate::scenario;
@@ -189,10 +190,15 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
 }
 
 /// Copies `text` into a fixed C char array, truncating so a NUL always fits.
-fn fixed<const N: usize>(text: &str) -> [u8; N] {
-    let mut out = [0u8; N];
-    let n = text.len().min(N.saturating_sub(1));
-    out[..n].copy_from_slice(&text.as_bytes()[..n]);
+/// (`c_char` is `i8` or `u8` by platform; each byte keeps its bit pattern.)
+fn fixed<const N: usize>(text: &str) -> [c_char; N] {
+    let mut out: [c_char; N] = [0; N];
+    for (slot, &byte) in out
+        .iter_mut()
+        .zip(text.as_bytes().iter().take(N.saturating_sub(1)))
+    {
+        *slot = c_char::from_ne_bytes([byte]);
+    }
     out
 }
 
@@ -208,7 +214,7 @@ fn pci_info(name: &'static str, device: NvmlDevice, pci: *mut PciInfo) -> NvmlRe
             bus,
             device: dev,
             pci_device_id: d.pci_device_id,
-            pci_sub_system_id: d.pci_subsystem_id,
+            pci_subsystem_id: d.pci_subsystem_id,
             bus_id: fixed(&d.pci_bus_id),
         };
         // SAFETY: out-pointer per the NVML contract.

@@ -4,10 +4,9 @@
 use std::ffi::{CStr, c_char, c_uint};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::NvmlReturn;
 use crate::abi::{
     NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_UNINITIALIZED,
-    NVML_ERROR_UNKNOWN, NVML_SUCCESS,
+    NVML_ERROR_UNKNOWN, NVML_SUCCESS, NvmlReturn,
 };
 use crate::handles::{NvmlDevice, Target, index_of, target_of};
 use crate::state::{Global, Loaded, lock};

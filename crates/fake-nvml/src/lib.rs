@@ -20,7 +20,8 @@
 //!
 //! The modules, by what they imitate:
 //!
-//! - `abi`: NVML's C ABI (return codes, `#[repr(C)]` layouts, error strings).
+//! - `abi`: NVML's C ABI (return codes, `#[repr(C)]` layouts, constants): the library's own
+//!   `gpu/nvml/abi.rs`, compiled here too, so the fake and the library share one declaration.
 //! - `scenario`: the JSON scenario and its defaults.
 //! - `state`: the global state (scenario in force, init count, call counters) and the
 //!   `fake_nvml_*` introspection symbols.
@@ -38,6 +39,7 @@
 // Older-driver variants compile out the symbols that use some of the ABI items.
 #![cfg_attr(not(feature = "r510"), allow(dead_code, unused_imports))]
 
+#[path = "../../hypomnesis/src/gpu/nvml/abi.rs"]
 mod abi;
 mod devices;
 mod entry;
@@ -49,6 +51,3 @@ mod processes;
 mod scenario;
 mod state;
 mod system;
-
-/// `nvmlReturn_t`.
-type NvmlReturn = std::ffi::c_uint;

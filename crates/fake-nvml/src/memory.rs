@@ -1,11 +1,9 @@
 //! Memory and utilization: `nvmlDeviceGetMemoryInfo` (v1, and v2 from R510) and
 //! `nvmlDeviceGetUtilizationRates`.
 
-use crate::NvmlReturn;
-use crate::abi;
 use crate::abi::{
-    MEMORY_V2_VERSION, Memory, MemoryV2, NVML_ERROR_FUNCTION_NOT_FOUND,
-    NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED,
+    Memory, MemoryV2, NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_INVALID_ARGUMENT,
+    NVML_ERROR_NOT_SUPPORTED, NVML_MEMORY_V2_VERSION, NvmlReturn, UtilizationRates,
 };
 use crate::entry::{any_call, put};
 use crate::handles::{NvmlDevice, Target};
@@ -40,7 +38,7 @@ fn memory_of(l: &Loaded, t: Target) -> Result<(u64, u64, u64), NvmlReturn> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
     device: NvmlDevice,
-    out: *mut abi::Utilization,
+    out: *mut UtilizationRates,
 ) -> NvmlReturn {
     any_call("nvmlDeviceGetUtilizationRates", device, |l, t| {
         if out.is_null() {
@@ -53,7 +51,7 @@ pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
         let Some(u) = u else {
             return NVML_ERROR_NOT_SUPPORTED;
         };
-        let value = abi::Utilization {
+        let value = UtilizationRates {
             gpu: u.gpu,
             memory: u.memory,
         };
@@ -100,7 +98,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         }
         // SAFETY: non-null; the caller passes an nvmlMemory_v2_t (version is its first field).
         let version = unsafe { memory.cast::<u32>().read_unaligned() };
-        if version != MEMORY_V2_VERSION {
+        if version != NVML_MEMORY_V2_VERSION {
             return NVML_ERROR_FUNCTION_NOT_FOUND;
         }
         let (total, free, reserved) = match memory_of(l, t) {

@@ -2,8 +2,9 @@
 
 use std::ffi::c_uint;
 
-use crate::NvmlReturn;
-use crate::abi::{NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED};
+use crate::abi::{
+    NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, NvmlReturn,
+};
 use crate::entry::{any_call, device_call, put};
 use crate::handles::{NvmlDevice, Target, alias_for, handle_for, mig_handle_for};
 use crate::scenario;

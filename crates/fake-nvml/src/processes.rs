@@ -3,11 +3,10 @@
 
 use std::ffi::{c_uint, c_void};
 
-use crate::NvmlReturn;
 use crate::abi::{
     NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED,
-    NVML_SUCCESS, ProcessInfoV1, ProcessInfoV2, ProcessInfoV3Wide, VALUE_NOT_AVAILABLE_U32,
-    VALUE_NOT_AVAILABLE_U64,
+    NVML_SUCCESS, NVML_VALUE_NOT_AVAILABLE, NVML_VALUE_NOT_AVAILABLE_U32, NvmlReturn,
+    ProcessInfoV1, ProcessInfoV2, ProcessInfoV3Wide,
 };
 use crate::entry::any_call;
 use crate::handles::{NvmlDevice, Target};
@@ -47,7 +46,7 @@ fn list_rows(list: &[scenario::Process], ids: (u32, u32)) -> Vec<ProcessInfoV2> 
             };
             Some(ProcessInfoV2 {
                 pid,
-                used_gpu_memory: p.used.unwrap_or(VALUE_NOT_AVAILABLE_U64),
+                used_gpu_memory: p.used.unwrap_or(NVML_VALUE_NOT_AVAILABLE),
                 gpu_instance_id: p.gpu_instance_id.unwrap_or(ids.0),
                 compute_instance_id: p.compute_instance_id.unwrap_or(ids.1),
             })
@@ -77,7 +76,10 @@ fn rows(l: &Loaded, t: Target, family: Family) -> Vec<ProcessInfoV2> {
                 Family::Graphics => &d.graphics_processes[..],
                 Family::Mps => &[],
             };
-            let mut out = list_rows(own, (VALUE_NOT_AVAILABLE_U32, VALUE_NOT_AVAILABLE_U32));
+            let mut out = list_rows(
+                own,
+                (NVML_VALUE_NOT_AVAILABLE_U32, NVML_VALUE_NOT_AVAILABLE_U32),
+            );
             if d.mig_on() {
                 for m in &d.mig_devices {
                     out.extend(mig_rows(m, family));
@@ -93,8 +95,8 @@ fn rows(l: &Loaded, t: Target, family: Family) -> Vec<ProcessInfoV2> {
         out.extend((0..d.grow_between_calls).map(|k| ProcessInfoV2 {
             pid: GROW_PID_BASE + k,
             used_gpu_memory: GROW_USED,
-            gpu_instance_id: VALUE_NOT_AVAILABLE_U32,
-            compute_instance_id: VALUE_NOT_AVAILABLE_U32,
+            gpu_instance_id: NVML_VALUE_NOT_AVAILABLE_U32,
+            compute_instance_id: NVML_VALUE_NOT_AVAILABLE_U32,
         }));
     }
     if l.sc.hide_other_namespaces {
@@ -103,7 +105,7 @@ fn rows(l: &Loaded, t: Target, family: Family) -> Vec<ProcessInfoV2> {
     }
     if l.sc.garbage.process_used_max {
         for row in &mut out {
-            row.used_gpu_memory = VALUE_NOT_AVAILABLE_U64;
+            row.used_gpu_memory = NVML_VALUE_NOT_AVAILABLE;
         }
     }
     out

@@ -82,6 +82,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use crate::abi::NVML_DEVICE_MIG_ENABLE;
+
 /// Most devices a scenario may describe (handles point into a fixed table).
 pub const MAX_DEVICES: usize = 64;
 /// Most MIG devices per GPU (handles point into a fixed table).
@@ -334,9 +336,9 @@ pub struct Utilization {
 }
 
 impl Device {
-    /// MIG is on (mode 1).
+    /// MIG is on (mode `NVML_DEVICE_MIG_ENABLE`, 1).
     pub fn mig_on(&self) -> bool {
-        self.mig_mode == Some(1)
+        self.mig_mode == Some(NVML_DEVICE_MIG_ENABLE)
     }
 }
 

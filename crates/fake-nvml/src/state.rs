@@ -7,7 +7,7 @@ use std::ffi::{OsString, c_char, c_uint, c_ulonglong};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::NvmlReturn;
+use crate::abi::NvmlReturn;
 use crate::entry::read_cstr;
 use crate::scenario::Scenario;
 

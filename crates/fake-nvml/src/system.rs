@@ -2,8 +2,7 @@
 
 use std::ffi::{c_char, c_int, c_uint};
 
-use crate::NvmlReturn;
-use crate::abi::{NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND};
+use crate::abi::{NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND, NvmlReturn};
 use crate::entry::{entry, put, system_call, write_str};
 use crate::scenario;
 use crate::state::ensure_loaded;
