@@ -1,7 +1,7 @@
 //! Test-only stand-in for `libnvidia-ml` (NVML).
 //!
 //! Built as a `cdylib` named `nvidia_ml`; tests copy `libnvidia_ml.so` to `libnvidia-ml.so.1`
-//! (see `tests/support/mod.rs` of the main crate) and point the loader at it. Its behaviour
+//! (see `crates/testkit`) and point the loader at it. Its behaviour
 //! comes from the JSON file named by the environment variable `FAKE_NVML_SCENARIO`, read by the
 //! first `nvmlInit*` call; the schema and semantics are documented in `scenario.rs`.
 //!
