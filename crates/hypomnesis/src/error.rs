@@ -8,29 +8,29 @@
 #[non_exhaustive]
 pub enum HypomnesisError {
     /// The process's resident set could not be read or made sense of.
-    #[error("RAM measurement failed: {0}")]
+    #[error("RAM measurement failed: {}", shown(.0))]
     Ram(String),
     /// NVML could not be loaded, initialised, or answered a query with an error.
-    #[error("NVML: {0}")]
+    #[error("NVML: {}", shown(.0))]
     Nvml(String),
     /// DXGI (Windows) failed.
-    #[error("DXGI: {0}")]
+    #[error("DXGI: {}", shown(.0))]
     Dxgi(String),
     /// PDH performance counters (Windows) failed.
-    #[error("PDH: {0}")]
+    #[error("PDH: {}", shown(.0))]
     Pdh(String),
     /// A Linux DRM source (sysfs device files, DRM fdinfo) failed or lacks a figure.
-    #[error("DRM: {0}")]
+    #[error("DRM: {}", shown(.0))]
     Drm(String),
     /// The `nvidia-smi` fallback could not be run, timed out, or printed something unusable.
-    #[error("nvidia-smi: {0}")]
+    #[error("nvidia-smi: {}", shown(.0))]
     NvidiaSmi(String),
     /// Apple's Metal / libSystem sources (macOS) failed.
-    #[error("Metal: {0}")]
+    #[error("Metal: {}", shown(.0))]
     Metal(String),
     /// What was asked is not measurable on this platform (spill outside Windows, for instance);
     /// the message says what and where.
-    #[error("not measurable here: {0}")]
+    #[error("not measurable here: {}", shown(.0))]
     Unsupported(String),
     /// A device index at or past the number of devices.
     #[error("GPU index {index} is out of range: {count} device(s) present")]
@@ -94,8 +94,86 @@ pub enum ErrorKind {
     Other,
 }
 
-/// NVML return-code names, as every NVML error message carries them, and their kinds.
-const NVML_KINDS: &[(&str, ErrorKind)] = &[
+/// The tag a constructor writes at the end of a message for each kind (`… [no permission]`):
+/// the one table that maps the fixed tags to kinds. `Other` has no tag. A message keeps its tag
+/// wherever it goes (a source's failure, a MIG instance's unreadable reason, JSON), so the kind
+/// is read back from the tag alone, never guessed from the wording.
+const TAGS: &[(ErrorKind, &str)] = &[
+    (ErrorKind::DriverNotLoaded, "driver not loaded"),
+    (ErrorKind::DriverVersionMismatch, "driver version mismatch"),
+    (ErrorKind::NoPermission, "no permission"),
+    (ErrorKind::GpuLost, "GPU lost"),
+    (ErrorKind::NotSupported, "not supported"),
+    (ErrorKind::TimedOut, "timed out"),
+    (ErrorKind::Paused, "paused"),
+    (ErrorKind::BadSetting, "bad setting"),
+    (ErrorKind::NotInstalled, "not installed"),
+    (ErrorKind::NotBuiltIn, "not built in"),
+    (ErrorKind::NoSuchDevice, "no such device"),
+    (ErrorKind::BadAnswer, "bad answer"),
+];
+
+impl ErrorKind {
+    /// Every kind, `Other` last (the round-trip test builds each).
+    #[cfg(test)]
+    pub(crate) const ALL: [Self; 13] = [
+        Self::DriverNotLoaded,
+        Self::DriverVersionMismatch,
+        Self::NoPermission,
+        Self::GpuLost,
+        Self::NotSupported,
+        Self::TimedOut,
+        Self::Paused,
+        Self::BadSetting,
+        Self::NotInstalled,
+        Self::NotBuiltIn,
+        Self::NoSuchDevice,
+        Self::BadAnswer,
+        Self::Other,
+    ];
+
+    /// The tag of this kind in a message; `None` for `Other`.
+    fn tag(self) -> Option<&'static str> {
+        TAGS.iter().find(|(k, _)| *k == self).map(|(_, t)| *t)
+    }
+}
+
+/// The words every message of a timed-out tool run carries (the runner writes them).
+#[cfg_attr(not(feature = "nvidia-smi-fallback"), allow(dead_code))]
+pub(crate) const TIMED_OUT: &str = "did not finish within";
+/// The words every message of a run skipped after a timeout carries.
+#[cfg_attr(not(feature = "nvidia-smi-fallback"), allow(dead_code))]
+pub(crate) const PAUSED: &str = "not run again";
+/// The words that start the reason of a source that is not compiled into this build: the fixed
+/// tag of a source's absence (an absence is otherwise "not installed").
+pub(crate) const NOT_BUILT_IN: &str = "not compiled in";
+/// The words of figures that cannot be (free above total, a process holding more than its
+/// device).
+#[cfg_attr(not(any(feature = "nvml", feature = "drm")), allow(dead_code))]
+pub(crate) const IMPOSSIBLE: &str = "impossible figures";
+/// The words of a device whose driver does not publish its memory where this crate can read it.
+#[cfg_attr(not(all(target_os = "linux", feature = "drm")), allow(dead_code))]
+pub(crate) const NO_MEMORY_FIGURES: &str = "publishes no memory figures";
+/// The words of a GPU index that nvidia-smi's list skips (the GPU fell off the bus).
+#[cfg_attr(not(feature = "nvidia-smi-fallback"), allow(dead_code))]
+pub(crate) const SMI_GPU_MISSING: &str = "is missing from nvidia-smi's list";
+
+/// `text` with the tag of `kind` at its end (unchanged for `Other`): how every message of this
+/// crate that becomes an error, a source's failure or an unreadable reason is made.
+pub(crate) fn tagged(kind: ErrorKind, text: impl Into<String>) -> String {
+    let text = text.into();
+    match kind.tag() {
+        Some(tag) => format!("{text} [{tag}]"),
+        None => text,
+    }
+}
+
+/// Whole messages that are a source's own fixed token for a kind: `nvidia-smi` prints
+/// `[Insufficient Permissions]` in place of a figure this user may not read, and that token is
+/// kept as the reason (without the brackets); NVML's return-code names are kept as the reason
+/// of a MIG instance's or GPU's figures, and are what an NVML failure's kind is decided by.
+const TOKENS: &[(&str, ErrorKind)] = &[
+    ("Insufficient Permissions", ErrorKind::NoPermission),
     ("NVML_ERROR_DRIVER_NOT_LOADED", ErrorKind::DriverNotLoaded),
     (
         "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
@@ -110,58 +188,83 @@ const NVML_KINDS: &[(&str, ErrorKind)] = &[
     ("NVML_ERROR_TIMEOUT", ErrorKind::TimedOut),
 ];
 
-/// The words every message of a timed-out tool run carries (the runner writes them).
-pub(crate) const TIMED_OUT: &str = "did not finish within";
-/// The words every message of a run skipped after a timeout carries.
-pub(crate) const PAUSED: &str = "not run again";
-/// The words of a source that is not compiled into this build.
-pub(crate) const NOT_BUILT_IN: &str = "not compiled in";
-/// What nvidia-smi prints (in brackets) in place of a figure the user may not read.
-pub(crate) const SMI_NO_PERMISSION: &str = "Insufficient Permissions";
-/// The words of figures that cannot be (free above total, a process holding more than its
-/// device).
-pub(crate) const IMPOSSIBLE: &str = "impossible figures";
-/// The words of a device whose driver does not publish its memory where this crate can read it.
-pub(crate) const NO_MEMORY_FIGURES: &str = "publishes no memory figures";
-/// The words of a GPU index that nvidia-smi's list skips (the GPU fell off the bus).
-pub(crate) const SMI_GPU_MISSING: &str = "is missing from nvidia-smi's list";
+/// A reason kept for later (a source's setup, a load that failed) with the kind decided where
+/// it was made.
+#[cfg_attr(
+    not(any(
+        feature = "nvml",
+        feature = "nvidia-smi-fallback",
+        all(target_os = "linux", feature = "drm")
+    )),
+    allow(dead_code)
+)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reason {
+    pub(crate) kind: ErrorKind,
+    pub(crate) text: String,
+}
 
-/// The kind of an error message this crate wrote, from the machine-readable parts every such
-/// message carries: an NVML return-code name, the environment variable a message about a
-/// setting starts with, or the fixed words of the constants above (which the writers of those
-/// messages use too).
+#[cfg_attr(
+    not(any(
+        feature = "nvml",
+        feature = "nvidia-smi-fallback",
+        all(target_os = "linux", feature = "drm")
+    )),
+    allow(dead_code)
+)]
+impl Reason {
+    pub(crate) fn new(kind: ErrorKind, text: impl Into<String>) -> Self {
+        Self {
+            kind,
+            text: text.into(),
+        }
+    }
+
+    /// The text with its kind's tag (see [`tagged`]).
+    pub(crate) fn tagged(&self) -> String {
+        tagged(self.kind, self.text.clone())
+    }
+}
+
+/// A message as people read it: without the tag (the kind is said in other ways: `hmn`'s advice,
+/// `error_kind` in JSON).
+fn shown(message: &str) -> &str {
+    split_tag(message).0
+}
+
+/// A message split into its text and the kind its tag names (`Other` without a known tag).
+fn split_tag(message: &str) -> (&str, ErrorKind) {
+    if let Some((_, kind)) = TOKENS.iter().find(|(t, _)| *t == message) {
+        return (message, *kind);
+    }
+    message
+        .strip_suffix(']')
+        .and_then(|m| m.rsplit_once(" ["))
+        .and_then(|(text, tag)| {
+            TAGS.iter()
+                .find(|(_, t)| *t == tag)
+                .map(|(kind, _)| (text, *kind))
+        })
+        .unwrap_or((message, ErrorKind::Other))
+}
+
+/// The kind of a message made by [`tagged`]: read from its tag alone.
 pub(crate) fn kind_of_message(message: &str) -> ErrorKind {
-    if let Some((_, kind)) = NVML_KINDS.iter().find(|(name, _)| message.contains(name)) {
-        return *kind;
-    }
-    if message.starts_with(NOT_BUILT_IN) {
-        ErrorKind::NotBuiltIn
-    } else if message.contains(SMI_GPU_MISSING) {
-        ErrorKind::GpuLost
-    } else if message.contains(NO_MEMORY_FIGURES) {
-        ErrorKind::NotSupported
-    } else if message.contains(IMPOSSIBLE) || message.contains("unexpected `") {
-        ErrorKind::BadAnswer
-    } else if message.contains(SMI_NO_PERMISSION) {
-        ErrorKind::NoPermission
-    } else if message.contains(PAUSED) {
-        ErrorKind::Paused
-    } else if message.contains(TIMED_OUT) {
-        ErrorKind::TimedOut
-    } else if message.starts_with("HYPOMNESIS_") {
-        // What is wrong with a setting is said first: `HYPOMNESIS_X must be…`, `HYPOMNESIS_X: …`.
-        ErrorKind::BadSetting
-    } else {
-        ErrorKind::Other
-    }
+    split_tag(message).1
+}
+
+/// The same message with `note` added to its text, the tag kept at the end.
+fn add_note(message: &str, note: &str) -> String {
+    let (text, kind) = split_tag(message);
+    tagged(kind, format!("{text}; {note}"))
 }
 
 impl HypomnesisError {
     /// What kind of failure this is (see [`ErrorKind`]), for programs that react to it.
     ///
     /// Index and source errors are classified by their variant, I/O errors by their
-    /// `std::io::ErrorKind`, and the sources' own errors by the NVML return code (or the
-    /// `nvidia-smi` token, or the environment variable) their message carries.
+    /// `std::io::ErrorKind`, and the sources' own errors by the tag their constructor wrote at
+    /// the end of the message (`… [no permission]`; none for `Other`).
     #[must_use]
     pub fn kind(&self) -> ErrorKind {
         match self {
@@ -185,22 +288,132 @@ impl HypomnesisError {
         }
     }
 
-    /// The same error with `note` appended to its message (e.g. what a fallback source said).
+    /// The error as text that keeps its kind's tag (`Display` leaves the tag out), for a reason
+    /// stored as text: a source's failure, a MIG instance's unreadable figures.
+    #[cfg_attr(
+        not(any(
+            feature = "nvml",
+            feature = "nvidia-smi-fallback",
+            feature = "drm",
+            feature = "metal"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn tagged_text(&self) -> String {
+        tagged(self.kind(), self.to_string())
+    }
+
+    /// The same error with `note` appended to its message (e.g. what a fallback source said),
+    /// its kind unchanged.
     #[must_use]
     pub(crate) fn with_note(self, note: &str) -> Self {
-        let add = |s: String| format!("{s}; {note}");
         match self {
-            Self::Ram(s) => Self::Ram(add(s)),
-            Self::Nvml(s) => Self::Nvml(add(s)),
-            Self::Dxgi(s) => Self::Dxgi(add(s)),
-            Self::Pdh(s) => Self::Pdh(add(s)),
-            Self::NvidiaSmi(s) => Self::NvidiaSmi(add(s)),
-            Self::Drm(s) => Self::Drm(add(s)),
-            Self::Metal(s) => Self::Metal(add(s)),
-            Self::Unsupported(s) => Self::Unsupported(add(s)),
             Self::Io(e) => Self::Io(std::io::Error::new(e.kind(), format!("{e}; {note}"))),
+            other => other.map_message(|m| add_note(&m, note)),
+        }
+    }
+
+    /// The error of the source asked first with what the fallbacks said after it: their
+    /// messages as a note, and the kind of the first one that has one when this error's own is
+    /// `Other` (a library that could not load, then an `nvidia-smi` paused after a timeout:
+    /// paused).
+    #[must_use]
+    pub(crate) fn with_fallback_notes(self, notes: &[(ErrorKind, String)]) -> Self {
+        let said: Vec<&str> = notes.iter().map(|(_, t)| t.as_str()).collect();
+        let own = self.kind();
+        let combined = self.with_note(&said.join("; "));
+        if own != ErrorKind::Other {
+            return combined;
+        }
+        match notes
+            .iter()
+            .map(|(k, _)| *k)
+            .find(|k| *k != ErrorKind::Other)
+        {
+            Some(kind) => combined.map_message(|m| tagged(kind, split_tag(&m).0)),
+            None => combined,
+        }
+    }
+
+    /// The same variant with its message replaced by `f(message)` (the variants without one
+    /// unchanged).
+    fn map_message(self, f: impl FnOnce(String) -> String) -> Self {
+        match self {
+            Self::Ram(s) => Self::Ram(f(s)),
+            Self::Nvml(s) => Self::Nvml(f(s)),
+            Self::Dxgi(s) => Self::Dxgi(f(s)),
+            Self::Pdh(s) => Self::Pdh(f(s)),
+            Self::NvidiaSmi(s) => Self::NvidiaSmi(f(s)),
+            Self::Drm(s) => Self::Drm(f(s)),
+            Self::Metal(s) => Self::Metal(f(s)),
+            Self::Unsupported(s) => Self::Unsupported(f(s)),
             other => other,
         }
+    }
+
+    /// An error of `source` of `kind`: the constructor every GPU source's error goes through.
+    pub(crate) fn of_source(
+        source: crate::GpuQuerySource,
+        kind: ErrorKind,
+        text: impl Into<String>,
+    ) -> Self {
+        use crate::GpuQuerySource as S;
+        let m = tagged(kind, text);
+        match source {
+            S::Nvml => Self::Nvml(m),
+            S::NvidiaSmi => Self::NvidiaSmi(m),
+            S::Dxgi => Self::Dxgi(m),
+            S::Pdh => Self::Pdh(m),
+            S::Metal => Self::Metal(m),
+            S::Drm => Self::Drm(m),
+        }
+    }
+
+    /// An NVML error of `kind`.
+    #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
+    pub(crate) fn nvml(kind: ErrorKind, text: impl Into<String>) -> Self {
+        Self::of_source(crate::GpuQuerySource::Nvml, kind, text)
+    }
+
+    /// An `nvidia-smi` error of `kind`.
+    #[cfg_attr(not(feature = "nvidia-smi-fallback"), allow(dead_code))]
+    pub(crate) fn nvidia_smi(kind: ErrorKind, text: impl Into<String>) -> Self {
+        Self::of_source(crate::GpuQuerySource::NvidiaSmi, kind, text)
+    }
+
+    /// A DRM (sysfs, fdinfo) error of `kind`.
+    #[cfg_attr(not(all(target_os = "linux", feature = "drm")), allow(dead_code))]
+    pub(crate) fn drm(kind: ErrorKind, text: impl Into<String>) -> Self {
+        Self::of_source(crate::GpuQuerySource::Drm, kind, text)
+    }
+
+    /// A DXGI error of `kind`.
+    #[cfg_attr(not(all(windows, feature = "dxgi")), allow(dead_code))]
+    pub(crate) fn dxgi(kind: ErrorKind, text: impl Into<String>) -> Self {
+        Self::of_source(crate::GpuQuerySource::Dxgi, kind, text)
+    }
+
+    /// A PDH error of `kind`.
+    #[cfg_attr(not(all(windows, feature = "pdh")), allow(dead_code))]
+    pub(crate) fn pdh(kind: ErrorKind, text: impl Into<String>) -> Self {
+        Self::of_source(crate::GpuQuerySource::Pdh, kind, text)
+    }
+
+    /// A Metal error of `kind`.
+    #[cfg_attr(not(all(target_os = "macos", feature = "metal")), allow(dead_code))]
+    pub(crate) fn metal(kind: ErrorKind, text: impl Into<String>) -> Self {
+        Self::of_source(crate::GpuQuerySource::Metal, kind, text)
+    }
+
+    /// A RAM measurement error of `kind`.
+    pub(crate) fn ram(kind: ErrorKind, text: impl Into<String>) -> Self {
+        Self::Ram(tagged(kind, text))
+    }
+
+    /// Something not measurable here (its kind is the variant's: `NotSupported`).
+    #[cfg_attr(all(windows, feature = "pdh"), allow(dead_code))]
+    pub(crate) fn unsupported(text: impl Into<String>) -> Self {
+        Self::Unsupported(text.into())
     }
 }
 
@@ -249,57 +462,64 @@ mod tests {
         assert!(io.to_string().contains("/proc/self/statm"), "{io}");
     }
 
+    /// Every kind, through every constructor, comes back from the error; through a note added
+    /// later; through the message alone (a source's failure, a MIG reason); and the kinds that
+    /// are the variant's own.
     #[test]
-    fn kinds() {
-        let nvml = |m: &str| HypomnesisError::Nvml(m.into()).kind();
+    fn every_kind_made_by_a_constructor_comes_back() {
+        use crate::GpuQuerySource as S;
+        let sources = [S::Nvml, S::NvidiaSmi, S::Dxgi, S::Pdh, S::Metal, S::Drm];
+        for kind in ErrorKind::ALL {
+            let mut made: Vec<HypomnesisError> = sources
+                .iter()
+                .map(|s| HypomnesisError::of_source(*s, kind, "nvmlX failed: something"))
+                .collect();
+            made.push(HypomnesisError::nvml(kind, "a"));
+            made.push(HypomnesisError::nvidia_smi(kind, "b"));
+            made.push(HypomnesisError::drm(kind, "c"));
+            made.push(HypomnesisError::dxgi(kind, "d"));
+            made.push(HypomnesisError::pdh(kind, "e"));
+            made.push(HypomnesisError::metal(kind, "f"));
+            made.push(HypomnesisError::ram(kind, "g"));
+            for e in made {
+                assert_eq!(e.kind(), kind, "{e}");
+                let noted = e.with_note("and the fallback said [sic]; no");
+                assert_eq!(noted.kind(), kind, "{noted}");
+                assert!(
+                    noted
+                        .to_string()
+                        .contains("and the fallback said [sic]; no")
+                );
+                // The message alone, as a failed source or a MIG reason keeps it.
+                let message = match &noted {
+                    HypomnesisError::Nvml(m)
+                    | HypomnesisError::NvidiaSmi(m)
+                    | HypomnesisError::Dxgi(m)
+                    | HypomnesisError::Pdh(m)
+                    | HypomnesisError::Metal(m)
+                    | HypomnesisError::Drm(m)
+                    | HypomnesisError::Ram(m) => m.clone(),
+                    other => panic!("a constructor made {other:?}"),
+                };
+                assert_eq!(kind_of_message(&message), kind, "{message}");
+                // As people read it: no tag; as a reason stored as text: the tag kept.
+                let shown = noted.to_string();
+                assert!(!shown.ends_with(']'), "{shown}");
+                assert_eq!(kind_of_message(&noted.tagged_text()), kind, "{noted}");
+            }
+            let kept = Reason::new(kind, "kept for later");
+            assert_eq!(kind_of_message(&kept.tagged()), kind);
+        }
+        // Every kind but `Other` has a tag, and no two share one.
+        let tags: Vec<_> = ErrorKind::ALL.iter().filter_map(|k| k.tag()).collect();
+        assert_eq!(tags.len(), ErrorKind::ALL.len() - 1);
+        let mut unique = tags.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), tags.len());
         assert_eq!(
-            nvml("nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9) (library x)"),
-            ErrorKind::DriverNotLoaded
-        );
-        assert_eq!(
-            nvml("nvmlInit_v2 failed: NVML_ERROR_LIB_RM_VERSION_MISMATCH (18)"),
-            ErrorKind::DriverVersionMismatch
-        );
-        assert_eq!(
-            nvml("nvmlDeviceGetHandleByIndex_v2 for GPU 1 failed: NVML_ERROR_NO_PERMISSION (4)"),
-            ErrorKind::NoPermission
-        );
-        assert_eq!(nvml("x: NVML_ERROR_GPU_IS_LOST (15)"), ErrorKind::GpuLost);
-        assert_eq!(
-            nvml("x: NVML_ERROR_NOT_SUPPORTED (3)"),
+            HypomnesisError::unsupported("x").kind(),
             ErrorKind::NotSupported
-        );
-        assert_eq!(nvml("something else"), ErrorKind::Other);
-        let smi = |m: &str| HypomnesisError::NvidiaSmi(m.into()).kind();
-        assert_eq!(
-            smi(&format!("`nvidia-smi -q` {TIMED_OUT} 10s and was killed")),
-            ErrorKind::TimedOut
-        );
-        assert_eq!(
-            smi(&format!("{PAUSED}: `nvidia-smi` {TIMED_OUT} 10s 3 s ago")),
-            ErrorKind::Paused
-        );
-        assert_eq!(
-            smi("GPU 0: memory.total is [Insufficient Permissions], not a number"),
-            ErrorKind::NoPermission
-        );
-        assert_eq!(
-            smi(&format!(
-                "GPU 2 {SMI_GPU_MISSING}: lost (it lists GPUs 0, 1, 3)"
-            )),
-            ErrorKind::GpuLost
-        );
-        assert_eq!(
-            HypomnesisError::Drm(format!("xe {NO_MEMORY_FIGURES} in sysfs")).kind(),
-            ErrorKind::NotSupported
-        );
-        assert_eq!(
-            kind_of_message("Insufficient Permissions"),
-            ErrorKind::NoPermission
-        );
-        assert_eq!(
-            smi("HYPOMNESIS_NVIDIA_SMI_TIMEOUT: \"soon\" is not a duration"),
-            ErrorKind::BadSetting
         );
         assert_eq!(
             HypomnesisError::DeviceIndexOutOfRange { index: 1, count: 1 }.kind(),
@@ -315,5 +535,53 @@ mod tests {
         assert_eq!(io(std::io::ErrorKind::NotFound), ErrorKind::NotInstalled);
         assert_eq!(io(std::io::ErrorKind::TimedOut), ErrorKind::TimedOut);
         assert_eq!(io(std::io::ErrorKind::Other), ErrorKind::Other);
+    }
+
+    /// The wording decides nothing: a message that only mentions a code name, a phrase or a
+    /// setting is `Other`; only the tag (or nvidia-smi's whole token) counts.
+    #[test]
+    fn free_text_decides_no_kind() {
+        for text in [
+            "nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9)",
+            "GPU 0: memory.total is [Insufficient Permissions], not a number",
+            "`nvidia-smi -q` did not finish within 10s and was killed",
+            "HYPOMNESIS_NVIDIA_SMI_TIMEOUT: \"soon\" is not a duration",
+            "xe publishes no memory figures in sysfs",
+            "a tag in the middle [no permission] is no tag",
+            "an unknown tag at the end [frobnicated]",
+            "",
+        ] {
+            assert_eq!(kind_of_message(text), ErrorKind::Other, "{text}");
+            assert_eq!(HypomnesisError::Nvml(text.into()).kind(), ErrorKind::Other);
+        }
+        assert_eq!(
+            kind_of_message("Insufficient Permissions"),
+            ErrorKind::NoPermission
+        );
+        assert_eq!(
+            kind_of_message("x [no permission]"),
+            ErrorKind::NoPermission
+        );
+        assert_eq!(tagged(ErrorKind::Other, "plain"), "plain");
+        // The first source's kind stands; when it has none, the first fallback's that has one.
+        let notes = [
+            (ErrorKind::Other, "x fallback: plain".to_string()),
+            (
+                ErrorKind::Paused,
+                "nvidia-smi fallback: not run again".to_string(),
+            ),
+        ];
+        let e =
+            HypomnesisError::nvml(ErrorKind::Other, "could not load").with_fallback_notes(&notes);
+        assert_eq!(e.kind(), ErrorKind::Paused, "{e}");
+        assert!(
+            e.to_string()
+                .contains("could not load; x fallback: plain; nvidia-smi"),
+            "{e}"
+        );
+        let e =
+            HypomnesisError::nvml(ErrorKind::NoPermission, "refused").with_fallback_notes(&notes);
+        assert_eq!(e.kind(), ErrorKind::NoPermission, "{e}");
+        assert_eq!(tagged(ErrorKind::GpuLost, "gone"), "gone [GPU lost]");
     }
 }

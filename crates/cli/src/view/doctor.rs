@@ -233,7 +233,7 @@ nvidia-smi: answered
                 .build()
         };
         let failed = report(SourceState::Failed(
-            "nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9)".into(),
+            "nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9) [driver not loaded]".into(),
         ));
         assert!(hint(&failed).unwrap().contains("modprobe"));
         assert_eq!(hint(&report(SourceState::Answered)), None);

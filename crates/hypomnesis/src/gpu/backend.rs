@@ -76,8 +76,9 @@ pub(crate) trait Backend: Send + Sync {
     }
     /// The MIG device with this UUID (`MIG-…`).
     fn mig_instance(&self, uuid: &str) -> Result<MigInstance> {
-        Err(source_error(
+        Err(HypomnesisError::of_source(
             self.source(),
+            crate::ErrorKind::Other,
             format!("this source does not list MIG devices, so {uuid:?} cannot be looked up"),
         ))
     }
@@ -99,18 +100,6 @@ pub(crate) trait Backend: Send + Sync {
     /// The PCI addresses of the devices the NVIDIA sources measure, in their index order:
     /// given by the dispatcher once, before any other question, to the backends that want it.
     fn nvidia_devices(&self, _addresses: &[PciAddress]) {}
-}
-
-/// An error of `source`'s own kind.
-pub(crate) fn source_error(source: GpuQuerySource, message: String) -> HypomnesisError {
-    match source {
-        GpuQuerySource::Nvml => HypomnesisError::Nvml(message),
-        GpuQuerySource::NvidiaSmi => HypomnesisError::NvidiaSmi(message),
-        GpuQuerySource::Dxgi => HypomnesisError::Dxgi(message),
-        GpuQuerySource::Pdh => HypomnesisError::Pdh(message),
-        GpuQuerySource::Metal => HypomnesisError::Metal(message),
-        GpuQuerySource::Drm => HypomnesisError::Drm(message),
-    }
 }
 
 /// Process rows a backend left out of each device's latest list, by device index: each new

@@ -115,14 +115,14 @@ pub(super) fn first_ok<T>(
                     return Err(e);
                 }
                 None => primary = Some(e),
-                Some(_) => notes.push(format!("{} fallback: {e}", b.source())),
+                Some(_) => notes.push((e.kind(), format!("{} fallback: {e}", b.source()))),
             },
         }
     }
     match primary {
         None => Err(HypomnesisError::NoGpuSource),
         Some(e) if notes.is_empty() => Err(e),
-        Some(e) => Err(e.with_note(&notes.join("; "))),
+        Some(e) => Err(e.with_fallback_notes(&notes)),
     }
 }
 

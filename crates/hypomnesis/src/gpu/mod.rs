@@ -174,7 +174,7 @@ pub fn adapter_residency(index: u32) -> Result<Residency> {
     }
     #[cfg(not(all(windows, feature = "pdh")))]
     {
-        Err(HypomnesisError::Unsupported(format!(
+        Err(HypomnesisError::unsupported(format!(
             "GPU {index}: spill into shared memory is measurable only on Windows (WDDM), not on {}",
             std::env::consts::OS
         )))

@@ -15,7 +15,8 @@ use super::GpuQuerySource;
 pub enum SourceState {
     /// The source exists and answered.
     Answered,
-    /// The source exists but failed; the reason is what it said.
+    /// The source exists but failed; the reason is what it said, ending with the tag of its
+    /// kind when it has one (`… [driver not loaded]`, see [`SourceReport::kind`]).
     Failed(String),
     /// The source does not exist on this host (or was not compiled in); the reason says where it
     /// was looked for.
@@ -90,7 +91,9 @@ pub struct Roots {
 impl SourceReport {
     /// What kind of failure keeps this source from answering (see [`crate::ErrorKind`]):
     /// `None` when it answered, `NotInstalled` when it is not present (`NotBuiltIn` when its
-    /// cargo feature is off), the failure's kind otherwise.
+    /// cargo feature is off: the reason starts with the fixed words its one constructor
+    /// writes), the failure's kind otherwise (read from the tag at the end of the reason,
+    /// `… [no permission]`; `Other` without one).
     #[must_use]
     pub fn kind(&self) -> Option<crate::ErrorKind> {
         match &self.state {

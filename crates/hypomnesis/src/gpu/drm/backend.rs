@@ -153,7 +153,7 @@ impl Backend for DrmBackend {
     fn device_count(&self) -> Result<u32> {
         let devs = devices();
         if let Some(e) = &devs.error {
-            return Err(HypomnesisError::Drm(e.clone()));
+            return Err(HypomnesisError::drm(e.kind, e.text.clone()));
         }
         Ok(u32::try_from(devs.list.len()).unwrap_or(u32::MAX))
     }
@@ -162,12 +162,15 @@ impl Backend for DrmBackend {
         let d = device(index)?;
         let (total, used, extra) = memory(d)?;
         if used > total {
-            return Err(HypomnesisError::Drm(format!(
-                "{} ({}): {} (used {used} bytes of a total of {total})",
-                d.card,
-                d.slot,
-                crate::error::IMPOSSIBLE
-            )));
+            return Err(HypomnesisError::drm(
+                crate::ErrorKind::BadAnswer,
+                format!(
+                    "{} ({}): {} (used {used} bytes of a total of {total})",
+                    d.card,
+                    d.slot,
+                    crate::error::IMPOSSIBLE
+                ),
+            ));
         }
         let name = fs::read_to_string(d.dev().join("product_name"))
             .ok()
@@ -248,7 +251,7 @@ impl Backend for DrmBackend {
         if let Some(e) = &devs.error {
             return SourceReport {
                 source: GpuQuerySource::Drm,
-                state: SourceState::Failed(e.clone()),
+                state: SourceState::Failed(e.tagged()),
                 details: Vec::new(),
                 dropped_process_rows: 0,
             };
@@ -282,7 +285,7 @@ impl Backend for DrmBackend {
         {
             return SourceReport {
                 source: GpuQuerySource::Drm,
-                state: SourceState::Failed(e.to_string()),
+                state: SourceState::Failed(e.tagged_text()),
                 details,
                 dropped_process_rows: 0,
             };

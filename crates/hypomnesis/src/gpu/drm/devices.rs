@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::parse::{self, FDINFO_MEMORY_DRIVERS};
+use crate::error::Reason;
 use crate::gpu::pci::PciAddress;
 use crate::host::roots;
-use crate::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Result};
+use crate::{ErrorKind, GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Result};
 
 /// One DRM device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,13 +105,13 @@ fn walk(sysfs: &Path) -> (Vec<Device>, Vec<String>) {
 }
 
 /// The walk of `<sysfs>/class/drm`, every card (NVIDIA ones too), or why there is none.
-type Walked = std::result::Result<(Vec<Device>, Vec<String>), String>;
+type Walked = std::result::Result<(Vec<Device>, Vec<String>), Reason>;
 
 pub(super) fn walked() -> &'static Walked {
     static WALK: OnceLock<Walked> = OnceLock::new();
     WALK.get_or_init(|| match roots::sysfs() {
         Ok(sysfs) => Ok(walk(sysfs)),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(Reason::new(e.kind(), e.to_string())),
     })
 }
 
@@ -122,7 +123,7 @@ pub(super) struct Devices {
     pub(super) list: Vec<Device>,
     pub(super) notes: Vec<String>,
     /// Why no device could be looked for (a bad sysfs root).
-    pub(super) error: Option<String>,
+    pub(super) error: Option<Reason>,
 }
 
 pub(super) fn devices() -> &'static Devices {
@@ -163,7 +164,7 @@ pub(super) fn devices() -> &'static Devices {
 
 pub(super) fn device(index: u32) -> Result<&'static Device> {
     if let Some(e) = &devices().error {
-        return Err(HypomnesisError::Drm(e.clone()));
+        return Err(HypomnesisError::drm(e.kind, e.text.clone()));
     }
     let list = &devices().list;
     usize::try_from(index).ok().and_then(|i| list.get(i)).ok_or(
@@ -198,10 +199,12 @@ pub(super) fn vendor(d: &Device) -> Option<GpuVendor> {
 /// Memory of one device from its sysfs files.
 pub(super) fn memory(d: &Device) -> Result<(u64, u64, GpuDeviceInfo)> {
     let dev = d.dev();
-    let drm = |why: String| HypomnesisError::Drm(format!("{} ({}): {why}", d.card, d.slot));
+    let drm =
+        |kind, why: String| HypomnesisError::drm(kind, format!("{} ({}): {why}", d.card, d.slot));
+    let unreadable = |why: String| drm(ErrorKind::Other, why);
     if dev.join("mem_info_vram_total").exists() {
-        let total = read_u64(&dev.join("mem_info_vram_total")).map_err(drm)?;
-        let used = read_u64(&dev.join("mem_info_vram_used")).map_err(drm)?;
+        let total = read_u64(&dev.join("mem_info_vram_total")).map_err(unreadable)?;
+        let used = read_u64(&dev.join("mem_info_vram_used")).map_err(unreadable)?;
         let opt = |f: &str| read_u64(&dev.join(f)).ok();
         return Ok((
             total,
@@ -217,8 +220,8 @@ pub(super) fn memory(d: &Device) -> Result<(u64, u64, GpuDeviceInfo)> {
     }
     // Intel's out-of-tree i915 publishes local memory on the card directory.
     if d.card_dir.join("lmem_total_bytes").exists() {
-        let total = read_u64(&d.card_dir.join("lmem_total_bytes")).map_err(drm)?;
-        let avail = read_u64(&d.card_dir.join("lmem_avail_bytes")).map_err(drm)?;
+        let total = read_u64(&d.card_dir.join("lmem_total_bytes")).map_err(unreadable)?;
+        let avail = read_u64(&d.card_dir.join("lmem_avail_bytes")).map_err(unreadable)?;
         return Ok((
             total,
             total.saturating_sub(avail),
@@ -226,14 +229,17 @@ pub(super) fn memory(d: &Device) -> Result<(u64, u64, GpuDeviceInfo)> {
         ));
     }
     let driver = d.driver.as_deref().unwrap_or("unknown driver");
-    Err(drm(match driver {
-        "i915" | "xe" => format!(
-            "{driver} {} in sysfs on this kernel (only through an ioctl that needs CAP_PERFMON): total unknown",
-            crate::error::NO_MEMORY_FIGURES
-        ),
-        _ => format!(
-            "{driver} {} in sysfs: total unknown",
-            crate::error::NO_MEMORY_FIGURES
-        ),
-    }))
+    Err(drm(
+        ErrorKind::NotSupported,
+        match driver {
+            "i915" | "xe" => format!(
+                "{driver} {} in sysfs on this kernel (only through an ioctl that needs CAP_PERFMON): total unknown",
+                crate::error::NO_MEMORY_FIGURES
+            ),
+            _ => format!(
+                "{driver} {} in sysfs: total unknown",
+                crate::error::NO_MEMORY_FIGURES
+            ),
+        },
+    ))
 }

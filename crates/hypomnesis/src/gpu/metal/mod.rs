@@ -79,8 +79,9 @@ fn errno_text(e: i32) -> String {
     std::io::Error::from_raw_os_error(e).to_string()
 }
 
+/// A Metal error; its reasons carry no kind of their own (`Other`).
 fn metal(msg: String) -> HypomnesisError {
-    HypomnesisError::Metal(msg)
+    HypomnesisError::metal(crate::ErrorKind::Other, msg)
 }
 
 /// The message of a failed ledger read of `pid`.
@@ -398,7 +399,7 @@ impl Backend for MetalBackend {
                 ));
                 let state = match self.device_info(0) {
                     Ok(_) => SourceState::Answered,
-                    Err(e) => SourceState::Failed(e.to_string()),
+                    Err(e) => SourceState::Failed(e.tagged_text()),
                 };
                 if let Some(walked) = self.stats().as_ref() {
                     details.push((

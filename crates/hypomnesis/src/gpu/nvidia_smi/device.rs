@@ -7,7 +7,7 @@ use super::SmiBackend;
 use super::parse::{self, APP_FIELDS, Field, GPU_FIELDS, GPU_FIELDS_WITH_RESERVED, SmiApp, SmiGpu};
 use super::{MIB, ROUNDING};
 use crate::gpu::nvidia;
-use crate::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Result};
+use crate::{ErrorKind, GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Result};
 
 pub(super) type AppRow = (u32, u64, Option<String>);
 
@@ -40,9 +40,10 @@ fn accepted<T>(
         Ok(p) => Ok(p),
         Err(why) => {
             let query = args.first().and_then(|a| a.split('=').next()).unwrap_or("");
-            Err(HypomnesisError::NvidiaSmi(format!(
-                "unexpected `{query}` output: {why}"
-            )))
+            Err(HypomnesisError::nvidia_smi(
+                ErrorKind::BadAnswer,
+                format!("unexpected `{query}` output: {why}"),
+            ))
         }
     }
 }
@@ -95,12 +96,15 @@ impl GpuList {
         } else {
             format!("; nvidia-smi said: {}", self.unreachable.join(" / "))
         };
-        Err(HypomnesisError::NvidiaSmi(format!(
-            "GPU {index} {}: lost (it lists GPU{} {}){said}",
-            crate::error::SMI_GPU_MISSING,
-            if listed.len() == 1 { "" } else { "s" },
-            listed.join(", ")
-        )))
+        Err(HypomnesisError::nvidia_smi(
+            ErrorKind::GpuLost,
+            format!(
+                "GPU {index} {}: lost (it lists GPU{} {}){said}",
+                crate::error::SMI_GPU_MISSING,
+                if listed.len() == 1 { "" } else { "s" },
+                listed.join(", ")
+            ),
+        ))
     }
 
     /// The indices without a row.
@@ -242,11 +246,20 @@ pub(super) fn select_rows(gpu: &SmiGpu, gpu_count: usize, apps: Vec<SmiApp>) -> 
 fn bytes(field: &Field, what: &str, index: u32) -> Result<u64> {
     match field {
         Ok(mib) => mib.checked_mul(MIB).ok_or_else(|| {
-            HypomnesisError::NvidiaSmi(format!("GPU {index}: {what} {mib} MiB overflows"))
+            HypomnesisError::nvidia_smi(
+                ErrorKind::BadAnswer,
+                format!("GPU {index}: {what} {mib} MiB overflows"),
+            )
         }),
-        Err(token) => Err(HypomnesisError::NvidiaSmi(format!(
-            "GPU {index}: {what} is {token}, not a number"
-        ))),
+        // nvidia-smi's own token for a figure this user may not read; any other is no figure.
+        Err(token) => Err(HypomnesisError::nvidia_smi(
+            if token == "[Insufficient Permissions]" {
+                ErrorKind::NoPermission
+            } else {
+                ErrorKind::Other
+            },
+            format!("GPU {index}: {what} is {token}, not a number"),
+        )),
     }
 }
 
@@ -256,10 +269,14 @@ pub fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
     let total = bytes(&g.total_mib, "memory.total", g.index)?;
     let free = bytes(&g.free_mib, "memory.free", g.index)?;
     let used = total.checked_sub(free).ok_or_else(|| {
-        HypomnesisError::NvidiaSmi(format!(
-            "GPU {}: memory.free is larger than memory.total",
-            g.index
-        ))
+        HypomnesisError::nvidia_smi(
+            ErrorKind::BadAnswer,
+            format!(
+                "GPU {}: memory.free is larger than memory.total ({})",
+                g.index,
+                crate::error::IMPOSSIBLE
+            ),
+        )
     })?;
     // nvidia-smi's memory.used excludes the reservation on R510+: used is total - free here.
     // The reservation is kept when it fits inside that used figure, allowing for nvidia-smi

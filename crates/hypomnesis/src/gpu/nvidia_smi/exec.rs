@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::SmiBackend;
 use super::runner::{self, RunError};
-use crate::{HypomnesisError, Result};
+use crate::error::Reason;
+use crate::{ErrorKind, HypomnesisError, Result};
 
 /// Default limit of one run.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -15,21 +16,28 @@ pub(crate) const COOLDOWN: Duration = Duration::from_secs(60);
 
 /// Where the executable is and how long it may run.
 pub(super) struct Setup {
-    pub(super) exe: std::result::Result<PathBuf, String>,
+    pub(super) exe: std::result::Result<PathBuf, Reason>,
     pub(super) explicit: bool,
-    pub(super) timeout: std::result::Result<Duration, String>,
+    pub(super) timeout: std::result::Result<Duration, Reason>,
 }
 
 impl SmiBackend {
     pub(super) fn setup(&self) -> &Setup {
         self.setup.get_or_init(|| {
             let timeout = match std::env::var("HYPOMNESIS_NVIDIA_SMI_TIMEOUT") {
-                Ok(v) if !v.trim().is_empty() => crate::duration::parse_duration(&v)
-                    .map_err(|why| format!("HYPOMNESIS_NVIDIA_SMI_TIMEOUT: {why}")),
-                Ok(_) | Err(std::env::VarError::NotPresent) => Ok(DEFAULT_TIMEOUT),
-                Err(std::env::VarError::NotUnicode(_)) => {
-                    Err("HYPOMNESIS_NVIDIA_SMI_TIMEOUT is not valid UTF-8".to_string())
+                Ok(v) if !v.trim().is_empty() => {
+                    crate::duration::parse_duration(&v).map_err(|why| {
+                        Reason::new(
+                            ErrorKind::BadSetting,
+                            format!("HYPOMNESIS_NVIDIA_SMI_TIMEOUT: {why}"),
+                        )
+                    })
                 }
+                Ok(_) | Err(std::env::VarError::NotPresent) => Ok(DEFAULT_TIMEOUT),
+                Err(std::env::VarError::NotUnicode(_)) => Err(Reason::new(
+                    ErrorKind::BadSetting,
+                    "HYPOMNESIS_NVIDIA_SMI_TIMEOUT is not valid UTF-8",
+                )),
             };
             match std::env::var_os("HYPOMNESIS_NVIDIA_SMI").filter(|v| !v.is_empty()) {
                 Some(p) => Setup {
@@ -38,7 +46,7 @@ impl SmiBackend {
                     timeout,
                 },
                 None => Setup {
-                    exe: find_on_path(),
+                    exe: find_on_path().map_err(|why| Reason::new(ErrorKind::NotInstalled, why)),
                     explicit: false,
                     timeout,
                 },
@@ -52,20 +60,26 @@ impl SmiBackend {
         let exe = setup
             .exe
             .as_ref()
-            .map_err(|why| HypomnesisError::NvidiaSmi(why.clone()))?;
-        let timeout = setup.timeout.clone().map_err(HypomnesisError::NvidiaSmi)?;
+            .map_err(|r| HypomnesisError::nvidia_smi(r.kind, r.text.clone()))?;
+        let timeout = setup
+            .timeout
+            .clone()
+            .map_err(|r| HypomnesisError::nvidia_smi(r.kind, r.text))?;
         let mut guard = self
             .timed_out
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some((at, why)) = guard.as_ref() {
             if at.elapsed() < COOLDOWN {
-                return Err(HypomnesisError::NvidiaSmi(format!(
-                    "{}: {why} {:.0} s ago (retried after {} s)",
-                    crate::error::PAUSED,
-                    at.elapsed().as_secs_f64(),
-                    COOLDOWN.as_secs()
-                )));
+                return Err(HypomnesisError::nvidia_smi(
+                    ErrorKind::Paused,
+                    format!(
+                        "{}: {why} {:.0} s ago (retried after {} s)",
+                        crate::error::PAUSED,
+                        at.elapsed().as_secs_f64(),
+                        COOLDOWN.as_secs()
+                    ),
+                ));
             }
             *guard = None;
         }
@@ -79,9 +93,12 @@ impl SmiBackend {
                     .timed_out
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), why.clone()));
-                Err(HypomnesisError::NvidiaSmi(why))
+                Err(HypomnesisError::nvidia_smi(ErrorKind::TimedOut, why))
             }
-            Err(e) => Err(HypomnesisError::NvidiaSmi(format!("{shown} {e}"))),
+            Err(e) => Err(HypomnesisError::nvidia_smi(
+                ErrorKind::Other,
+                format!("{shown} {e}"),
+            )),
         }
     }
 
@@ -92,17 +109,20 @@ impl SmiBackend {
             &ran.stderr
         };
         let said: String = said.trim().lines().take(3).collect::<Vec<_>>().join(" / ");
-        HypomnesisError::NvidiaSmi(format!(
-            "`{} {}` exited with {}: {}",
-            exe.display(),
-            args.join(" "),
-            ran.status,
-            if said.is_empty() {
-                "(no output)"
-            } else {
-                said.as_str()
-            }
-        ))
+        HypomnesisError::nvidia_smi(
+            kind_of_failed_run(&said),
+            format!(
+                "`{} {}` exited with {}: {}",
+                exe.display(),
+                args.join(" "),
+                ran.status,
+                if said.is_empty() {
+                    "(no output)"
+                } else {
+                    said.as_str()
+                }
+            ),
+        )
     }
 
     pub(super) fn exe_path(&self) -> PathBuf {
@@ -120,6 +140,26 @@ impl SmiBackend {
         }
         Ok(ran.stdout)
     }
+}
+
+/// The kind of a run that exited non-zero, from what nvidia-smi printed: its own words for a
+/// refusal and for a driver it cannot talk to (read here, where its output is, and written into
+/// the error as its tag).
+fn kind_of_failed_run(said: &str) -> ErrorKind {
+    const SAID: &[(&str, ErrorKind)] = &[
+        ("Insufficient Permissions", ErrorKind::NoPermission),
+        (
+            "Driver/library version mismatch",
+            ErrorKind::DriverVersionMismatch,
+        ),
+        (
+            "couldn't communicate with the NVIDIA driver",
+            ErrorKind::DriverNotLoaded,
+        ),
+    ];
+    SAID.iter()
+        .find(|(words, _)| said.contains(words))
+        .map_or(ErrorKind::Other, |(_, kind)| *kind)
 }
 
 fn find_on_path() -> std::result::Result<PathBuf, String> {

@@ -10,7 +10,7 @@ use super::parse_mig::{
 };
 use super::{MIB, ROUNDING};
 use crate::gpu::{mig, nvidia};
-use crate::{GpuQuerySource, HypomnesisError, MigInstance, MigState, Result};
+use crate::{ErrorKind, GpuQuerySource, HypomnesisError, MigInstance, MigState, Result};
 
 impl SmiBackend {
     /// The MIG mode of every GPU; `None` when the driver does not know the fields (pre-R450).
@@ -31,7 +31,10 @@ impl SmiBackend {
         parse_mig::parse_mig_modes(&ran.stdout)
             .map(Some)
             .map_err(|why| {
-                HypomnesisError::NvidiaSmi(format!("unexpected MIG mode query output: {why}"))
+                HypomnesisError::nvidia_smi(
+                    ErrorKind::BadAnswer,
+                    format!("unexpected MIG mode query output: {why}"),
+                )
             })
     }
 

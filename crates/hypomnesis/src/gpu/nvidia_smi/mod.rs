@@ -27,8 +27,8 @@ use super::backend::{Backend, DroppedRows, Op, Presence};
 use super::nvidia;
 use crate::host::process::procfs;
 use crate::{
-    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance,
-    MigState, ProcessGpuInfo, Result, SourceReport, SourceState,
+    ErrorKind, GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError,
+    MigInstance, MigState, ProcessGpuInfo, Result, SourceReport, SourceState,
 };
 
 const MIB: u64 = 1 << 20;
@@ -75,7 +75,7 @@ impl Backend for SmiBackend {
     fn presence(&self) -> Presence {
         let s = self.setup();
         match (&s.exe, s.explicit) {
-            (Err(why), false) => Presence::Absent(why.clone()),
+            (Err(why), false) => Presence::Absent(why.text.clone()),
             _ => Presence::Present,
         }
     }
@@ -155,9 +155,12 @@ impl Backend for SmiBackend {
                     .is_some_and(|u| u.eq_ignore_ascii_case(uuid.trim()))
             })
             .ok_or_else(|| {
-                HypomnesisError::NvidiaSmi(format!(
-                    "no MIG device has UUID {uuid:?} (nvidia-smi -L lists the MIG devices)"
-                ))
+                HypomnesisError::nvidia_smi(
+                    ErrorKind::NoSuchDevice,
+                    format!(
+                        "no MIG device has UUID {uuid:?} (nvidia-smi -L lists the MIG devices)"
+                    ),
+                )
             })
     }
 
@@ -169,13 +172,13 @@ impl Backend for SmiBackend {
         let mut details = Vec::new();
         let s = self.setup();
         let state = match (&s.exe, s.explicit) {
-            (Err(why), false) => SourceState::Absent(why.clone()),
-            (Err(why), true) => SourceState::Failed(why.clone()),
+            (Err(why), false) => SourceState::Absent(why.text.clone()),
+            (Err(why), true) => SourceState::Failed(why.tagged()),
             (Ok(exe), _) => {
                 details.push(("executable".into(), exe.display().to_string()));
                 match &s.timeout {
                     Ok(t) => details.push(("timeout".into(), format_duration(*t))),
-                    Err(why) => details.push(("timeout".into(), why.clone())),
+                    Err(why) => details.push(("timeout".into(), why.tagged())),
                 }
                 if let Ok(ran) = self.run(&["--version"])
                     && let Some(v) = parse::parse_version(&ran.stdout)
@@ -210,7 +213,7 @@ impl Backend for SmiBackend {
                         }
                         SourceState::Answered
                     }
-                    Err(e) => SourceState::Failed(e.to_string()),
+                    Err(e) => SourceState::Failed(e.tagged_text()),
                 }
             }
         };

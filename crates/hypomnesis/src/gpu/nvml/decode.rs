@@ -17,6 +17,7 @@ use super::abi::{
     NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, NVML_SUCCESS, NVML_VALUE_NOT_AVAILABLE_U32, NvmlReturn,
     ProcessInfoV1, ProcessInfoV2, ProcessInfoV3Wide,
 };
+use crate::ErrorKind;
 
 /// Maps a code to the name of the first constant it equals.
 macro_rules! name_of {
@@ -150,6 +151,12 @@ pub(crate) fn v3_layout(has_conf_compute_mem: bool, has_detail_list: bool) -> Pr
     } else {
         ProcessLayout::V2
     }
+}
+
+/// The kind of a failure NVML reported with `code`: decided where the code is read (from its
+/// name, through the one table of fixed tags), written into the message as its tag.
+pub(crate) fn kind_of_return(code: NvmlReturn) -> ErrorKind {
+    crate::error::kind_of_message(return_name(code))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use super::decode::text;
 use super::ffi::Device;
 use super::session::{Failure, Loaded, failed_call};
 use crate::gpu::nvidia;
-use crate::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Utilization};
+use crate::{ErrorKind, GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Utilization};
 
 impl Loaded {
     /// v1 memory of a device, validated.
@@ -17,16 +17,22 @@ impl Loaded {
             .nvml
             .memory(dev)
             .ok_or_else(|| {
-                Failure::Other(HypomnesisError::Nvml(
-                    "the library exports no nvmlDeviceGetMemoryInfo".into(),
+                Failure::Other(HypomnesisError::nvml(
+                    ErrorKind::Other,
+                    "the library exports no nvmlDeviceGetMemoryInfo",
                 ))
             })?
             .map_err(failed_call("nvmlDeviceGetMemoryInfo", Some(index)))?;
         if m.free > m.total || m.total == NVML_VALUE_NOT_AVAILABLE {
-            return Err(Failure::Other(HypomnesisError::Nvml(format!(
-                "nvmlDeviceGetMemoryInfo for GPU {index} returned impossible figures (total {}, free {})",
-                m.total, m.free
-            ))));
+            return Err(Failure::Other(HypomnesisError::nvml(
+                ErrorKind::BadAnswer,
+                format!(
+                    "nvmlDeviceGetMemoryInfo for GPU {index} returned {} (total {}, free {})",
+                    crate::error::IMPOSSIBLE,
+                    m.total,
+                    m.free
+                ),
+            )));
         }
         Ok(m)
     }

@@ -11,9 +11,13 @@ use crate::{GpuQuerySource, SourceReport, SourceState};
 pub(super) fn report() -> SourceReport {
     let mut details = Vec::new();
     let state = match outcome() {
-        LoadOutcome::Failed { reason, explicit } => {
+        LoadOutcome::Failed {
+            reason,
+            kind,
+            explicit,
+        } => {
             if *explicit {
-                SourceState::Failed(reason.clone())
+                SourceState::Failed(crate::error::tagged(*kind, reason.clone()))
             } else {
                 SourceState::Absent(reason.clone())
             }
@@ -30,7 +34,7 @@ pub(super) fn report() -> SourceReport {
                     }
                     SourceState::Answered
                 }
-                Err(e) => SourceState::Failed(e.to_string()),
+                Err(e) => SourceState::Failed(e.tagged_text()),
             };
             if let Some(v) = l.driver_version() {
                 details.push(("driver version".into(), v));

@@ -71,7 +71,11 @@ fn default_candidates() -> Vec<PathBuf> {
 /// The process-wide outcome of loading the library.
 pub(super) enum LoadOutcome {
     Loaded(Box<Loaded>),
-    Failed { reason: String, explicit: bool },
+    Failed {
+        reason: String,
+        kind: crate::ErrorKind,
+        explicit: bool,
+    },
 }
 
 /// The library, loaded once per process.
@@ -92,6 +96,7 @@ fn load() -> LoadOutcome {
         Err(reason) => {
             return LoadOutcome::Failed {
                 reason,
+                kind: crate::ErrorKind::BadSetting,
                 explicit: true,
             };
         }
@@ -99,6 +104,7 @@ fn load() -> LoadOutcome {
     if paths.is_empty() {
         return LoadOutcome::Failed {
             reason: format!("NVML is not available on {}", std::env::consts::OS),
+            kind: crate::ErrorKind::Other,
             explicit: false,
         };
     }
@@ -128,6 +134,7 @@ fn load() -> LoadOutcome {
             "could not load the NVML library (tried {})",
             tried.join("; ")
         ),
+        kind: crate::ErrorKind::Other,
         explicit,
     }
 }

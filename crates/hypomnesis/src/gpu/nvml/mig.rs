@@ -12,7 +12,7 @@ use super::device::reserved_from_v2;
 use super::ffi::Device;
 use super::session::{Failure, Loaded, failed_call};
 use crate::gpu::{mig, nvidia};
-use crate::{GpuQuerySource, HypomnesisError, MigInstance, MigState};
+use crate::{ErrorKind, GpuQuerySource, HypomnesisError, MigInstance, MigState};
 
 /// How long a device's MIG mode is reused before NVML is asked again.
 const MIG_MODE_REUSE: Duration = Duration::from_secs(5);
@@ -64,9 +64,12 @@ impl Loaded {
         index: u32,
     ) -> std::result::Result<Vec<(u32, Device)>, Failure> {
         let missing = |f: &str| {
-            Failure::Other(HypomnesisError::Nvml(format!(
-                "the library exports no {f}, so the MIG devices of GPU {index} cannot be listed"
-            )))
+            Failure::Other(HypomnesisError::nvml(
+                ErrorKind::Other,
+                format!(
+                    "the library exports no {f}, so the MIG devices of GPU {index} cannot be listed"
+                ),
+            ))
         };
         let max = self
             .nvml
@@ -74,9 +77,12 @@ impl Loaded {
             .ok_or_else(|| missing("nvmlDeviceGetMaxMigDeviceCount"))?
             .map_err(failed_call("nvmlDeviceGetMaxMigDeviceCount", Some(index)))?;
         if max > MAX_MIG_SLOTS {
-            return Err(Failure::Other(HypomnesisError::Nvml(format!(
-                "nvmlDeviceGetMaxMigDeviceCount for GPU {index} returned {max}, more than any GPU has"
-            ))));
+            return Err(Failure::Other(HypomnesisError::nvml(
+                ErrorKind::Other,
+                format!(
+                    "nvmlDeviceGetMaxMigDeviceCount for GPU {index} returned {max}, more than any GPU has"
+                ),
+            )));
         }
         let mut out = Vec::new();
         for slot in 0..max {
@@ -187,7 +193,7 @@ impl Loaded {
 
     /// The MIG device with this UUID, found with `nvmlDeviceGetHandleByUUID`.
     pub(super) fn find_mig(&self, uuid: &str) -> std::result::Result<MigInstance, Failure> {
-        let other = |m: String| Failure::Other(HypomnesisError::Nvml(m));
+        let other = |m: String| Failure::Other(HypomnesisError::nvml(ErrorKind::Other, m));
         let missing = |f: &str| other(format!("the library exports no {f}"));
         let h = match self
             .nvml

@@ -40,7 +40,9 @@ impl NvmlBackend {
     fn with<T>(f: impl FnOnce(&Loaded) -> Result<T>) -> Result<T> {
         match outcome() {
             LoadOutcome::Loaded(l) => f(l),
-            LoadOutcome::Failed { reason, .. } => Err(HypomnesisError::Nvml(reason.clone())),
+            LoadOutcome::Failed { reason, kind, .. } => {
+                Err(HypomnesisError::nvml(*kind, reason.clone()))
+            }
         }
     }
 
@@ -100,6 +102,7 @@ impl Backend for NvmlBackend {
             LoadOutcome::Failed {
                 reason,
                 explicit: false,
+                ..
             } => Presence::Absent(reason.clone()),
         }
     }

@@ -13,7 +13,7 @@ use super::ffi::{Device, ProcessFn};
 use super::mig::{InstanceIds, instance_id};
 use super::session::{Failure, Loaded};
 use crate::host::process::procfs;
-use crate::{GpuContextKind, HypomnesisError};
+use crate::{ErrorKind, GpuContextKind, HypomnesisError};
 
 /// First capacity of a process-list buffer: one call answers most hosts without a sizing call.
 const FIRST_CAPACITY: usize = 64;
@@ -111,8 +111,9 @@ impl Loaded {
             (self.nvml.graphics, GpuContextKind::Graphics),
         ];
         if lists.iter().all(|(f, _)| f.is_none()) {
-            return Err(Failure::Other(HypomnesisError::Nvml(
-                "the library exports no process-list function".into(),
+            return Err(Failure::Other(HypomnesisError::nvml(
+                ErrorKind::Other,
+                "the library exports no process-list function",
             )));
         }
         let mut merged: BTreeMap<u32, RawProcess> = BTreeMap::new();
@@ -193,11 +194,14 @@ fn read_typed<T: ProcessRecord>(
         match rc {
             NVML_SUCCESS => {
                 let rows = buf.get(..count).ok_or_else(|| {
-                    Failure::Other(HypomnesisError::Nvml(format!(
-                        "{} for GPU {index} reported {count} entries for a buffer of {}; the list is not trusted",
-                        pf.name,
-                        buf.len()
-                    )))
+                    Failure::Other(HypomnesisError::nvml(
+                        ErrorKind::Other,
+                        format!(
+                            "{} for GPU {index} reported {count} entries for a buffer of {}; the list is not trusted",
+                            pf.name,
+                            buf.len()
+                        ),
+                    ))
                 })?;
                 return Ok(rows
                     .iter()
@@ -211,10 +215,13 @@ fn read_typed<T: ProcessRecord>(
             }
             NVML_ERROR_INSUFFICIENT_SIZE => {
                 if count > MAX_LIST_ROWS {
-                    return Err(Failure::Other(HypomnesisError::Nvml(format!(
-                        "{} for GPU {index} asked for room for {count} processes, more than any host can run",
-                        pf.name
-                    ))));
+                    return Err(Failure::Other(HypomnesisError::nvml(
+                        ErrorKind::Other,
+                        format!(
+                            "{} for GPU {index} asked for room for {count} processes, more than any host can run",
+                            pf.name
+                        ),
+                    )));
                 }
                 let want = count
                     .max(buf.len())
@@ -232,10 +239,13 @@ fn read_typed<T: ProcessRecord>(
             }
         }
     }
-    Err(Failure::Other(HypomnesisError::Nvml(format!(
-        "{} for GPU {index} still answered NVML_ERROR_INSUFFICIENT_SIZE after {MAX_LIST_ATTEMPTS} tries (the list keeps growing)",
-        pf.name
-    ))))
+    Err(Failure::Other(HypomnesisError::nvml(
+        ErrorKind::Other,
+        format!(
+            "{} for GPU {index} still answered NVML_ERROR_INSUFFICIENT_SIZE after {MAX_LIST_ATTEMPTS} tries (the list keeps growing)",
+            pf.name
+        ),
+    )))
 }
 
 /// A row is kept when the pid is plausible and the memory figure is a real one no larger than

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use super::abi::{
     NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_UNINITIALIZED, NVML_SUCCESS, NvmlReturn,
 };
-use super::decode::return_name;
+use super::decode::{kind_of_return, return_name};
 use super::ffi::{self, Device, Nvml};
+use crate::error::Reason;
 use crate::gpu::backend::DroppedRows;
-use crate::{HypomnesisError, Result};
+use crate::{ErrorKind, HypomnesisError, Result};
 
 /// How long a failed `nvmlInit` is remembered before it is tried again.
 pub(crate) const INIT_RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -26,7 +27,7 @@ pub(super) type MigMode = Option<(bool, bool)>;
 pub(super) struct Session {
     pub(super) live: bool,
     pub(super) init_calls: u64,
-    last_failure: Option<(String, Instant)>,
+    last_failure: Option<(Reason, Instant)>,
     handles: Vec<Option<Device>>,
     /// The driver version, asked once per session (unknown is `None`).
     driver_version: OnceLock<Option<String>>,
@@ -100,11 +101,15 @@ impl Loaded {
                     None => function.to_string(),
                 };
                 if code == ffi::UNTERMINATED {
-                    HypomnesisError::Nvml(format!(
-                        "{what} returned a string without a terminating NUL"
-                    ))
+                    HypomnesisError::nvml(
+                        ErrorKind::BadAnswer,
+                        format!("{what} returned a string without a terminating NUL"),
+                    )
                 } else {
-                    HypomnesisError::Nvml(format!("{what} failed: {}", self.describe(code)))
+                    HypomnesisError::nvml(
+                        kind_of_return(code),
+                        format!("{what} failed: {}", self.describe(code)),
+                    )
                 }
             }
         }
@@ -120,7 +125,7 @@ impl Loaded {
             && !force
             && at.elapsed() < INIT_RETRY_AFTER
         {
-            return Err(HypomnesisError::Nvml(why.clone()));
+            return Err(HypomnesisError::nvml(why.kind, why.text.clone()));
         }
         s.init_calls += 1;
         let rc = self.nvml.init();
@@ -132,14 +137,17 @@ impl Loaded {
             s.driver_version = OnceLock::new();
             Ok(())
         } else {
-            let why = format!(
-                "{} failed: {} (library {})",
-                self.nvml.init_name,
-                self.describe(rc),
-                self.path.display()
+            let why = Reason::new(
+                kind_of_return(rc),
+                format!(
+                    "{} failed: {} (library {})",
+                    self.nvml.init_name,
+                    self.describe(rc),
+                    self.path.display()
+                ),
             );
             s.last_failure = Some((why.clone(), Instant::now()));
-            Err(HypomnesisError::Nvml(why))
+            Err(HypomnesisError::nvml(why.kind, why.text))
         }
     }
 
@@ -181,10 +189,13 @@ impl Loaded {
             .device_count()
             .map_err(failed_call(self.nvml.count_name, None))?;
         if n > MAX_GPUS {
-            return Err(Failure::Other(HypomnesisError::Nvml(format!(
-                "{} returned {n}, more GPUs than any host has (at most {MAX_GPUS} are believed)",
-                self.nvml.count_name
-            ))));
+            return Err(Failure::Other(HypomnesisError::nvml(
+                ErrorKind::Other,
+                format!(
+                    "{} returned {n}, more GPUs than any host has (at most {MAX_GPUS} are believed)",
+                    self.nvml.count_name
+                ),
+            )));
         }
         Ok(n)
     }

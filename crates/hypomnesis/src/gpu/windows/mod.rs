@@ -73,7 +73,7 @@ fn adapters() -> &'static std::result::Result<Adapters, String> {
 fn scoped(scope: Scope) -> Result<&'static [AdapterDesc]> {
     let list = adapters()
         .as_ref()
-        .map_err(|e| HypomnesisError::Dxgi(e.clone()))?;
+        .map_err(|e| HypomnesisError::dxgi(crate::ErrorKind::Other, e.clone()))?;
     Ok(match scope {
         Scope::Nvidia => &list.nvidia,
         Scope::Others => &list.others,
@@ -113,10 +113,13 @@ fn adapter_used(a: &AdapterDesc) -> Result<u64> {
     let rows = ffi::sample(&[ADAPTER_DEDICATED]).map_err(HypomnesisError::Pdh)?;
     let first = rows.first().map(Vec::as_slice).unwrap_or_default();
     winparse::adapter_sum(first.iter().map(|(n, v)| (n.as_str(), *v)), a.luid).ok_or_else(|| {
-        HypomnesisError::Pdh(format!(
-            "no `GPU Adapter Memory` counter for {} (LUID 0x{:08X}_0x{:08X})",
-            a.name, a.luid.0, a.luid.1
-        ))
+        HypomnesisError::pdh(
+            crate::ErrorKind::Other,
+            format!(
+                "no `GPU Adapter Memory` counter for {} (LUID 0x{:08X}_0x{:08X})",
+                a.name, a.luid.0, a.luid.1
+            ),
+        )
     })
 }
 
@@ -141,10 +144,10 @@ pub(crate) fn residency(index: u32) -> Result<Residency> {
             shared_bytes: s,
             capacity_bytes: a.dedicated,
         }),
-        _ => Err(HypomnesisError::Pdh(format!(
-            "no `GPU Adapter Memory` counters for {}",
-            a.name
-        ))),
+        _ => Err(HypomnesisError::pdh(
+            crate::ErrorKind::Other,
+            format!("no `GPU Adapter Memory` counters for {}", a.name),
+        )),
     }
 }
 

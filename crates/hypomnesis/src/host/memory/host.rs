@@ -47,7 +47,12 @@ pub fn host_memory() -> Result<HostMemory> {
                 total_bytes,
                 available_bytes,
             })
-            .map_err(|why| HypomnesisError::Ram(format!("{}: {why}", path.display())))
+            .map_err(|why| {
+                HypomnesisError::ram(
+                    crate::ErrorKind::Other,
+                    format!("{}: {why}", path.display()),
+                )
+            })
     }
     #[cfg(windows)]
     {
@@ -57,7 +62,10 @@ pub fn host_memory() -> Result<HostMemory> {
                 available_bytes: Some(avail),
             })
             .map_err(|code| {
-                HypomnesisError::Ram(format!("GlobalMemoryStatusEx failed (GetLastError {code})"))
+                HypomnesisError::ram(
+                    crate::ErrorKind::Other,
+                    format!("GlobalMemoryStatusEx failed (GetLastError {code})"),
+                )
             })
     }
     #[cfg(target_os = "macos")]
@@ -67,14 +75,19 @@ pub fn host_memory() -> Result<HostMemory> {
                 total_bytes,
                 available_bytes: None,
             })
-            .ok_or_else(|| HypomnesisError::Ram("sysctl hw.memsize failed".into()))
+            .ok_or_else(|| {
+                HypomnesisError::ram(crate::ErrorKind::Other, "sysctl hw.memsize failed")
+            })
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
     {
-        Err(HypomnesisError::Ram(format!(
-            "host memory is not implemented for this platform ({})",
-            std::env::consts::OS
-        )))
+        Err(HypomnesisError::ram(
+            crate::ErrorKind::Other,
+            format!(
+                "host memory is not implemented for this platform ({})",
+                std::env::consts::OS
+            ),
+        ))
     }
 }
 

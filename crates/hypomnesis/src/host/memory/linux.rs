@@ -34,14 +34,20 @@ pub(crate) fn rss_at(dir: &Path) -> Result<u64> {
     let first = match read_small(&statm) {
         Ok(text) => match parse::statm_resident_bytes(&text, page_size()) {
             Ok(bytes) => return Ok(bytes),
-            Err(why) => HypomnesisError::Ram(format!("{}: {why}", statm.display())),
+            Err(why) => HypomnesisError::ram(
+                crate::ErrorKind::Other,
+                format!("{}: {why}", statm.display()),
+            ),
         },
         Err(e) => io_at(&statm, &e),
     };
     let status = dir.join("status");
     match fs::read_to_string(&status) {
         Ok(text) => parse::status_vmrss_bytes(&text).map_err(|why| {
-            HypomnesisError::Ram(format!("{first}; and {}: {why}", status.display()))
+            HypomnesisError::ram(
+                crate::ErrorKind::Other,
+                format!("{first}; and {}: {why}", status.display()),
+            )
         }),
         Err(_) => Err(first),
     }

@@ -11,7 +11,7 @@ use crate::{HypomnesisError, Result};
 
 /// Physical footprint of the calling process, in bytes.
 pub(crate) fn self_rss() -> Result<u64> {
-    ffi::phys_footprint().map_err(|f| HypomnesisError::Ram(describe(f)))
+    ffi::phys_footprint().map_err(|f| HypomnesisError::ram(crate::ErrorKind::Other, describe(f)))
 }
 
 /// The message of a failed `task_info` call.

@@ -34,9 +34,12 @@ pub fn process_rss() -> Result<u64> {
     #[cfg(target_os = "macos")]
     let rss = macos::self_rss();
     #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
-    let rss = Err(crate::HypomnesisError::Ram(format!(
-        "process RSS is not implemented for this platform ({})",
-        std::env::consts::OS
-    )));
+    let rss = Err(crate::HypomnesisError::ram(
+        crate::ErrorKind::Other,
+        format!(
+            "process RSS is not implemented for this platform ({})",
+            std::env::consts::OS
+        ),
+    ));
     rss
 }

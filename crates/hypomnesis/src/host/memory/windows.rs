@@ -5,9 +5,10 @@ use crate::{HypomnesisError, Result};
 /// Working set of the calling process, bytes.
 pub(crate) fn self_rss() -> Result<u64> {
     ffi::working_set().map_err(|code| {
-        HypomnesisError::Ram(format!(
-            "K32GetProcessMemoryInfo failed (GetLastError {code})"
-        ))
+        HypomnesisError::ram(
+            crate::ErrorKind::Other,
+            format!("K32GetProcessMemoryInfo failed (GetLastError {code})"),
+        )
     })
 }
 

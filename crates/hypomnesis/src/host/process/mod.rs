@@ -31,9 +31,12 @@ pub fn process_rss_of(pid: u32) -> Result<u64> {
         // a kernel thread reads as 0 bytes: that is not a figure. A live user process always
         // has resident pages.
         if rss == 0 {
-            return Err(crate::HypomnesisError::Ram(format!(
-                "process {pid} has exited or is exiting (or is a kernel thread): it has no resident set"
-            )));
+            return Err(crate::HypomnesisError::ram(
+                crate::ErrorKind::Other,
+                format!(
+                    "process {pid} has exited or is exiting (or is a kernel thread): it has no resident set"
+                ),
+            ));
         }
         Ok(rss)
     }
@@ -47,18 +50,24 @@ pub fn process_rss_of(pid: u32) -> Result<u64> {
             .pop()
             .and_then(|c| c.rss_bytes)
             .ok_or_else(|| {
-                crate::HypomnesisError::Ram(format!(
-                    "the resident set of process {pid} cannot be read: it has exited, or it \
+                crate::HypomnesisError::ram(
+                    crate::ErrorKind::Other,
+                    format!(
+                        "the resident set of process {pid} cannot be read: it has exited, or it \
                      belongs to another user and is protected"
-                ))
+                    ),
+                )
             })
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
     {
-        Err(crate::HypomnesisError::Ram(format!(
-            "the resident set of another process (pid {pid}) is not available on {}",
-            std::env::consts::OS
-        )))
+        Err(crate::HypomnesisError::ram(
+            crate::ErrorKind::Other,
+            format!(
+                "the resident set of another process (pid {pid}) is not available on {}",
+                std::env::consts::OS
+            ),
+        ))
     }
 }
 
