@@ -1,0 +1,106 @@
+//! What the native functions answer, as serde shapes: the library's own types, serialized as
+//! they are, plus the few figures their methods compute, which the Python objects show as
+//! fields. No field of a library type is named here.
+//!
+//! The field generator (`bin/fields`) includes this file; the extension module is to answer
+//! these shapes too, so the generated Python field lists are exactly what it answers.
+
+use hypomnesis::{ErrorKind, GpuDeviceInfo, GpuProcessEntry, MigInstance, MigState, Snapshot};
+use serde::Serialize;
+
+pub use hypomnesis::ProcessContext;
+
+/// A GPU's figures, with the allocated and allocatable memory its methods derive.
+#[derive(Debug, Serialize)]
+pub struct Device<'a> {
+    #[serde(flatten)]
+    info: &'a GpuDeviceInfo,
+    allocated_bytes: Option<u64>,
+    allocatable_bytes: Option<u64>,
+}
+
+impl<'a> Device<'a> {
+    pub fn new(info: &'a GpuDeviceInfo) -> Self {
+        Self {
+            info,
+            allocated_bytes: info.allocated_bytes(),
+            allocatable_bytes: info.allocatable_bytes(),
+        }
+    }
+}
+
+/// One process holding GPU memory, with its context where it could be read.
+#[derive(Debug, Serialize)]
+pub struct ProcessRow<'a> {
+    #[serde(flatten)]
+    entry: &'a GpuProcessEntry,
+    process_context: Option<&'a ProcessContext>,
+}
+
+impl<'a> ProcessRow<'a> {
+    pub fn new(entry: &'a GpuProcessEntry, process_context: Option<&'a ProcessContext>) -> Self {
+        Self {
+            entry,
+            process_context,
+        }
+    }
+}
+
+/// A MIG device, with its GPU-instance profile and the kind of its memory error.
+#[derive(Debug, Serialize)]
+pub struct Mig<'a> {
+    #[serde(flatten)]
+    instance: &'a MigInstance,
+    gpu_instance_profile: Option<&'a str>,
+    memory_error_kind: Option<ErrorKind>,
+}
+
+impl<'a> Mig<'a> {
+    pub fn new(instance: &'a MigInstance) -> Self {
+        Self {
+            instance,
+            gpu_instance_profile: instance.gpu_instance_profile(),
+            memory_error_kind: instance.memory_error_kind(),
+        }
+    }
+}
+
+/// A GPU's MIG view, each instance as a [`Mig`], with the kind of its device memory error.
+///
+/// `instances` follows the flattened state's own `instances` and so replaces it: a map (a
+/// Python dict) keeps a key's first position and its last value.
+#[derive(Debug, Serialize)]
+pub struct MigView<'a> {
+    #[serde(flatten)]
+    state: &'a MigState,
+    instances: Vec<Mig<'a>>,
+    device_memory_error_kind: Option<ErrorKind>,
+}
+
+impl<'a> MigView<'a> {
+    pub fn new(state: &'a MigState) -> Self {
+        Self {
+            state,
+            instances: state.instances.iter().map(Mig::new).collect(),
+            device_memory_error_kind: state.device_memory_error_kind(),
+        }
+    }
+}
+
+/// A snapshot, its device's figures as a [`Device`] (replacing the flattened `gpu_device` as
+/// [`MigView`]'s `instances` does).
+#[derive(Debug, Serialize)]
+pub struct SnapshotView<'a> {
+    #[serde(flatten)]
+    snapshot: &'a Snapshot,
+    gpu_device: Option<Device<'a>>,
+}
+
+impl<'a> SnapshotView<'a> {
+    pub fn new(snapshot: &'a Snapshot) -> Self {
+        Self {
+            snapshot,
+            gpu_device: snapshot.gpu_device.as_ref().map(Device::new),
+        }
+    }
+}

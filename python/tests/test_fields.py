@@ -1,0 +1,62 @@
+"""The Python side's fields cannot drift from the library's types: ``hypomnesis/_fields.py`` and
+the TypedDicts of ``_native.pyi`` are what the generator makes of the types now, and every
+dataclass declares exactly the fields (and types) the generated lists give."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from typing import Dict
+
+import pytest
+
+import hypomnesis
+from hypomnesis._fields import FIELDS
+from conftest import REPO
+
+#: Fields a Python object has beyond those the native module gives it.
+PYTHON_ONLY: Dict[str, Dict[str, str]] = {
+    "Snapshot": {"device_index": "int", "taken_at": "float"},
+}
+
+
+def expected(name: str) -> Dict[str, str]:
+    fields = dict(FIELDS[name])
+    if name == "SourceReport":
+        # Its native `state` is a SourceState dict, whose fields the Python object has.
+        del fields["state"]
+        fields.update(FIELDS["SourceState"])
+    fields.update(PYTHON_ONLY.get(name, {}))
+    return fields
+
+
+def test_generated_files_are_fresh() -> None:
+    cargo = os.environ.get("CARGO", "cargo")
+    cmd = [
+        cargo,
+        "run",
+        "--quiet",
+        "--manifest-path",
+        str(REPO / "Cargo.toml"),
+        "-p",
+        "hypomnesis-python",
+        "--features",
+        "generate",
+        "--bin",
+        "hypomnesis-python-fields",
+        "--target-dir",
+        str(REPO / "target" / "fields-gen"),
+        "--",
+        "--check",
+    ]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}\n{done.stdout}"
+
+
+@pytest.mark.parametrize("name", sorted(set(FIELDS) - {"SourceState"}))
+def test_dataclass_fields_are_the_generated_ones(name: str) -> None:
+    cls = getattr(hypomnesis, name)
+    declared = {f.name: f.type for f in dataclasses.fields(cls)}
+    assert declared == expected(name)
+
