@@ -12,9 +12,14 @@ True
 
 The Rust library does the measuring (NVML loaded at run time, ``nvidia-smi``, Linux DRM,
 DXGI/PDH on Windows, Metal on macOS); see the repository's README for the memory semantics.
+
+The package by concept: :mod:`hypomnesis.device` (GPUs, their MIG instances, the GPU
+sources), :mod:`hypomnesis.process` (RSS, the processes on a GPU and their context),
+:mod:`hypomnesis.host`, :mod:`hypomnesis.snapshot`, :mod:`hypomnesis.tracking` (``track()``),
+:mod:`hypomnesis.errors` and :mod:`hypomnesis.units`; this module re-exports all of them.
 """
 
-from ._errors import (
+from .errors import (
     BadAnswerError,
     BadSettingError,
     DriverNotLoadedError,
@@ -31,38 +36,38 @@ from ._errors import (
     TimedOutError,
 )
 from ._native import __version__
-from ._track import Sample, Tracker, Tracking, track
-from ._types import (
-    Container,
+from .device import (
     DeviceInfo,
-    GpuProcess,
-    HostMemory,
     MigGpuInstance,
     MigInstance,
     MigState,
-    ProcessContext,
-    ProcessGpuInfo,
-    Snapshot,
-    SnapshotDelta,
     SourceReport,
     Utilization,
     device_count,
     device_info,
     device_utilization,
     devices,
-    format_bytes,
-    gpu_processes,
-    host_memory,
     mig_gpu_instances,
     mig_instance,
     mig_instances,
     mig_state,
+    sources,
+)
+from .host import HostMemory, host_memory
+from .process import (
+    Container,
+    GpuProcess,
+    ProcessContext,
+    ProcessGpuInfo,
+    gpu_processes,
     process_context,
     process_gpu_info,
     process_rss,
     process_rss_of,
-    sources,
 )
+from .snapshot import Snapshot, SnapshotDelta
+from .tracking import Sample, Tracker, Tracking, track
+from .units import format_bytes
 
 __all__ = [
     "BadAnswerError",

@@ -1,22 +1,25 @@
 //! `hypomnesis._native`: the Rust side of the `hypomnesis` Python package.
 //!
 //! Every function measures with the GIL released and answers plain Python values (dicts, lists,
-//! ints, `None` for an unknown figure); the package's Python modules make them into typed
-//! objects. Errors become the exceptions of `hypomnesis._errors`, chosen by the error's
-//! [`ErrorKind`], with the library's message unchanged.
+//! ints, `None` for an unknown figure), made from the library's types through serde (the shapes
+//! are in `shapes.rs`); the package's Python modules make them into typed objects. Errors
+//! become the exceptions of `hypomnesis.errors`, chosen by the error's [`ErrorKind`], with the
+//! library's message unchanged.
 
 use std::sync::Mutex;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hypomnesis::{
-    Container, ErrorKind, GpuContextKind, GpuDeviceInfo, GpuProcessEntry, HypomnesisError,
-    MigGpuInstance, MigInstance, MigState, ProcessContext, ProcessGpuInfo,
-};
+use hypomnesis::{ErrorKind, HypomnesisError};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pythonize::pythonize;
+use serde::Serialize;
+
+mod shapes;
+
+use shapes::{Device, Mig, MigView, ProcessContext, ProcessRow, SnapshotView};
 
 /// The snake-case name of an error kind, as `HypomnesisError.kind` carries it in Python.
 fn kind_name(kind: ErrorKind) -> &'static str {
@@ -55,7 +58,7 @@ fn variant_name(e: &HypomnesisError) -> &'static str {
     }
 }
 
-/// The Python exception for `kind`, `source` and `message`, made by `hypomnesis._errors`
+/// The Python exception for `kind`, `source` and `message`, made by `hypomnesis.errors`
 /// (an exception of that module's own failure when it cannot be imported).
 fn py_error(
     py: Python<'_>,
@@ -66,7 +69,7 @@ fn py_error(
 ) -> PyErr {
     let (index, count) = index_count.unzip();
     match py
-        .import("hypomnesis._errors")
+        .import("hypomnesis.errors")
         .and_then(|m| m.call_method1("_from_native", (kind, source, message, index, count)))
     {
         Ok(exception) => PyErr::from_value(exception),
@@ -110,149 +113,13 @@ fn measure<T: Send>(
     py.detach(f).map_err(|e| to_py(py, &e))
 }
 
-fn context_kind_name(kind: GpuContextKind) -> &'static str {
-    match kind {
-        GpuContextKind::Compute => "compute",
-        GpuContextKind::Graphics => "graphics",
-        GpuContextKind::ComputeAndGraphics => "compute+graphics",
-        _ => "other",
-    }
-}
-
-fn device_dict<'py>(py: Python<'py>, d: &GpuDeviceInfo) -> PyResult<Bound<'py, PyDict>> {
-    let o = PyDict::new(py);
-    o.set_item("index", d.index)?;
-    o.set_item("name", d.name.as_deref())?;
-    o.set_item("total_bytes", d.total_bytes)?;
-    o.set_item("free_bytes", d.free_bytes)?;
-    o.set_item("used_bytes", d.used_bytes)?;
-    o.set_item("reserved_bytes", d.reserved_bytes)?;
-    o.set_item("allocated_bytes", d.allocated_bytes())?;
-    o.set_item("allocatable_bytes", d.allocatable_bytes())?;
-    o.set_item("driver_version", d.driver_version.as_deref())?;
-    o.set_item("uuid", d.uuid.as_deref())?;
-    o.set_item("pci_bus_id", d.pci_bus_id.as_deref())?;
-    o.set_item("vendor", d.vendor.map(hypomnesis::GpuVendor::as_str))?;
-    o.set_item("source", d.source.as_str())?;
-    o.set_item("gtt_total_bytes", d.gtt_total_bytes)?;
-    o.set_item("gtt_used_bytes", d.gtt_used_bytes)?;
-    o.set_item("visible_vram_total_bytes", d.visible_vram_total_bytes)?;
-    o.set_item("visible_vram_used_bytes", d.visible_vram_used_bytes)?;
-    o.set_item("mig_enabled", d.mig_enabled)?;
-    Ok(o)
-}
-
-fn process_gpu_dict<'py>(py: Python<'py>, p: &ProcessGpuInfo) -> PyResult<Bound<'py, PyDict>> {
-    let o = PyDict::new(py);
-    o.set_item("used_bytes", p.used_bytes)?;
-    o.set_item("is_per_process", p.is_per_process)?;
-    o.set_item("source", p.source.as_str())?;
-    Ok(o)
-}
-
-fn container_dict<'py>(py: Python<'py>, c: &Container) -> PyResult<Bound<'py, PyDict>> {
-    let o = PyDict::new(py);
-    o.set_item("id", &c.id)?;
-    o.set_item("runtime", c.runtime.as_deref())?;
-    o.set_item("pod_uid", c.pod_uid.as_deref())?;
-    Ok(o)
-}
-
-fn context_dict<'py>(py: Python<'py>, c: &ProcessContext) -> PyResult<Bound<'py, PyDict>> {
-    let o = PyDict::new(py);
-    o.set_item("uid", c.uid)?;
-    o.set_item("user", c.user.as_deref())?;
-    o.set_item("command", c.command.as_deref())?;
-    o.set_item("rss_bytes", c.rss_bytes)?;
-    o.set_item(
-        "container",
-        c.container
-            .as_ref()
-            .map(|k| container_dict(py, k))
-            .transpose()?,
-    )?;
-    o.set_item("cpu_seconds", c.cpu_time.map(|d| d.as_secs_f64()))?;
-    Ok(o)
-}
-
-fn process_entry_dict<'py>(
+/// A value as the plain Python value its serde form makes (a dict for a struct, a list, an
+/// int, `None`…): the one conversion of every figure the module answers.
+fn to_python<'py, T: Serialize + ?Sized>(
     py: Python<'py>,
-    p: &GpuProcessEntry,
-    context: Option<&ProcessContext>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let o = PyDict::new(py);
-    o.set_item("pid", p.pid)?;
-    o.set_item("name", p.name.as_deref())?;
-    o.set_item("used_bytes", p.used_bytes)?;
-    o.set_item("source", p.source.as_str())?;
-    o.set_item("device_index", p.device_index)?;
-    o.set_item("shared_used_bytes", p.shared_used_bytes)?;
-    o.set_item("context", p.context.map(context_kind_name))?;
-    o.set_item("host_pid", p.host_pid)?;
-    o.set_item("outside_pid_namespace", p.outside_pid_namespace)?;
-    o.set_item("gpu_instance_id", p.gpu_instance_id)?;
-    o.set_item("compute_instance_id", p.compute_instance_id)?;
-    o.set_item(
-        "process_context",
-        context.map(|c| context_dict(py, c)).transpose()?,
-    )?;
-    Ok(o)
-}
-
-fn mig_instance_dict<'py>(py: Python<'py>, m: &MigInstance) -> PyResult<Bound<'py, PyDict>> {
-    let o = PyDict::new(py);
-    o.set_item("parent_index", m.parent_index)?;
-    o.set_item("slot", m.slot)?;
-    o.set_item("uuid", m.uuid.as_deref())?;
-    o.set_item("name", m.name.as_deref())?;
-    o.set_item("profile", m.profile.as_deref())?;
-    o.set_item("gpu_instance_profile", m.gpu_instance_profile())?;
-    o.set_item("gpu_instance_id", m.gpu_instance_id)?;
-    o.set_item("compute_instance_id", m.compute_instance_id)?;
-    o.set_item("total_bytes", m.total_bytes)?;
-    o.set_item("free_bytes", m.free_bytes)?;
-    o.set_item("used_bytes", m.used_bytes)?;
-    o.set_item("reserved_bytes", m.reserved_bytes)?;
-    o.set_item("memory_error", m.memory_error.as_deref())?;
-    o.set_item("memory_error_kind", m.memory_error_kind().map(kind_name))?;
-    o.set_item("source", m.source.as_str())?;
-    Ok(o)
-}
-
-fn mig_state_dict<'py>(py: Python<'py>, s: &MigState) -> PyResult<Bound<'py, PyDict>> {
-    let o = PyDict::new(py);
-    o.set_item("index", s.index)?;
-    o.set_item("name", s.name.as_deref())?;
-    o.set_item("uuid", s.uuid.as_deref())?;
-    o.set_item("enabled", s.enabled)?;
-    o.set_item("pending", s.pending)?;
-    let instances = s
-        .instances
-        .iter()
-        .map(|m| mig_instance_dict(py, m))
-        .collect::<PyResult<Vec<_>>>()?;
-    o.set_item("instances", instances)?;
-    o.set_item("device_memory_error", s.device_memory_error.as_deref())?;
-    o.set_item(
-        "device_memory_error_kind",
-        s.device_memory_error_kind().map(kind_name),
-    )?;
-    o.set_item("source", s.source.as_str())?;
-    Ok(o)
-}
-
-fn mig_gpu_instance_dict<'py>(py: Python<'py>, g: &MigGpuInstance) -> PyResult<Bound<'py, PyDict>> {
-    let o = PyDict::new(py);
-    o.set_item("parent_index", g.parent_index)?;
-    o.set_item("gpu_instance_id", g.gpu_instance_id)?;
-    o.set_item("profile", g.profile.as_deref())?;
-    o.set_item("slots", &g.slots)?;
-    o.set_item("compute_instance_ids", &g.compute_instance_ids)?;
-    o.set_item("total_bytes", g.total_bytes)?;
-    o.set_item("free_bytes", g.free_bytes)?;
-    o.set_item("used_bytes", g.used_bytes)?;
-    o.set_item("reserved_bytes", g.reserved_bytes)?;
-    Ok(o)
+    value: &T,
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(pythonize(py, value)?)
 }
 
 /// Resident set size of this process, bytes.
@@ -267,30 +134,12 @@ fn process_rss_of(py: Python<'_>, pid: u32) -> PyResult<u64> {
     measure(py, || hypomnesis::process_rss_of(pid))
 }
 
-/// What each GPU source of this build says about itself (what `hmn doctor` prints), as dicts:
-/// `source`, `state` (`answered`, `failed`, `absent`), `reason` (`None` when answered),
-/// `details` (label, value pairs) and `dropped_process_rows`.
+/// What each GPU source of this build says about itself (what `hmn doctor` prints): each a
+/// `SourceReport` dict (`state` a dict of `state`, and `reason` unless it answered).
 #[pyfunction]
-fn sources(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+fn sources(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     let reports = py.detach(hypomnesis::sources);
-    reports
-        .iter()
-        .map(|r| {
-            let (state, reason) = match &r.state {
-                hypomnesis::SourceState::Answered => ("answered", None),
-                hypomnesis::SourceState::Failed(why) => ("failed", Some(why.as_str())),
-                hypomnesis::SourceState::Absent(why) => ("absent", Some(why.as_str())),
-                _ => ("other", None),
-            };
-            let o = PyDict::new(py);
-            o.set_item("source", r.source.as_str())?;
-            o.set_item("state", state)?;
-            o.set_item("reason", reason)?;
-            o.set_item("details", r.details.clone())?;
-            o.set_item("dropped_process_rows", r.dropped_process_rows)?;
-            Ok(o)
-        })
-        .collect()
+    to_python(py, &reports)
 }
 
 /// Number of GPUs this host can measure.
@@ -301,25 +150,25 @@ fn device_count(py: Python<'_>) -> PyResult<u32> {
 
 /// Device-wide memory of GPU `index`, as a dict.
 #[pyfunction]
-fn device_info(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyDict>> {
+fn device_info(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
     let index = index_arg(py, index)?;
     let d = measure(py, || hypomnesis::device_info(index))?;
-    device_dict(py, &d)
+    to_python(py, &Device::new(&d))
 }
 
 /// This process's GPU memory on device `index`, as a dict.
 #[pyfunction]
-fn process_gpu_info(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyDict>> {
+fn process_gpu_info(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
     let index = index_arg(py, index)?;
     let p = measure(py, || hypomnesis::process_gpu_info(index))?;
-    process_gpu_dict(py, &p)
+    to_python(py, &p)
 }
 
 /// The processes holding memory on device `index`, each with its context (owner, command line,
 /// container…) when its files can be read from here (`None` for a process of another PID
 /// namespace).
 #[pyfunction]
-fn gpu_processes(py: Python<'_>, index: i64) -> PyResult<Vec<Bound<'_, PyDict>>> {
+fn gpu_processes(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
     let index = index_arg(py, index)?;
     let (rows, contexts) = measure(py, || {
         let rows = hypomnesis::gpu_processes(index)?;
@@ -342,93 +191,69 @@ fn gpu_processes(py: Python<'_>, index: i64) -> PyResult<Vec<Bound<'_, PyDict>>>
         }
         Ok((rows, contexts))
     })?;
-    rows.iter()
+    let rows: Vec<ProcessRow<'_>> = rows
+        .iter()
         .zip(&contexts)
-        .map(|(r, c)| process_entry_dict(py, r, c.as_ref()))
-        .collect()
+        .map(|(r, c)| ProcessRow::new(r, c.as_ref()))
+        .collect();
+    to_python(py, &rows)
 }
 
 /// The context (owner, command line, resident set, container, CPU time) of process `pid`.
 #[pyfunction]
-fn process_context(py: Python<'_>, pid: u32) -> PyResult<Bound<'_, PyDict>> {
+fn process_context(py: Python<'_>, pid: u32) -> PyResult<Bound<'_, PyAny>> {
     let c = py.detach(|| hypomnesis::process_context(pid));
-    context_dict(py, &c)
+    to_python(py, &c)
 }
 
 /// GPU and memory-controller utilization of device `index`, as a dict.
 #[pyfunction]
-fn device_utilization(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyDict>> {
+fn device_utilization(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
     let index = index_arg(py, index)?;
     let u = measure(py, || hypomnesis::device_utilization(index))?;
-    let o = PyDict::new(py);
-    o.set_item("gpu_percent", u.gpu_percent)?;
-    o.set_item("memory_percent", u.memory_percent)?;
-    o.set_item("source", u.source.as_str())?;
-    Ok(o)
+    to_python(py, &u)
 }
 
 /// The host's physical memory, as a dict.
 #[pyfunction]
-fn host_memory(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+fn host_memory(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     let h = measure(py, hypomnesis::host_memory)?;
-    let o = PyDict::new(py);
-    o.set_item("total_bytes", h.total_bytes)?;
-    o.set_item("available_bytes", h.available_bytes)?;
-    Ok(o)
+    to_python(py, &h)
 }
 
 /// RAM of this process, and its GPU memory and the device's figures on device `index` where a
 /// GPU source can tell (`None` otherwise).
 #[pyfunction]
-fn snapshot(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyDict>> {
+fn snapshot(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
     let index = index_arg(py, index)?;
     let s = measure(py, || hypomnesis::Snapshot::now(index))?;
-    let o = PyDict::new(py);
-    o.set_item("ram_bytes", s.ram_bytes)?;
-    o.set_item(
-        "gpu",
-        s.gpu
-            .as_ref()
-            .map(|g| process_gpu_dict(py, g))
-            .transpose()?,
-    )?;
-    o.set_item(
-        "gpu_device",
-        s.gpu_device
-            .as_ref()
-            .map(|d| device_dict(py, d))
-            .transpose()?,
-    )?;
-    Ok(o)
+    to_python(py, &SnapshotView::new(&s))
 }
 
 /// The MIG view of GPU `index`, as a dict.
 #[pyfunction]
-fn mig_state(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyDict>> {
+fn mig_state(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
     let index = index_arg(py, index)?;
     let s = measure(py, || hypomnesis::mig_state(index))?;
-    mig_state_dict(py, &s)
+    to_python(py, &MigView::new(&s))
 }
 
 /// The MIG device whose UUID is `uuid`, as a dict.
 #[pyfunction]
-fn mig_instance<'py>(py: Python<'py>, uuid: &str) -> PyResult<Bound<'py, PyDict>> {
+fn mig_instance<'py>(py: Python<'py>, uuid: &str) -> PyResult<Bound<'py, PyAny>> {
     let uuid = uuid.to_owned();
     let m = measure(py, move || hypomnesis::mig_instance(&uuid))?;
-    mig_instance_dict(py, &m)
+    to_python(py, &Mig::new(&m))
 }
 
 /// The MIG GPU instances of GPU `index`, shared memory counted once, as dicts.
 #[pyfunction]
-fn mig_gpu_instances(py: Python<'_>, index: i64) -> PyResult<Vec<Bound<'_, PyDict>>> {
+fn mig_gpu_instances(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
     let index = index_arg(py, index)?;
     let groups = measure(py, || {
         hypomnesis::mig_instances(index).map(|m| hypomnesis::mig_gpu_instances(&m))
     })?;
-    groups
-        .iter()
-        .map(|g| mig_gpu_instance_dict(py, g))
-        .collect()
+    to_python(py, &groups)
 }
 
 /// One sample of a [`Sampler`]: seconds since the sampler started, this process's RSS, and per

@@ -2,8 +2,8 @@
 //! they are, plus the few figures their methods compute, which the Python objects show as
 //! fields. No field of a library type is named here.
 //!
-//! The field generator (`bin/fields`) includes this file; the extension module is to answer
-//! these shapes too, so the generated Python field lists are exactly what it answers.
+//! The extension module (`lib.rs`) and the field generator (`bin/fields`) both include this
+//! file, so the generated Python field lists are exactly what the module answers.
 
 use hypomnesis::{ErrorKind, GpuDeviceInfo, GpuProcessEntry, MigInstance, MigState, Snapshot};
 use serde::Serialize;

@@ -1,6 +1,7 @@
 """The Python side's fields cannot drift from the library's types: ``hypomnesis/_fields.py`` and
-the TypedDicts of ``_native.pyi`` are what the generator makes of the types now, and every
-dataclass declares exactly the fields (and types) the generated lists give."""
+the TypedDicts of ``_native.pyi`` are what the generator makes of the types now, every
+dataclass declares exactly the fields (and types) the generated lists give, and the native
+module answers exactly those fields."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Dict
 import pytest
 
 import hypomnesis
+from hypomnesis import _native
 from hypomnesis._fields import FIELDS
 from conftest import REPO
 
@@ -60,3 +62,22 @@ def test_dataclass_fields_are_the_generated_ones(name: str) -> None:
     declared = {f.name: f.type for f in dataclasses.fields(cls)}
     assert declared == expected(name)
 
+
+def test_native_answers_have_the_generated_fields() -> None:
+    def keys(name: str) -> set:
+        return {field for field, _ in FIELDS[name]}
+
+    assert set(_native.device_info(0)) == keys("DeviceInfo")
+    assert set(_native.process_gpu_info(0)) == keys("ProcessGpuInfo")
+    rows = _native.gpu_processes(0)
+    assert rows and all(set(r) == keys("GpuProcess") for r in rows)
+    context = _native.process_context(os.getpid())
+    assert set(context) == keys("ProcessContext")
+    assert set(_native.host_memory()) == keys("HostMemory")
+    snap = _native.snapshot(0)
+    assert set(snap) == keys("Snapshot")
+    assert snap["gpu_device"] is not None and set(snap["gpu_device"]) == keys("DeviceInfo")
+    assert set(_native.mig_state(0)) == keys("MigState")
+    for report in _native.sources():
+        assert set(report) == keys("SourceReport")
+        assert set(report["state"]) <= keys("SourceState")

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from . import _native
-from ._errors import HypomnesisError
-from ._types import format_bytes
+from .errors import HypomnesisError
+from .units import format_bytes
 
 F = TypeVar("F", bound=Callable[..., Any])
 
