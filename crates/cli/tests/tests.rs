@@ -9,14 +9,17 @@
 //! - `platform`: Windows checks, run under Wine in CI;
 //! - `layering`: the module graph of the library and of `hmn`.
 //!
-//! `util` holds what these share (a running `hmn serve`, the deploy folder); helpers shared with
+//! `util` holds what these share (`hmn()`, the one way they start `hmn`; a running `hmn serve`;
+//! the deploy folder); helpers shared with
 //! the library's tests are the `hypomnesis-testkit` crate, reached as `support`.
 
 extern crate hypomnesis_testkit as support;
 
-#[cfg(all(feature = "serve", target_os = "linux"))]
 mod util {
+    #[cfg(all(feature = "serve", target_os = "linux"))]
     pub mod deploy;
+    pub mod hmn;
+    #[cfg(all(feature = "serve", target_os = "linux"))]
     pub mod serve;
 }
 

@@ -36,9 +36,8 @@ fn h200(procs: &str) -> String {
 
 fn hmn(tree_name: &str, nvml: Option<&str>, args: &[&str]) -> (i32, String, String) {
     let t = tree(tree_name);
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
-    c.env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .env("PATH", empty_dir())
+    let mut c = crate::util::hmn::hmn();
+    c.env("PATH", empty_dir())
         .env("LD_LIBRARY_PATH", empty_dir())
         .env("HYPOMNESIS_PROCFS", t.join("proc"))
         .env("HYPOMNESIS_SYSFS", t.join("sys"));
@@ -236,10 +235,7 @@ fn nvidia_only_host_never_sweeps() {
 #[test]
 fn root_flags_work_like_the_variables() {
     let t = tree("mixed");
-    let out = Command::new(env!("CARGO_BIN_EXE_hmn"))
-        .env_remove("HYPOMNESIS_NVML_LIBRARY")
-        .env_remove("HYPOMNESIS_PROCFS")
-        .env_remove("HYPOMNESIS_SYSFS")
+    let out = crate::util::hmn::hmn()
         .env("PATH", empty_dir())
         .env("LD_LIBRARY_PATH", empty_dir())
         .arg("--procfs")
@@ -251,7 +247,7 @@ fn root_flags_work_like_the_variables() {
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("gnome-shell"), "{text}");
-    let bad = Command::new(env!("CARGO_BIN_EXE_hmn"))
+    let bad = crate::util::hmn::hmn()
         .args(["--sysfs", "/nonexistent/sys"])
         .output()
         .unwrap();
@@ -289,7 +285,7 @@ fn host_pids_map_into_the_callers_namespace() {
     std::fs::create_dir_all(root.join("1/ns")).unwrap();
     std::os::unix::fs::symlink("pid:[4026530001]", root.join("1/ns/pid")).unwrap();
     let nvml = h200(r#"[{"pid": 48213, "used": 1073741824}, {"pid": 50000, "used": 2147483648}]"#);
-    let out = Command::new(env!("CARGO_BIN_EXE_hmn"))
+    let out = crate::util::hmn::hmn()
         .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
         .env("FAKE_NVML_SCENARIO", write_scenario(&nvml))
         .env("HYPOMNESIS_PROCFS", &root)
@@ -310,7 +306,7 @@ fn host_pids_map_into_the_callers_namespace() {
     );
     assert_eq!(v[1]["used_bytes"], 2048 * MIB);
     assert_eq!(v[1]["name"], "other-pod");
-    let table = Command::new(env!("CARGO_BIN_EXE_hmn"))
+    let table = crate::util::hmn::hmn()
         .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
         .env("FAKE_NVML_SCENARIO", write_scenario(&nvml))
         .env("HYPOMNESIS_PROCFS", &root)
@@ -373,7 +369,6 @@ fn the_public_api_with_fixture_roots() {
             "--nocapture",
         ])
         .env("HMN_DRM_CHILD", "1")
-        .env_remove("HYPOMNESIS_NVML_LIBRARY")
         .env("PATH", empty_dir())
         .env("LD_LIBRARY_PATH", empty_dir())
         .env("HYPOMNESIS_PROCFS", t.join("proc"))

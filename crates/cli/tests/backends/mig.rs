@@ -129,15 +129,13 @@ fn run_child(name: &str, source: &Source<'_>) {
     let mut cmd = support::child_command(module_path!());
     cmd.env("HMN_CHILD", name)
         .env("PATH", empty_dir("hmn-empty-path"))
-        .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
         .env("HYPOMNESIS_PROCFS", empty_dir("hmn-mig-empty-procfs"))
         .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env_remove("FAKE_SMI_MODE");
     match source {
         Source::Nvml(s) => {
             cmd.env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
-                .env("FAKE_NVML_SCENARIO", write_scenario(s))
-                .env_remove("HYPOMNESIS_NVIDIA_SMI");
+                .env("FAKE_NVML_SCENARIO", write_scenario(s));
         }
         Source::Smi(cap) => {
             cmd.env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
@@ -575,11 +573,8 @@ fn parsers_on_the_h100_mig_capture() {
 /// `hmn` with a clean environment and an empty procfs (every pid is "outside", so tables do
 /// not depend on this host's processes).
 fn hmn() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
-    c.env_remove("HYPOMNESIS_NVML_LIBRARY")
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
-        .env_remove("FAKE_SMI_MODE")
+    let mut c = crate::util::hmn::hmn();
+    c.env_remove("FAKE_SMI_MODE")
         .env("HYPOMNESIS_PROCFS", empty_dir("hmn-mig-empty-procfs"))
         .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env("PATH", empty_dir("hmn-empty-path"))

@@ -23,12 +23,8 @@ use support::empty_dir;
 
 /// `hmn` with a clean environment: no NVML, no nvidia-smi unless given.
 fn hmn() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
-    c.env_remove("HYPOMNESIS_NVML_LIBRARY")
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
-        .env_remove("HYPOMNESIS_PROCFS")
-        .env("HYPOMNESIS_SYSFS", support::empty_dir())
+    let mut c = crate::util::hmn::hmn();
+    c.env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env("PATH", empty_dir())
         .env("LD_LIBRARY_PATH", empty_dir());
     c

@@ -41,13 +41,12 @@ fn scenario(local: u32, foreign: u64, overhead: u64, hide: bool) -> String {
 }
 
 fn hmn(scenario: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hmn"))
+    crate::util::hmn::hmn()
         .args(args)
         .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
         .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
         .env("HYPOMNESIS_SYSFS", empty_dir())
         .env("PATH", empty_dir())
-        .env_remove("HYPOMNESIS_PROCFS")
         .output()
         .unwrap()
 }

@@ -68,8 +68,7 @@ fn hostile_tree(name: &str) -> PathBuf {
 
 fn hmn(root: &Path, args: &[&str]) -> (i32, String, String, Duration) {
     let t = Instant::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_hmn"))
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
+    let o = crate::util::hmn::hmn()
         .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
         .env("PATH", support::empty_dir())
         .env("HYPOMNESIS_PROCFS", root.join("proc"))
@@ -177,10 +176,9 @@ fn a_fifo_named_as_the_nvml_library_does_not_block() {
             .success()
     );
     let t = Instant::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_hmn"))
+    let o = crate::util::hmn::hmn()
         .arg("doctor")
         .env("HYPOMNESIS_NVML_LIBRARY", &fifo)
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
         .env("PATH", support::empty_dir())
         .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .output()

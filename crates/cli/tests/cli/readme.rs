@@ -3,8 +3,6 @@
 //! any text; a line that is only `…` stands for any number of lines.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)] // test code
 
-use std::process::Command;
-
 use support::{FakeVariant, empty_dir, fake_nvml};
 
 /// One `$ …scripts/demo/demo.sh ARGS` command of a transcript and the output printed under it.
@@ -119,13 +117,10 @@ fn the_readme_transcripts_are_what_hmn_prints() {
         "the README's demo transcripts were not found: {list:?}"
     );
     for t in list {
-        let out = Command::new(env!("CARGO_BIN_EXE_hmn"))
+        let out = crate::util::hmn::hmn()
             .args(&t.args)
             .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
             .env("FAKE_NVML_SCENARIO", root.join(&t.scenario))
-            .env_remove("HYPOMNESIS_PROCFS")
-            .env_remove("HYPOMNESIS_SYSFS")
-            .env_remove("HYPOMNESIS_NVIDIA_SMI")
             .env("PATH", empty_dir())
             .output()
             .unwrap();

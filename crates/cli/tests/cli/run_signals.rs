@@ -15,11 +15,8 @@ use std::time::{Duration, Instant};
 use support::{FakeVariant, fake_nvml, write_scenario};
 
 fn hmn() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
-    c.env_remove("HYPOMNESIS_NVML_LIBRARY")
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .env_remove("HYPOMNESIS_PROCFS")
-        .env("HYPOMNESIS_SYSFS", support::empty_dir())
+    let mut c = crate::util::hmn::hmn();
+    c.env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env("LD_LIBRARY_PATH", support::empty_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

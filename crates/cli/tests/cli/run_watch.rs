@@ -20,11 +20,8 @@ const MIB: u64 = 1 << 20;
 use support::empty_dir;
 
 fn hmn() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
-    c.env_remove("HYPOMNESIS_NVML_LIBRARY")
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .env_remove("HYPOMNESIS_PROCFS")
-        .env("HYPOMNESIS_SYSFS", support::empty_dir())
+    let mut c = crate::util::hmn::hmn();
+    c.env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env("LD_LIBRARY_PATH", empty_dir());
     c
 }

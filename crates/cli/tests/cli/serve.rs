@@ -339,7 +339,7 @@ fn gzip_when_the_scraper_asks_for_it() {
 #[test]
 fn check_says_whether_a_server_answers() {
     let check = |listen: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_hmn"))
+        let out = crate::util::hmn::hmn()
             .args(["serve", "--check", "--listen", listen])
             .output()
             .unwrap();
@@ -655,7 +655,7 @@ fn a_half_closed_request_is_answered() {
 /// one named, and the scrape marked unsuccessful.
 #[test]
 fn a_lost_gpu_of_the_nvidia_smi_fallback_shows() {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+    let mut c = crate::util::hmn::hmn();
     c.args(["serve", "--listen", "127.0.0.1:0"])
         .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
         .env("HYPOMNESIS_NVIDIA_SMI", support::fake_smi())
@@ -664,7 +664,6 @@ fn a_lost_gpu_of_the_nvidia_smi_fallback_shows() {
             support::capture("linux-x86_64__nvidia-l40s__595.80.txt"),
         )
         .env("FAKE_SMI_MODE", "lost-gpu")
-        .env_remove("HYPOMNESIS_PROCFS")
         .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -712,7 +711,7 @@ fn stopping_in_the_middle_of_a_hung_nvidia_smi_leaves_none_running() {
     let pids = std::env::temp_dir().join(format!("hmn-serve-smi-pids-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&pids);
     std::fs::create_dir_all(&pids).unwrap();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+    let mut c = crate::util::hmn::hmn();
     c.args(["serve", "--listen", "127.0.0.1:0"])
         .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
         .env("HYPOMNESIS_NVIDIA_SMI", support::fake_smi())
@@ -723,7 +722,6 @@ fn stopping_in_the_middle_of_a_hung_nvidia_smi_leaves_none_running() {
         )
         .env("FAKE_SMI_MODE", "hang")
         .env("FAKE_SMI_PID_DIR", &pids)
-        .env_remove("HYPOMNESIS_PROCFS")
         .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -19,11 +19,9 @@ use support::{FakeVariant, fake_nvml, write_scenario};
 fn stuck() -> Command {
     let scenario = r#"{"devices": [{"name": "NVIDIA H200", "total": 150754820096}],
         "slow": [{"function": "nvmlDeviceGetMemoryInfo", "ms": 600000}]}"#;
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+    let mut c = crate::util::hmn::hmn();
     c.env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
         .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .env_remove("HYPOMNESIS_PROCFS")
         .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env("PATH", support::empty_dir());
     c

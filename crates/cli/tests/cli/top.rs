@@ -297,7 +297,7 @@ fn a_terminal_that_hangs_up_ends_top() {
 /// Not a terminal (a pipe, a file): a usage error that points to the commands for that.
 #[test]
 fn without_a_terminal_top_says_what_to_use_instead() {
-    let out = Command::new(env!("CARGO_BIN_EXE_hmn"))
+    let out = crate::util::hmn::hmn()
         .arg("top")
         .stdin(Stdio::null())
         .output()

@@ -9,8 +9,6 @@
     clippy::indexing_slicing
 )] // test code
 
-use std::process::Command;
-
 use hypomnesis::{GpuQuerySource, HypomnesisError, SourceState};
 
 const MIB: u64 = 1 << 20;
@@ -127,10 +125,7 @@ fn dxgi_and_pdh_answer_or_fail_with_named_errors() {
 }
 
 fn hmn(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hmn"))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = crate::util::hmn::hmn().args(args).output().unwrap();
     let (o, e) = (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

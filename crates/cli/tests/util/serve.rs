@@ -24,12 +24,9 @@ use support::{FakeVariant, empty_dir, fake_nvml, write_scenario};
 /// `hmn serve <args>` against the fake NVML `variant` answering `scenario`, nothing else: no
 /// nvidia-smi (empty PATH), no DRM (a sysfs that does not exist).
 pub fn serve_command(variant: FakeVariant, scenario: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hmn"));
+    let mut c = crate::util::hmn::hmn();
     c.arg("serve")
         .args(args)
-        .env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .env_remove("HYPOMNESIS_NVIDIA_SMI_TIMEOUT")
-        .env_remove("HYPOMNESIS_PROCFS")
         .env("HYPOMNESIS_SYSFS", support::empty_dir())
         .env("PATH", empty_dir())
         .env("LD_LIBRARY_PATH", empty_dir())
