@@ -1,6 +1,7 @@
-"""Shared test helpers: the fake NVML (the workspace member ``fake-nvml``), built with cargo as
-the Rust tests build it (``tests/support/mod.rs``: one target directory per variant under
-``target/fake-builds/``, the cdylib copied to the real library's name), and child processes
+"""Shared test helpers: the fake NVML (the workspace member ``fake-nvml``), built with cargo where
+the Rust tests and the scripts build it (``crates/testkit``, ``scripts/lib``: one target
+directory per variant under ``<cargo target dir>/fake-builds/``, the cdylib copied to the real
+library's name), and child processes
 that run code against a scenario.
 
 NVML is loaded once per process, so every scenario of its own runs in a child Python process
@@ -23,6 +24,9 @@ from typing import Any, Dict, Optional
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts" / "lib"))
+import paths  # noqa: E402  (scripts/lib: cargo's target directory, as cargo resolves it)
+
 MIB = 1 << 20
 GIB = 1 << 30
 #: Above Linux's largest possible pid_max (2^22): never a process here.
@@ -44,7 +48,7 @@ def fake_nvml(variant: str = "modern") -> Path:
     absolute path of its copy named ``libnvidia-ml.so.1``."""
     if variant in _built:
         return _built[variant]
-    target = REPO / "target" / "fake-builds" / variant
+    target = Path(paths.fake_dir(variant))
     cargo = os.environ.get("CARGO", "cargo")
     cmd = [
         cargo,

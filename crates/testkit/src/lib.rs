@@ -15,7 +15,7 @@
 //! support;`), so every test module reaches it as `support::…`.
 //!
 //! The fakes are built with a nested `cargo build` into their own target directories under
-//! `target/fake-builds/` (one per variant), so the outer `cargo test` — which holds the lock on
+//! `<target dir>/fake-builds/` (one per variant), so the outer `cargo test` — which holds the lock on
 //! the normal target directory while tests run — is never waited on, and variants never
 //! overwrite each other. Each test binary builds each variant at most once.
 
@@ -43,7 +43,7 @@ pub enum FakeVariant {
 }
 
 impl FakeVariant {
-    /// Name of the variant's build directory under `target/fake-builds/`.
+    /// Name of the variant's build directory under `<target dir>/fake-builds/`.
     fn dir_name(self) -> &'static str {
         match self {
             Self::Modern => "modern",
@@ -86,9 +86,26 @@ pub fn fixtures(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// `<workspace>/target/fake-builds/<dir>`.
+/// Cargo's target directory as the running test binary sits in it (`<target>/debug/deps/…`,
+/// or `<target>/<triple>/debug/deps/…`): the nearest folder above it that cargo marked with its
+/// `CACHEDIR.TAG`, so a `CARGO_TARGET_DIR` or `build.target-dir` is honoured as the scripts
+/// honour it (`scripts/lib/common.sh`). `<workspace>/target` when none is found.
+pub fn target_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            exe.ancestors()
+                .skip(1)
+                .find(|d| d.join("CACHEDIR.TAG").is_file())
+                .map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| workspace().join("target"))
+}
+
+/// `<target dir>/fake-builds/<dir>`: where the fakes are built, by the tests and the scripts
+/// alike.
 fn fake_build_dir(dir: &str) -> PathBuf {
-    workspace().join("target").join("fake-builds").join(dir)
+    target_dir().join("fake-builds").join(dir)
 }
 
 /// Runs `cargo build -p <package> <extra> --target-dir <target_dir>` in the workspace and
@@ -144,7 +161,7 @@ const LIB_NAMES: (&str, &str) = ("libnvidia_ml.dylib", "libnvidia-ml.dylib");
 const LIB_NAMES: (&str, &str) = ("libnvidia_ml.so", "libnvidia-ml.so.1");
 
 /// Builds the fake NVML library for `variant` (once per test binary) and returns the absolute
-/// path of a copy named like the real library: `<workspace>/target/fake-builds/<variant>/
+/// path of a copy named like the real library: `<target dir>/fake-builds/<variant>/
 /// libnvidia-ml.so.1` (`nvml.dll` on Windows). Point the loader at it and set
 /// `FAKE_NVML_SCENARIO` (see [`write_scenario`]) before the first `nvmlInit`.
 ///
@@ -167,7 +184,7 @@ pub fn fake_nvml(variant: FakeVariant) -> PathBuf {
     dest
 }
 
-/// Builds the fake `nvidia-smi` (once per test binary) into `<workspace>/target/fake-builds/smi`
+/// Builds the fake `nvidia-smi` (once per test binary) into `<target dir>/fake-builds/smi`
 /// and returns the absolute path of the binary. It answers from the capture named by
 /// `FAKE_SMI_CAPTURE` (see [`capture`]), phase `FAKE_SMI_PHASE` (`idle` | `load`, default
 /// `load`), misbehaving as `FAKE_SMI_MODE` says (`normal`, `hang`, `garbage`, `exit-fail`,
@@ -198,7 +215,7 @@ pub fn fake_smi() -> PathBuf {
 }
 
 /// Builds example `name` of this crate with `features` (once per test binary) into
-/// `<workspace>/target/fake-builds/examples` and returns the path of its executable.
+/// `<target dir>/fake-builds/examples` and returns the path of its executable.
 ///
 /// # Panics
 /// If cargo cannot be run or the build fails (the message includes cargo's output).
