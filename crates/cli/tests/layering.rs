@@ -8,7 +8,6 @@
 //! the root's `pub use` takes it from), test modules left out; `mod x;` declarations are
 //! structure, not imports. Every module of the library has a layer (`layer_of`): a new module
 //! without one fails, and so does an arrow from a lower layer to a higher one.
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)] // test code
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -13,6 +13,14 @@
 //! the deploy folder); helpers shared with
 //! the library's tests are the `hypomnesis-testkit` crate, reached as `support`.
 
+// Test code: a failed unwrap or index is a failed test.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
 extern crate hypomnesis_testkit as support;
 
 mod util {

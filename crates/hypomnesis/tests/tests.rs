@@ -10,6 +10,14 @@
 //! `hmn`'s tests are in `crates/cli/tests`. Shared helpers (building the fakes, captures,
 //! fixtures, child processes) are the `hypomnesis-testkit` crate, reached as `support`.
 
+// Test code: a failed unwrap or index is a failed test.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
 extern crate hypomnesis_testkit as support;
 
 mod api {

@@ -3,12 +3,6 @@
 //! through the built `hmn` and the public API, with the root variables and flags; and the
 //! PID-namespace mapping through a host-like procfs built at run time.
 #![cfg(target_os = "linux")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -4,12 +4,6 @@
 //!
 //! NVML and the `nvidia-smi` source keep their settings for the life of a process, so library
 //! cases run in child processes (`HMN_CHILD=<case>` re-runs this binary's ignored `child` test).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use support::capture_reader;
 

@@ -1,12 +1,6 @@
 //! End-to-end runs of the built `hmn` against the fake NVML and the stand-in `nvidia-smi`
 //! replaying the recorded captures: exact output, exit codes, stderr summaries, broken pipes.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::format_collect
-)] // test code
+#![allow(clippy::format_collect)] // test code
 
 use support::capture_reader;
 

@@ -4,12 +4,6 @@
 //! every node. The figures (latency, sizes, memory) come from `scripts/bench/serve_scale.py` and are in
 //! BENCHMARKS.md; these tests check behaviour, not time.
 #![cfg(all(feature = "serve", target_os = "linux"))]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use crate::util::serve as serving;
 

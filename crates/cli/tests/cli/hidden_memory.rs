@@ -4,12 +4,6 @@
 //! `allocated_bytes` and `unattributed_bytes` figures. The driver's own small overhead is not
 //! shown as hidden processes.
 #![cfg(target_os = "linux")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use std::process::{Child, Command, Output};
 

@@ -2,12 +2,6 @@
 //! memory, its command line holding the same bytes: `hmn ps` and `hmn watch` show them with `?` for the control characters, `--json` escapes
 //! them, and nothing hmn writes carries an escape to the terminal.
 #![cfg(target_os = "linux")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

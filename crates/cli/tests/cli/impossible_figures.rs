@@ -3,12 +3,6 @@
 //! that is `/dev/zero` is not read to its end, a card using more than it has is an error, and a
 //! FIFO named as the NVML library does not block.
 #![cfg(target_os = "linux")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,6 @@
 //! The README's `scripts/demo/demo.sh` transcripts, run again against the fake NVML and compared
 //! line by line, so the README shows what a reader sees. In an expected line, `…` stands for
 //! any text; a line that is only `…` stands for any number of lines.
-#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)] // test code
 
 use support::{FakeVariant, empty_dir, fake_nvml};
 

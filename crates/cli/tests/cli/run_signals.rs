@@ -1,12 +1,6 @@
 //! `hmn run` when hmn alone is signalled (a service manager, `kill`, a closed terminal), when its
 //! outputs cannot be written, over long fast runs, and when the command exits at once.
 #![cfg(target_os = "linux")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

@@ -2,12 +2,6 @@
 //! touch memory, exit codes and signals, the fake NVML with the child's pid holding GPU memory,
 //! the CSV and the SVG.
 #![cfg(target_os = "linux")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

@@ -6,12 +6,6 @@
 //! `promtool` and `prometheus` are used when on PATH; without them those tests print
 //! `skipped: …` and pass, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1`, which makes them fail.
 #![cfg(all(feature = "serve", target_os = "linux"))]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use crate::util::serve as serving;
 

@@ -2,12 +2,6 @@
 //! blocks for ten minutes): `hmn` gives up at its deadline with a message, and `hmn serve`
 //! answers every scrape within its budget, saying the measurement is stalled.
 #![cfg(unix)]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -1,11 +1,5 @@
 //! What a newcomer meets first: every subcommand on a closed stdout, roots from the environment
 //! checked like the flags, options only where they apply, and the man page as `man` shows it.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 #[cfg(feature = "serve")]
 use std::io::{BufRead, BufReader};

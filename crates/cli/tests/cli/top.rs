@@ -3,12 +3,6 @@
 //! after `q`, for a terminal given back as it was (main screen, cursor shown, cooked mode).
 //! Skips without tmux, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1` (as `.ci/run` sets).
 #![cfg(all(unix, feature = "top"))]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

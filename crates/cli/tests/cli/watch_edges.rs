@@ -1,12 +1,6 @@
 //! `hmn watch` at its edges: pids that do not exist, an exact `--duration`, `--top 0`, an idle
 //! GPU, and a GPU process that appears after the watch started.
 #![cfg(target_os = "linux")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -8,12 +8,6 @@
 //!
 //! Needs `prometheus` on PATH (skipped without it, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1`).
 #![cfg(all(feature = "serve", target_os = "linux"))]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use crate::util::serve as serving;
 

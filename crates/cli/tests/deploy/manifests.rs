@@ -12,12 +12,6 @@
 //! `kubernetes-validate` on PATH. Without them those checks print `skipped: …` and pass, unless
 //! `HYPOMNESIS_REQUIRE_EXTERNAL=1`, which makes them fail.
 #![cfg(all(feature = "serve", target_os = "linux"))]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use crate::util::deploy as deploying;
 use crate::util::serve as serving;

@@ -2,12 +2,6 @@
 //! DXGI but no GPU counters): RSS is sane, the DXGI and PDH sources answer or fail with their
 //! named errors, and `hmn.exe` exits with the documented codes and a clear sentence.
 #![cfg(windows)]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use hypomnesis::{GpuQuerySource, HypomnesisError, SourceState};
 

@@ -1,4 +1,4 @@
-#![allow(dead_code, clippy::unwrap_used, clippy::panic)]
+#![allow(dead_code)]
 //! Helpers of the deploy-kit tests (`deploy::manifests`, `deploy::alerts`): the `deploy/`
 //! folder, files and scratch paths, and the one-node scenario they scrape.
 

@@ -1,10 +1,4 @@
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
+#![allow(dead_code)]
 //! `hmn serve` for integration tests: start it against the fake NVML, speak HTTP to it by hand,
 //! read series out of its text, and run a real Prometheus scraping it.
 //!

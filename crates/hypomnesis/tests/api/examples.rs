@@ -1,7 +1,6 @@
 //! The examples print what a reader can read: figures and words, never Rust's debug forms
 //! (`None`, `Some(…)`), with and without a GPU.
 #![cfg(all(feature = "report", feature = "nvml"))]
-#![allow(clippy::unwrap_used, clippy::panic)] // test code
 
 use std::process::Command;
 

@@ -1,11 +1,5 @@
 //! Who a process is: the checked-in cgroup files of each container runtime's path form, and
 //! real processes started here (another user's too when the tests run as root).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use hypomnesis::parse_cgroup;
 

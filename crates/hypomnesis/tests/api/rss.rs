@@ -1,10 +1,4 @@
 //! Self-consistency of the RAM measurement on any host.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 #[test]
 fn touching_256_mib_raises_rss_by_at_least_that() {

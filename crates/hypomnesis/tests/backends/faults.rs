@@ -3,12 +3,6 @@
 //! degraded field — never a wrong number, never a panic. The test prints the scenario table.
 //! Also a soak: 100,000 `Snapshot::now` calls with stable RSS and file descriptors.
 #![cfg(all(target_os = "linux", feature = "nvml"))]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use support::{FakeVariant, fake_nvml, write_scenario};
 

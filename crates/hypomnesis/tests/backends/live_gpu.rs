@@ -6,12 +6,6 @@
 //! holds 1 GiB. `scripts/gpu/check.sh` also starts a `PyTorch` process and names its pid in
 //! `HMN_LIVE_TORCH_PID`.
 #![cfg(all(target_os = "linux", feature = "nvml", feature = "nvidia-smi-fallback"))]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 #![allow(unsafe_code)] // the CUDA driver API, called through libloading
 
 use std::io::{BufRead, BufReader};

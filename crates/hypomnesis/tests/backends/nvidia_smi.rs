@@ -3,12 +3,6 @@
 //! (`HYPOMNESIS_NVML_LIBRARY` names a library that does not exist), so the dispatcher falls back.
 //! Each case runs in a child process (the source's settings are read once per process).
 #![cfg(feature = "nvidia-smi-fallback")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use support::capture_reader;
 

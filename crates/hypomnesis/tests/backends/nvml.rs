@@ -5,12 +5,6 @@
 //! re-runs this test binary with `HMN_CHILD=<scenario>` and the ignored `child` entry point
 //! performs that scenario's assertions.
 #![cfg(feature = "nvml")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 #![allow(unsafe_code)] // the test dlopens the fake itself to read its counters and probe the v2 tag
 
 use std::path::{Path, PathBuf};

@@ -6,12 +6,6 @@
 //!
 //! Each scenario runs in a child process (NVML is loaded once per process).
 #![cfg(all(target_os = "linux", feature = "nvml"))]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 #![allow(unsafe_code)] // the test dlopens the fake itself to read its call counters
 
 use std::path::{Path, PathBuf};

@@ -1,12 +1,6 @@
 //! The pure parsers on every recorded capture (both phases, Linux and Windows) and on broken
 //! versions of them: right figures, and never a panic.
 #![cfg(feature = "nvidia-smi-fallback")]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code
 
 use support::capture_reader;
 

@@ -5,14 +5,7 @@
 //! from. The case count comes from `PROPTEST_CASES` (CI uses a few thousand;
 //! `scripts/checks/fuzz.sh` runs 100,000 per parser).
 #![cfg(all(feature = "nvidia-smi-fallback", feature = "drm"))]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing,
-    clippy::format_collect,
-    clippy::format_push_string
-)] // test code
+#![allow(clippy::format_collect, clippy::format_push_string)] // test code
 
 use support::capture_reader;
 
