@@ -19,7 +19,7 @@ diff="$CARGO_TARGET_DIR/mutants.diff"
 mkdir -p "$CARGO_TARGET_DIR"
 git diff "$base" -- crates/hypomnesis/src > "$diff"
 unset CARGO_TARGET_DIR
-n=$(cargo mutants --config scripts/mutants/mutants.toml --list --in-diff "$diff" 2>/dev/null | wc -l)
+n=$(cargo mutants --config scripts/mutants/mutants.toml --package hypomnesis --list --in-diff "$diff" 2>/dev/null | wc -l)
 echo "mutants-diff: $n mutants in the code changed since $base"
 if [ "$n" -eq 0 ]; then
   exit 0

@@ -188,8 +188,7 @@ impl SpillTracker {
 mod tests {
     use super::*;
 
-    const MIB: u64 = 1 << 20;
-    const GIB: u64 = 1 << 30;
+    use crate::types::{GIB, MIB};
 
     fn run(series: &[(u64, u64, u64)], t: SpillThresholds) -> SpillTracker {
         let mut tr = SpillTracker::new(8 * GIB, t);

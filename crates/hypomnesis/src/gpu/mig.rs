@@ -89,7 +89,7 @@ mod tests {
     use super::*;
     use crate::GpuQuerySource;
 
-    const MIB: u64 = 1 << 20;
+    use crate::types::MIB;
 
     fn inst(
         slot: u32,

@@ -22,6 +22,16 @@ pub use mig::{MigGpuInstance, MigInstance, MigState};
 pub use process::{GpuContextKind, GpuProcessEntry, ProcessGpuInfo};
 pub use source::{Root, RootOrigin, Roots, SourceReport, SourceState};
 
+/// One mebibyte and one gibibyte, in bytes: the units every figure of this crate is converted
+/// from (`nvidia-smi`'s MiB, DXGI's) and tested in.
+#[cfg_attr(
+    not(any(feature = "nvidia-smi-fallback", all(windows, feature = "dxgi"))),
+    allow(dead_code)
+)]
+pub(crate) const MIB: u64 = 1 << 20;
+#[cfg(test)]
+pub(crate) const GIB: u64 = 1 << 30;
+
 /// Where a figure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]

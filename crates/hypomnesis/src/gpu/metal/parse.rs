@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn device_figures() {
-        const GIB: u64 = 1 << 30;
+        use crate::types::GIB;
         // 64 GiB machine, 48 GiB budget, 3 GiB held.
         let f = figures(64 * GIB, 48 * GIB, [GIB, 2 * GIB]);
         assert_eq!(f.free, 45 * GIB);

@@ -26,12 +26,12 @@ use exec::Setup;
 use super::backend::{Backend, DroppedRows, Op, Presence};
 use super::nvidia;
 use crate::host::process::procfs;
+use crate::types::MIB;
 use crate::{
     ErrorKind, GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError,
     MigInstance, MigState, ProcessGpuInfo, Result, SourceReport, SourceState,
 };
 
-const MIB: u64 = 1 << 20;
 /// How far MiB-rounded nvidia-smi figures may disagree with each other.
 const ROUNDING: u64 = 2 * MIB;
 

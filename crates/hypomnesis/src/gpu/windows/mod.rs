@@ -27,7 +27,7 @@ const DEDICATED: &str = r"\GPU Process Memory(*)\Dedicated Usage";
 const SHARED: &str = r"\GPU Process Memory(*)\Shared Usage";
 const ADAPTER_DEDICATED: &str = r"\GPU Adapter Memory(*)\Dedicated Usage";
 const ADAPTER_SHARED: &str = r"\GPU Adapter Memory(*)\Shared Usage";
-const MIB: u64 = 1 << 20;
+use crate::types::MIB;
 
 /// The PCI addresses of the NVIDIA devices in NVML's order, as the dispatcher said.
 static NVIDIA_ORDER: OnceLock<Vec<PciAddress>> = OnceLock::new();
