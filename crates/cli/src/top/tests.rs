@@ -16,7 +16,8 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 
-use super::draw::{draw, human, split, wrap};
+use super::draw::gpus::{split, wrap};
+use super::draw::{draw, human};
 use super::model::{Builder, Screen};
 use super::state::ViewState;
 use crate::collect::sampler::{DeviceFrame, Frame};

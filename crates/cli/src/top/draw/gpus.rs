@@ -1,0 +1,307 @@
+//! The GPU part of `hmn top`: each GPU's title, memory bar and legend, history and MIG
+//! instances, fitted to the rows left above the table.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Color;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Sparkline};
+
+use super::{FREE, HELD, HIDDEN, RESERVED, Theme, human};
+use crate::top::model::{Bar, Gpu, Screen};
+use crate::top::state::ViewState;
+use crate::view::format_size;
+use crate::view::printable::printable;
+
+/// The lines of the GPU part, leaving the process table at least five rows: every GPU with its
+/// bar, legend, history and MIG instances when they fit, else fewer lines per GPU.
+pub(super) fn gpu_lines<'a>(
+    screen: &'a Screen,
+    state: &ViewState,
+    theme: &Theme,
+    width: u16,
+    height: u16,
+) -> Vec<GpuLine<'a>> {
+    let gpus = match &screen.gpus {
+        Ok(g) => g,
+        Err(why) => {
+            return wrap(&printable(why), usize::from(width))
+                .into_iter()
+                .map(|l| GpuLine::Text(Line::styled(l, theme.dim())))
+                .collect();
+        }
+    };
+    let budget = usize::from(height.saturating_sub(8)).max(gpus.len());
+    for detail in [Detail::Full, Detail::Bar, Detail::Title] {
+        let lines: Vec<GpuLine<'a>> = gpus
+            .iter()
+            .flat_map(|g| gpu_block(g, detail, state.gpu == Some(g.index), theme, width))
+            .collect();
+        if lines.len() <= budget || detail == Detail::Title {
+            return lines;
+        }
+    }
+    Vec::new()
+}
+
+/// `text` in lines of at most `width` characters, broken between words where it can be.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+        while width > 0 && line.chars().count() > width {
+            let rest: String = line.chars().skip(width).collect();
+            lines.push(line.chars().take(width).collect());
+            line = rest;
+        }
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// How much of each GPU is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Detail {
+    Full,
+    Bar,
+    Title,
+}
+
+/// A line of the GPU part: text, or a GPU's history (drawn by the sparkline widget).
+pub(super) enum GpuLine<'a> {
+    Text(Line<'a>),
+    History(&'a Gpu),
+}
+
+fn gpu_block<'a>(
+    g: &'a Gpu,
+    detail: Detail,
+    picked: bool,
+    theme: &Theme,
+    width: u16,
+) -> Vec<GpuLine<'a>> {
+    let mut out = vec![GpuLine::Text(title(g, picked, theme))];
+    let Some(bar) = g.bar else {
+        return out;
+    };
+    if detail == Detail::Title {
+        return out;
+    }
+    out.push(GpuLine::Text(bar_line(&bar, theme, usize::from(width))));
+    if detail == Detail::Full {
+        out.push(GpuLine::Text(legend(&bar, theme)));
+        out.push(GpuLine::History(g));
+        for m in &g.mig {
+            out.push(GpuLine::Text(mig_line(m)));
+        }
+    }
+    out
+}
+
+fn title<'a>(g: &Gpu, picked: bool, theme: &Theme) -> Line<'a> {
+    let mark = if picked { "▶ " } else { "" };
+    let info = match &g.info {
+        Ok(i) => i,
+        Err(why) => {
+            return Line::from(vec![
+                Span::styled(format!("{mark}GPU {}", g.index), theme.bold()),
+                Span::styled(
+                    format!("  could not be read: {}", printable(why)),
+                    theme.fg(Color::Red),
+                ),
+            ]);
+        }
+    };
+    let source = match info.driver_version.as_deref() {
+        Some(v) => format!("{} {}", info.source, printable(v)),
+        None => info.source.to_string(),
+    };
+    let mut text = format!(
+        "  {}  ({source})  used {} of {}",
+        printable(info.name_or_unknown()),
+        format_size(info.used_bytes),
+        format_size(info.total_bytes)
+    );
+    if let (Some(used), Some(total)) = (info.gtt_used_bytes, info.gtt_total_bytes) {
+        let _ = write!(
+            text,
+            ", GTT {} of {}",
+            format_size(used),
+            format_size(total)
+        );
+    }
+    if let Some(u) = g.util {
+        match (u.gpu_percent, u.memory_percent) {
+            (Some(g), Some(m)) => {
+                let _ = write!(text, ", busy {g}% (mem {m}%)");
+            }
+            (Some(g), None) => {
+                let _ = write!(text, ", busy {g}%");
+            }
+            (None, Some(m)) => {
+                let _ = write!(text, ", mem busy {m}%");
+            }
+            (None, None) => {}
+        }
+    }
+    match g.listed {
+        Some(1) => text.push_str(", 1 process"),
+        Some(n) => {
+            let _ = write!(text, ", {n} processes");
+        }
+        None => text.push_str(", processes not readable"),
+    }
+    Line::from(vec![
+        Span::styled(format!("{mark}GPU {}", g.index), theme.bold()),
+        Span::raw(text),
+    ])
+}
+
+/// The parts' widths in `cells`, in proportion, adding up to `cells`; a part that is not zero
+/// gets at least one cell when there is room.
+pub fn split(parts: [u64; 4], cells: usize) -> [usize; 4] {
+    let total: u128 = parts.iter().map(|&p| u128::from(p)).sum();
+    let mut out = [0_usize; 4];
+    if total == 0 || cells == 0 {
+        return out;
+    }
+    let cells128 = u128::try_from(cells).unwrap_or(0);
+    for (o, &p) in out.iter_mut().zip(&parts) {
+        let share = u128::from(p) * cells128 / total;
+        *o = usize::try_from(share).unwrap_or(0);
+        if p > 0 && *o == 0 {
+            *o = 1;
+        }
+    }
+    // Add or take the rounding's difference from the largest part.
+    let sum: usize = out.iter().sum();
+    if let Some(big) = out.iter_mut().max_by_key(|o| **o) {
+        if sum < cells {
+            *big += cells - sum;
+        } else {
+            *big = big.saturating_sub(sum - cells);
+        }
+    }
+    out
+}
+
+fn bar_line<'a>(bar: &Bar, theme: &Theme, width: usize) -> Line<'a> {
+    let cells = width.saturating_sub(2);
+    let [r, h, x, f] = split(
+        [bar.reserved.unwrap_or(0), bar.held, bar.hidden, bar.free],
+        cells,
+    );
+    Line::from(vec![
+        Span::raw("["),
+        Span::styled(RESERVED.to_string().repeat(r), theme.reserved()),
+        Span::styled(HELD.to_string().repeat(h), theme.held()),
+        Span::styled(HIDDEN.to_string().repeat(x), theme.hidden()),
+        Span::styled(FREE.to_string().repeat(f), theme.free()),
+        Span::raw("]"),
+    ])
+}
+
+fn legend<'a>(bar: &Bar, theme: &Theme) -> Line<'a> {
+    let mut spans = Vec::new();
+    if let Some(r) = bar.reserved {
+        spans.push(Span::styled(
+            format!(" {RESERVED} reserved {}", format_size(r)),
+            theme.reserved(),
+        ));
+    }
+    let held = if bar.reserved.is_some() {
+        "held by processes"
+    } else {
+        "used"
+    };
+    spans.push(Span::styled(
+        format!("  {HELD} {held} {}", format_size(bar.held)),
+        theme.held(),
+    ));
+    if bar.hidden > 0 {
+        spans.push(Span::styled(
+            format!(
+                "  {HIDDEN} not visible from here {}",
+                format_size(bar.hidden)
+            ),
+            theme.hidden(),
+        ));
+    }
+    spans.push(Span::styled(
+        format!("  {FREE} free {}", format_size(bar.free)),
+        theme.free(),
+    ));
+    Line::from(spans)
+}
+
+fn mig_line<'a>(m: &hypomnesis::MigGpuInstance) -> Line<'a> {
+    let id = m
+        .gpu_instance_id
+        .map_or_else(|| "?".to_string(), |i| i.to_string());
+    let profile = m.profile.as_deref().map(printable).unwrap_or_default();
+    let figures = match (m.used_bytes, m.total_bytes) {
+        (Some(u), Some(t)) => format!("used {} of {}", format_size(u), format_size(t)),
+        _ => "figures unknown".to_string(),
+    };
+    Line::raw(format!("  MIG GI {id} {profile}  {figures}"))
+}
+
+pub(super) fn draw_gpus(
+    f: &mut Frame<'_>,
+    area: Rect,
+    lines: Vec<GpuLine<'_>>,
+    theme: &Theme,
+    interval: Duration,
+) {
+    let rows = Layout::vertical(lines.iter().map(|_| Constraint::Length(1))).split(area);
+    for (line, rect) in lines.into_iter().zip(rows.iter()) {
+        match line {
+            GpuLine::Text(l) => f.render_widget(Paragraph::new(l), *rect),
+            GpuLine::History(g) => draw_history(f, *rect, g, theme, interval),
+        }
+    }
+}
+
+/// The used memory over the last refreshes, scaled to the total, with its span as a label.
+fn draw_history(f: &mut Frame<'_>, rect: Rect, g: &Gpu, theme: &Theme, interval: Duration) {
+    let cells = usize::from(rect.width.saturating_sub(18));
+    let n = g.history.len().min(cells);
+    let span = interval.saturating_mul(u32::try_from(n.saturating_sub(1)).unwrap_or(u32::MAX));
+    let label = if n <= 1 {
+        " used, 1 sample".to_string()
+    } else {
+        format!(" used, last {}", human(span))
+    };
+    let label_width = u16::try_from(label.chars().count()).unwrap_or(0);
+    let [spark, text] =
+        Layout::horizontal([Constraint::Min(0), Constraint::Length(label_width)]).areas(rect);
+    let cells = usize::from(spark.width);
+    let data: Vec<u64> = g
+        .history
+        .iter()
+        .skip(g.history.len().saturating_sub(cells))
+        .copied()
+        .collect();
+    let total = g.bar.map_or(1, |b| b.total.max(1));
+    f.render_widget(
+        Sparkline::default()
+            .data(&data)
+            .max(total)
+            .style(theme.held()),
+        spark,
+    );
+    f.render_widget(Paragraph::new(Span::styled(label, theme.dim())), text);
+}

@@ -1,0 +1,208 @@
+//! Drawing `hmn top`: a pure function of the sampled [`Screen`] and the [`ViewState`], into
+//! any ratatui frame (the terminal's, or the test backend's in the snapshot tests).
+
+use std::time::Duration;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph};
+
+use super::model::Screen;
+use super::state::ViewState;
+use crate::view::format_size;
+use crate::view::printable::printable;
+
+pub(super) mod gpus;
+mod table;
+
+use gpus::{draw_gpus, gpu_lines};
+use table::table_lines;
+
+/// The bar's glyphs, one per part, told apart without colour too.
+pub const RESERVED: char = '▒';
+pub const HELD: char = '█';
+pub const HIDDEN: char = '▓';
+pub const FREE: char = '░';
+
+/// Styles, or none at all under `NO_COLOR`.
+struct Theme {
+    color: bool,
+}
+
+impl Theme {
+    fn fg(&self, c: Color) -> Style {
+        if self.color {
+            Style::default().fg(c)
+        } else {
+            Style::default()
+        }
+    }
+    /// Bold and dim are no colours: kept under `NO_COLOR`.
+    fn bold(&self) -> Style {
+        let _ = self.color;
+        Style::default().add_modifier(Modifier::BOLD)
+    }
+    fn dim(&self) -> Style {
+        let _ = self.color;
+        Style::default().add_modifier(Modifier::DIM)
+    }
+    fn reserved(&self) -> Style {
+        self.fg(Color::DarkGray)
+    }
+    fn held(&self) -> Style {
+        self.fg(Color::Green)
+    }
+    fn hidden(&self) -> Style {
+        self.fg(Color::Magenta)
+    }
+    fn free(&self) -> Style {
+        self.fg(Color::Gray)
+    }
+}
+
+/// Draws the whole view.
+pub fn draw(f: &mut Frame<'_>, screen: &Screen, state: &ViewState, interval: Duration) {
+    let area = f.area();
+    let theme = Theme { color: state.color };
+    let gpu_lines = gpu_lines(screen, state, &theme, area.width, area.height);
+    let gpu_height = u16::try_from(gpu_lines.len()).unwrap_or(u16::MAX);
+    let [head, gpus, ram, table] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(gpu_height),
+        Constraint::Length(1),
+        Constraint::Min(0),
+    ])
+    .areas(area);
+    f.render_widget(
+        Paragraph::new(header(screen, state, &theme, interval)),
+        head,
+    );
+    draw_gpus(f, gpus, gpu_lines, &theme, interval);
+    f.render_widget(Paragraph::new(ram_line(screen, &theme)), ram);
+    f.render_widget(
+        Paragraph::new(table_lines(screen, state, &theme, table)),
+        table,
+    );
+    if state.help {
+        draw_help(f, area);
+    }
+}
+
+fn header<'a>(screen: &Screen, state: &ViewState, theme: &Theme, interval: Duration) -> Line<'a> {
+    let gpus = match &screen.gpus {
+        Ok(g) if g.len() == 1 => "1 GPU".to_string(),
+        Ok(g) => format!("{} GPUs", g.len()),
+        Err(_) => "no GPU".to_string(),
+    };
+    let mut spans = vec![
+        Span::styled("hmn top", theme.bold()),
+        Span::raw(format!("  {gpus}, every {}", human(interval))),
+    ];
+    if let Some(g) = state.gpu {
+        spans.push(Span::raw(format!("  [GPU {g}]")));
+    }
+    if state.editing || !state.filter.is_empty() {
+        let cursor = if state.editing { "_" } else { "" };
+        spans.push(Span::raw(format!(
+            "  filter: {}{cursor}",
+            printable(&state.filter)
+        )));
+    }
+    if state.paused {
+        spans.push(Span::styled("  PAUSED", theme.bold()));
+    }
+    spans.push(Span::styled("  ? help  q quit", theme.dim()));
+    Line::from(spans)
+}
+
+/// `250ms`, `1s`, `1.5s`, `4m`, `2m30s`, `1h5m`.
+pub fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    if ms < 60_000 {
+        return if ms.is_multiple_of(1000) {
+            format!("{}s", ms / 1000)
+        } else {
+            format!("{:.1}s", d.as_secs_f64())
+        };
+    }
+    let s = d.as_secs();
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, m, 0) => format!("{m}m"),
+        (0, m, sec) => format!("{m}m{sec}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
+    }
+}
+
+fn ram_line<'a>(screen: &Screen, theme: &Theme) -> Line<'a> {
+    let ram = match &screen.ram {
+        Ok(m) => match m.available_bytes {
+            Some(a) => format!(
+                "RAM {}, {} available",
+                format_size(m.total_bytes),
+                format_size(a)
+            ),
+            None => format!("RAM {}", format_size(m.total_bytes)),
+        },
+        Err(why) => format!("RAM: {}", printable(why)),
+    };
+    let rss = screen.me.rss.map_or_else(|| "?".into(), format_size);
+    let cpu = screen
+        .me
+        .cpu
+        .map_or_else(|| "-".into(), |c| format!("{c:.1}%"));
+    Line::from(vec![
+        Span::raw(ram),
+        Span::styled(format!("  ·  this view: {rss} RSS, {cpu} CPU"), theme.dim()),
+    ])
+}
+
+/// The keys, in a box over the middle of the view.
+fn draw_help(f: &mut Frame<'_>, area: Rect) {
+    const KEYS: [(&str, &str); 11] = [
+        ("q, Esc, Ctrl-C", "quit"),
+        ("?, h", "this help (Esc closes it)"),
+        ("< >, ← →", "sort by the column to the left / right"),
+        ("r", "reverse the order"),
+        (
+            "/",
+            "filter by pid, user or command (Enter keeps, Esc clears)",
+        ),
+        ("p, space", "pause (nothing is read while paused)"),
+        ("g, Tab", "the next GPU: its processes and memory only"),
+        ("0-9", "that GPU"),
+        ("a", "all GPUs"),
+        (
+            "the bar",
+            "▒ reserved, █ held, ▓ not visible from here, ░ free",
+        ),
+        (
+            "PID +n, -n",
+            "a process new since the last refresh, gone since",
+        ),
+    ];
+    let lines: Vec<Line<'_>> = KEYS
+        .iter()
+        .map(|(k, what)| Line::raw(format!(" {k:<15} {what}")))
+        .collect();
+    let height = u16::try_from(lines.len() + 2)
+        .unwrap_or(u16::MAX)
+        .min(area.height);
+    let width = area.width.min(80);
+    let rect = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    f.render_widget(Clear, rect);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" hmn top: keys ")),
+        rect,
+    );
+}

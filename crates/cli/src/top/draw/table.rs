@@ -1,0 +1,200 @@
+//! The process table of `hmn top`: the columns that fit the width, and one line a process.
+
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Line;
+
+use super::Theme;
+use crate::top::model::{Change, Proc, Screen};
+use crate::top::state::{Column, ViewState};
+use crate::view::format_size;
+use crate::view::printable::printable;
+
+/// A column of the table as drawn: which, its header, its width.
+struct Col {
+    column: Column,
+    /// For per-GPU memory columns, the GPU.
+    gpu: Option<u32>,
+    header: String,
+    width: usize,
+}
+
+/// The columns that fit `width`: PID, GPU memory and COMMAND always; then RSS, USER, CPU% and
+/// TYPE as room allows (in that order of importance); one GPU column per GPU when there are
+/// two to four and none is picked.
+fn columns(screen: &Screen, state: &ViewState, width: usize) -> Vec<Col> {
+    const COMMAND_MIN: usize = 12;
+    let n_gpus = screen.gpus.as_ref().map_or(0, Vec::len);
+    let col = |column: Column, gpu: Option<u32>, width: usize| Col {
+        column,
+        gpu,
+        header: match gpu {
+            Some(g) => format!("GPU{g}"),
+            None => column.name().to_string(),
+        },
+        width,
+    };
+    let gpu_cols: Vec<Col> = match state.gpu {
+        // No GPU: no GPU column (the table lists the host's processes).
+        _ if n_gpus == 0 => Vec::new(),
+        Some(g) => vec![col(Column::Gpu, Some(g), 9)],
+        None if (2..=4).contains(&n_gpus) => (0..n_gpus)
+            .filter_map(|g| u32::try_from(g).ok())
+            .map(|g| col(Column::Gpu, Some(g), 9))
+            .collect(),
+        None => vec![col(Column::Gpu, None, 9)],
+    };
+    let optional = [
+        (Column::Rss, 9),
+        (Column::User, 10),
+        (Column::Cpu, 6),
+        (Column::Type, 4),
+    ];
+    let fixed = 8 + gpu_cols.iter().map(|c| c.width + 1).sum::<usize>() + 1;
+    let mut room = width.saturating_sub(fixed + COMMAND_MIN);
+    let mut keep = Vec::new();
+    for (c, w) in optional {
+        if w < room {
+            room -= w + 1;
+            keep.push(c);
+        }
+    }
+    let mut out = vec![col(Column::Pid, None, 8)];
+    for c in [Column::User, Column::Type] {
+        if keep.contains(&c) {
+            out.push(col(c, None, if c == Column::User { 10 } else { 4 }));
+        }
+    }
+    out.extend(gpu_cols);
+    for c in [Column::Rss, Column::Cpu] {
+        if keep.contains(&c) {
+            out.push(col(c, None, if c == Column::Rss { 9 } else { 6 }));
+        }
+    }
+    out.push(col(Column::Command, None, 0));
+    out
+}
+
+/// `s` cut to `width` characters (the last one `…` when cut), padded to it, right-aligned
+/// when `right`.
+fn cell(s: &str, width: usize, right: bool) -> String {
+    let text = crate::view::cut(s, width);
+    if right {
+        format!("{text:>width$}")
+    } else {
+        format!("{text:<width$}")
+    }
+}
+
+pub(super) fn table_lines<'a>(
+    screen: &Screen,
+    state: &ViewState,
+    theme: &Theme,
+    area: Rect,
+) -> Vec<Line<'a>> {
+    let cols = columns(screen, state, usize::from(area.width));
+    let arrow = if state.descending { "▼" } else { "▲" };
+    let mut sorted_marked = false;
+    // Without a GPU column the GPU order is the RSS order.
+    let sort = match state.sort {
+        Column::Gpu if !cols.iter().any(|c| c.column == Column::Gpu) => Column::Rss,
+        other => other,
+    };
+    let head: Vec<String> = cols
+        .iter()
+        .map(|c| {
+            let mut h = c.header.clone();
+            if c.column == sort && !sorted_marked {
+                sorted_marked = true;
+                h.push_str(arrow);
+            }
+            let right = !matches!(
+                c.column,
+                Column::Pid | Column::User | Column::Type | Column::Command
+            );
+            cell(&h, c.width.max(h.chars().count()), right)
+        })
+        .collect();
+    let mut lines = vec![Line::styled(
+        head.join(" "),
+        theme.bold().add_modifier(Modifier::REVERSED),
+    )];
+    let rows = state.rows(&screen.procs);
+    if rows.is_empty() {
+        let why = if screen.procs.is_empty() && screen.gpus.is_err() {
+            "no process can be read here"
+        } else if screen.procs.is_empty() {
+            "no process holds GPU memory that this view can see"
+        } else {
+            "no process matches"
+        };
+        lines.push(Line::styled(format!("  ({why})"), theme.dim()));
+    }
+    let room = usize::from(area.height.saturating_sub(1));
+    let shown = rows.len().min(room);
+    for p in rows.iter().take(if rows.len() > room {
+        room.saturating_sub(1)
+    } else {
+        shown
+    }) {
+        lines.push(proc_line(p, &cols, state, theme));
+    }
+    if rows.len() > room && room > 0 {
+        let more = rows.len() - room.saturating_sub(1);
+        lines.push(Line::styled(format!("  … {more} more"), theme.dim()));
+    }
+    lines
+}
+
+fn proc_line<'a>(p: &Proc, cols: &[Col], state: &ViewState, theme: &Theme) -> Line<'a> {
+    let cells: Vec<String> = cols
+        .iter()
+        .map(|c| {
+            let text = match (c.column, c.gpu) {
+                (Column::Pid, _) => match p.change {
+                    Change::New => format!("+{}", p.pid),
+                    Change::Gone => format!("-{}", p.pid),
+                    Change::Steady => p.pid.to_string(),
+                },
+                (Column::User, _) => p
+                    .user
+                    .as_deref()
+                    .map_or_else(|| "?".into(), |u| printable(u).into_owned()),
+                (Column::Type, _) => crate::view::ps::type_cell(p.kind).to_string(),
+                (Column::Gpu, Some(g)) => p
+                    .gpu
+                    .get(&g)
+                    .map_or_else(|| "-".into(), |&b| format_size(b)),
+                (Column::Gpu, None) => format_size(state.gpu_bytes(p)),
+                (Column::Rss, _) => p.rss.map_or_else(|| "?".into(), format_size),
+                (Column::Cpu, _) => p.cpu.map_or_else(|| "-".into(), |c| format!("{c:.1}")),
+                (Column::Command, _) => {
+                    let c = p
+                        .command
+                        .as_deref()
+                        .map_or_else(|| "?".into(), |c| printable(c).into_owned());
+                    if p.change == Change::Gone {
+                        format!("(exited) {c}")
+                    } else {
+                        c
+                    }
+                }
+            };
+            let right = !matches!(
+                c.column,
+                Column::Pid | Column::User | Column::Type | Column::Command
+            );
+            if c.column == Column::Command {
+                text
+            } else {
+                cell(&text, c.width, right)
+            }
+        })
+        .collect();
+    let style = match p.change {
+        Change::New => theme.fg(Color::Green).add_modifier(Modifier::BOLD),
+        Change::Gone => theme.dim(),
+        Change::Steady => Style::default(),
+    };
+    Line::styled(cells.join(" "), style)
+}
