@@ -32,7 +32,7 @@ GIB = 1 << 30
 #: Above Linux's largest possible pid_max (2^22): never a process here.
 GHOST = 4_194_400
 
-#: Which cargo features make each variant (as FakeVariant::feature_args in tests/support).
+#: Which cargo features make each variant (as FakeVariant::feature_args in crates/testkit).
 VARIANTS: Dict[str, list[str]] = {
     "modern": [],
     "pre-r510": ["--no-default-features", "--features", "v2-procs"],
