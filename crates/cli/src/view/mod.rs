@@ -18,6 +18,22 @@ use serde::Serialize;
 pub const MIB: u64 = 1 << 20;
 pub const GIB: u64 = 1 << 30;
 
+/// The widest a table column other than the last may grow: a longer cell (a user or device name
+/// anyone can choose) is cut with `…`, and a width stays far below the 65,535 that Rust's
+/// formatting takes. `--json` keeps every value whole.
+pub const MAX_COLUMN: usize = 48;
+
+/// `s` cut to `width` characters (the last one `…` when cut) and padded to it, right-aligned
+/// when `right`: every padded table cell (`hmn ps`, `hmn top`).
+pub fn fit(s: &str, width: usize, right: bool) -> String {
+    let text = cut(s, width);
+    if right {
+        format!("{text:>width$}")
+    } else {
+        format!("{text:<width$}")
+    }
+}
+
 /// `s` cut to `max` characters, the last one `…` when cut (every table's cells and `hmn top`'s).
 pub fn cut(s: &str, max: usize) -> String {
     if s.chars().count() <= max {

@@ -9,7 +9,7 @@ use clap::ValueEnum;
 use hypomnesis::{Container, GpuContextKind, GpuProcessEntry, GpuQuerySource, ProcessContext};
 use serde::Serialize;
 
-use super::{cut, format_size, json};
+use super::{MAX_COLUMN, cut, fit, format_size, json};
 
 /// Sort orders of `hmn ps`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -200,7 +200,7 @@ pub fn ps_table(
     let mut widths = COLUMNS.map(|(h, _)| h.len());
     for row in &cells {
         for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
+            *w = (*w).max(c.chars().count().min(MAX_COLUMN));
         }
     }
     // What is left of the terminal for COMMAND, at least 8 characters.
@@ -217,10 +217,9 @@ pub fn ps_table(
             let right = COLUMNS.get(k).is_some_and(|(_, r)| *r);
             if k + 1 == COLUMNS.len() {
                 s.push_str(&room.map_or_else(|| cell.to_string(), |r| cut(cell, r)));
-            } else if right {
-                let _ = write!(s, "{cell:>w$}  ", w = w.unwrap_or(0));
             } else {
-                let _ = write!(s, "{cell:<w$}  ", w = w.unwrap_or(0));
+                s.push_str(&fit(cell, w.unwrap_or(0), right));
+                s.push_str("  ");
             }
         }
         s
@@ -564,5 +563,25 @@ PID    USER  TYPE     VRAM  SHARED  RSS  DEVICE         COMMAND
 31500  ?     -     100 MiB   0 MiB    ?  0 NVIDIA H200  ffmpeg
 "
         );
+    }
+
+    /// A user name longer than Rust's widest width (65,535) panicked the table; every column
+    /// but the last is cut at `MAX_COLUMN` with `…`, and `--json` keeps the name whole.
+    #[test]
+    fn a_name_of_any_length_is_cut_in_the_table_and_whole_in_json() {
+        let long = "u".repeat(65_536);
+        let device = "D".repeat(70_000);
+        let mut row = with_context(entry(9, Some("python3"), MIB, 0, 0), &long, "train.py", MIB);
+        row.device_name = Some(device.clone());
+        let table = text(|w| ps_table(w, std::slice::from_ref(&row), &[], None));
+        let line = table.lines().nth(1).unwrap();
+        let user = format!("{}…", "u".repeat(MAX_COLUMN - 1));
+        assert!(line.contains(&format!("{user}  ")), "{line}");
+        assert!(line.contains(&format!("0 {}…", "D".repeat(MAX_COLUMN - 3))), "{line}");
+        assert!(line.ends_with("train.py"), "{line}");
+        assert!(line.chars().count() < 400, "{}", line.chars().count());
+        let v: serde_json::Value =
+            serde_json::from_str(&text(|w| ps_json(w, std::slice::from_ref(&row)))).unwrap();
+        assert_eq!(v[0]["user"].as_str().map(str::len), Some(65_536));
     }
 }

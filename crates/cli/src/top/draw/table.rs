@@ -75,17 +75,6 @@ fn columns(screen: &Screen, state: &ViewState, width: usize) -> Vec<Col> {
     out
 }
 
-/// `s` cut to `width` characters (the last one `…` when cut), padded to it, right-aligned
-/// when `right`.
-fn cell(s: &str, width: usize, right: bool) -> String {
-    let text = crate::view::cut(s, width);
-    if right {
-        format!("{text:>width$}")
-    } else {
-        format!("{text:<width$}")
-    }
-}
-
 pub(super) fn table_lines<'a>(
     screen: &Screen,
     state: &ViewState,
@@ -112,7 +101,7 @@ pub(super) fn table_lines<'a>(
                 c.column,
                 Column::Pid | Column::User | Column::Type | Column::Command
             );
-            cell(&h, c.width.max(h.chars().count()), right)
+            crate::view::fit(&h, c.width.max(h.chars().count()), right)
         })
         .collect();
     let mut lines = vec![Line::styled(
@@ -187,7 +176,7 @@ fn proc_line<'a>(p: &Proc, cols: &[Col], state: &ViewState, theme: &Theme) -> Li
             if c.column == Column::Command {
                 text
             } else {
-                cell(&text, c.width, right)
+                crate::view::fit(&text, c.width, right)
             }
         })
         .collect();
