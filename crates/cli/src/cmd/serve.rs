@@ -205,18 +205,43 @@ fn router(exporter: Arc<Exporter>) -> Router {
         .with_state(exporter)
 }
 
-/// Whether a request asks for the Prometheus text format rather than `OpenMetrics` (the default,
-/// also for `*/*` and for no Accept header).
+/// Whether a request asks for the Prometheus text format rather than `OpenMetrics`, weighing
+/// the `Accept` media ranges by their q-values as Prometheus's client libraries do: each format
+/// takes the q of its own type, else of `text/*` or `application/*`, else of `*/*` (0 when
+/// none names it; q=0 refuses it). The one with the higher q wins; `OpenMetrics` on a tie, and
+/// with no `Accept` at all.
 fn wants_classic_text(headers: &HeaderMap) -> bool {
-    let mut text = false;
+    let (mut openmetrics, mut text) = (None::<f32>, None::<f32>);
+    let (mut application_any, mut text_any, mut any) = (None::<f32>, None::<f32>, None::<f32>);
+    let mut asked = false;
     for value in headers.get_all(header::ACCEPT) {
+        asked = true;
         let value = String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase();
-        if value.contains("application/openmetrics-text") {
-            return false;
+        for item in value.split(',') {
+            let mut parts = item.split(';');
+            let range = parts.next().unwrap_or_default().trim();
+            let q = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .map_or(1.0, |q| q.clamp(0.0, 1.0));
+            let slot = match range {
+                "application/openmetrics-text" => &mut openmetrics,
+                "text/plain" => &mut text,
+                "application/*" => &mut application_any,
+                "text/*" => &mut text_any,
+                "*/*" => &mut any,
+                _ => continue,
+            };
+            // A type named twice (two versions) counts with its best q.
+            *slot = Some(slot.map_or(q, |old| old.max(q)));
         }
-        text |= value.contains("text/plain");
     }
-    text
+    if !asked {
+        return false;
+    }
+    let openmetrics = openmetrics.or(application_any).or(any).unwrap_or(0.0);
+    let text = text.or(text_any).or(any).unwrap_or(0.0);
+    text > openmetrics
 }
 
 /// Whether a request's `Accept-Encoding` takes gzip (`gzip` or `*`, with a q-value above 0).
@@ -337,6 +362,20 @@ mod tests {
         assert!(accept(&["text/plain; version=0.0.4"]));
         assert!(accept(&["Text/Plain"]));
         assert!(!accept(&["text/plain", "application/openmetrics-text"]));
+        // q-values decide, as in Prometheus's client libraries.
+        assert!(accept(&[
+            "application/openmetrics-text;q=0,text/plain;version=0.0.4"
+        ]));
+        assert!(accept(&[
+            "application/openmetrics-text;version=1.0.0;q=0.2,text/plain;q=0.9"
+        ]));
+        assert!(!accept(&[
+            "text/plain;q=0.5,application/openmetrics-text;q=0.6"
+        ]));
+        assert!(accept(&["text/*;q=0.8,*/*;q=0.1"]));
+        assert!(accept(&["application/openmetrics-text;q=0", "*/*"]));
+        assert!(!accept(&["text/plain;q=0,*/*;q=0.5"]));
+        assert!(!accept(&["image/png"]), "nothing we make: the default");
     }
 
     #[test]

@@ -577,7 +577,10 @@ PID    USER  TYPE     VRAM  SHARED  RSS  DEVICE         COMMAND
         let line = table.lines().nth(1).unwrap();
         let user = format!("{}…", "u".repeat(MAX_COLUMN - 1));
         assert!(line.contains(&format!("{user}  ")), "{line}");
-        assert!(line.contains(&format!("0 {}…", "D".repeat(MAX_COLUMN - 3))), "{line}");
+        assert!(
+            line.contains(&format!("0 {}…", "D".repeat(MAX_COLUMN - 3))),
+            "{line}"
+        );
         assert!(line.ends_with("train.py"), "{line}");
         assert!(line.chars().count() < 400, "{}", line.chars().count());
         let v: serde_json::Value =
