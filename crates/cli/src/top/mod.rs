@@ -78,12 +78,27 @@ pub fn colour_allowed() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// `TERM` when it names a terminal without cursor addressing (`dumb`, as Emacs' shell and some
+/// CI consoles set it), where a full-screen view would print its escape sequences as text.
+fn dumb_terminal() -> Option<String> {
+    let term = std::env::var("TERM").ok()?;
+    term.trim().eq_ignore_ascii_case("dumb").then_some(term)
+}
+
 pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
     if !io::stdout().is_terminal() {
         writeln!(
             err,
             "hmn top: standard output is not a terminal; for a log of figures use `hmn watch`, \
              for one reading `hmn` or `hmn ps`"
+        )?;
+        return Ok(Outcome::Code(2));
+    }
+    if let Some(term) = dumb_terminal() {
+        writeln!(
+            err,
+            "hmn top: this terminal (TERM={term}) cannot move the cursor, which a full-screen view \
+             needs; for a log of figures use `hmn watch`, for one reading `hmn` or `hmn ps`"
         )?;
         return Ok(Outcome::Code(2));
     }

@@ -304,3 +304,37 @@ fn without_a_terminal_top_says_what_to_use_instead() {
     );
     assert!(out.stdout.is_empty(), "no escape sequences into a pipe");
 }
+
+/// A terminal that cannot move the cursor (`TERM=dumb`): a usage error that points to the
+/// commands for it, before anything is drawn.
+#[test]
+fn a_dumb_terminal_is_refused_with_what_to_use_instead() {
+    if !tmux_here() {
+        return;
+    }
+    let tmux = Tmux::start(
+        "dumb",
+        250,
+        &[
+            "env",
+            "-i",
+            "PS1=$ ",
+            "TERM=dumb",
+            "PATH=/usr/bin:/bin",
+            "bash",
+            "--norc",
+            "--noprofile",
+        ],
+    );
+    let line = format!(
+        "HYPOMNESIS_SYSFS={} {} top; echo TOP-EXIT=$?",
+        support::empty_dir().display(),
+        env!("CARGO_BIN_EXE_hmn"),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    let s = tmux.wait_for("the exit status", |s| {
+        s.lines().any(|l| l.starts_with("TOP-EXIT="))
+    });
+    assert!(s.lines().any(|l| l == "TOP-EXIT=2"), "{s}");
+    assert!(s.contains("TERM=dumb") && s.contains("hmn watch"), "{s}");
+}
