@@ -172,7 +172,7 @@ impl Spill {
 
 fn write_row(out: &mut impl Write, json: bool, row: &Row) -> io::Result<()> {
     if json {
-        serde_json::to_writer(&mut *out, row).map_err(io::Error::other)?;
+        crate::view::json_line(&mut *out, row)?;
         writeln!(out)?;
     } else {
         writeln!(out, "{}", render::row(row))?;

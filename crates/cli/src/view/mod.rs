@@ -55,9 +55,19 @@ pub fn unless_closed(r: io::Result<()>) -> io::Result<()> {
 
 /// `value` as pretty JSON and a newline. A write error keeps its kind (a closed pipe stays
 /// `BrokenPipe`, which `hmn` exits quietly on).
+/// DEL and the C1 controls are escaped (`\u0085`), so names stay exact in JSON.
 pub fn json<T: Serialize + ?Sized>(out: &mut impl Write, value: &T) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
+    let formatter = printable::JsonEscapes(serde_json::ser::PrettyFormatter::new());
+    let mut ser = serde_json::Serializer::with_formatter(&mut *out, formatter);
+    value.serialize(&mut ser).map_err(io::Error::from)?;
     writeln!(out)
+}
+
+/// `value` as one line of JSON (no newline), escaped as [`json`] does.
+pub fn json_line<T: Serialize + ?Sized>(out: &mut impl Write, value: &T) -> io::Result<()> {
+    let formatter = printable::JsonEscapes(serde_json::ser::CompactFormatter);
+    let mut ser = serde_json::Serializer::with_formatter(&mut *out, formatter);
+    value.serialize(&mut ser).map_err(io::Error::from)
 }
 
 /// `1.2 GiB` / `340 MiB` / `unknown`.

@@ -20,6 +20,55 @@ pub fn printable(s: &str) -> Cow<'_, str> {
     }
 }
 
+/// A JSON formatter (`F`: pretty or compact) that also escapes DEL and the C1 controls
+/// (U+007F to U+009F) as `\u00XX`, which `serde_json` writes raw: JSON keeps every name exact, and
+/// the stream [`Printable`] passes on holds no control character to show as `?`.
+pub struct JsonEscapes<F>(pub F);
+
+/// Forwards a formatter method to the wrapped one.
+macro_rules! forward {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {
+        $(
+            fn $name<W: ?Sized + Write>(&mut self, writer: &mut W $(, $arg: $ty)*) -> io::Result<()> {
+                self.0.$name(writer $(, $arg)*)
+            }
+        )*
+    };
+}
+
+impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for JsonEscapes<F> {
+    forward! {
+        begin_array();
+        end_array();
+        begin_array_value(first: bool);
+        end_array_value();
+        begin_object();
+        end_object();
+        begin_object_key(first: bool);
+        end_object_key();
+        begin_object_value();
+        end_object_value();
+    }
+
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut rest = fragment;
+        while let Some((at, c)) = rest
+            .char_indices()
+            .find(|(_, c)| ('\u{7f}'..='\u{9f}').contains(c))
+        {
+            let (before, after) = rest.split_at(at);
+            writer.write_all(before.as_bytes())?;
+            write!(writer, "\\u{:04x}", u32::from(c))?;
+            rest = after.get(c.len_utf8()..).unwrap_or_default();
+        }
+        writer.write_all(rest.as_bytes())
+    }
+}
+
 /// A writer that shows control characters other than tab and newline as `?`.
 #[derive(Debug)]
 pub struct Printable<W: Write> {
@@ -111,5 +160,35 @@ mod tests {
         assert!(matches!(printable("python3"), Cow::Borrowed(_)));
         assert_eq!(printable("\u{1b}[2J\u{1b}[31mE\"\n}"), "?[2J?[31mE\"?}");
         assert_eq!(printable("a\tb\u{85}c"), "a?b?c");
+    }
+
+    /// `--json` keeps C1 controls and DEL exact, escaped, so the guard on hmn's output has
+    /// nothing to replace (they came out as `?` before); text output still shows `?`.
+    #[test]
+    fn json_keeps_c1_controls_exact_and_escaped() {
+        let name = "nvidia\u{85}smi \u{9b}31m del\u{7f} é€ \u{1b}[2J";
+        let mut pretty = Vec::new();
+        crate::view::json(&mut pretty, &serde_json::json!({ "command": name })).unwrap();
+        let mut line = Vec::new();
+        crate::view::json_line(&mut line, &[name]).unwrap();
+        for bytes in [pretty, line] {
+            let text = String::from_utf8(through(&[&bytes])).unwrap();
+            assert_eq!(
+                text.as_bytes(),
+                bytes.as_slice(),
+                "nothing for the guard to replace"
+            );
+            assert!(
+                text.contains(r"\u0085") && text.contains(r"\u009b") && text.contains(r"\u007f"),
+                "{text}"
+            );
+            assert!(text.contains(r"\u001b") && text.contains("é€"), "{text}");
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let back = v
+                .get("command")
+                .or_else(|| v.get(0))
+                .and_then(|c| c.as_str());
+            assert_eq!(back, Some(name));
+        }
     }
 }
