@@ -128,6 +128,61 @@ fn impossible_clients_are_left_out_and_counted_and_good_fields_kept() {
     let _ = std::fs::remove_dir_all(root);
 }
 
+/// The largest resident set any child of this test process has had, bytes.
+fn children_max_rss() -> u64 {
+    // SAFETY: getrusage writes the struct it is given; a zeroed rusage is a valid one.
+    #[allow(unsafe_code)]
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &raw mut u);
+        u
+    };
+    u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
+}
+
+/// Files a crafted procfs or sysfs tree makes huge (1 GiB, sparse: a `status` of a client, the
+/// card's `product_name`, `meminfo`) are read up to a cap suited to each, not whole: they cost
+/// what real ones do (they took seconds and a gigabyte or three of memory).
+#[test]
+fn gigabyte_files_in_a_crafted_tree_are_read_only_up_to_their_cap() {
+    let root = hostile_tree("huge");
+    let huge = |path: &Path| {
+        std::fs::File::create(path)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+    };
+    huge(&root.join("proc/601/status"));
+    huge(&root.join("proc/meminfo"));
+    let dev = root.join("sys/class/drm/card1/device");
+    huge(&dev.join("product_name"));
+    for args in [&["ps", "--json"][..], &["--json"], &["ps"]] {
+        let (code, out, err, took) = hmn(&root, args);
+        assert!(code == 0 || code == 1, "{args:?}: {code} {err}");
+        assert!(took < Duration::from_secs(10), "{args:?} took {took:?}");
+        assert!(out.len() < 1 << 20, "{args:?} printed {} bytes", out.len());
+    }
+    let (_, out, _, _) = hmn(&root, &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let card1 = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["pci_bus_id"] == "0000:03:00.0")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert!(
+        card1["name"].is_null(),
+        "a product_name over its cap is no name: {card1}"
+    );
+    let rss = children_max_rss();
+    assert!(
+        rss < 256 << 20,
+        "a child of this test held {} MiB",
+        rss >> 20
+    );
+    let _ = std::fs::remove_dir_all(root);
+}
+
 #[test]
 fn a_card_using_more_than_it_has_is_an_error_not_zero_free() {
     let root = hostile_tree("card");

@@ -6,6 +6,7 @@
 //! The GPU backends read processes through `process` (names, visibility); nothing here reads a
 //! backend.
 
+pub(crate) mod file;
 pub(crate) mod memory;
 pub(crate) mod parse;
 pub(crate) mod process;

@@ -2,7 +2,6 @@
 //! (reused for a moment, so one `hmn ps` over every device sweeps once).
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -172,10 +171,11 @@ impl Backend for DrmBackend {
                 ),
             ));
         }
-        let name = fs::read_to_string(d.dev().join("product_name"))
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty());
+        let name =
+            crate::host::file::read_capped(&d.dev().join("product_name"), crate::host::file::SYSFS)
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty());
         Ok(GpuDeviceInfo {
             index,
             name,
@@ -191,7 +191,7 @@ impl Backend for DrmBackend {
     fn utilization(&self, index: u32) -> Result<Utilization> {
         let dev = device(index)?.dev();
         let percent = |f: &str| {
-            fs::read_to_string(dev.join(f))
+            crate::host::file::read_capped(&dev.join(f), crate::host::file::SYSFS)
                 .ok()
                 .and_then(|t| t.trim().parse::<u32>().ok())
         };

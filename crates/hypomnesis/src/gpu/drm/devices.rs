@@ -32,7 +32,8 @@ impl Device {
 }
 
 fn read(path: &Path) -> std::result::Result<String, String> {
-    fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+    crate::host::file::read_capped(path, crate::host::file::SYSFS)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn read_u64(path: &Path) -> std::result::Result<u64, String> {
@@ -69,9 +70,10 @@ fn walk(sysfs: &Path) -> (Vec<Device>, Vec<String>) {
                 continue;
             }
         };
-        let (driver, slot) = fs::read_to_string(dev.join("uevent"))
-            .map(|t| parse::parse_uevent(&t))
-            .unwrap_or_default();
+        let (driver, slot) =
+            crate::host::file::read_capped(&dev.join("uevent"), crate::host::file::SYSFS)
+                .map(|t| parse::parse_uevent(&t))
+                .unwrap_or_default();
         let slot = slot.or_else(|| {
             fs::read_link(&dev).ok().and_then(|l| {
                 l.file_name()

@@ -26,19 +26,12 @@ pub struct Sweep {
 }
 
 /// The most of one fdinfo file read (a real one is a few hundred bytes).
-pub const FDINFO_CAP: u64 = 64 << 10;
+pub const FDINFO_CAP: u64 = crate::host::file::FDINFO;
 
 /// A small text file, whole: `None` when it cannot be read, is larger than `cap` or is not
 /// UTF-8.
 fn read_capped(path: &Path, cap: u64) -> Option<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    let n = fs::File::open(path)
-        .ok()?
-        .take(cap + 1)
-        .read_to_string(&mut text)
-        .ok()?;
-    (n as u64 <= cap).then_some(text)
+    crate::host::file::read_capped(path, cap).ok()
 }
 
 /// Sweep the processes under `procfs`. Public (hidden) for the benchmark suite.

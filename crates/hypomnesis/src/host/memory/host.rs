@@ -41,7 +41,8 @@ pub fn host_memory() -> Result<HostMemory> {
     #[cfg(target_os = "linux")]
     {
         let path = crate::host::roots::procfs()?.join("meminfo");
-        let text = std::fs::read_to_string(&path).map_err(|e| crate::error::io_at(&path, &e))?;
+        let text = crate::host::file::read_capped(&path, crate::host::file::MEMINFO)
+            .map_err(|e| crate::error::io_at(&path, &e))?;
         crate::host::parse::memory::meminfo(&text)
             .map(|(total_bytes, available_bytes)| HostMemory {
                 total_bytes,

@@ -42,7 +42,7 @@ pub(crate) fn rss_at(dir: &Path) -> Result<u64> {
         Err(e) => io_at(&statm, &e),
     };
     let status = dir.join("status");
-    match fs::read_to_string(&status) {
+    match crate::host::file::read_capped(&status, crate::host::file::STATUS) {
         Ok(text) => parse::status_vmrss_bytes(&text).map_err(|why| {
             HypomnesisError::ram(
                 crate::ErrorKind::Other,

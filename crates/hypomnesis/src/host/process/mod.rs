@@ -78,11 +78,12 @@ pub fn process_rss_of(pid: u32) -> Result<u64> {
 pub fn process_start_time(pid: u32) -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
-        let text = std::fs::read_to_string(
-            crate::host::roots::procfs()
+        let text = crate::host::file::read_capped(
+            &crate::host::roots::procfs()
                 .ok()?
                 .join(pid.to_string())
                 .join("stat"),
+            crate::host::file::STAT,
         )
         .ok()?;
         if is_zombie(&text) {
@@ -238,7 +239,10 @@ pub(crate) mod linux {
                 continue; // exited since its parent listed it
             };
             for task in tasks.flatten() {
-                let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+                let Ok(text) = crate::host::file::read_capped(
+                    &task.path().join("children"),
+                    crate::host::file::CHILDREN,
+                ) else {
                     continue;
                 };
                 for child in text.split_ascii_whitespace().filter_map(|w| w.parse().ok()) {
@@ -259,7 +263,8 @@ pub(crate) mod linux {
             let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
                 continue;
             };
-            if let Ok(text) = std::fs::read_to_string(e.path().join("stat"))
+            if let Ok(text) =
+                crate::host::file::read_capped(&e.path().join("stat"), crate::host::file::STAT)
                 && let Ok((ppid, _)) = parse_stat(&text)
             {
                 parent_of.push((pid, ppid));

@@ -143,7 +143,8 @@ pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
             PidView::Outside(pid)
         };
     }
-    let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
+    let Ok(status) = crate::host::file::read_capped(&dir.join("status"), crate::host::file::STATUS)
+    else {
         return PidView::Outside(pid);
     };
     let mine = ns_link(Path::new("/proc/self/ns/pid"));

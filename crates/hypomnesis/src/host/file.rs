@@ -1,0 +1,76 @@
+//! Reading the host's files with a cap suited to each kind: a procfs or sysfs root can be a
+//! tree anyone made (`--procfs`, `HYPOMNESIS_SYSFS`), and a 1 GB `status` or `product_name`
+//! must cost what a real one does. A file larger than its cap is an error naming it, never a
+//! silent cut (a cut number would read as another number).
+
+// Only Linux reads these files.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+
+use std::io::{self, Read};
+use std::path::Path;
+
+/// `/proc/<pid>/stat`: one line, the command name at most 64 bytes (real ones: under 400).
+pub(crate) const STAT: u64 = 4 << 10;
+/// `/proc/<pid>/status` (real ones: about 1.5 KiB).
+pub(crate) const STATUS: u64 = 64 << 10;
+/// `/proc/meminfo` (real ones: about 1.5 KiB).
+pub(crate) const MEMINFO: u64 = 64 << 10;
+/// `/proc/<pid>/task/<tid>/children`: pids of up to 7 digits and a space, 500,000 children.
+pub(crate) const CHILDREN: u64 = 4 << 20;
+/// One sysfs attribute: a number, `uevent`, `product_name` (the kernel's page is 4 KiB).
+#[cfg_attr(not(feature = "drm"), allow(dead_code))]
+pub(crate) const SYSFS: u64 = 4 << 10;
+/// One DRM fdinfo file (real ones: a few hundred bytes).
+#[cfg_attr(not(feature = "drm"), allow(dead_code))]
+pub(crate) const FDINFO: u64 = 64 << 10;
+
+/// The text of `path`, whole, when it is at most `cap` bytes; at most `cap + 1` bytes are read.
+pub(crate) fn read_capped(path: &Path, cap: u64) -> io::Result<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(cap.saturating_add(1))
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > cap {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is larger than {cap} bytes", path.display()),
+        ));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sparse 1 GiB file: read up to the cap and refused, in a moment and without holding it.
+    #[test]
+    fn a_file_larger_than_its_cap_is_refused_after_cap_bytes() {
+        let dir = std::env::temp_dir().join(format!("hmn-capped-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("status");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let t = std::time::Instant::now();
+        let e = read_capped(&big, STATUS).unwrap_err();
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("larger than 65536 bytes"), "{e}");
+        let small = dir.join("small");
+        std::fs::write(&small, "x".repeat(4096)).unwrap();
+        assert_eq!(
+            read_capped(&small, SYSFS).unwrap().len(),
+            4096,
+            "exactly the cap is whole"
+        );
+        std::fs::write(&small, "x".repeat(4097)).unwrap();
+        assert!(read_capped(&small, SYSFS).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
