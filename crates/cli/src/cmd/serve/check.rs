@@ -4,11 +4,12 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::outcome::Outcome;
 
-/// How long the connection, the request and the answer may each take.
+/// How long the whole check may take: connecting, asking and the answer's status line,
+/// whatever the peer does (one that trickles a byte at a time included).
 const TIMEOUT: Duration = Duration::from_secs(3);
 /// The most of the answer read: its status line is all that counts.
 const HEAD_LIMIT: u64 = 4096;
@@ -37,17 +38,45 @@ pub fn status_of(head: &str) -> Option<u16> {
     words.next()?.parse().ok()
 }
 
-fn ask(addr: SocketAddr) -> io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT)?;
-    stream.set_read_timeout(Some(TIMEOUT))?;
-    stream.set_write_timeout(Some(TIMEOUT))?;
+/// The time left before `deadline`, or a `TimedOut` error saying the server did not answer.
+fn left(deadline: Instant, within: Duration) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("did not answer within {} s", within.as_secs()),
+        ));
+    }
+    Ok(left)
+}
+
+/// The head of the answer, up to its status line's end (or [`HEAD_LIMIT`] bytes, or the end of
+/// the stream), all of it within `within` from now.
+fn ask(addr: SocketAddr, within: Duration) -> io::Result<String> {
+    let deadline = Instant::now() + within;
+    let mut stream = TcpStream::connect_timeout(&addr, left(deadline, within)?)?;
+    stream.set_write_timeout(Some(left(deadline, within)?))?;
     stream.write_all(format!("GET / HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
     let mut answer = Vec::new();
-    // A peer that resets the connection after answering still answered.
-    if let Err(e) = stream.take(HEAD_LIMIT).read_to_end(&mut answer)
-        && answer.is_empty()
-    {
-        return Err(e);
+    let mut buf = [0_u8; 512];
+    while !answer.contains(&b'\n') && (answer.len() as u64) < HEAD_LIMIT {
+        stream.set_read_timeout(Some(left(deadline, within)?))?;
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(buf.get(..n).unwrap_or_default()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                left(deadline, within)?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // A peer that resets the connection after answering still answered.
+            Err(_) if !answer.is_empty() => break,
+            Err(e) => return Err(e),
+        }
     }
     Ok(String::from_utf8_lossy(&answer).into_owned())
 }
@@ -55,7 +84,7 @@ fn ask(addr: SocketAddr) -> io::Result<String> {
 /// Runs the check against the server meant to listen on `listen`.
 pub fn run(listen: SocketAddr, err: &mut impl Write) -> io::Result<Outcome> {
     let addr = target(listen);
-    match ask(addr) {
+    match ask(addr, TIMEOUT) {
         Ok(answer) => match status_of(&answer) {
             Some(200) => Ok(Outcome::Success),
             Some(code) => {
@@ -70,6 +99,10 @@ pub fn run(listen: SocketAddr, err: &mut impl Write) -> io::Result<Outcome> {
                 Ok(Outcome::Code(1))
             }
         },
+        Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+            writeln!(err, "hmn: the server on {addr} {e}")?;
+            Ok(Outcome::Code(1))
+        }
         Err(e) => {
             writeln!(err, "hmn: no server answering on {addr}: {e}")?;
             Ok(Outcome::Code(1))
@@ -105,5 +138,42 @@ mod tests {
         assert_eq!(status_of("SSH-2.0-OpenSSH_9.2\r\n"), None);
         assert_eq!(status_of("HTTP/1.1 abc\r\n"), None);
         assert_eq!(status_of(""), None);
+    }
+
+    /// A peer that trickles a byte every 2 s (never a whole status line), and one that accepts
+    /// and says nothing: the whole check ends within its limit and says the server did not
+    /// answer (it ran for hours before, each read having its own 3 s).
+    #[test]
+    fn a_trickling_or_silent_peer_ends_the_check_within_its_limit() {
+        use std::net::TcpListener;
+        for trickle in [true, false] {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let peer = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                for _ in 0..4 {
+                    if trickle {
+                        let _ = s.write_all(b"H");
+                    }
+                    std::thread::sleep(Duration::from_secs(2));
+                }
+            });
+            let t = Instant::now();
+            let e = ask(addr, Duration::from_secs(1)).unwrap_err();
+            let took = t.elapsed();
+            assert!(took < Duration::from_millis(2500), "{took:?}");
+            assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+            assert_eq!(e.to_string(), "did not answer within 1 s");
+            let mut said = Vec::new();
+            let t = Instant::now();
+            let outcome = run(addr, &mut said).unwrap();
+            assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+            assert!(matches!(outcome, Outcome::Code(1)));
+            assert_eq!(
+                String::from_utf8(said).unwrap(),
+                format!("hmn: the server on {addr} did not answer within 3 s\n")
+            );
+            drop(peer);
+        }
     }
 }
