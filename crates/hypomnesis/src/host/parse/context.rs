@@ -22,18 +22,21 @@ pub struct Container {
 pub fn parse_passwd(text: &str) -> BTreeMap<u32, String> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
-        let mut fields = line.split(':');
-        let (Some(name), Some(_), Some(uid)) = (fields.next(), fields.next(), fields.next()) else {
-            continue;
-        };
-        if let Ok(uid) = uid.parse::<u32>()
-            && !name.is_empty()
-            && !name.starts_with('#')
-        {
+        if let Some((uid, name)) = passwd_line(line) {
             out.entry(uid).or_insert_with(|| name.to_string());
         }
     }
     out
+}
+
+/// One `passwd` line's uid and name; `None` for a comment or a malformed line.
+pub(crate) fn passwd_line(line: &str) -> Option<(u32, &str)> {
+    let mut fields = line.split(':');
+    let (Some(name), Some(_), Some(uid)) = (fields.next(), fields.next(), fields.next()) else {
+        return None;
+    };
+    let uid = uid.parse::<u32>().ok()?;
+    (!name.is_empty() && !name.starts_with('#')).then_some((uid, name))
 }
 
 /// The command line from the bytes of `/proc/<pid>/cmdline` (arguments separated by NUL, maybe
@@ -58,9 +61,12 @@ pub fn parse_cmdline(bytes: &[u8]) -> Option<String> {
 /// (`crio-conmon-…`) and plain systemd scopes (a login session, a service) are no container.
 #[must_use]
 pub fn parse_cgroup(text: &str) -> Option<Container> {
-    text.lines()
-        .filter_map(|line| line.splitn(3, ':').nth(2))
-        .find_map(container_of_path)
+    text.lines().find_map(cgroup_line)
+}
+
+/// The container one `cgroup` line (`id:controllers:path`) names, if any.
+pub(crate) fn cgroup_line(line: &str) -> Option<Container> {
+    line.splitn(3, ':').nth(2).and_then(container_of_path)
 }
 
 /// The container named by one cgroup path.

@@ -1,14 +1,65 @@
 //! Linux: a process's context from the procfs root in use.
 
-use super::{ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd};
+use super::{Container, ContextParts, ProcessContext, parse_cmdline};
+use crate::host::parse::context::{cgroup_line, passwd_line};
 use crate::host::parse::stat::parse_stat_cpu_ticks;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-/// The most read of any one file: a `passwd` or a command line longer than this is cut.
+/// The most read of a command line or `stat`: longer is cut.
 const CAP: u64 = 1 << 20;
+/// The longest line of a `passwd` or `cgroup` file taken; a longer one is skipped (no real
+/// entry is near it).
+const LINE_CAP: u64 = 64 << 10;
+/// How long one `passwd` or `cgroup` file may be read: a real one of any size takes
+/// milliseconds; a hostile one (a gigabyte of one line) is left at that.
+const READ_TIME: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Calls `f` on each line of `path` (without its newline) until it returns `Break`, the file
+/// ends, or [`READ_TIME`] has passed; a line longer than [`LINE_CAP`] is skipped, not cut.
+/// `None` when the file cannot be opened.
+fn each_line(path: &Path, mut f: impl FnMut(&str) -> std::ops::ControlFlow<()>) -> Option<()> {
+    use std::io::BufRead;
+    let start = std::time::Instant::now();
+    let mut reader = std::io::BufReader::with_capacity(64 << 10, std::fs::File::open(path).ok()?);
+    let mut line = Vec::new();
+    while start.elapsed() < READ_TIME {
+        line.clear();
+        let n = (&mut reader)
+            .take(LINE_CAP + 1)
+            .read_until(b'\n', &mut line)
+            .ok()?;
+        if n == 0 {
+            break;
+        }
+        if line.last() != Some(&b'\n') && n as u64 > LINE_CAP {
+            // Too long: skip to its end, in bounded pieces.
+            loop {
+                if start.elapsed() >= READ_TIME {
+                    return Some(());
+                }
+                let buf = reader.fill_buf().ok()?;
+                if buf.is_empty() {
+                    return Some(());
+                }
+                if let Some(i) = buf.iter().position(|&b| b == b'\n') {
+                    reader.consume(i + 1);
+                    break;
+                }
+                let all = buf.len();
+                reader.consume(all);
+            }
+            continue;
+        }
+        let text = String::from_utf8_lossy(&line);
+        if f(text.trim_end_matches('\n')).is_break() {
+            break;
+        }
+    }
+    Some(())
+}
 
 /// The file's bytes, up to [`CAP`]. procfs fills a read as far as the file goes, so a
 /// read shorter than the page asked for is the whole file (no second read to see the end,
@@ -40,9 +91,14 @@ pub fn user_names(procfs: &Path) -> BTreeMap<u32, String> {
     } else {
         procfs.join("1/root/etc/passwd")
     };
-    read_capped(&passwd)
-        .map(|b| parse_passwd(&String::from_utf8_lossy(&b)))
-        .unwrap_or_default()
+    let mut names = BTreeMap::new();
+    each_line(&passwd, |line| {
+        if let Some((uid, name)) = passwd_line(line) {
+            names.entry(uid).or_insert_with(|| name.to_string());
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    names
 }
 
 /// The parts of `pid`'s context asked for; each part reads its own file.
@@ -91,10 +147,23 @@ pub fn context(
             .filter(|&r| r > 0);
     }
     if parts.container {
-        ctx.container = read_capped(&dir.join("cgroup"))
-            .and_then(|b| parse_cgroup(&String::from_utf8_lossy(&b)));
+        ctx.container = container(&dir.join("cgroup"));
     }
     ctx
+}
+
+/// The container the first line of `cgroup` that names one says, read line by line.
+fn container(path: &Path) -> Option<Container> {
+    let mut found = None;
+    each_line(path, |line| {
+        found = cgroup_line(line);
+        if found.is_some() {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    })?;
+    found
 }
 
 /// Clock ticks (`stat`'s unit for CPU time) as a duration.
@@ -102,4 +171,90 @@ fn ticks_to_duration(ticks: u64) -> Option<std::time::Duration> {
     let hz = crate::host::memory::linux::clock_ticks_per_second()?;
     let nanos = u128::from(ticks) * 1_000_000_000 / u128::from(hz);
     Some(std::time::Duration::from_nanos(u64::try_from(nanos).ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fmt::Write as _;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("hmn-ctx-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A 3.7 MB `passwd` and a 3.5 MB `cgroup` whose entries that matter come last: read
+    /// whole, line by line (the first MiB alone gave a bare uid and no container).
+    #[test]
+    fn large_passwd_and_cgroup_files_are_read_to_their_end() {
+        let procfs = scratch("large");
+        let etc = procfs.join("1/root/etc");
+        std::fs::create_dir_all(&etc).unwrap();
+        let mut passwd = String::new();
+        for i in 0..100_000 {
+            let _ = writeln!(
+                passwd,
+                "user{i:06}:x:{}:100::/home/user{i:06}:/bin/sh",
+                10_000 + i
+            );
+        }
+        passwd.push_str("alice:x:4242424:100:Alice:/home/alice:/bin/bash\n");
+        assert!(passwd.len() > 3_700_000, "{}", passwd.len());
+        std::fs::write(etc.join("passwd"), &passwd).unwrap();
+        let names = user_names(&procfs);
+        assert_eq!(names.get(&4_242_424).map(String::as_str), Some("alice"));
+        assert_eq!(names.get(&10_000).map(String::as_str), Some("user000000"));
+
+        let pid = procfs.join("77");
+        std::fs::create_dir_all(&pid).unwrap();
+        let mut cgroup = String::new();
+        while cgroup.len() < 3_500_000 {
+            cgroup.push_str("0::/user.slice/user-1000.slice/session-3.scope/a/b/c/d/e/f/g\n");
+        }
+        let id = "ab".repeat(32);
+        let _ = writeln!(cgroup, "0::/system.slice/docker-{id}.scope");
+        std::fs::write(pid.join("cgroup"), &cgroup).unwrap();
+        let mut parts = ContextParts::NONE;
+        parts.container = true;
+        let ctx = context(&procfs, 77, &BTreeMap::new(), parts);
+        let c = ctx.container.expect("the container on the last line");
+        assert_eq!(
+            (c.id.as_str(), c.runtime.as_deref()),
+            (id.as_str(), Some("docker"))
+        );
+        let _ = std::fs::remove_dir_all(&procfs);
+    }
+
+    /// A hostile `passwd`: a gigabyte of one line (sparse), or a line over the cap before real
+    /// ones. The reader skips what is too long and stops at its time limit.
+    #[test]
+    fn a_hostile_passwd_cannot_hold_the_reader() {
+        let procfs = scratch("hostile");
+        let etc = procfs.join("1/root/etc");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::File::create(etc.join("passwd"))
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let t = std::time::Instant::now();
+        assert!(user_names(&procfs).is_empty());
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
+        let long = "x".repeat(200_000);
+        std::fs::write(
+            etc.join("passwd"),
+            format!("{long}\nbob:x:1001:1001::/:/bin/sh\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            user_names(&procfs).get(&1001).map(String::as_str),
+            Some("bob")
+        );
+        let _ = std::fs::remove_dir_all(&procfs);
+    }
 }
