@@ -147,7 +147,16 @@ async fn serve(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
             SHUTDOWN_GRACE.as_secs()
         )?;
     }
-    Ok(Outcome::Success)
+    Ok(Outcome::stopped_by(signal_number(signal)))
+}
+
+/// The number of a stop signal named by [`stop_signal`] (Windows' console events as the
+/// signals they stand for: Ctrl-C and Ctrl-Break as SIGINT, closing and shutdown as SIGTERM).
+fn signal_number(name: &str) -> i32 {
+    match name {
+        "SIGINT" | "Ctrl-C" | "Ctrl-Break" => 2,
+        _ => 15,
+    }
 }
 
 /// Resolves with the name of the first stop signal (SIGTERM or SIGINT; on Windows, Ctrl-C,

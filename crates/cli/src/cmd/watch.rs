@@ -240,7 +240,9 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         }
     }
     closing(&targets, started, err)?;
-    Ok(Outcome::Success)
+    Ok(ticker
+        .stopped_by()
+        .map_or(Outcome::Success, Outcome::stopped_by))
 }
 
 /// Adds the processes among the `top` largest holders of `frame` not followed yet (their RSS

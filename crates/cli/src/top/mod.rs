@@ -119,11 +119,11 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
     drop(rx);
     // The sampler may be inside a driver call that does not return: it is not waited for.
     drop(sampling);
-    result.map(|()| Outcome::Success)
+    result.map(|signal| signal.map_or(Outcome::Success, Outcome::stopped_by))
 }
 
-/// The terminal thread: draws, reads keys, until quit or a stop signal.
-fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Result<()> {
+/// The terminal thread: draws, reads keys, until quit (`None`) or a stop signal (its number).
+fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Result<Option<i32>> {
     let stop = Stop::on_signals();
     let mut terminal = ratatui::try_init()?;
     let _restore = Restore;
@@ -164,7 +164,7 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Res
             _ => {}
         }
     }
-    Ok(())
+    Ok(stop.signal())
 }
 
 /// The sampling thread: a refresh every `interval` (none while paused), until stopped or the

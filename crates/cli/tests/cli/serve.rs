@@ -817,7 +817,13 @@ fn stop(server: &mut Server, signal: &str, limit: Duration) -> (Duration, String
         .wait_exit(limit)
         .unwrap_or_else(|| panic!("hmn serve did not stop on SIG{signal}: {}", server.stderr()));
     let took = started.elapsed();
-    assert_eq!(status.code(), Some(0), "{}", server.stderr());
+    // The one rule of every hmn command: a stop signal's 128 + n (issue 24, point 6).
+    let n = match signal {
+        "INT" => 2,
+        "HUP" => 1,
+        _ => 15,
+    };
+    assert_eq!(status.code(), Some(128 + n), "{}", server.stderr());
     // The reader thread may still be draining the pipe.
     let until = Instant::now() + Duration::from_secs(5);
     while !server.stderr().contains(": stopped") && Instant::now() < until {

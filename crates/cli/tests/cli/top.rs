@@ -126,7 +126,7 @@ fn top_in_a_real_terminal_sorts_filters_quits_and_restores_it() {
         b = b.id(),
         b_used = 5000 * MIB,
     ));
-    let tmux = start(&scenario);
+    let tmux = start("test", &scenario);
     // The fake GPU's figures: 8,000 MiB held by the two processes, with the reservation.
     let s = tmux.wait_for("the fake GPU", |s| s.contains("GPU 0  NVIDIA H200"));
     assert!(
@@ -185,10 +185,10 @@ fn top_in_a_real_terminal_sorts_filters_quits_and_restores_it() {
 
 /// A tmux session running `hmn top` against the fake NVML with `scenario`, after a marker line
 /// on the main screen.
-fn start(scenario: &std::path::Path) -> Tmux {
+fn start(what: &str, scenario: &std::path::Path) -> Tmux {
     let lib = support::fake_nvml(support::FakeVariant::Modern);
     let tmux = Tmux::start(
-        "test",
+        what,
         120,
         &[
             "env",
@@ -337,4 +337,46 @@ fn a_dumb_terminal_is_refused_with_what_to_use_instead() {
     });
     assert!(s.lines().any(|l| l == "TOP-EXIT=2"), "{s}");
     assert!(s.contains("TERM=dumb") && s.contains("hmn watch"), "{s}");
+}
+
+/// A stop signal ends `hmn top` with 128 + its number, as every hmn command (it exited 0).
+#[test]
+fn a_stop_signal_ends_top_with_128_plus_its_number() {
+    if !tmux_here() {
+        return;
+    }
+    let scenario = support::write_scenario(&format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
+        143_771 * MIB,
+        614 * MIB,
+        100_000 * MIB,
+    ));
+    for (signal, n) in [(libc::SIGTERM, 15), (libc::SIGHUP, 1), (libc::SIGINT, 2)] {
+        let tmux = start(&format!("signal{n}"), &scenario);
+        tmux.wait_for("the view", |s| s.contains("GPU 0  NVIDIA H200"));
+        let shell: u32 = tmux
+            .cmd(&["display", "-p", "-t", "top", "#{pane_pid}"])
+            .trim()
+            .parse()
+            .unwrap();
+        // hmn top is the shell's child.
+        let top = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+            .unwrap()
+            .split_whitespace()
+            .find_map(|p| p.parse::<i32>().ok())
+            .unwrap();
+        // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
+        #[allow(unsafe_code)]
+        let sent = unsafe { libc::kill(top, signal) };
+        assert_eq!(sent, 0);
+        let s = tmux.wait_for("the exit status", |s| {
+            s.lines().any(|l| l.starts_with("TOP-EXIT="))
+        });
+        assert!(
+            s.lines().any(|l| l == format!("TOP-EXIT={}", 128 + n)),
+            "signal {n}: {s}"
+        );
+        assert_restored(&tmux);
+    }
+    let _ = std::fs::remove_file(scenario);
 }

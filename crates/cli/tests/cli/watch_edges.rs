@@ -146,3 +146,33 @@ fn an_idle_gpu_is_watched_and_a_new_process_picked_up() {
     assert!(rows[1..].iter().all(|r| r["event"].is_null()), "{rows:?}");
     assert!(err.contains("hmn watch: 1 process(es)"), "{err}");
 }
+
+/// A stop signal ends `hmn watch` with 128 + its number, as every hmn command (it exited 0),
+/// after its closing summary.
+#[test]
+fn a_stop_signal_ends_watch_with_128_plus_its_number() {
+    let pid_file = std::env::temp_dir().join(format!("hmn-watch-signal-{}", std::process::id()));
+    let _ = std::fs::remove_file(&pid_file);
+    for (signal, n) in [(libc::SIGTERM, 15), (libc::SIGINT, 2), (libc::SIGHUP, 1)] {
+        let child = with_pid_file(&pid_file)
+            .args(["watch", "--interval", "100ms"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        let pid = i32::try_from(child.id()).unwrap();
+        // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
+        #[allow(unsafe_code)]
+        let sent = unsafe { libc::kill(pid, signal) };
+        assert_eq!(sent, 0);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(128 + n),
+            "signal {n}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
