@@ -5,10 +5,11 @@
 //! NVML and the `nvidia-smi` source keep their settings for the life of a process, so library
 //! cases run in child processes (`HMN_CHILD=<case>` re-runs this binary's ignored `child` test).
 
+use crate::util::hmn::run;
 use support::capture_reader;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use hypomnesis::{GpuQuerySource, HypomnesisError, MigInstance, SourceState};
 use support::{FakeVariant, capture, fake_nvml, fake_smi, write_scenario};
@@ -589,20 +590,6 @@ fn with_smi(capture: &Path) -> Command {
         .env("FAKE_SMI_CAPTURE", capture)
         .env("FAKE_SMI_PHASE", "load");
     c
-}
-
-fn run(mut c: Command, args: &[&str]) -> (i32, String, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = c.args(args).output().unwrap();
-    let (o, e) = (
-        String::from_utf8(stdout).unwrap(),
-        String::from_utf8(stderr).unwrap(),
-    );
-    assert!(!e.contains("panicked"), "hmn panicked: {e}");
-    (status.code().unwrap_or(-1), o, e)
 }
 
 const H200_MIG_LINES: &str = concat!(

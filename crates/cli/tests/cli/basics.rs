@@ -2,11 +2,12 @@
 //! replaying the recorded captures: exact output, exit codes, stderr summaries, broken pipes.
 #![allow(clippy::format_collect)] // test code
 
+use crate::util::hmn::run;
 use support::capture_reader;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use support::{FakeVariant, all_captures, fake_nvml, fake_smi, write_scenario};
 
@@ -37,20 +38,6 @@ fn with_smi(capture: &Path, phase: &str) -> Command {
         .env("FAKE_SMI_CAPTURE", capture)
         .env("FAKE_SMI_PHASE", phase);
     c
-}
-
-fn run(mut c: Command, args: &[&str]) -> (i32, String, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = c.args(args).output().unwrap();
-    let (o, e) = (
-        String::from_utf8(stdout).unwrap(),
-        String::from_utf8(stderr).unwrap(),
-    );
-    assert!(!e.contains("panicked"), "hmn panicked: {e}");
-    (status.code().unwrap_or(-1), o, e)
 }
 
 fn h200(extra: &str) -> String {

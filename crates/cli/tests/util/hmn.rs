@@ -1,6 +1,6 @@
 //! The one way the tests start `hmn`.
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The settings `hmn` reads from its environment; none is inherited from the test's.
 const SETTINGS: [&str; 5] = [
@@ -20,4 +20,20 @@ pub fn hmn() -> Command {
         c.env_remove(name);
     }
     c
+}
+
+/// Runs `c` with `args`: its exit code (-1 when a signal ended it), stdout and stderr, both
+/// UTF-8, and no panic said on stderr.
+pub fn run(mut c: Command, args: &[&str]) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = c.args(args).output().unwrap();
+    let (o, e) = (
+        String::from_utf8(stdout).unwrap(),
+        String::from_utf8(stderr).unwrap(),
+    );
+    assert!(!e.contains("panicked"), "hmn panicked: {e}");
+    (status.code().unwrap_or(-1), o, e)
 }
