@@ -19,11 +19,13 @@ pub(crate) fn entry(
     catch_unwind(AssertUnwindSafe(|| {
         let delay = {
             let mut g = lock();
-            *g.calls.entry(name).or_insert(0) += 1;
+            let calls = g.calls.entry(name).or_insert(0);
+            *calls += 1;
+            let calls = *calls;
             g.loaded.as_ref().and_then(|l| {
                 l.sc.slow
                     .iter()
-                    .find(|r| r.function == name)
+                    .find(|r| r.function == name && calls > r.after)
                     .map(|r| std::time::Duration::from_millis(r.ms))
             })
         };

@@ -51,7 +51,8 @@
 //!   }],
 //!   "fail": [{"function": "nvmlDeviceGetMemoryInfo", "code": 1, "times": 1, "device": 0,
 //!             "mig_device": null}],
-//!   "slow": [{"function": "nvmlDeviceGetMemoryInfo", "ms": 600000}],  // blocks that long, always
+//!   "slow": [{"function": "nvmlDeviceGetMemoryInfo", "ms": 600000,  // blocks that long,
+//!             "after": 0}],                                         // after that many calls
 //!   "garbage": {"name_without_nul": false, "count_larger_than_buffer": false,
 //!               "process_used_max": false, "empty_error_strings": false,
 //!               "parent_handle_alias": false, "ask_for_rows": null, "device_count": null}
@@ -264,6 +265,9 @@ pub struct SlowRule {
     /// Exact exported name, e.g. `nvmlDeviceGetMemoryInfo`.
     pub function: String,
     pub ms: u64,
+    /// How many calls answer at once before the rule applies; default 0 (from the first).
+    #[serde(default)]
+    pub after: u64,
 }
 
 /// Deliberately wrong answers, to test a loader's defences.

@@ -57,6 +57,7 @@ mod duration;
 mod error;
 mod gpu;
 mod host;
+mod inflight;
 #[cfg(feature = "report")]
 mod report;
 mod snapshot;
@@ -73,6 +74,7 @@ pub use gpu::{
     mig_state, process_gpu_info, sources,
 };
 pub use host::memory::host::{HostMemory, host_memory};
+pub use inflight::{InFlight, in_flight};
 pub use host::memory::process_rss;
 pub use host::process::context::{
     Container, ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd,

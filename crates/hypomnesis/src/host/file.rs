@@ -26,6 +26,7 @@ pub(crate) const FDINFO: u64 = 64 << 10;
 
 /// The text of `path`, whole, when it is at most `cap` bytes; at most `cap + 1` bytes are read.
 pub(crate) fn read_capped(path: &Path, cap: u64) -> io::Result<String> {
+    let _waiting = crate::inflight::reading(path);
     let mut text = String::new();
     std::fs::File::open(path)?
         .take(cap.saturating_add(1))

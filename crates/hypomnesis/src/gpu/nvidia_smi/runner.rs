@@ -133,6 +133,7 @@ impl<R: Read + std::os::fd::AsRawFd> Pipe<R> {
 #[cfg(unix)]
 pub(crate) fn run(exe: &Path, args: &[&str], timeout: Duration) -> Result<Ran, RunError> {
     use std::os::unix::process::CommandExt;
+    let _waiting = crate::inflight::running(exe);
     let mut child = Command::new(exe)
         .args(args)
         .stdin(Stdio::null())
@@ -216,6 +217,7 @@ fn finished<R: Read + std::os::fd::AsRawFd>(
 /// Run `exe args…` with stdin closed; kill and reap it if it runs past `timeout`.
 #[cfg(not(unix))]
 pub(crate) fn run(exe: &Path, args: &[&str], timeout: Duration) -> Result<Ran, RunError> {
+    let _waiting = crate::inflight::running(exe);
     let mut child = Command::new(exe)
         .args(args)
         .stdin(Stdio::null())

@@ -220,12 +220,14 @@ impl Nvml {
     }
 
     pub(crate) fn init(&self) -> NvmlReturn {
+        let _waiting = crate::inflight::calling(self.init_name);
         // SAFETY: nvmlInit takes no arguments; the library is loaded.
         unsafe { (self.init)() }
     }
 
     pub(crate) fn shutdown(&self) -> Option<NvmlReturn> {
         let f = self.shutdown?;
+        let _waiting = crate::inflight::calling("nvmlShutdown");
         // SAFETY: nvmlShutdown takes no arguments; extra calls only return an error code.
         Some(unsafe { f() })
     }
@@ -246,6 +248,7 @@ impl Nvml {
 
     pub(crate) fn device_count(&self) -> Result<u32, NvmlReturn> {
         let mut n: c_uint = 0;
+        let _waiting = crate::inflight::calling(self.count_name);
         // SAFETY: `n` is a valid, writable c_uint for the duration of the call.
         let rc = unsafe { (self.count)(&raw mut n) };
         ok(rc).map(|()| n)
@@ -253,6 +256,7 @@ impl Nvml {
 
     pub(crate) fn handle(&self, index: u32) -> Result<Device, NvmlReturn> {
         let mut h: *mut c_void = std::ptr::null_mut();
+        let _waiting = crate::inflight::calling(self.handle_name);
         // SAFETY: `h` is a valid, writable pointer slot for the duration of the call.
         let rc = unsafe { (self.handle_by_index)(index, &raw mut h) };
         ok(rc)?;
@@ -266,6 +270,7 @@ impl Nvml {
     pub(crate) fn memory(&self, dev: Device) -> Option<Result<Memory, NvmlReturn>> {
         let f = self.memory?;
         let mut m = Memory::default();
+        let _waiting = crate::inflight::calling("nvmlDeviceGetMemoryInfo");
         // SAFETY: `m` is a writable nvmlMemory_t (24 bytes, asserted in tests); `dev` came from NVML.
         let rc = unsafe { f(dev.0, &raw mut m) };
         Some(ok(rc).map(|()| m))
@@ -282,6 +287,7 @@ impl Nvml {
             version,
             ..MemoryV2::default()
         };
+        let _waiting = crate::inflight::calling("nvmlDeviceGetMemoryInfo_v2");
         // SAFETY: `m` is a writable nvmlMemory_v2_t (40 bytes, asserted in tests); `dev` came from NVML.
         let rc = unsafe { f(dev.0, &raw mut m) };
         Some(ok(rc).map(|()| m))
@@ -291,6 +297,7 @@ impl Nvml {
     pub(crate) fn utilization(&self, dev: Device) -> Option<Result<UtilizationRates, NvmlReturn>> {
         let f = self.utilization?;
         let mut u = UtilizationRates::default();
+        let _waiting = crate::inflight::calling("nvmlDeviceGetUtilizationRates");
         // SAFETY: `u` is a writable nvmlUtilization_t (8 bytes); `dev` came from NVML.
         let rc = unsafe { f(dev.0, &raw mut u) };
         Some(ok(rc).map(|()| u))
@@ -298,33 +305,35 @@ impl Nvml {
 
     pub(crate) fn device_name(&self, dev: Device) -> Option<Result<Vec<u8>, NvmlReturn>> {
         let f = self.name?;
-        Some(device_string(f, dev, DEVICE_NAME_BUFFER))
+        Some(device_string("nvmlDeviceGetName", f, dev, DEVICE_NAME_BUFFER))
     }
 
     pub(crate) fn device_uuid(&self, dev: Device) -> Option<Result<Vec<u8>, NvmlReturn>> {
         let f = self.uuid?;
-        Some(device_string(f, dev, DEVICE_UUID_BUFFER))
+        Some(device_string("nvmlDeviceGetUUID", f, dev, DEVICE_UUID_BUFFER))
     }
 
     pub(crate) fn pci_info(&self, dev: Device) -> Option<Result<PciInfo, NvmlReturn>> {
-        let (f, _) = self.pci?;
+        let (f, name) = self.pci?;
         let mut p = PciInfo::default();
+        let _waiting = crate::inflight::calling(name);
         // SAFETY: `p` is a writable nvmlPciInfo_t (68 bytes, asserted in tests).
         let rc = unsafe { f(dev.0, &raw mut p) };
         Some(ok(rc).map(|()| p))
     }
 
     pub(crate) fn driver_version(&self) -> Option<Result<Vec<u8>, NvmlReturn>> {
-        Some(system_string(self.driver_version?, SYSTEM_VERSION_BUFFER))
+        Some(system_string("nvmlSystemGetDriverVersion", self.driver_version?, SYSTEM_VERSION_BUFFER))
     }
 
     pub(crate) fn lib_version(&self) -> Option<Result<Vec<u8>, NvmlReturn>> {
-        Some(system_string(self.lib_version?, SYSTEM_VERSION_BUFFER))
+        Some(system_string("nvmlSystemGetNVMLVersion", self.lib_version?, SYSTEM_VERSION_BUFFER))
     }
 
     pub(crate) fn cuda_driver_version(&self) -> Option<Result<i32, NvmlReturn>> {
         let f = self.cuda_version?;
         let mut v: c_int = 0;
+        let _waiting = crate::inflight::calling("nvmlSystemGetCudaDriverVersion");
         // SAFETY: `v` is a writable int for the duration of the call.
         let rc = unsafe { f(&raw mut v) };
         Some(ok(rc).map(|()| v))
@@ -334,6 +343,7 @@ impl Nvml {
     pub(crate) fn mig_mode(&self, dev: Device) -> Option<Result<(u32, u32), NvmlReturn>> {
         let f = self.mig_mode?;
         let (mut current, mut pending): (c_uint, c_uint) = (0, 0);
+        let _waiting = crate::inflight::calling("nvmlDeviceGetMigMode");
         // SAFETY: both out-pointers are valid, writable c_uints for the call; `dev` came from NVML.
         let rc = unsafe { f(dev.0, &raw mut current, &raw mut pending) };
         Some(ok(rc).map(|()| (current, pending)))
@@ -341,7 +351,7 @@ impl Nvml {
 
     /// `nvmlDeviceGetMaxMigDeviceCount`; `None` when the symbol is missing.
     pub(crate) fn max_mig_devices(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
-        Some(device_uint(self.max_mig_devices?, dev))
+        Some(device_uint("nvmlDeviceGetMaxMigDeviceCount", self.max_mig_devices?, dev))
     }
 
     /// `nvmlDeviceGetMigDeviceHandleByIndex`; `None` when the symbol is missing. An empty slot
@@ -349,6 +359,7 @@ impl Nvml {
     pub(crate) fn mig_handle(&self, dev: Device, slot: u32) -> Option<Result<Device, NvmlReturn>> {
         let f = self.mig_handle?;
         let mut h: *mut c_void = std::ptr::null_mut();
+        let _waiting = crate::inflight::calling("nvmlDeviceGetMigDeviceHandleByIndex");
         // SAFETY: `h` is a valid, writable pointer slot for the call; `dev` came from NVML.
         let rc = unsafe { f(dev.0, slot, &raw mut h) };
         Some(ok(rc).and_then(|()| non_null(h)))
@@ -356,23 +367,24 @@ impl Nvml {
 
     /// `nvmlDeviceGetGpuInstanceId` of a MIG handle; `None` when the symbol is missing.
     pub(crate) fn gpu_instance_id(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
-        Some(device_uint(self.gpu_instance_id?, dev))
+        Some(device_uint("nvmlDeviceGetGpuInstanceId", self.gpu_instance_id?, dev))
     }
 
     /// `nvmlDeviceGetComputeInstanceId` of a MIG handle; `None` when the symbol is missing.
     pub(crate) fn compute_instance_id(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
-        Some(device_uint(self.compute_instance_id?, dev))
+        Some(device_uint("nvmlDeviceGetComputeInstanceId", self.compute_instance_id?, dev))
     }
 
     /// `nvmlDeviceIsMigDeviceHandle`; `None` when the symbol is missing.
     pub(crate) fn is_mig_handle(&self, dev: Device) -> Option<Result<bool, NvmlReturn>> {
-        Some(device_uint(self.is_mig_handle?, dev).map(|v| v != 0))
+        Some(device_uint("nvmlDeviceIsMigDeviceHandle", self.is_mig_handle?, dev).map(|v| v != 0))
     }
 
     /// `nvmlDeviceGetDeviceHandleFromMigDeviceHandle`; `None` when the symbol is missing.
     pub(crate) fn mig_parent(&self, mig: Device) -> Option<Result<Device, NvmlReturn>> {
         let f = self.mig_parent?;
         let mut h: *mut c_void = std::ptr::null_mut();
+        let _waiting = crate::inflight::calling("nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
         // SAFETY: `h` is a valid, writable pointer slot for the call; `mig` came from NVML.
         let rc = unsafe { f(mig.0, &raw mut h) };
         Some(ok(rc).and_then(|()| non_null(h)))
@@ -386,6 +398,7 @@ impl Nvml {
             return Some(Err(NVML_ERROR_NOT_FOUND));
         };
         let mut h: *mut c_void = std::ptr::null_mut();
+        let _waiting = crate::inflight::calling("nvmlDeviceGetHandleByUUID");
         // SAFETY: `c` is a NUL-terminated string alive for the call; `h` is a writable slot.
         let rc = unsafe { f(c.as_ptr(), &raw mut h) };
         Some(ok(rc).and_then(|()| non_null(h)))
@@ -394,6 +407,7 @@ impl Nvml {
     pub(crate) fn process_name(&self, pid: u32) -> Option<Result<Vec<u8>, NvmlReturn>> {
         let f = self.process_name?;
         let mut buf = vec![0_u8; PROCESS_NAME_BUFFER];
+        let _waiting = crate::inflight::calling("nvmlSystemGetProcessName");
         // SAFETY: `buf` is writable for PROCESS_NAME_BUFFER bytes, the length we pass.
         let rc = unsafe { f(pid, buf.as_mut_ptr().cast(), buffer_len(&buf)) };
         Some(ok(rc).and_then(|()| until_nul(buf)))
@@ -411,6 +425,7 @@ impl ProcessFn {
         } else {
             buf.as_mut_ptr().cast()
         };
+        let _waiting = crate::inflight::calling(self.name);
         // SAFETY: `ptr` is NULL with capacity 0, or points to `count` writable elements of the
         // stride this symbol writes (the caller picks T from `self.layout`); NVML writes at most
         // `count` elements and updates `count`.
@@ -431,8 +446,10 @@ fn non_null(h: *mut c_void) -> Result<Device, NvmlReturn> {
     }
 }
 
-fn device_uint(f: FnDeviceUint, dev: Device) -> Result<u32, NvmlReturn> {
+/// A call of `name` (its NVML function name) that writes one unsigned int.
+fn device_uint(name: &'static str, f: FnDeviceUint, dev: Device) -> Result<u32, NvmlReturn> {
     let mut v: c_uint = 0;
+    let _waiting = crate::inflight::calling(name);
     // SAFETY: `v` is a valid, writable c_uint for the call; `dev` came from NVML.
     let rc = unsafe { f(dev.0, &raw mut v) };
     ok(rc).map(|()| v)
@@ -442,16 +459,27 @@ fn buffer_len<T>(buf: &[T]) -> c_uint {
     c_uint::try_from(buf.len()).unwrap_or(c_uint::MAX)
 }
 
-fn device_string(f: FnDeviceString, dev: Device, size: usize) -> Result<Vec<u8>, NvmlReturn> {
+fn device_string(
+    name: &'static str,
+    f: FnDeviceString,
+    dev: Device,
+    size: usize,
+) -> Result<Vec<u8>, NvmlReturn> {
     let mut buf = vec![0_u8; size];
+    let _waiting = crate::inflight::calling(name);
     // SAFETY: `buf` is writable for `size` bytes, the length we pass; `dev` came from NVML.
     let rc = unsafe { f(dev.0, buf.as_mut_ptr().cast(), buffer_len(&buf)) };
     ok(rc)?;
     until_nul(buf)
 }
 
-fn system_string(f: FnSystemString, size: usize) -> Result<Vec<u8>, NvmlReturn> {
+fn system_string(
+    name: &'static str,
+    f: FnSystemString,
+    size: usize,
+) -> Result<Vec<u8>, NvmlReturn> {
     let mut buf = vec![0_u8; size];
+    let _waiting = crate::inflight::calling(name);
     // SAFETY: `buf` is writable for `size` bytes, the length we pass.
     let rc = unsafe { f(buf.as_mut_ptr().cast(), buffer_len(&buf)) };
     ok(rc)?;

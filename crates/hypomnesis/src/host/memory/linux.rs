@@ -56,6 +56,7 @@ pub(crate) fn rss_at(dir: &Path) -> Result<u64> {
 /// Read a small procfs file (statm is under 100 bytes) without a heap-growing loop.
 fn read_small(path: &Path) -> std::io::Result<String> {
     let mut buf = [0_u8; 256];
+    let _waiting = crate::inflight::reading(path);
     let mut file = fs::File::open(path)?;
     let mut len = 0;
     while let Some(rest) = buf.get_mut(len..) {

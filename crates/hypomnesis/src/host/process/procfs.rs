@@ -21,7 +21,9 @@ pub(crate) fn root() -> crate::Result<&'static Path> {
 pub(crate) fn comm(root: &Path, pid: u32) -> Option<String> {
     use std::io::Read;
     let mut buf = [0_u8; 256];
-    let mut file = std::fs::File::open(root.join(pid.to_string()).join("comm")).ok()?;
+    let path = root.join(pid.to_string()).join("comm");
+    let _waiting = crate::inflight::reading(&path);
+    let mut file = std::fs::File::open(&path).ok()?;
     let n = file.read(&mut buf).ok()?;
     let text = String::from_utf8_lossy(buf.get(..n)?);
     let name = text.trim_end_matches('\n');

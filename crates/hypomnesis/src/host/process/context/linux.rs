@@ -22,6 +22,7 @@ const READ_TIME: std::time::Duration = std::time::Duration::from_millis(500);
 /// `None` when the file cannot be opened.
 fn each_line(path: &Path, mut f: impl FnMut(&str) -> std::ops::ControlFlow<()>) -> Option<()> {
     use std::io::BufRead;
+    let _waiting = crate::inflight::reading(path);
     let start = std::time::Instant::now();
     let mut reader = std::io::BufReader::with_capacity(64 << 10, std::fs::File::open(path).ok()?);
     let mut line = Vec::new();
@@ -71,6 +72,7 @@ fn read_capped(path: &Path) -> Option<Vec<u8>> {
 /// [`read_capped`], with the file still open (to ask its owner without a path lookup).
 fn read_open(path: &Path) -> Option<(std::fs::File, Vec<u8>)> {
     const PAGE: usize = 4096;
+    let _waiting = crate::inflight::reading(path);
     let mut file = std::fs::File::open(path).ok()?;
     let mut out = vec![0_u8; PAGE];
     let n = file.read(&mut out).ok()?;
