@@ -214,13 +214,22 @@ fn within(
         err.write_all(&e)?;
         return outcome;
     }
-    writeln!(
-        err,
-        "hmn: no answer within {}: a GPU driver call did not return (a hung driver or GPU); \
-         giving up (--deadline sets the limit)",
-        hypomnesis::format_duration(deadline)
-    )?;
+    writeln!(err, "{}", no_answer(deadline, &hypomnesis::in_flight()))?;
     Ok(Outcome::MeasurementFailed)
+}
+
+/// What a measurement past its deadline says: what it is still waiting on (the longest
+/// waiting of the library's operations in flight), and since when.
+fn no_answer(deadline: Duration, waiting: &[hypomnesis::InFlight]) -> String {
+    let within = hypomnesis::format_duration(deadline);
+    let on = match waiting.first() {
+        Some(op) => format!(
+            "still waiting for {op} after {}",
+            view::human(op.age())
+        ),
+        None => "the measurement did not return".to_string(),
+    };
+    format!("hmn: no answer within {within}: {on}; giving up (--deadline sets the limit)")
 }
 
 pub fn main() -> ExitCode {

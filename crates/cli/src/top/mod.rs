@@ -32,6 +32,7 @@ use crate::collect::sampler::{Frame, Sampler, Want};
 use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
 use model::{Builder, Screen};
+use draw::Late;
 use state::{Action, ViewState};
 
 /// Options of `hmn top`.
@@ -122,8 +123,47 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
     result.map(|signal| signal.map_or(Outcome::Success, Outcome::stopped_by))
 }
 
+/// One refresh: what it shows, and when its measurement began (how old its figures are).
+struct Refresh {
+    screen: Screen,
+    taken: Instant,
+}
+
+/// When the view last had figures or began to expect them, to tell a late refresh.
+struct Freshness {
+    /// When the figures shown were measured; `None` before the first refresh.
+    taken: Option<Instant>,
+    /// Since when a refresh is expected: the start, or the end of a pause.
+    expected_since: Instant,
+}
+
+impl Freshness {
+    fn new(now: Instant) -> Self {
+        Self {
+            taken: None,
+            expected_since: now,
+        }
+    }
+
+    /// Whether, at `now`, a refresh every `interval` is overdue: one interval missed and at
+    /// least a second more (a slow measurement is not yet a late one). Never while paused.
+    fn late(&self, now: Instant, interval: Duration, paused: bool) -> Option<Late> {
+        let since = self.taken.map_or(self.expected_since, |t| t.max(self.expected_since));
+        let overdue = interval + interval.max(Duration::from_secs(1));
+        if paused || now.saturating_duration_since(since) < overdue {
+            return None;
+        }
+        let whole = |d: Duration| Duration::from_secs(d.as_secs());
+        Some(Late {
+            age: self.taken.map(|t| whole(now.saturating_duration_since(t))),
+            waited: whole(now.saturating_duration_since(self.expected_since)),
+            on: hypomnesis::in_flight().first().map(ToString::to_string),
+        })
+    }
+}
+
 /// The terminal thread: draws, reads keys, until quit (`None`) or a stop signal (its number).
-fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Result<Option<i32>> {
+fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Result<Option<i32>> {
     let stop = Stop::on_signals();
     let mut terminal = ratatui::try_init()?;
     let _restore = Restore;
@@ -132,16 +172,24 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Res
         ..ViewState::default()
     };
     let mut screen = Screen::waiting();
+    let mut fresh = Freshness::new(Instant::now());
+    let mut late = None;
     let mut dirty = true;
     let room = |t: &ratatui::DefaultTerminal| t.size().map_or(50, |s| s.height);
     control.set_view(&state, room(&terminal));
     while !stop.requested() {
-        while let Ok(s) = rx.try_recv() {
-            screen = s;
+        while let Ok(r) = rx.try_recv() {
+            screen = r.screen;
+            fresh.taken = Some(r.taken);
+            dirty = true;
+        }
+        let now_late = fresh.late(Instant::now(), interval, state.paused);
+        if now_late != late {
+            late = now_late;
             dirty = true;
         }
         if dirty {
-            terminal.draw(|f| draw::draw(f, &screen, &state, interval))?;
+            terminal.draw(|f| draw::draw(f, &screen, &state, interval, late.as_ref()))?;
             dirty = false;
         }
         if !event::poll(Duration::from_millis(100))? {
@@ -151,7 +199,9 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Res
             Event::Key(key) => match state.on_key(key, screen.gpu_count()) {
                 Action::Quit => break,
                 Action::Redraw => {
-                    control.paused.store(state.paused, Ordering::SeqCst);
+                    if control.paused.swap(state.paused, Ordering::SeqCst) && !state.paused {
+                        fresh.expected_since = Instant::now();
+                    }
                     control.set_view(&state, room(&terminal));
                     dirty = true;
                 }
@@ -172,7 +222,7 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Screen>) -> io::Res
 /// when the terminal hangs up (its window closed, tmux killed), reading keys may never return,
 /// so after a signal the terminal thread gets half a second to end before this thread gives
 /// the terminal back (as far as it still can) and ends the process.
-fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Screen>) {
+fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>) {
     let signals = Stop::on_signals();
     let sampler = Sampler::new(Want {
         devices: true,
@@ -189,6 +239,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Screen>) {
     let mut host_mode = false;
     while !control.stop.load(Ordering::SeqCst) {
         if !control.paused.load(Ordering::SeqCst) {
+            let taken = Instant::now();
             let pids = if host_mode { host_pids() } else { Vec::new() };
             let frame = sampler.frame(&pids);
             host_mode = !matches!(frame.count, Ok(n) if n > 0);
@@ -199,7 +250,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Screen>) {
                 hypomnesis::host_memory().map_err(|e| e.to_string()),
                 &own_context(),
             );
-            match tx.try_send(screen) {
+            match tx.try_send(Refresh { screen, taken }) {
                 Ok(()) | Err(TrySendError::Full(_)) => {}
                 Err(TrySendError::Disconnected(_)) => return,
             }

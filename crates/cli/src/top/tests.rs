@@ -17,7 +17,7 @@ use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 
 use super::draw::gpus::{split, wrap};
-use super::draw::{draw, human};
+use super::draw::{Late, draw, human};
 use super::model::{Builder, Screen};
 use super::state::ViewState;
 use crate::collect::sampler::{DeviceFrame, Frame};
@@ -152,8 +152,18 @@ fn two_gpus() -> Screen {
 }
 
 fn render(screen: &Screen, state: &ViewState, width: u16, height: u16) -> (String, TestBackend) {
+    render_late(screen, state, None, width, height)
+}
+
+fn render_late(
+    screen: &Screen,
+    state: &ViewState,
+    late: Option<&Late>,
+    width: u16,
+    height: u16,
+) -> (String, TestBackend) {
     let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
-    t.draw(|f| draw(f, screen, state, Duration::from_secs(1)))
+    t.draw(|f| draw(f, screen, state, Duration::from_secs(1), late))
         .unwrap();
     let backend = t.backend().clone();
     let buf = backend.buffer();
@@ -410,4 +420,74 @@ fn bar_parts_add_up_and_durations_read_well() {
     assert_eq!(human(Duration::from_secs(150)), "2m30s");
     assert_eq!(human(Duration::from_secs(3600)), "1h");
     assert_eq!(human(Duration::from_secs(3900)), "1h5m");
+}
+
+/// A late refresh is said in the header: how old the figures are and on what the measurement
+/// waits (a hostile path shown printable), or how long the view has waited for its first.
+#[test]
+fn a_late_refresh_says_how_old_the_figures_are_and_what_it_waits_for() {
+    let screen = two_gpus();
+    let late = Late {
+        age: Some(Duration::from_secs(8)),
+        waited: Duration::from_secs(8),
+        on: Some("/proc/1000/cmdline".into()),
+    };
+    let (text, backend) = render_late(&screen, &ViewState::default(), Some(&late), 110, 24);
+    check("late", &text);
+    let head = text.lines().next().unwrap();
+    assert!(
+        head.contains("figures 8s old: waiting for /proc/1000/cmdline"),
+        "{head}"
+    );
+    let at = head.find("figures").unwrap();
+    let cell = &backend.buffer()[(u16::try_from(at).unwrap(), 0)];
+    assert_eq!(cell.fg, Color::Red, "marked, not shown as live");
+    let first = Late {
+        age: None,
+        waited: Duration::from_secs(12),
+        on: Some("the NVIDIA driver (nvmlDeviceGetMemoryInfo)\x1b[2J".into()),
+    };
+    let (text, _) = render_late(&Screen::waiting(), &ViewState::default(), Some(&first), 200, 10);
+    let head = text.lines().next().unwrap();
+    assert!(
+        head.contains(
+            "no figures after 12s: waiting for the NVIDIA driver (nvmlDeviceGetMemoryInfo)?[2J"
+        ),
+        "{head}"
+    );
+    let unknown = Late { on: None, ..late };
+    let (text, _) = render_late(&screen, &ViewState::default(), Some(&unknown), 110, 24);
+    assert!(
+        text.contains("figures 8s old: the refresh has not returned"),
+        "{text}"
+    );
+}
+
+/// Late once a refresh is overdue by an interval and a second more; never while paused; a
+/// pause's end starts the wait again.
+#[test]
+fn a_refresh_is_late_after_an_interval_and_a_second_more_and_never_while_paused() {
+    use super::Freshness;
+    let start = std::time::Instant::now();
+    let at = |ms: u64| start + Duration::from_millis(ms);
+    let second = Duration::from_secs(1);
+    let mut f = Freshness::new(start);
+    assert_eq!(f.late(at(1999), second, false), None);
+    let late = f.late(at(2000), second, false).unwrap();
+    assert_eq!((late.age, late.waited), (None, Duration::from_secs(2)));
+    f.taken = Some(at(2500));
+    assert_eq!(f.late(at(4499), second, false), None);
+    let late = f.late(at(5700), second, false).unwrap();
+    assert_eq!(late.age, Some(Duration::from_secs(3)), "whole seconds");
+    assert_eq!(f.late(at(9000), second, true), None, "paused");
+    f.expected_since = at(9000);
+    assert_eq!(f.late(at(10_999), second, false), None, "after the pause");
+    assert_eq!(
+        f.late(at(11_000), second, false).unwrap().age,
+        Some(Duration::from_secs(8))
+    );
+    // A long interval: one missed interval more.
+    let ten = Duration::from_secs(10);
+    assert_eq!(f.late(at(28_999), ten, false), None);
+    assert!(f.late(at(29_000), ten, false).is_some());
 }

@@ -12,6 +12,7 @@ pub mod spill;
 pub mod watch;
 
 use std::io::{self, Write};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -83,6 +84,28 @@ pub fn format_size(bytes: u64) -> String {
         #[allow(clippy::cast_precision_loss)] // display only
         let gib = bytes as f64 / GIB as f64;
         format!("{gib:.1} GiB")
+    }
+}
+
+/// `250ms`, `1s`, `1.5s`, `4m`, `2m30s`, `1h5m`.
+pub fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    if ms < 60_000 {
+        return if ms.is_multiple_of(1000) {
+            format!("{}s", ms / 1000)
+        } else {
+            format!("{:.1}s", d.as_secs_f64())
+        };
+    }
+    let s = d.as_secs();
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, m, 0) => format!("{m}m"),
+        (0, m, sec) => format!("{m}m{sec}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
     }
 }
 

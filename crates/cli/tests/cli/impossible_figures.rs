@@ -26,7 +26,7 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// The `mixed` fixture with hostile clients of its AMD card (card1, 0000:03:00.0, 24 GiB).
-fn hostile_tree(name: &str) -> PathBuf {
+pub(super) fn hostile_tree(name: &str) -> PathBuf {
     let root = std::env::temp_dir().join(format!("hmn-impossible-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     copy_tree(&support::fixtures("drm/mixed"), &root);
@@ -60,7 +60,7 @@ fn hostile_tree(name: &str) -> PathBuf {
     root
 }
 
-fn hmn(root: &Path, args: &[&str]) -> (i32, String, String, Duration) {
+pub(super) fn hmn(root: &Path, args: &[&str]) -> (i32, String, String, Duration) {
     let t = Instant::now();
     let o = crate::util::hmn::hmn()
         .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")

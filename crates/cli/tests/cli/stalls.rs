@@ -1,6 +1,7 @@
 //! A GPU driver call that does not return (an NVML stand-in whose `nvmlDeviceGetMemoryInfo`
-//! blocks for ten minutes): `hmn` gives up at its deadline with a message, and `hmn serve`
-//! answers every scrape within its budget, saying the measurement is stalled.
+//! blocks for ten minutes), and a file read that does not (a FIFO as a process's `cmdline`, as
+//! a D-state process's is): `hmn` gives up at its deadline naming what did not return, and
+//! `hmn serve` answers every scrape within its budget, saying the measurement is stalled.
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -38,7 +39,10 @@ fn a_blocked_driver_call_ends_at_the_deadline_with_a_message() {
         );
         assert_eq!(o.status.code(), Some(1), "hmn {args:?}: {err}");
         assert!(
-            err.contains("hmn: no answer within 1500ms: a GPU driver call did not return"),
+            err.contains(
+                "hmn: no answer within 1500ms: still waiting for the NVIDIA driver \
+                 (nvmlDeviceGetMemoryInfo) after 1."
+            ),
             "hmn {args:?}: {err}"
         );
     }
@@ -51,6 +55,37 @@ fn a_blocked_driver_call_ends_at_the_deadline_with_a_message() {
         Some(2),
         "--deadline is for the commands that measure once"
     );
+}
+
+/// A process's `cmdline` that blocks its reader (a FIFO; a D-state process holding its memory
+/// map lock does the same to a real one): `hmn ps` names that file when it gives up, rather
+/// than blaming a GPU driver call.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_blocked_file_read_is_named_at_the_deadline() {
+    let root = super::impossible_figures::hostile_tree("fifo-ps");
+    let fifo = root.join("proc/601/cmdline");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (code, out, err, took) =
+        super::impossible_figures::hmn(&root, &["ps", "--deadline", "1500ms"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(took < Duration::from_secs(5), "took {took:?}: {err}");
+    assert_eq!(out, "", "nothing half measured");
+    assert!(
+        err.contains(&format!(
+            "hmn: no answer within 1500ms: still waiting for {} after 1.",
+            fifo.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("driver"), "{err}");
+    let _ = std::fs::remove_dir_all(root);
 }
 
 fn scrape(addr: &str) -> (Duration, String) {

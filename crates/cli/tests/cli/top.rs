@@ -187,9 +187,23 @@ fn top_in_a_real_terminal_sorts_filters_quits_and_restores_it() {
 /// on the main screen.
 fn start(what: &str, scenario: &std::path::Path) -> Tmux {
     let lib = support::fake_nvml(support::FakeVariant::Modern);
-    let tmux = Tmux::start(
+    start_top(
         what,
         120,
+        &[
+            format!("HYPOMNESIS_NVML_LIBRARY={}", lib.display()),
+            format!("FAKE_NVML_SCENARIO={}", scenario.display()),
+            format!("HYPOMNESIS_SYSFS={}", support::empty_dir().display()),
+        ],
+    )
+}
+
+/// A tmux session of `width` columns running `hmn top --interval 200ms` with `env` (`NAME=value`
+/// each), after a marker line on the main screen; the shell prints `TOP-EXIT=<status>` after.
+fn start_top(what: &str, width: u16, env: &[String]) -> Tmux {
+    let tmux = Tmux::start(
+        what,
+        width,
         &[
             "env",
             "-i",
@@ -202,14 +216,22 @@ fn start(what: &str, scenario: &std::path::Path) -> Tmux {
         ],
     );
     let line = format!(
-        "echo BEFORE-TOP; HYPOMNESIS_NVML_LIBRARY={} FAKE_NVML_SCENARIO={} HYPOMNESIS_SYSFS={} {} top --interval 200ms; echo TOP-EXIT=$?",
-        lib.display(),
-        scenario.display(),
-        support::empty_dir().display(),
+        "echo BEFORE-TOP; {} {} top --interval 200ms; echo TOP-EXIT=$?",
+        env.join(" "),
         env!("CARGO_BIN_EXE_hmn"),
     );
     tmux.keys(&[&line, "Enter"]);
     tmux
+}
+
+/// `q`, then the exit status 0 and the terminal as it was.
+fn quit(tmux: &Tmux) {
+    tmux.keys(&["q"]);
+    let s = tmux.wait_for("hmn top to quit", |s| {
+        s.lines().any(|l| l.starts_with("TOP-EXIT="))
+    });
+    assert!(s.lines().any(|l| l == "TOP-EXIT=0"), "{s}");
+    assert_restored(tmux);
 }
 
 /// The terminal is as it was: main screen, cursor shown, cooked mode with echo.
@@ -378,5 +400,74 @@ fn a_stop_signal_ends_top_with_128_plus_its_number() {
         );
         assert_restored(&tmux);
     }
+    let _ = std::fs::remove_file(scenario);
+}
+
+/// A refresh that does not return (a process's `cmdline` that blocks its reader, as a D-state
+/// process's does) is not shown as live: the header says how old the figures are and names the
+/// file, and `q` still quits at once.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_late_refresh_names_the_file_it_waits_for_and_q_still_quits() {
+    if !tmux_here() {
+        return;
+    }
+    let root = super::impossible_figures::hostile_tree("top-late");
+    let tmux = start_top(
+        "late-file",
+        220,
+        &[
+            "HYPOMNESIS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1".to_string(),
+            format!("HYPOMNESIS_PROCFS={}", root.join("proc").display()),
+            format!("HYPOMNESIS_SYSFS={}", root.join("sys").display()),
+        ],
+    );
+    let s = tmux.wait_for("the card's clients", |s| s.contains("halfbad"));
+    let head = s.lines().find(|l| l.starts_with("hmn top")).unwrap();
+    assert!(!head.contains(" old:"), "live figures carry no mark: {head}");
+    let fifo = root.join("proc/601/cmdline");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let want = format!("old: waiting for {}", fifo.display());
+    let s = tmux.wait_for("the late mark", |s| s.contains(&want));
+    let head = s.lines().find(|l| l.starts_with("hmn top")).unwrap();
+    assert!(head.contains("figures "), "{head}");
+    // The age grows while the read stays blocked.
+    tmux.wait_for("an older age", |s| {
+        s.lines()
+            .find(|l| l.starts_with("hmn top"))
+            .and_then(|l| l.split("figures ").nth(1)?.split("s old").next()?.parse::<u64>().ok())
+            .is_some_and(|age| age >= 4)
+    });
+    quit(&tmux);
+    let _ = std::fs::remove_dir_all(root);
+}
+
+/// A driver call that stops returning after a few refreshes: the view says how old its figures
+/// are and names the NVML function, and `q` quits while the call is still blocked.
+#[test]
+fn a_late_refresh_names_the_driver_call_it_waits_for() {
+    if !tmux_here() {
+        return;
+    }
+    let scenario = support::write_scenario(&format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}],
+            "slow": [{{"function": "nvmlDeviceGetMemoryInfo", "ms": 600000, "after": 3}}]}}"#,
+        143_771 * MIB,
+        614 * MIB,
+        100_000 * MIB,
+    ));
+    let tmux = start("late-driver", &scenario);
+    tmux.wait_for("the view", |s| s.contains("GPU 0  NVIDIA H200"));
+    let s = tmux.wait_for("the late mark", |s| {
+        s.contains("old: waiting for the NVIDIA driver (nvmlDeviceGetMemoryInfo)")
+    });
+    assert!(s.contains("GPU 0  NVIDIA H200"), "the last figures stay: {s}");
+    quit(&tmux);
     let _ = std::fs::remove_file(scenario);
 }

@@ -11,6 +11,7 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 
 use super::model::Screen;
 use super::state::ViewState;
+pub use crate::view::human;
 use crate::view::format_size;
 use crate::view::printable::printable;
 
@@ -44,6 +45,10 @@ impl Theme {
         let _ = self.color;
         Style::default().add_modifier(Modifier::BOLD)
     }
+    /// A refresh that is late: bold, red where colour is allowed.
+    fn late(&self) -> Style {
+        self.fg(Color::Red).add_modifier(Modifier::BOLD)
+    }
     fn dim(&self) -> Style {
         let _ = self.color;
         Style::default().add_modifier(Modifier::DIM)
@@ -62,8 +67,40 @@ impl Theme {
     }
 }
 
-/// Draws the whole view.
-pub fn draw(f: &mut Frame<'_>, screen: &Screen, state: &ViewState, interval: Duration) {
+/// A refresh that has not come when it should have: the view says so, and on what it waits,
+/// instead of showing old figures as live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Late {
+    /// How old the figures shown are, in whole seconds; `None` before the first refresh.
+    pub age: Option<Duration>,
+    /// How long the view has waited for figures, when it has none yet.
+    pub waited: Duration,
+    /// What the measurement is still waiting on (a file, a driver call), when the library
+    /// says; `None`: nothing it names.
+    pub on: Option<String>,
+}
+
+impl Late {
+    fn sentence(&self) -> String {
+        let when = match self.age {
+            Some(age) => format!("figures {} old", human(age)),
+            None => format!("no figures after {}", human(self.waited)),
+        };
+        match &self.on {
+            Some(on) => format!("{when}: waiting for {}", printable(on)),
+            None => format!("{when}: the refresh has not returned"),
+        }
+    }
+}
+
+/// Draws the whole view; `late` when a refresh is overdue.
+pub fn draw(
+    f: &mut Frame<'_>,
+    screen: &Screen,
+    state: &ViewState,
+    interval: Duration,
+    late: Option<&Late>,
+) {
     let area = f.area();
     let theme = Theme { color: state.color };
     let gpu_lines = gpu_lines(screen, state, &theme, area.width, area.height);
@@ -76,7 +113,7 @@ pub fn draw(f: &mut Frame<'_>, screen: &Screen, state: &ViewState, interval: Dur
     ])
     .areas(area);
     f.render_widget(
-        Paragraph::new(header(screen, state, &theme, interval)),
+        Paragraph::new(header(screen, state, &theme, interval, late)),
         head,
     );
     draw_gpus(f, gpus, gpu_lines, &theme, interval);
@@ -90,7 +127,13 @@ pub fn draw(f: &mut Frame<'_>, screen: &Screen, state: &ViewState, interval: Dur
     }
 }
 
-fn header<'a>(screen: &Screen, state: &ViewState, theme: &Theme, interval: Duration) -> Line<'a> {
+fn header<'a>(
+    screen: &Screen,
+    state: &ViewState,
+    theme: &Theme,
+    interval: Duration,
+    late: Option<&Late>,
+) -> Line<'a> {
     let gpus = match &screen.gpus {
         Ok(g) if g.len() == 1 => "1 GPU".to_string(),
         Ok(g) => format!("{} GPUs", g.len()),
@@ -100,6 +143,9 @@ fn header<'a>(screen: &Screen, state: &ViewState, theme: &Theme, interval: Durat
         Span::styled("hmn top", theme.bold()),
         Span::raw(format!("  {gpus}, every {}", human(interval))),
     ];
+    if let Some(late) = late {
+        spans.push(Span::styled(format!("  {}", late.sentence()), theme.late()));
+    }
     if let Some(g) = state.gpu {
         spans.push(Span::raw(format!("  [GPU {g}]")));
     }
@@ -115,28 +161,6 @@ fn header<'a>(screen: &Screen, state: &ViewState, theme: &Theme, interval: Durat
     }
     spans.push(Span::styled("  ? help  q quit", theme.dim()));
     Line::from(spans)
-}
-
-/// `250ms`, `1s`, `1.5s`, `4m`, `2m30s`, `1h5m`.
-pub fn human(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    if ms < 60_000 {
-        return if ms.is_multiple_of(1000) {
-            format!("{}s", ms / 1000)
-        } else {
-            format!("{:.1}s", d.as_secs_f64())
-        };
-    }
-    let s = d.as_secs();
-    match (s / 3600, s % 3600 / 60, s % 60) {
-        (0, m, 0) => format!("{m}m"),
-        (0, m, sec) => format!("{m}m{sec}s"),
-        (h, 0, _) => format!("{h}h"),
-        (h, m, _) => format!("{h}h{m}m"),
-    }
 }
 
 fn ram_line<'a>(screen: &Screen, theme: &Theme) -> Line<'a> {
