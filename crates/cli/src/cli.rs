@@ -223,10 +223,7 @@ fn within(
 fn no_answer(deadline: Duration, waiting: &[hypomnesis::InFlight]) -> String {
     let within = hypomnesis::format_duration(deadline);
     let on = match waiting.first() {
-        Some(op) => format!(
-            "still waiting for {op} after {}",
-            view::human(op.age())
-        ),
+        Some(op) => format!("still waiting for {op} after {}", view::human(op.age())),
         None => "the measurement did not return".to_string(),
     };
     format!("hmn: no answer within {within}: {on}; giving up (--deadline sets the limit)")

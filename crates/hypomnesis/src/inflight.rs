@@ -142,7 +142,9 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         let second = calling("nvmlDeviceGetMemoryInfo");
         let ops = in_flight();
-        let a = ops.iter().position(|o| o.what == path.display().to_string());
+        let a = ops
+            .iter()
+            .position(|o| o.what == path.display().to_string());
         let b = ops
             .iter()
             .position(|o| o.what == "the NVIDIA driver (nvmlDeviceGetMemoryInfo)");

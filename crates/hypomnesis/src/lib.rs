@@ -74,7 +74,6 @@ pub use gpu::{
     mig_state, process_gpu_info, sources,
 };
 pub use host::memory::host::{HostMemory, host_memory};
-pub use inflight::{InFlight, in_flight};
 pub use host::memory::process_rss;
 pub use host::process::context::{
     Container, ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd,
@@ -85,6 +84,7 @@ pub use host::process::{
     process_tree,
 };
 pub use host::roots::{roots, set_roots};
+pub use inflight::{InFlight, in_flight};
 #[cfg(feature = "report")]
 pub use report::MemoryReport;
 pub use snapshot::Snapshot;

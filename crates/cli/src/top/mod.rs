@@ -12,6 +12,7 @@
 pub mod draw;
 pub mod model;
 pub mod state;
+mod suspend;
 #[cfg(test)]
 mod tests;
 
@@ -31,8 +32,8 @@ use crate::collect::contexts;
 use crate::collect::sampler::{Frame, Sampler, Want};
 use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
-use model::{Builder, Screen};
 use draw::Late;
+use model::{Builder, Screen};
 use state::{Action, ViewState};
 
 /// Options of `hmn top`.
@@ -148,7 +149,9 @@ impl Freshness {
     /// Whether, at `now`, a refresh every `interval` is overdue: one interval missed and at
     /// least a second more (a slow measurement is not yet a late one). Never while paused.
     fn late(&self, now: Instant, interval: Duration, paused: bool) -> Option<Late> {
-        let since = self.taken.map_or(self.expected_since, |t| t.max(self.expected_since));
+        let since = self
+            .taken
+            .map_or(self.expected_since, |t| t.max(self.expected_since));
         let overdue = interval + interval.max(Duration::from_secs(1));
         if paused || now.saturating_duration_since(since) < overdue {
             return None;
@@ -167,6 +170,7 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
     let stop = Stop::on_signals();
     let mut terminal = ratatui::try_init()?;
     let _restore = Restore;
+    let jobs = suspend::JobControl::install();
     let mut state = ViewState {
         color: colour_allowed(),
         ..ViewState::default()
@@ -178,6 +182,17 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
     let room = |t: &ratatui::DefaultTerminal| t.size().map_or(50, |s| s.height);
     control.set_view(&state, room(&terminal));
     while !stop.requested() {
+        if jobs.stop_requested() {
+            jobs.suspend(&mut terminal)?;
+            (fresh.expected_since, dirty) = (Instant::now(), true);
+            control.set_view(&state, room(&terminal));
+        } else if jobs.continued() {
+            // Stopped by a signal nobody can catch (SIGSTOP), then continued: the shell may
+            // have put the terminal back in cooked mode and written over the view.
+            suspend::resume(&mut terminal)?;
+            (fresh.expected_since, dirty) = (Instant::now(), true);
+            control.set_view(&state, room(&terminal));
+        }
         while let Ok(r) = rx.try_recv() {
             screen = r.screen;
             fresh.taken = Some(r.taken);
@@ -198,6 +213,11 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
         match event::read()? {
             Event::Key(key) => match state.on_key(key, screen.gpu_count()) {
                 Action::Quit => break,
+                Action::Suspend => {
+                    jobs.suspend(&mut terminal)?;
+                    (fresh.expected_since, dirty) = (Instant::now(), true);
+                    control.set_view(&state, room(&terminal));
+                }
                 Action::Redraw => {
                     if control.paused.swap(state.paused, Ordering::SeqCst) && !state.paused {
                         fresh.expected_since = Instant::now();

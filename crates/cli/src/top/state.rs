@@ -88,6 +88,8 @@ pub enum Action {
     /// The view changed: draw again.
     Redraw,
     Quit,
+    /// Ctrl-Z: give the terminal back and stop, as the shell's suspend key does.
+    Suspend,
 }
 
 impl ViewState {
@@ -96,8 +98,12 @@ impl ViewState {
         if key.kind == KeyEventKind::Release {
             return Action::None;
         }
-        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
-            return Action::Quit;
+        if key.modifiers.contains(KeyModifiers::CONTROL) {
+            match key.code {
+                KeyCode::Char('c') => return Action::Quit,
+                KeyCode::Char('z') => return Action::Suspend,
+                _ => {}
+            }
         }
         if self.editing {
             return self.on_filter_key(key.code);
@@ -337,6 +343,9 @@ mod tests {
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         s.editing = true;
         assert_eq!(s.on_key(ctrl_c, 2), Action::Quit, "even while typing");
+        let ctrl_z = KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL);
+        assert_eq!(s.on_key(ctrl_z, 2), Action::Suspend, "even while typing");
+        assert!(s.editing, "and the filter is kept");
     }
 
     #[test]

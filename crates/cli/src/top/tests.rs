@@ -447,7 +447,13 @@ fn a_late_refresh_says_how_old_the_figures_are_and_what_it_waits_for() {
         waited: Duration::from_secs(12),
         on: Some("the NVIDIA driver (nvmlDeviceGetMemoryInfo)\x1b[2J".into()),
     };
-    let (text, _) = render_late(&Screen::waiting(), &ViewState::default(), Some(&first), 200, 10);
+    let (text, _) = render_late(
+        &Screen::waiting(),
+        &ViewState::default(),
+        Some(&first),
+        200,
+        10,
+    );
     let head = text.lines().next().unwrap();
     assert!(
         head.contains(

@@ -361,6 +361,24 @@ fn a_dumb_terminal_is_refused_with_what_to_use_instead() {
     assert!(s.contains("TERM=dumb") && s.contains("hmn watch"), "{s}");
 }
 
+/// Sends `signal` to the `hmn top` that the session's shell runs (its child).
+fn signal_top(tmux: &Tmux, signal: i32) {
+    let shell: u32 = tmux
+        .cmd(&["display", "-p", "-t", "top", "#{pane_pid}"])
+        .trim()
+        .parse()
+        .unwrap();
+    let top = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+        .unwrap()
+        .split_whitespace()
+        .find_map(|p| p.parse::<i32>().ok())
+        .unwrap();
+    // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
+    #[allow(unsafe_code)]
+    let sent = unsafe { libc::kill(top, signal) };
+    assert_eq!(sent, 0);
+}
+
 /// A stop signal ends `hmn top` with 128 + its number, as every hmn command (it exited 0).
 #[test]
 fn a_stop_signal_ends_top_with_128_plus_its_number() {
@@ -376,21 +394,7 @@ fn a_stop_signal_ends_top_with_128_plus_its_number() {
     for (signal, n) in [(libc::SIGTERM, 15), (libc::SIGHUP, 1), (libc::SIGINT, 2)] {
         let tmux = start(&format!("signal{n}"), &scenario);
         tmux.wait_for("the view", |s| s.contains("GPU 0  NVIDIA H200"));
-        let shell: u32 = tmux
-            .cmd(&["display", "-p", "-t", "top", "#{pane_pid}"])
-            .trim()
-            .parse()
-            .unwrap();
-        // hmn top is the shell's child.
-        let top = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
-            .unwrap()
-            .split_whitespace()
-            .find_map(|p| p.parse::<i32>().ok())
-            .unwrap();
-        // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
-        #[allow(unsafe_code)]
-        let sent = unsafe { libc::kill(top, signal) };
-        assert_eq!(sent, 0);
+        signal_top(&tmux, signal);
         let s = tmux.wait_for("the exit status", |s| {
             s.lines().any(|l| l.starts_with("TOP-EXIT="))
         });
@@ -424,7 +428,10 @@ fn a_late_refresh_names_the_file_it_waits_for_and_q_still_quits() {
     );
     let s = tmux.wait_for("the card's clients", |s| s.contains("halfbad"));
     let head = s.lines().find(|l| l.starts_with("hmn top")).unwrap();
-    assert!(!head.contains(" old:"), "live figures carry no mark: {head}");
+    assert!(
+        !head.contains(" old:"),
+        "live figures carry no mark: {head}"
+    );
     let fifo = root.join("proc/601/cmdline");
     assert!(
         Command::new("mkfifo")
@@ -441,7 +448,14 @@ fn a_late_refresh_names_the_file_it_waits_for_and_q_still_quits() {
     tmux.wait_for("an older age", |s| {
         s.lines()
             .find(|l| l.starts_with("hmn top"))
-            .and_then(|l| l.split("figures ").nth(1)?.split("s old").next()?.parse::<u64>().ok())
+            .and_then(|l| {
+                l.split("figures ")
+                    .nth(1)?
+                    .split("s old")
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
             .is_some_and(|age| age >= 4)
     });
     quit(&tmux);
@@ -467,7 +481,69 @@ fn a_late_refresh_names_the_driver_call_it_waits_for() {
     let s = tmux.wait_for("the late mark", |s| {
         s.contains("old: waiting for the NVIDIA driver (nvmlDeviceGetMemoryInfo)")
     });
-    assert!(s.contains("GPU 0  NVIDIA H200"), "the last figures stay: {s}");
+    assert!(
+        s.contains("GPU 0  NVIDIA H200"),
+        "the last figures stay: {s}"
+    );
     quit(&tmux);
+    let _ = std::fs::remove_file(scenario);
+}
+
+/// Ctrl-Z (a key in raw mode) and SIGTSTP suspend `hmn top` as full-screen tools are
+/// suspended: while it is stopped the terminal is the shell's again (main screen, cursor
+/// shown, cooked mode with echo), and `fg` brings the whole view back in raw mode (a key acts
+/// without Enter and is not echoed) with none of the shell's lines in it.
+#[test]
+fn suspend_and_resume_give_the_terminal_back_and_take_it_again() {
+    if !tmux_here() {
+        return;
+    }
+    let scenario = support::write_scenario(&format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
+        143_771 * MIB,
+        614 * MIB,
+        100_000 * MIB,
+    ));
+    let tmux = start("suspend", &scenario);
+    tmux.wait_for("the view", |s| s.contains("GPU 0  NVIDIA H200"));
+    let stopped = |s: &str| s.lines().filter(|l| l.contains("Stopped")).count();
+    for (round, how) in ["Ctrl-Z", "SIGTSTP"].into_iter().enumerate() {
+        if how == "Ctrl-Z" {
+            tmux.keys(&["C-z"]);
+        } else {
+            signal_top(&tmux, libc::SIGTSTP);
+        }
+        let s = tmux.wait_for("the shell's Stopped line", |s| stopped(s) > round);
+        assert!(s.contains("BEFORE-TOP"), "{how}: the main screen: {s}");
+        assert_restored(&tmux);
+        tmux.keys(&["fg", "Enter"]);
+        let s = tmux.wait_for("the view again", |s| {
+            s.contains("GPU 0  NVIDIA H200") && s.starts_with("hmn top")
+        });
+        assert!(
+            !s.contains("icanon") && !s.contains("Stopped"),
+            "{how}: redrawn whole, no shell line left in the view: {s}"
+        );
+        let flags = tmux.cmd(&["display", "-p", "-t", "top", "#{alternate_on}"]);
+        assert_eq!(flags.trim(), "1", "{how}: the alternate screen again");
+        // Raw mode: `p` pauses at once, without Enter, and is not echoed.
+        tmux.keys(&["p"]);
+        let s = tmux.wait_for("the pause", |s| s.contains("PAUSED"));
+        assert!(!s.lines().any(|l| l == "p"), "{how}: echoed: {s}");
+        tmux.keys(&["p"]);
+        tmux.wait_for("the pause's end", |s| !s.contains("PAUSED"));
+    }
+    // The shell went on with its line at the first stop (TOP-EXIT=148, 128 + SIGTSTP); the
+    // status of `fg` is hmn top's own.
+    tmux.keys(&["q"]);
+    tmux.wait_for("the shell's prompt", |s| {
+        s.lines().rfind(|l| !l.is_empty()) == Some("$")
+    });
+    tmux.keys(&["echo FG-EXIT=$?", "Enter"]);
+    let s = tmux.wait_for("the exit status", |s| {
+        s.lines().any(|l| l.starts_with("FG-EXIT="))
+    });
+    assert!(s.lines().any(|l| l == "FG-EXIT=0"), "{s}");
+    assert_restored(&tmux);
     let _ = std::fs::remove_file(scenario);
 }

@@ -11,8 +11,8 @@ use ratatui::widgets::{Block, Clear, Paragraph};
 
 use super::model::Screen;
 use super::state::ViewState;
-pub use crate::view::human;
 use crate::view::format_size;
+pub use crate::view::human;
 use crate::view::printable::printable;
 
 pub(super) mod gpus;
@@ -188,8 +188,9 @@ fn ram_line<'a>(screen: &Screen, theme: &Theme) -> Line<'a> {
 
 /// The keys, in a box over the middle of the view.
 fn draw_help(f: &mut Frame<'_>, area: Rect) {
-    const KEYS: [(&str, &str); 11] = [
+    const KEYS: [(&str, &str); 12] = [
         ("q, Esc, Ctrl-C", "quit"),
+        ("Ctrl-Z", "suspend (fg brings the view back)"),
         ("?, h", "this help (Esc closes it)"),
         ("< >, ← →", "sort by the column to the left / right"),
         ("r", "reverse the order"),

@@ -305,12 +305,22 @@ impl Nvml {
 
     pub(crate) fn device_name(&self, dev: Device) -> Option<Result<Vec<u8>, NvmlReturn>> {
         let f = self.name?;
-        Some(device_string("nvmlDeviceGetName", f, dev, DEVICE_NAME_BUFFER))
+        Some(device_string(
+            "nvmlDeviceGetName",
+            f,
+            dev,
+            DEVICE_NAME_BUFFER,
+        ))
     }
 
     pub(crate) fn device_uuid(&self, dev: Device) -> Option<Result<Vec<u8>, NvmlReturn>> {
         let f = self.uuid?;
-        Some(device_string("nvmlDeviceGetUUID", f, dev, DEVICE_UUID_BUFFER))
+        Some(device_string(
+            "nvmlDeviceGetUUID",
+            f,
+            dev,
+            DEVICE_UUID_BUFFER,
+        ))
     }
 
     pub(crate) fn pci_info(&self, dev: Device) -> Option<Result<PciInfo, NvmlReturn>> {
@@ -323,11 +333,19 @@ impl Nvml {
     }
 
     pub(crate) fn driver_version(&self) -> Option<Result<Vec<u8>, NvmlReturn>> {
-        Some(system_string("nvmlSystemGetDriverVersion", self.driver_version?, SYSTEM_VERSION_BUFFER))
+        Some(system_string(
+            "nvmlSystemGetDriverVersion",
+            self.driver_version?,
+            SYSTEM_VERSION_BUFFER,
+        ))
     }
 
     pub(crate) fn lib_version(&self) -> Option<Result<Vec<u8>, NvmlReturn>> {
-        Some(system_string("nvmlSystemGetNVMLVersion", self.lib_version?, SYSTEM_VERSION_BUFFER))
+        Some(system_string(
+            "nvmlSystemGetNVMLVersion",
+            self.lib_version?,
+            SYSTEM_VERSION_BUFFER,
+        ))
     }
 
     pub(crate) fn cuda_driver_version(&self) -> Option<Result<i32, NvmlReturn>> {
@@ -351,7 +369,11 @@ impl Nvml {
 
     /// `nvmlDeviceGetMaxMigDeviceCount`; `None` when the symbol is missing.
     pub(crate) fn max_mig_devices(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
-        Some(device_uint("nvmlDeviceGetMaxMigDeviceCount", self.max_mig_devices?, dev))
+        Some(device_uint(
+            "nvmlDeviceGetMaxMigDeviceCount",
+            self.max_mig_devices?,
+            dev,
+        ))
     }
 
     /// `nvmlDeviceGetMigDeviceHandleByIndex`; `None` when the symbol is missing. An empty slot
@@ -367,12 +389,20 @@ impl Nvml {
 
     /// `nvmlDeviceGetGpuInstanceId` of a MIG handle; `None` when the symbol is missing.
     pub(crate) fn gpu_instance_id(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
-        Some(device_uint("nvmlDeviceGetGpuInstanceId", self.gpu_instance_id?, dev))
+        Some(device_uint(
+            "nvmlDeviceGetGpuInstanceId",
+            self.gpu_instance_id?,
+            dev,
+        ))
     }
 
     /// `nvmlDeviceGetComputeInstanceId` of a MIG handle; `None` when the symbol is missing.
     pub(crate) fn compute_instance_id(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
-        Some(device_uint("nvmlDeviceGetComputeInstanceId", self.compute_instance_id?, dev))
+        Some(device_uint(
+            "nvmlDeviceGetComputeInstanceId",
+            self.compute_instance_id?,
+            dev,
+        ))
     }
 
     /// `nvmlDeviceIsMigDeviceHandle`; `None` when the symbol is missing.
