@@ -74,7 +74,7 @@ fn rows(l: &Loaded, t: Target, family: Family) -> Vec<ProcessInfoV2> {
             let own = match family {
                 Family::Compute => &d.compute_processes[..],
                 Family::Graphics => &d.graphics_processes[..],
-                Family::Mps => &[],
+                Family::Mps => &d.mps_processes[..],
             };
             let mut out = list_rows(
                 own,

@@ -23,6 +23,7 @@
 //!     "compute_processes": [{"pid": 1, "used": 1048576,
 //!                            "gpu_instance_id": null, "compute_instance_id": null}],
 //!     "graphics_processes": [],
+//!     "mps_processes": [],                // MPS clients (nvmlDeviceGetMPSComputeRunningProcesses*)
 //!     "grow_between_calls": 0,            // synthetic compute processes after the first call
 //!     "grow_past_every_resize": false,    // every Compute list call needs more room than given
 //!     "v2_total": null,                   // nvmlDeviceGetMemoryInfo_v2's total, when not v1's
@@ -163,6 +164,8 @@ struct RawDevice {
     compute_processes: Vec<Process>,
     #[serde(default)]
     graphics_processes: Vec<Process>,
+    #[serde(default)]
+    mps_processes: Vec<Process>,
     #[serde(default)]
     grow_between_calls: u32,
     #[serde(default)]
@@ -315,6 +318,8 @@ pub struct Device {
     pub memory_error: Option<u32>,
     pub compute_processes: Vec<Process>,
     pub graphics_processes: Vec<Process>,
+    /// The MPS clients' list.
+    pub mps_processes: Vec<Process>,
     pub grow_between_calls: u32,
     /// Every Compute list call needs more room than it was given (a list that outgrows
     /// every buffer a client allocates).
@@ -426,6 +431,7 @@ impl Scenario {
                     memory_error: d.memory_error.filter(|&c| c != 0),
                     compute_processes: d.compute_processes,
                     graphics_processes: d.graphics_processes,
+                    mps_processes: d.mps_processes,
                     grow_between_calls: d.grow_between_calls,
                     grow_past_every_resize: d.grow_past_every_resize,
                     v2_total: d.v2_total,

@@ -31,7 +31,7 @@
 //! | process RSS | `/proc/self/statm` | working set (`K32GetProcessMemoryInfo`) | `phys_footprint` |
 //! | NVIDIA devices, reserved memory | NVML (`libnvidia-ml.so.1`), `nvidia-smi` fallback | NVML (`nvml.dll` by absolute path), `nvidia-smi.exe`, DXGI | — |
 //! | this process's GPU memory | NVML process lists | DXGI `QueryVideoMemoryInfo` | `graphics_footprint` ledger |
-//! | process lists | NVML compute + graphics | PDH `GPU Process Memory` | `graphics_footprint` of visible processes |
+//! | process lists | NVML compute + graphics + MPS clients | PDH `GPU Process Memory` | `graphics_footprint` of visible processes |
 //! | MIG instances | NVML MIG handles, `nvidia-smi -q` / `-L` | — | — |
 //! | other vendors | AMD / Intel from sysfs, processes from DRM fdinfo | DXGI + PDH | the Apple GPU (Metal working-set budget) |
 //! | MIG instances (A100/H100/H200) | NVML MIG device handles, `nvidia-smi -q`/`-L` fallback | — | — |

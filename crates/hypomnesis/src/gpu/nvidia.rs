@@ -14,6 +14,14 @@ use crate::{GpuQuerySource, ProcessGpuInfo, Result};
 
 /// Whether an NVIDIA source answers `op` on this platform: per-process figures are N/A under
 /// Windows WDDM, where DXGI and PDH answer them instead.
+/// Whether a process name is the MPS server's: `nvidia-cuda-mps-server`, or its `comm`, which
+/// the kernel cuts to 15 bytes (`nvidia-cuda-mps`; the control daemon, which holds no GPU
+/// memory, has the same `comm`, so this is asked only of processes that hold some).
+#[cfg_attr(not(feature = "nvml"), allow(dead_code))]
+pub(crate) fn is_mps_server(name: &str) -> bool {
+    name == "nvidia-cuda-mps" || name == "nvidia-cuda-mps-server"
+}
+
 pub(crate) fn answers(op: Op) -> bool {
     !(cfg!(all(windows, feature = "dxgi")) && matches!(op, Op::ProcessGpuInfo | Op::GpuProcesses))
 }

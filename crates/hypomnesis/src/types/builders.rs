@@ -94,6 +94,7 @@ builder! {
         outside_pid_namespace: bool = false,
         gpu_instance_id: Option<u32> = None,
         compute_instance_id: Option<u32> = None,
+        mps_server: bool = false,
     }
 }
 

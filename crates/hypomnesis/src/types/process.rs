@@ -28,6 +28,92 @@ pub enum GpuContextKind {
     Graphics,
     /// Both (what `nvidia-smi` prints as `C+G`).
     ComputeAndGraphics,
+    /// An MPS client: listed by the driver's MPS list only (`M`). Its memory is allocated
+    /// through the MPS server on its behalf.
+    Mps,
+    /// An MPS client also in the compute list (`M+C`).
+    MpsAndCompute,
+    /// An MPS client also in the graphics list (`M+G`).
+    MpsAndGraphics,
+    /// An MPS client in all three lists (`M+C+G`).
+    MpsComputeAndGraphics,
+}
+
+impl GpuContextKind {
+    /// The kind of a process listed by the compute, graphics and MPS lists as said; `None`
+    /// when by none.
+    #[must_use]
+    pub fn from_lists(compute: bool, graphics: bool, mps: bool) -> Option<Self> {
+        Some(match (mps, compute, graphics) {
+            (false, true, false) => Self::Compute,
+            (false, false, true) => Self::Graphics,
+            (false, true, true) => Self::ComputeAndGraphics,
+            (true, false, false) => Self::Mps,
+            (true, true, false) => Self::MpsAndCompute,
+            (true, false, true) => Self::MpsAndGraphics,
+            (true, true, true) => Self::MpsComputeAndGraphics,
+            (false, false, false) => return None,
+        })
+    }
+
+    /// Whether the compute list has the process.
+    #[must_use]
+    pub fn compute(self) -> bool {
+        matches!(
+            self,
+            Self::Compute
+                | Self::ComputeAndGraphics
+                | Self::MpsAndCompute
+                | Self::MpsComputeAndGraphics
+        )
+    }
+
+    /// Whether the graphics list has the process.
+    #[must_use]
+    pub fn graphics(self) -> bool {
+        matches!(
+            self,
+            Self::Graphics
+                | Self::ComputeAndGraphics
+                | Self::MpsAndGraphics
+                | Self::MpsComputeAndGraphics
+        )
+    }
+
+    /// Whether the process is an MPS client (the MPS list has it).
+    #[must_use]
+    pub fn mps(self) -> bool {
+        matches!(
+            self,
+            Self::Mps | Self::MpsAndCompute | Self::MpsAndGraphics | Self::MpsComputeAndGraphics
+        )
+    }
+
+    /// A process listed as both `self` and `other` (a pid in several lists).
+    #[must_use]
+    pub fn union(self, other: Self) -> Self {
+        Self::from_lists(
+            self.compute() || other.compute(),
+            self.graphics() || other.graphics(),
+            self.mps() || other.mps(),
+        )
+        .unwrap_or(self)
+    }
+
+    /// What `nvidia-smi` prints in its type column: `C`, `G`, `C+G`, `M`, `M+C`, `M+G`,
+    /// `M+C+G`.
+    #[must_use]
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::Compute => "C",
+            Self::Graphics => "G",
+            Self::ComputeAndGraphics => "C+G",
+            Self::Mps => "M",
+            Self::MpsAndCompute => "M+C",
+            Self::MpsAndGraphics => "M+G",
+            Self::MpsComputeAndGraphics => "M+C+G",
+        }
+    }
 }
 
 /// One process holding memory on a device.
@@ -64,6 +150,10 @@ pub struct GpuProcessEntry {
     /// The MIG compute instance (inside [`Self::gpu_instance_id`]) the process runs in; `None`
     /// when MIG is off or the source does not say.
     pub compute_instance_id: Option<u32>,
+    /// `true` for the MPS server (`nvidia-cuda-mps-server`): it holds the MPS clients'
+    /// contexts, and the driver lists it in the compute list. `false` when the process is
+    /// another one, or its name cannot be read.
+    pub mps_server: bool,
 }
 
 impl GpuProcessEntry {
@@ -82,6 +172,7 @@ impl GpuProcessEntry {
             outside_pid_namespace: false,
             gpu_instance_id: None,
             compute_instance_id: None,
+            mps_server: false,
         }
     }
 }

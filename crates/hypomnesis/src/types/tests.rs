@@ -111,6 +111,7 @@ fn every_builder_sets_every_field() {
         .outside_pid_namespace(true)
         .gpu_instance_id(Some(2))
         .compute_instance_id(Some(4))
+        .mps_server(true)
         .build();
     assert_eq!(
         e,
@@ -126,6 +127,7 @@ fn every_builder_sets_every_field() {
             outside_pid_namespace: true,
             gpu_instance_id: Some(2),
             compute_instance_id: Some(4),
+            mps_server: true,
         }
     );
     let m = MigInstance::builder()

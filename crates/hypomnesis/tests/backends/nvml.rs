@@ -71,6 +71,7 @@ fn child() {
         "init_once" => init_once(),
         "reinit" => reinit(),
         "merge" => merge(),
+        "mps" => mps(),
         "own" => own(),
         "garbage_count" => garbage_count(),
         "garbage_name" => garbage_name(),
@@ -478,6 +479,51 @@ fn merge() {
     );
 }
 
+/// Compute, graphics and MPS lists: the server (by its name) and its clients, one row per pid.
+fn mps() {
+    let server: u32 = std::env::var("HMN_MPS_SERVER").unwrap().parse().unwrap();
+    for named in [true, false] {
+        let p = if named {
+            hypomnesis::gpu_processes(0).unwrap()
+        } else {
+            hypomnesis::gpu_processes_unnamed(0).unwrap()
+        };
+        let rows: Vec<_> = p
+            .iter()
+            .map(|e| (e.pid, e.used_bytes, e.context, e.mps_server))
+            .collect();
+        let mut want = vec![
+            (server, 30 * MIB, Some(GpuContextKind::Compute), true),
+            (GHOST, 500 * MIB, Some(GpuContextKind::MpsAndCompute), false),
+            (GHOST + 1, 300 * MIB, Some(GpuContextKind::Mps), false),
+            (
+                GHOST + 3,
+                50 * MIB,
+                Some(GpuContextKind::MpsAndGraphics),
+                false,
+            ),
+        ];
+        want.sort_unstable_by_key(|r| r.0);
+        assert_eq!(rows, want, "named: {named}");
+        assert_eq!(
+            hypomnesis::dropped_process_rows(),
+            1,
+            "the MPS row without a figure and in no other list"
+        );
+    }
+    let kinds: Vec<&str> = [
+        GpuContextKind::Mps,
+        GpuContextKind::MpsAndCompute,
+        GpuContextKind::MpsAndGraphics,
+        GpuContextKind::MpsComputeAndGraphics,
+        GpuContextKind::ComputeAndGraphics,
+    ]
+    .iter()
+    .map(|k| k.short())
+    .collect();
+    assert_eq!(kinds, ["M", "M+C", "M+G", "M+C+G", "C+G"]);
+}
+
 fn own() {
     let me = std::process::id();
     let g = hypomnesis::process_gpu_info(0).unwrap();
@@ -762,6 +808,39 @@ fn compute_and_graphics_are_merged_per_pid() {
         procs(&[(GHOST + 2, Some(20 * MIB)), (GHOST, Some(100 * MIB))])
     );
     run_child("merge", FakeVariant::Modern, &one_device(&extra), &[]);
+}
+
+/// An MPS node: the server in the compute list (a process named as the real one is), clients
+/// in the MPS list only (`M`), in both (`M+C`), and with graphics (`M+G`, its MPS row without a
+/// figure), and a client whose only row has no figure (dropped, counted).
+#[test]
+fn mps_clients_are_listed_once_and_the_server_is_named() {
+    let dir = std::env::temp_dir().join(format!("hmn-mps-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("nvidia-cuda-mps-server");
+    std::fs::copy("/bin/sleep", &exe).unwrap();
+    let mut server = std::process::Command::new(&exe).arg("60").spawn().unwrap();
+    let extra = format!(
+        r#", "compute_processes": {}, "graphics_processes": {}, "mps_processes": {}"#,
+        procs(&[(server.id(), Some(30 * MIB)), (GHOST, Some(500 * MIB))]),
+        procs(&[(GHOST + 3, Some(50 * MIB))]),
+        procs(&[
+            (GHOST, Some(500 * MIB)),
+            (GHOST + 1, Some(300 * MIB)),
+            (GHOST + 2, None),
+            (GHOST + 3, None),
+        ])
+    );
+    let pid = server.id().to_string();
+    run_child(
+        "mps",
+        FakeVariant::Modern,
+        &one_device(&extra),
+        &[("HMN_MPS_SERVER", &pid)],
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

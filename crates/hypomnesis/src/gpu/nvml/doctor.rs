@@ -67,6 +67,7 @@ pub(super) fn report() -> SourceReport {
             };
             details.push(("compute process list".into(), list(l.nvml.compute)));
             details.push(("graphics process list".into(), list(l.nvml.graphics)));
+            details.push(("MPS client list".into(), list(l.nvml.mps)));
             if let Some(p) = l.nvml.pci_symbol() {
                 details.push(("PCI info".into(), p.into()));
             }

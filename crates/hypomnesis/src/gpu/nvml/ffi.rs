@@ -78,6 +78,8 @@ pub(crate) struct Nvml {
     cuda_version: Option<FnInt>,
     pub compute: Option<ProcessFn>,
     pub graphics: Option<ProcessFn>,
+    /// The MPS clients' list (`nvmlDeviceGetMPSComputeRunningProcesses*`).
+    pub mps: Option<ProcessFn>,
     process_name: Option<FnProcessName>,
     mig_mode: Option<FnMigMode>,
     max_mig_devices: Option<FnDeviceUint>,
@@ -111,9 +113,15 @@ fn first_sym<T: Copy>(lib: &Library, names: &[&'static [u8]]) -> Option<(T, &'st
     })
 }
 
-/// The compute and graphics process-list functions of `lib`, each the newest it exports, with
-/// the element layout that version writes (see [`v3_layout`]).
-fn process_fns(lib: &Library) -> (Option<ProcessFn>, Option<ProcessFn>) {
+/// The process lists of `lib` (compute, graphics, MPS clients), each the newest version it
+/// exports, with the element layout that version writes (see [`v3_layout`]).
+struct ProcessFns {
+    compute: Option<ProcessFn>,
+    graphics: Option<ProcessFn>,
+    mps: Option<ProcessFn>,
+}
+
+fn process_fns(lib: &Library) -> ProcessFns {
     let layout_v3 = v3_layout(
         sym::<FnVoid>(lib, b"nvmlDeviceGetConfComputeMemSizeInfo\0").is_some(),
         sym::<FnVoid>(lib, b"nvmlDeviceGetRunningProcessDetailList\0").is_some(),
@@ -129,18 +137,23 @@ fn process_fns(lib: &Library) -> (Option<ProcessFn>, Option<ProcessFn>) {
             first_sym::<FnProcesses>(lib, &[n]).map(|(f, name)| ProcessFn { f, name, layout })
         })
     };
-    (
-        procs(
+    ProcessFns {
+        compute: procs(
             b"nvmlDeviceGetComputeRunningProcesses_v3\0",
             b"nvmlDeviceGetComputeRunningProcesses_v2\0",
             b"nvmlDeviceGetComputeRunningProcesses\0",
         ),
-        procs(
+        graphics: procs(
             b"nvmlDeviceGetGraphicsRunningProcesses_v3\0",
             b"nvmlDeviceGetGraphicsRunningProcesses_v2\0",
             b"nvmlDeviceGetGraphicsRunningProcesses\0",
         ),
-    )
+        mps: procs(
+            b"nvmlDeviceGetMPSComputeRunningProcesses_v3\0",
+            b"nvmlDeviceGetMPSComputeRunningProcesses_v2\0",
+            b"nvmlDeviceGetMPSComputeRunningProcesses\0",
+        ),
+    }
 }
 
 impl Nvml {
@@ -167,7 +180,11 @@ impl Nvml {
             ],
         )
         .ok_or("the library exports no nvmlDeviceGetHandleByIndex")?;
-        let (compute, graphics) = process_fns(&lib);
+        let ProcessFns {
+            compute,
+            graphics,
+            mps,
+        } = process_fns(&lib);
         Ok(Self {
             init,
             init_name,
@@ -197,6 +214,7 @@ impl Nvml {
             .map(|(f, _)| f),
             compute,
             graphics,
+            mps,
             process_name: sym(&lib, b"nvmlSystemGetProcessName\0"),
             mig_mode: sym(&lib, b"nvmlDeviceGetMigMode\0"),
             max_mig_devices: sym(&lib, b"nvmlDeviceGetMaxMigDeviceCount\0"),

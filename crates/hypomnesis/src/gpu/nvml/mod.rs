@@ -51,6 +51,9 @@ impl NvmlBackend {
         Self::with(|l| {
             let root = procfs::root()?;
             let rows = l.run(|l| l.raw_processes(index))?;
+            // Under MPS the server holds its clients' contexts: it is named as such. Without
+            // names that costs one `comm` read per process, only where MPS clients are listed.
+            let mps = rows.iter().any(|r| r.context.mps());
             let mut out: Vec<GpuProcessEntry> = rows
                 .into_iter()
                 .map(|r| {
@@ -65,9 +68,19 @@ impl NvmlBackend {
                     } else {
                         (procfs::place(root, r.pid), None)
                     };
+                    let mps_server = if names {
+                        name.as_deref().is_some_and(nvidia::is_mps_server)
+                    } else {
+                        // `r.pid` is the source's number: the procfs root's too, unless the
+                        // process is outside its namespace (another process may have it).
+                        mps && !r.context.mps()
+                            && !view.is_outside()
+                            && procfs::comm(root, r.pid).is_some_and(|n| nvidia::is_mps_server(&n))
+                    };
                     GpuProcessEntry {
                         pid: view.pid(),
                         name,
+                        mps_server,
                         used_bytes: r.used,
                         device_index: index,
                         context: Some(r.context),

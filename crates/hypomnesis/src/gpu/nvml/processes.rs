@@ -1,4 +1,4 @@
-//! Process lists on NVML: compute and graphics lists (with the layout each driver
+//! Process lists on NVML: compute, graphics and MPS-client lists (with the layout each driver
 //! generation writes), the two-call protocol, merging per pid, and names.
 
 use std::collections::BTreeMap;
@@ -97,8 +97,9 @@ impl Loaded {
         Ok(merged.into_values().collect())
     }
 
-    /// The compute and graphics lists of one handle (a GPU, or a MIG device of GPU `index`
-    /// whose instance ids are `ids`), merged per pid.
+    /// The compute, graphics and MPS-client lists of one handle (a GPU, or a MIG device of GPU
+    /// `index` whose instance ids are `ids`), merged per pid: a pid in several lists is one row
+    /// whose kind says which (`M+C`), and its memory is counted once.
     pub(super) fn read_lists(
         &self,
         dev: Device,
@@ -109,8 +110,9 @@ impl Loaded {
         let lists = [
             (self.nvml.compute, GpuContextKind::Compute),
             (self.nvml.graphics, GpuContextKind::Graphics),
+            (self.nvml.mps, GpuContextKind::Mps),
         ];
-        if lists.iter().all(|(f, _)| f.is_none()) {
+        if lists.iter().take(2).all(|(f, _)| f.is_none()) {
             return Err(Failure::Other(HypomnesisError::nvml(
                 ErrorKind::Other,
                 "the library exports no process-list function",
@@ -118,6 +120,9 @@ impl Loaded {
         }
         let mut merged: BTreeMap<u32, RawProcess> = BTreeMap::new();
         let mut dropped = 0_u64;
+        // MPS clients listed without a memory figure (drivers differ): their pids, to mark a
+        // process the other lists have; alone, such a row is dropped and counted.
+        let mut mps_unknown = Vec::new();
         for (pf, kind) in lists {
             let Some(pf) = pf else { continue };
             let rows = match read_list(pf, dev, index) {
@@ -128,11 +133,24 @@ impl Loaded {
                     code: NVML_ERROR_NOT_SUPPORTED,
                     ..
                 }) if kind == GpuContextKind::Graphics => continue,
+                // The MPS list is newer and answers only where MPS can run: without it the
+                // compute and graphics lists still count.
+                Err(e) if kind == GpuContextKind::Mps => {
+                    crate::debug_log!(
+                        "NVML: GPU {index}: the MPS client list: {}",
+                        self.to_error(e)
+                    );
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             for r in rows {
                 if !plausible(r.pid, r.used, total) {
-                    dropped += 1;
+                    if kind == GpuContextKind::Mps && plausible(r.pid, 0, None) {
+                        mps_unknown.push(r.pid);
+                    } else {
+                        dropped += 1;
+                    }
                     continue;
                 }
                 let (gi, ci) = ids.unwrap_or((None, None));
@@ -146,6 +164,12 @@ impl Loaded {
                         compute_instance: r.compute_instance.or(ci),
                     },
                 );
+            }
+        }
+        for pid in mps_unknown {
+            match merged.get_mut(&pid) {
+                Some(row) => row.context = row.context.union(GpuContextKind::Mps),
+                None => dropped += 1,
             }
         }
         if dropped > 0 {
@@ -257,16 +281,14 @@ fn plausible(pid: u32, used: u64, total: Option<u64>) -> bool {
         && total.is_none_or(|t| used <= t)
 }
 
-/// Merge a row into the per-pid map: a pid in both lists (or in a GPU's and a MIG device's) is
-/// one process (max of the two figures, never their sum); instance ids come from whichever row
-/// has them.
+/// Merge a row into the per-pid map: a pid in several lists (or in a GPU's and a MIG device's)
+/// is one process (max of the figures, never their sum) of the kinds of all; instance ids come
+/// from whichever row has them.
 fn merge(map: &mut BTreeMap<u32, RawProcess>, row: RawProcess) {
     map.entry(row.pid)
         .and_modify(|e| {
             e.used = e.used.max(row.used);
-            if e.context != row.context {
-                e.context = GpuContextKind::ComputeAndGraphics;
-            }
+            e.context = e.context.union(row.context);
             e.gpu_instance = e.gpu_instance.or(row.gpu_instance);
             e.compute_instance = e.compute_instance.or(row.compute_instance);
         })
@@ -309,6 +331,25 @@ mod tests {
         assert_eq!(
             rows[1],
             raw(7, 100, GpuContextKind::ComputeAndGraphics, (None, None))
+        );
+    }
+
+    /// An MPS client in the compute list too is one `M+C` row, its memory once.
+    #[test]
+    fn an_mps_client_in_several_lists_is_one_row() {
+        let mut m = BTreeMap::new();
+        merge(&mut m, raw(9, 500, GpuContextKind::Compute, (None, None)));
+        merge(&mut m, raw(9, 500, GpuContextKind::Mps, (None, None)));
+        merge(&mut m, raw(10, 300, GpuContextKind::Mps, (None, None)));
+        merge(&mut m, raw(10, 300, GpuContextKind::Graphics, (None, None)));
+        merge(&mut m, raw(10, 300, GpuContextKind::Compute, (None, None)));
+        let rows: Vec<_> = m.into_values().collect();
+        assert_eq!(
+            rows,
+            vec![
+                raw(9, 500, GpuContextKind::MpsAndCompute, (None, None)),
+                raw(10, 300, GpuContextKind::MpsComputeAndGraphics, (None, None)),
+            ]
         );
     }
 
