@@ -19,7 +19,12 @@ _CLASSES: Dict[str, type] = {}
 #: ``as_str`` names), by field name: the one place where a value is renamed.
 RENAMED_VALUES: Dict[str, Dict[str, str]] = {
     "source": {"nvidia_smi": "nvidia-smi"},
-    "context": {"compute_and_graphics": "compute+graphics"},
+    "context": {
+        "compute_and_graphics": "compute+graphics",
+        "mps_and_compute": "mps+compute",
+        "mps_and_graphics": "mps+graphics",
+        "mps_compute_and_graphics": "mps+compute+graphics",
+    },
 }
 
 

@@ -57,6 +57,7 @@ FIELDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
         ("outside_pid_namespace", "bool"),
         ("gpu_instance_id", "Optional[int]"),
         ("compute_instance_id", "Optional[int]"),
+        ("mps_server", "bool"),
         ("process_context", "Optional[ProcessContext]"),
     ),
     "Utilization": (

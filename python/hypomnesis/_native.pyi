@@ -77,6 +77,7 @@ class _GpuProcess(TypedDict):
     outside_pid_namespace: bool
     gpu_instance_id: int | None
     compute_instance_id: int | None
+    mps_server: bool
     process_context: _ProcessContext | None
 
 class _Utilization(TypedDict):

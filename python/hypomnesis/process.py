@@ -93,7 +93,9 @@ class GpuProcess:
     shared_used_bytes: int
     """Shared system memory the GPU uses for it (Windows); 0 elsewhere."""
     context: Optional[str]
-    """The GPU context it holds: ``compute``, ``graphics`` or ``compute+graphics``."""
+    """The lists the driver has it in: ``compute``, ``graphics`` or ``compute+graphics``; an
+    MPS client is ``mps`` (``mps+compute``, ``mps+graphics``, ``mps+compute+graphics`` when
+    the other lists have it too)."""
     host_pid: Optional[int]
     """Its pid in the host's PID namespace, when the source mapped it."""
     outside_pid_namespace: bool
@@ -102,6 +104,8 @@ class GpuProcess:
     """The MIG GPU instance it runs in."""
     compute_instance_id: Optional[int]
     """The MIG compute instance it runs in."""
+    mps_server: bool
+    """True for the MPS server (``nvidia-cuda-mps-server``), which holds its clients' contexts."""
     process_context: Optional[ProcessContext]
     """Owner, command line, container…; ``None`` for a process outside this PID namespace."""
 
@@ -129,6 +133,8 @@ class GpuProcess:
         ]
         if self.context:
             parts.append(f"context={self.context!r}")
+        if self.mps_server:
+            parts.append("MPS server")
         if self.outside_pid_namespace:
             parts.append("outside this PID namespace")
         if self.user is not None:

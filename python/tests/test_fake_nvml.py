@@ -75,6 +75,25 @@ def test_r510_device_figures_processes_and_their_context() -> None:
     assert r["procs"][1] == []
 
 
+def test_mps_clients_are_listed_once_with_their_kind() -> None:
+    scenario = {
+        "devices": [
+            h200(
+                compute_processes=[{"pid": "__SELF_PID__", "used": GIB}],
+                mps_processes=[
+                    {"pid": "__SELF_PID__", "used": GIB},
+                    {"pid": GHOST, "used": 2 * GIB},
+                ],
+            ),
+        ],
+    }
+    r = run_child(ALL, scenario)
+    me, ghost = r["procs"][0]
+    assert me["context"] == "mps+compute" and me["used_bytes"] == GIB, me
+    assert ghost["context"] == "mps" and ghost["used_bytes"] == 2 * GIB, ghost
+    assert me["mps_server"] is False and ghost["mps_server"] is False
+
+
 def test_pre_r510_has_no_reservation() -> None:
     r = run_child(ALL, {"devices": [h200(compute_processes=[{"pid": "__SELF_PID__", "used": GIB}])]},
                   variant="pre-r510")

@@ -3,7 +3,9 @@
 use std::io::{self, Write};
 
 use clap::Args;
-use hypomnesis::{ContextParts, GpuDeviceInfo, GpuProcessEntry, HypomnesisError, ProcessContext};
+use hypomnesis::{
+    ContextParts, GpuContextKind, GpuDeviceInfo, GpuProcessEntry, HypomnesisError, ProcessContext,
+};
 
 use crate::args::{DeadlineArg, JsonArg, RootArgs};
 use crate::collect::contexts;
@@ -128,6 +130,9 @@ fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry]) -> Option<Hidden>
         device_name: device.name.clone(),
         device_vendor: device.vendor,
         bytes,
+        mps: list
+            .iter()
+            .any(|p| p.mps_server || p.context.is_some_and(GpuContextKind::mps)),
     })
 }
 

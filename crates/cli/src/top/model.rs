@@ -127,6 +127,8 @@ pub struct Proc {
     pub command: Option<String>,
     /// Whether the process is in another PID namespace (its files cannot be read from here).
     pub outside: bool,
+    /// Whether it is the MPS server (its clients' contexts are its).
+    pub mps_server: bool,
     pub change: Change,
 }
 
@@ -142,6 +144,7 @@ impl Proc {
             cpu: None,
             command: None,
             outside: false,
+            mps_server: false,
             change: Change::Steady,
         }
     }
@@ -152,12 +155,11 @@ impl Proc {
     }
 }
 
-/// Both kinds when a process has a compute context on one device and a graphics one on
-/// another.
+/// Every kind a process has on any device (a compute context on one and a graphics one on
+/// another is `C+G`; an MPS client on one, `M+…`).
 fn union(a: Option<GpuContextKind>, b: Option<GpuContextKind>) -> Option<GpuContextKind> {
     match (a, b) {
-        (Some(x), Some(y)) if x == y => Some(x),
-        (Some(_), Some(_)) => Some(GpuContextKind::ComputeAndGraphics),
+        (Some(x), Some(y)) => Some(x.union(y)),
         (x, None) => x,
         (None, y) => y,
     }
@@ -261,6 +263,7 @@ impl Builder {
                     ..Proc::bare(r.pid)
                 });
                 p.kind = union(p.kind, r.context);
+                p.mps_server |= r.mps_server;
                 let e = p.gpu.entry(r.device_index).or_insert(0);
                 *e = e.saturating_add(r.used_bytes);
             }
@@ -387,5 +390,9 @@ mod tests {
         assert_eq!(union(Some(C), Some(C)), Some(C));
         assert_eq!(union(None, Some(G)), Some(G));
         assert_eq!(union(Some(C), None), Some(C));
+        assert_eq!(
+            union(Some(GpuContextKind::Mps), Some(C)),
+            Some(GpuContextKind::MpsAndCompute)
+        );
     }
 }

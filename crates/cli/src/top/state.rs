@@ -262,6 +262,7 @@ mod tests {
             cpu: None,
             command: Some(command.into()),
             outside: false,
+            mps_server: false,
             change: Change::Steady,
         }
     }

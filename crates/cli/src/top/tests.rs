@@ -497,3 +497,33 @@ fn a_refresh_is_late_after_an_interval_and_a_second_more_and_never_while_paused(
     assert_eq!(f.late(at(28_999), ten, false), None);
     assert!(f.late(at(29_000), ten, false).is_some());
 }
+
+/// MPS: a client in the compute and MPS lists is one `M+C` row, one in the MPS list only `M`,
+/// and the server's command is marked.
+#[test]
+fn mps_clients_show_their_type_and_the_server_is_marked() {
+    let mut b = Builder::default();
+    let mut server = row(900, 0, 30 * MIB, GpuContextKind::Compute, "nvidia-cuda-mps");
+    server.mps_server = true;
+    let rows = vec![
+        server,
+        row(901, 0, 3 * GIB, GpuContextKind::MpsAndCompute, "python3"),
+        row(902, 0, 2 * GIB, GpuContextKind::Mps, "python3"),
+    ];
+    let used = 614 * MIB + 30 * MIB + 5 * GIB;
+    let f = frame(0, vec![(h200(0, 143_771 * MIB - used), rows)]);
+    let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0));
+    let (text, _) = render(&screen, &ViewState::default(), 110, 24);
+    let line = |pid: &str| {
+        text.lines()
+            .find(|l| l.starts_with(pid))
+            .unwrap_or_else(|| panic!("{pid} in\n{text}"))
+            .to_string()
+    };
+    assert!(line("901").contains(" M+C "), "{text}");
+    assert!(line("902").contains(" M "), "{text}");
+    assert!(
+        line("900").ends_with("nvidia-cuda-mps (MPS server)"),
+        "{text}"
+    );
+}

@@ -87,6 +87,9 @@ pub struct Hidden {
     pub device_name: Option<String>,
     pub device_vendor: Option<hypomnesis::GpuVendor>,
     pub bytes: u64,
+    /// Whether the GPU runs MPS (its server or a client is listed): its clients, not another
+    /// PID namespace, are then the likely holders.
+    pub mps: bool,
 }
 
 fn device_cell(index: u32, name: Option<&str>, vendor: Option<hypomnesis::GpuVendor>) -> String {
@@ -114,14 +117,9 @@ const COLUMNS: [(&str, bool); 10] = [
 const GI: usize = 6;
 const CI: usize = 7;
 
-/// `C`, `G` or `C+G` (what nvidia-smi prints), `-` when the source does not say.
+/// `C`, `G`, `C+G`, `M`, `M+C` (what nvidia-smi prints), `-` when the source does not say.
 pub fn type_cell(kind: Option<GpuContextKind>) -> &'static str {
-    match kind {
-        Some(GpuContextKind::Compute) => "C",
-        Some(GpuContextKind::Graphics) => "G",
-        Some(GpuContextKind::ComputeAndGraphics) => "C+G",
-        _ => "-",
-    }
+    kind.map_or("-", GpuContextKind::short)
 }
 
 /// The cells of a process row, in the table's column order.
@@ -139,6 +137,11 @@ fn row_cells(r: &PsRow) -> [String; 10] {
         .as_deref()
         .or(r.entry.name.as_deref())
         .map_or_else(|| "?".into(), |c| printable(c).into_owned());
+    let command = if r.entry.mps_server {
+        format!("{command} (MPS server)")
+    } else {
+        command
+    };
     [
         pid,
         r.ctx
@@ -241,17 +244,46 @@ fn vendor_label(v: hypomnesis::GpuVendor) -> &'static str {
     }
 }
 
-/// Why memory is not visible from here and what to do, for the GPUs in `hidden`.
+/// Why memory is not visible from here and what to do, for the GPUs in `hidden`: MPS GPUs
+/// first (their clients, not a PID namespace, are the likely holders), then the others.
 pub fn hidden_line(hidden: &[Hidden]) -> String {
+    let (mps, other): (Vec<&Hidden>, Vec<&Hidden>) = hidden.iter().partition(|h| h.mps);
+    let mut lines = Vec::new();
+    if !mps.is_empty() {
+        lines.push(hidden_mps_line(&mps));
+    }
+    if !other.is_empty() {
+        lines.push(hidden_namespace_line(&other));
+    }
+    lines.join("\n")
+}
+
+/// The total and the GPUs' indices, `0, 2`.
+fn total_and_gpus(hidden: &[&Hidden]) -> (u64, String) {
     let total = hidden.iter().map(|h| h.bytes).fold(0, u64::saturating_add);
     let gpus: Vec<String> = hidden.iter().map(|h| h.device_index.to_string()).collect();
+    (total, gpus.join(", "))
+}
+
+fn hidden_mps_line(hidden: &[&Hidden]) -> String {
+    let (total, gpus) = total_and_gpus(hidden);
+    format!(
+        "hmn: {} on GPU {gpus} is held by no listed process. MPS runs there: the likely \
+         holders are MPS clients the driver lists without a memory figure or not at all, not \
+         another PID namespace; `hmn doctor` says whether this driver has the MPS client list.",
+        format_size(total),
+    )
+}
+
+fn hidden_namespace_line(hidden: &[&Hidden]) -> String {
+    let (total, gpus) = total_and_gpus(hidden);
     format!(
         "hmn: {} on GPU {} is held by processes not visible from here: the driver lists only \
          the processes of this PID namespace (and, on some systems, of this user). To see them, \
          run hmn in the host's PID namespace (docker run --pid=host, Kubernetes hostPID: \
          true), with --procfs /host/proc where the container mounts a /proc of its own.",
         format_size(total),
-        gpus.join(", ")
+        gpus
     )
 }
 
@@ -302,6 +334,7 @@ struct PsJson<'a> {
     device_index: u32,
     device_name: Option<&'a str>,
     context: Option<hypomnesis::GpuContextKind>,
+    mps_server: bool,
     source: GpuQuerySource,
     gpu_instance_id: Option<u32>,
     compute_instance_id: Option<u32>,
@@ -325,6 +358,7 @@ pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
             device_index: r.entry.device_index,
             device_name: r.device_name.as_deref(),
             context: r.entry.context,
+            mps_server: r.entry.mps_server,
             source: r.entry.source,
             gpu_instance_id: r.entry.gpu_instance_id,
             compute_instance_id: r.entry.compute_instance_id,
@@ -455,6 +489,7 @@ PID      USER  TYPE     VRAM  SHARED  RSS  DEVICE         COMMAND
             device_name: Some("NVIDIA L40S".into()),
             device_vendor: None,
             bytes: 2 * GIB,
+            mps: false,
         }];
         assert_eq!(
             text(|w| ps_table(w, &rows, &hidden, None)),

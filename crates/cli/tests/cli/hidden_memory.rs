@@ -157,3 +157,75 @@ fn a_pid_filter_shows_no_hidden_row() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// An MPS node: the server in the compute list, one client in the MPS list only (`M`), one in
+/// both (`M+C`), and memory no listed process holds. `hmn ps` lists every client once with its
+/// type, marks the server, and blames MPS, not the PID namespace, for the rest; `--json` says
+/// the same.
+#[test]
+fn mps_clients_are_rows_of_their_own_and_the_rest_is_put_on_mps() {
+    let dir = std::env::temp_dir().join(format!("hmn-cli-mps-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("nvidia-cuda-mps-server");
+    std::fs::copy("/bin/sleep", &exe).unwrap();
+    let mut server = Command::new(&exe).arg("60").spawn().unwrap();
+    let (mut client_a, mut client_b) = (local_process(), local_process());
+    let (server_pid, a_pid, b_pid) = (server.id(), client_a.id(), client_b.id());
+    let allocated = 30 * MIB + 3 * GIB + 2 * GIB + 5 * GIB;
+    let sc = format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {TOTAL}, "reserved": {RESERVED},
+            "free": {free},
+            "compute_processes": [{{"pid": {server_pid}, "used": {server_used}}}, {{"pid": {a_pid}, "used": {a_used}}}],
+            "mps_processes": [{{"pid": {a_pid}, "used": {a_used}}}, {{"pid": {b_pid}, "used": {b_used}}}]}}]}}"#,
+        free = TOTAL - RESERVED - allocated,
+        server_used = 30 * MIB,
+        a_used = 3 * GIB,
+        b_used = 2 * GIB,
+    );
+    let o = hmn(&sc, &["ps"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let row = |pid: u32| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{pid} ")))
+            .unwrap_or_else(|| panic!("{pid} in\n{out}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row(a_pid)[2], "M+C", "{out}");
+    assert_eq!(row(b_pid)[2], "M", "{out}");
+    assert_eq!(row(server_pid)[2], "C", "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&server_pid.to_string()) && l.ends_with("(MPS server)")),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches(&format!("{a_pid} ")).count(),
+        1,
+        "one row for a client in two lists: {out}"
+    );
+    assert!(out.contains("(not visible from here)"), "{out}");
+    assert!(err.contains("MPS runs there"), "{err}");
+    assert!(!err.contains("PID namespace (docker"), "{err}");
+    let o = hmn(&sc, &["ps", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let json_row = |pid: u32| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["pid"] == pid)
+            .unwrap_or_else(|| panic!("{pid} in {v}"))
+            .clone()
+    };
+    assert_eq!(json_row(a_pid)["context"], "mps_and_compute");
+    assert_eq!(json_row(a_pid)["used_bytes"], 3 * GIB, "counted once");
+    assert_eq!(json_row(b_pid)["context"], "mps");
+    assert_eq!(json_row(server_pid)["mps_server"], true);
+    assert_eq!(json_row(b_pid)["mps_server"], false);
+    for c in [&mut server, &mut client_a, &mut client_b] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

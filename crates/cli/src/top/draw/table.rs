@@ -162,6 +162,11 @@ fn proc_line<'a>(p: &Proc, cols: &[Col], state: &ViewState, theme: &Theme) -> Li
                         .command
                         .as_deref()
                         .map_or_else(|| "?".into(), |c| printable(c).into_owned());
+                    let c = if p.mps_server {
+                        format!("{c} (MPS server)")
+                    } else {
+                        c
+                    };
                     if p.change == Change::Gone {
                         format!("(exited) {c}")
                     } else {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
-use hypomnesis::{ErrorKind, GpuDeviceInfo, GpuVendor, MigGpuInstance};
+use hypomnesis::{ErrorKind, GpuContextKind, GpuDeviceInfo, GpuVendor, MigGpuInstance};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -123,8 +123,17 @@ fn gauge(bytes: u64) -> i64 {
     i64::try_from(bytes).unwrap_or(i64::MAX)
 }
 
-/// A (device, pid) row of the process series: its memory and the process's short name.
-type ProcessRow<'a> = ((u32, u32), (u64, &'a str));
+/// A (device, pid) row of the process series: its memory, the process's short name, its
+/// context kinds on that device, and whether it is the MPS server.
+type ProcessRow<'a> = ((u32, u32), Held<'a>);
+
+#[derive(Debug, Clone, Copy)]
+struct Held<'a> {
+    used: u64,
+    name: &'a str,
+    kind: Option<GpuContextKind>,
+    mps_server: bool,
+}
 
 /// A sample turned into metric families, in a stable order.
 #[derive(Debug)]
@@ -295,18 +304,26 @@ impl Exposition {
     /// The (device, pid) rows, their memory added up, the largest first (then by device and
     /// pid), and how many of them the series cap leaves out.
     fn process_rows(&self) -> (Vec<ProcessRow<'_>>, usize) {
-        let mut rows: BTreeMap<(u32, u32), (u64, &str)> = BTreeMap::new();
+        let mut rows: BTreeMap<(u32, u32), Held<'_>> = BTreeMap::new();
         for p in &self.sample.processes {
-            let row = rows
-                .entry((p.device_index, p.pid))
-                .or_insert((0, p.name.as_deref().unwrap_or_default()));
-            row.0 = row.0.saturating_add(p.used_bytes);
+            let row = rows.entry((p.device_index, p.pid)).or_insert(Held {
+                used: 0,
+                name: p.name.as_deref().unwrap_or_default(),
+                kind: None,
+                mps_server: false,
+            });
+            row.used = row.used.saturating_add(p.used_bytes);
+            row.kind = match (row.kind, p.context) {
+                (Some(a), Some(b)) => Some(a.union(b)),
+                (a, b) => a.or(b),
+            };
+            row.mps_server |= p.mps_server;
         }
         let mut rows: Vec<_> = rows.into_iter().collect();
         let keep = self.sample.max_process_series.unwrap_or(usize::MAX);
         let dropped = rows.len().saturating_sub(keep);
         if dropped > 0 {
-            rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
+            rows.sort_by(|a, b| b.1.used.cmp(&a.1.used).then(a.0.cmp(&b.0)));
             rows.truncate(keep);
             rows.sort_by_key(|r| r.0);
         }
@@ -315,10 +332,12 @@ impl Exposition {
 
     /// One series per (device, pid) row of [`Self::process_rows`]. Labels: the GPU's index and
     /// UUID, the pid, and the process's short name as `process` (not `name`, which would
-    /// collide with a GPU's in a join); empty ones left out.
+    /// collide with a GPU's in a join), its context `type` as nvidia-smi prints it (`C`, `M+C`),
+    /// `role="mps-server"` on the MPS server; empty ones left out.
     fn processes(&self, rows: Vec<ProcessRow<'_>>) -> Vec<(Known, i64)> {
         rows.into_iter()
-            .map(|((gpu, pid), (used, name))| {
+            .map(|((gpu, pid), held)| {
+                let Held { used, name, .. } = held;
                 let ctx = self.sample.contexts.get(&pid);
                 let container = ctx.and_then(|c| c.container.as_ref());
                 let labels = known([
@@ -326,6 +345,17 @@ impl Exposition {
                     ("uuid", self.uuid_of(gpu)),
                     ("pid", pid.to_string()),
                     ("process", label_value(name)),
+                    (
+                        "type",
+                        held.kind
+                            .map(GpuContextKind::short)
+                            .unwrap_or_default()
+                            .to_string(),
+                    ),
+                    (
+                        "role",
+                        if held.mps_server { "mps-server" } else { "" }.to_string(),
+                    ),
                     (
                         "user",
                         label_value(ctx.and_then(|c| c.user.as_deref()).unwrap_or_default()),
@@ -453,7 +483,7 @@ impl Exposition {
         gauges(
             e,
             "gpu_process_memory",
-            "GPU memory a process holds on a GPU.",
+            "GPU memory a process holds on a GPU; type: its contexts as nvidia-smi prints them (C compute, G graphics, M an MPS client: M+C, C+G), and role mps-server on the MPS server.",
             bytes,
             &self.processes(rows),
         )?;

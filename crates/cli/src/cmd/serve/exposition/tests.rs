@@ -1,7 +1,9 @@
 //! The exposition byte for byte, and the success rules of the model it renders. The fixtures
 //! are built with the `test-helpers` builders of the library (a dev-dependency).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
-use hypomnesis::{GpuProcessEntry, GpuQuerySource, ProcessContext, SourceReport, SourceState};
+use hypomnesis::{
+    GpuContextKind, GpuProcessEntry, GpuQuerySource, ProcessContext, SourceReport, SourceState,
+};
 
 use super::*;
 
@@ -286,7 +288,7 @@ hypomnesis_gpu_memory_reserved_bytes{{gpu="0",uuid="GPU-0"}} 5242880
 # TYPE hypomnesis_gpu_memory_not_visible_bytes gauge
 # UNIT hypomnesis_gpu_memory_not_visible_bytes bytes
 hypomnesis_gpu_memory_not_visible_bytes{{gpu="0",uuid="GPU-0"}} 307232768
-# HELP hypomnesis_gpu_process_memory_bytes GPU memory a process holds on a GPU.
+# HELP hypomnesis_gpu_process_memory_bytes GPU memory a process holds on a GPU; type: its contexts as nvidia-smi prints them (C compute, G graphics, M an MPS client: M+C, C+G), and role mps-server on the MPS server.
 # TYPE hypomnesis_gpu_process_memory_bytes gauge
 # UNIT hypomnesis_gpu_process_memory_bytes bytes
 hypomnesis_gpu_process_memory_bytes{{gpu="0",uuid="GPU-0",pid="20",process="python3",user="alice",container="9e8d7c6b5a4938271605f4e3d2c1b0a99e8d7c6b5a4938271605f4e3d2c1b0a9",pod="6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d"}} 106954752
@@ -461,4 +463,52 @@ fn huge_values_saturate() {
     };
     let text = render(s, Duration::ZERO, 1, None);
     assert!(text.contains("} 9223372036854775807\n"), "{text}");
+}
+
+/// MPS: each process's contexts as `type` (a client in the compute and MPS lists is `M+C`, its
+/// memory once), the server marked with `role`; rows without a kind have no `type` label.
+#[test]
+fn mps_clients_and_the_server_are_labelled() {
+    let mut s = sample();
+    let with = |pid, name: &str, used, kind, server| {
+        let mut p = process(pid, Some(name), used, 0);
+        p.context = Some(kind);
+        p.mps_server = server;
+        p
+    };
+    s.processes = vec![
+        with(
+            30,
+            "nvidia-cuda-mps",
+            30 * MIB,
+            GpuContextKind::Compute,
+            true,
+        ),
+        with(
+            31,
+            "python3",
+            500 * MIB,
+            GpuContextKind::MpsAndCompute,
+            false,
+        ),
+        with(32, "python3", 300 * MIB, GpuContextKind::Mps, false),
+    ];
+    s.contexts.clear();
+    let text = render(s, Duration::from_millis(10), 1, None);
+    for want in [
+        format!(
+            "hypomnesis_gpu_process_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",pid=\"30\",process=\"nvidia-cuda-mps\",type=\"C\",role=\"mps-server\"}} {}\n",
+            30 * MIB
+        ),
+        format!(
+            "hypomnesis_gpu_process_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",pid=\"31\",process=\"python3\",type=\"M+C\"}} {}\n",
+            500 * MIB
+        ),
+        format!(
+            "hypomnesis_gpu_process_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",pid=\"32\",process=\"python3\",type=\"M\"}} {}\n",
+            300 * MIB
+        ),
+    ] {
+        assert!(text.contains(&want), "{want} not in\n{text}");
+    }
 }
