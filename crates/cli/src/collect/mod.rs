@@ -2,6 +2,8 @@
 
 pub mod child;
 pub mod contexts;
+#[cfg(feature = "serve")]
+pub mod known;
 pub mod sampler;
 pub mod stop;
 pub mod ticker;

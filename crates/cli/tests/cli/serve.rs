@@ -192,12 +192,13 @@ fn metrics_carry_the_scenario() {
         Some((512 * MIB).to_string()),
         "{t}"
     );
-    // Outside this PID namespace: no name, no owner, and no empty labels for them.
+    // Outside this PID namespace: no name, no owner, and no empty labels for them; the type
+    // of its context, as every row's.
     assert_eq!(
         value(
             t,
             &format!(
-                r#"hypomnesis_gpu_process_memory_bytes{{gpu="0",uuid="{H200_UUID}",pid="{GHOST}"}}"#
+                r#"hypomnesis_gpu_process_memory_bytes{{gpu="0",uuid="{H200_UUID}",pid="{GHOST}",type="C"}}"#
             )
         ),
         Some(GIB.to_string()),

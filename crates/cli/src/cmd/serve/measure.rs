@@ -1,28 +1,42 @@
 //! One measurement of the host for the exporter: a frame of the one sampler, as the exposition
-//! sees it.
+//! sees it. Who each process is (name, owner, container) is read once per process lifetime:
+//! a fresh measurement reads each listed process's start time, and the rest only for a
+//! process it has not seen.
+
+use std::sync::{Mutex, PoisonError};
 
 use super::model::Sample;
+use crate::collect::known::Known;
 use crate::collect::sampler::{Frame, Sampler, Want};
 
 /// What the exporter reads each measurement.
 pub const WANT: Want = Want {
     devices: true,
     processes: true,
-    unnamed: false,
+    // Named from [`Known`], once per process rather than once per row and measurement.
+    unnamed: true,
     residency: false,
     mig: true,
     utilization: false,
     sources: true,
 };
 
+/// The processes the exporter has seen, across measurements (one runs at a time).
+static KNOWN: Mutex<Option<Known>> = Mutex::new(None);
+
 /// Measures every device and process list, then asks each source for its report. Blocking: it
 /// loads libraries and may run `nvidia-smi`.
 pub fn measure() -> Sample {
-    sample_of(Sampler::new(WANT).frame(&[]))
+    let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+    sample_of(
+        Sampler::new(WANT).frame(&[]),
+        known.get_or_insert_with(Known::default),
+    )
 }
 
-/// The exposition's view of a frame. A host without GPUs is not a failed measurement.
-pub fn sample_of(frame: Frame) -> Sample {
+/// The exposition's view of a frame, the processes named and placed through `known`. A host
+/// without GPUs is not a failed measurement.
+pub fn sample_of(frame: Frame, known: &mut Known) -> Sample {
     let mut s = Sample {
         counted: frame.count.ok(),
         sources: frame.sources.unwrap_or_default(),
@@ -43,16 +57,15 @@ pub fn sample_of(frame: Frame) -> Sample {
         }
         s.mig.extend(d.mig.unwrap_or_default());
     }
-    s.contexts = contexts(&s.processes);
-    s
-}
-
-/// The owner and container of each listed process.
-fn contexts(
-    processes: &[hypomnesis::GpuProcessEntry],
-) -> std::collections::BTreeMap<u32, hypomnesis::ProcessContext> {
     let mut parts = hypomnesis::ContextParts::NONE;
     parts.user = true;
     parts.container = true;
-    crate::collect::contexts::read(crate::collect::contexts::readable(processes), parts)
+    let who = known.who(&s.processes, parts);
+    for p in &mut s.processes {
+        if p.name.is_none() {
+            p.name = who.names.get(&p.pid).cloned();
+        }
+    }
+    s.contexts = who.contexts;
+    s
 }

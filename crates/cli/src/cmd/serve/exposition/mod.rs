@@ -346,17 +346,6 @@ impl Exposition {
                     ("pid", pid.to_string()),
                     ("process", label_value(name)),
                     (
-                        "type",
-                        held.kind
-                            .map(GpuContextKind::short)
-                            .unwrap_or_default()
-                            .to_string(),
-                    ),
-                    (
-                        "role",
-                        if held.mps_server { "mps-server" } else { "" }.to_string(),
-                    ),
-                    (
                         "user",
                         label_value(ctx.and_then(|c| c.user.as_deref()).unwrap_or_default()),
                     ),
@@ -369,6 +358,17 @@ impl Exposition {
                         container
                             .and_then(|c| c.pod_uid.clone())
                             .unwrap_or_default(),
+                    ),
+                    (
+                        "type",
+                        held.kind
+                            .map(GpuContextKind::short)
+                            .unwrap_or_default()
+                            .to_string(),
+                    ),
+                    (
+                        "role",
+                        if held.mps_server { "mps-server" } else { "" }.to_string(),
                     ),
                 ]);
                 (labels, gauge(used))
