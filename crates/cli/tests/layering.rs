@@ -455,15 +455,16 @@ fn a_circle_is_found() {
     assert_eq!(circles(&edges), vec![vec![m("a"), m("b"), m("c")]]);
 }
 
-/// The library's layers, lowest first: 0 the data types and errors; 1 the host (roots, procfs,
-/// processes, RAM, durations) and the GPU backends beside it (a backend may read the host, the
-/// host never reads a backend); 2 the dispatcher and the public functions over it; 3 the root.
+/// The library's layers, lowest first: 0 the data types, errors and the in-flight table; 1 the
+/// host (roots, procfs, processes, RAM, durations) and the GPU backends beside it (a backend may
+/// read the host, the host never reads a backend); 2 the dispatcher and the public functions
+/// over it; 3 the root.
 fn layer_of(m: &Module) -> Option<(u8, &'static str)> {
     let first = m.first().map_or("", String::as_str);
     let second = m.get(1).map_or("", String::as_str);
     Some(match (first, second) {
         ("", _) => (3, "root"),
-        ("types" | "error", _) => (0, "types"),
+        ("types" | "error" | "inflight", _) => (0, "types"),
         ("host" | "duration", _) => (1, "host"),
         (
             "gpu",
