@@ -36,6 +36,9 @@ FIELDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
         ("id", "str"),
         ("runtime", "Optional[str]"),
         ("pod_uid", "Optional[str]"),
+        ("namespace", "Optional[str]"),
+        ("pod", "Optional[str]"),
+        ("name", "Optional[str]"),
     ),
     "ProcessContext": (
         ("uid", "Optional[int]"),

@@ -56,6 +56,9 @@ class _Container(TypedDict):
     id: str
     runtime: str | None
     pod_uid: str | None
+    namespace: str | None
+    pod: str | None
+    name: str | None
 
 class _ProcessContext(TypedDict):
     uid: int | None

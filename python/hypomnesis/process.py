@@ -36,7 +36,8 @@ class ProcessGpuInfo:
 @native_type
 @dataclass(frozen=True)
 class Container:
-    """A container, as a process's cgroup path names it."""
+    """A container, as a process's cgroup path names it, and for one in a Kubernetes pod the
+    names the kubelet's logs on the node give it (``HYPOMNESIS_ROOTFS``, default ``/``)."""
 
     id: str
     """The container id (64 hex digits for docker, containerd, CRI-O, podman)."""
@@ -44,9 +45,19 @@ class Container:
     """``docker``, ``containerd``, ``crio`` or ``podman``, when the path says."""
     pod_uid: Optional[str]
     """The Kubernetes pod UID, when the container belongs to a pod."""
+    namespace: Optional[str]
+    """The pod's namespace, from ``<rootfs>/var/log/pods/<namespace>_<pod>_<uid>``."""
+    pod: Optional[str]
+    """The pod's name, from the same directory."""
+    name: Optional[str]
+    """The container's name, from its link in ``<rootfs>/var/log/containers``."""
 
     def __repr__(self) -> str:
-        extra = f", pod_uid={self.pod_uid!r}" if self.pod_uid else ""
+        if self.namespace and self.pod:
+            where = f"{self.namespace}/{self.pod}" + (f"/{self.name}" if self.name else "")
+            extra = f", pod={where!r}"
+        else:
+            extra = f", pod_uid={self.pod_uid!r}" if self.pod_uid else ""
         return f"Container({self.runtime or 'unknown'}:{self.id[:12]}{extra})"
 
 

@@ -31,7 +31,7 @@ impl DeadlineArg {
     }
 }
 
-/// `--procfs` and `--sysfs`, for the commands that measure.
+/// `--procfs`, `--sysfs` and `--rootfs`, for the commands that measure.
 #[derive(Debug, Clone, Default, Args)]
 pub struct RootArgs {
     /// Read processes from this procfs instead of /proc (e.g. the host's, mounted at /host/proc).
@@ -40,12 +40,17 @@ pub struct RootArgs {
     /// Read devices from this sysfs instead of /sys (e.g. the host's, mounted at /host/sys).
     #[arg(long, value_name = "DIR")]
     pub sysfs: Option<PathBuf>,
+    /// The node's root filesystem instead of / (e.g. the host's, mounted at /host): the
+    /// kubelet's logs under its var/log name the namespace, pod and container of a process in a
+    /// Kubernetes pod.
+    #[arg(long, value_name = "DIR")]
+    pub rootfs: Option<PathBuf>,
 }
 
 impl RootArgs {
-    /// Whether either root was given.
+    /// Whether any root was given.
     pub fn any(&self) -> bool {
-        self.procfs.is_some() || self.sysfs.is_some()
+        self.procfs.is_some() || self.sysfs.is_some() || self.rootfs.is_some()
     }
 }
 

@@ -121,7 +121,7 @@ impl Command {
         }
     }
 
-    /// The subcommand's `--procfs`/`--sysfs`, or `None` when it measures nothing.
+    /// The subcommand's `--procfs`/`--sysfs`/`--rootfs`, or `None` when it measures nothing.
     fn roots(&mut self) -> Option<&mut RootArgs> {
         match self {
             Self::Ps(a) => Some(&mut a.roots),
@@ -161,11 +161,14 @@ fn settle(cli: &mut Cli) -> Result<(), String> {
     }
     if cli.roots.any() {
         let Some(r) = cmd.roots() else {
-            return Err(format!("--procfs and --sysfs do not apply to `hmn {name}`"));
+            return Err(format!(
+                "--procfs, --sysfs and --rootfs do not apply to `hmn {name}`"
+            ));
         };
         for (top, sub, flag) in [
             (&mut cli.roots.procfs, &mut r.procfs, "--procfs"),
             (&mut cli.roots.sysfs, &mut r.sysfs, "--sysfs"),
+            (&mut cli.roots.rootfs, &mut r.rootfs, "--rootfs"),
         ] {
             match (top.take(), sub.as_ref()) {
                 (Some(t), Some(s)) if &t != s => {
@@ -179,9 +182,15 @@ fn settle(cli: &mut Cli) -> Result<(), String> {
     Ok(())
 }
 
-/// Apply `--procfs`/`--sysfs`, then check the roots in use (the environment's too).
+/// Apply `--procfs`/`--sysfs`/`--rootfs`, then check the roots in use (the environment's too).
 fn use_roots(roots: &RootArgs) -> Result<(), String> {
     hypomnesis::set_roots(roots.procfs.as_deref(), roots.sysfs.as_deref())
+        .and_then(|()| {
+            roots
+                .rootfs
+                .as_deref()
+                .map_or(Ok(()), hypomnesis::set_rootfs)
+        })
         .and_then(|()| hypomnesis::roots().map(drop))
         .map_err(|e| e.to_string())
 }
@@ -348,6 +357,7 @@ mod tests {
             &["hmn", "--json", "completions", "bash"],
             &["hmn", "--procfs", "/proc", "man"],
             &["hmn", "completions", "bash", "--sysfs", "/sys"],
+            &["hmn", "--rootfs", "/", "man"],
         ] {
             assert!(parse(args).is_err(), "{args:?} accepted");
         }
@@ -364,6 +374,12 @@ mod tests {
         let e = parse(&["hmn", "--procfs", "/a", "ps", "--procfs", "/b"]).unwrap_err();
         assert!(e.contains("given twice"), "{e}");
         assert!(parse(&["hmn", "--procfs", "/a", "ps", "--procfs", "/a"]).is_ok());
+        let e = parse(&["hmn", "--rootfs", "/a", "ps", "--rootfs", "/b"]).unwrap_err();
+        assert_eq!(e, "--rootfs is given twice, with different directories");
+        let c = parse(&["hmn", "--rootfs", "/host", "ps"]).unwrap();
+        assert!(
+            matches!(c.command, Some(Command::Ps(ref a)) if a.roots.rootfs.as_deref() == Some(std::path::Path::new("/host")))
+        );
         let c = parse(&["hmn", "doctor", "--sysfs", "/host/sys", "--json"]).unwrap();
         assert!(
             matches!(c.command, Some(Command::Doctor(ref a)) if a.output.json && a.roots.sysfs.is_some())

@@ -56,6 +56,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "HYPOMNESIS_SYSFS",
         "where /sys is (an absolute path, e.g. a host's sysfs mounted in a container)",
     ),
+    (
+        "HYPOMNESIS_ROOTFS",
+        "where the node's / is (e.g. a host's, mounted at /host): its kubelet logs name pods",
+    ),
 ];
 
 /// `--help`'s closing text: exit status and environment.

@@ -2,8 +2,8 @@
 //!
 //! - `cli`: each command end to end through the built `hmn` (`basics`: devices and ps against
 //!   both fakes; `run_watch`, `run_signals`, `watch_edges`, `serve`, `fleet`, `top` in tmux,
-//!   `stalls`, `hidden_memory`, `hostile_names`, `impossible_figures`, the first-contact
-//!   `surface`, and the README's transcripts);
+//!   `stalls`, `hidden_memory`, `hostile_names`, `impossible_figures`, `kubelet` (pod names
+//!   from a node's log layout), the first-contact `surface`, and the README's transcripts);
 //! - `backends`: the sources `hmn` and the library share, end to end (`drm` fixture trees, `mig`);
 //! - `deploy`: the deploy kit against hmn (manifests, alert rules, the Grafana dashboard);
 //! - `platform`: Windows checks, run under Wine in CI;
@@ -37,6 +37,7 @@ mod cli {
     mod hidden_memory;
     mod hostile_names;
     mod impossible_figures;
+    mod kubelet;
     mod readme;
     mod run_signals;
     mod run_watch;

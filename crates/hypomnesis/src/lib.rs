@@ -52,6 +52,10 @@
 //! - `HYPOMNESIS_NVIDIA_SMI_TIMEOUT`: limit of one `nvidia-smi` run (`2s`, `500ms`; default 10 s).
 //! - `HYPOMNESIS_PROCFS`, `HYPOMNESIS_SYSFS`: where `/proc` and `/sys` are (a host's, mounted in a
 //!   container); [`set_roots`] does the same from code.
+//! - `HYPOMNESIS_ROOTFS`: where the node's root filesystem is (default `/`; a host's mounted in a
+//!   container, e.g. `/host`): the kubelet's logs under its `var/log` give a container in a pod
+//!   its namespace, pod and container names ([`Container`], [`kubelet_logs`]); [`set_rootfs`]
+//!   does the same from code.
 
 mod duration;
 mod error;
@@ -73,6 +77,7 @@ pub use gpu::{
     gpu_processes, gpu_processes_unnamed, mig_gpu_instances, mig_instance, mig_instances,
     mig_state, process_gpu_info, sources,
 };
+pub use host::kube::kubelet_logs;
 pub use host::memory::host::{HostMemory, host_memory};
 pub use host::memory::process_rss;
 pub use host::process::context::{
@@ -83,7 +88,7 @@ pub use host::process::{
     TreeWalker, descendants, parse_stat, process_name, process_rss_of, process_start_time,
     process_tree,
 };
-pub use host::roots::{roots, set_roots};
+pub use host::roots::{roots, set_rootfs, set_roots};
 pub use inflight::{InFlight, in_flight};
 #[cfg(feature = "report")]
 pub use report::MemoryReport;
@@ -91,15 +96,15 @@ pub use snapshot::Snapshot;
 #[cfg(feature = "test-helpers")]
 pub use snapshot::SnapshotBuilder;
 pub use types::{
-    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, MigGpuInstance,
-    MigInstance, MigState, ProcessGpuInfo, Residency, Root, RootOrigin, Roots, SourceReport,
-    SourceState, Utilization, driver_overhead_allowance,
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, KubeletDirState,
+    KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo, Residency, Root,
+    RootOrigin, Roots, SourceReport, SourceState, Utilization, driver_overhead_allowance,
 };
 #[cfg(feature = "test-helpers")]
 pub use types::{
-    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, MigGpuInstanceBuilder, MigInstanceBuilder,
-    MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder, RootsBuilder,
-    SourceReportBuilder,
+    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, KubeletLogsBuilder, MigGpuInstanceBuilder,
+    MigInstanceBuilder, MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder,
+    RootsBuilder, SourceReportBuilder,
 };
 
 /// Pure parsers, exposed for property tests, fuzzing and the live cross-checks. Not part of the
@@ -127,6 +132,9 @@ pub mod __parsers {
     };
     pub use crate::gpu::pci::PciAddress;
     pub use crate::gpu::winparse::{parse_pdh_instance, utf16_until_nul};
+    pub use crate::host::parse::kube::{
+        ContainerLogLink, PodLogDir, parse_container_log_link, parse_pod_log_dir,
+    };
     pub use crate::host::parse::memory::{meminfo, statm_resident_bytes, status_vmrss_bytes};
     pub use crate::host::parse::stat::parse_stat_cpu_ticks;
     /// The process tree below a pid through `children` files (`None` where the kernel has

@@ -1,7 +1,7 @@
 //! The library's integration tests, one binary laid out by what a user of the library touches:
 //!
-//! - `api`: the public functions and types as a program calls them (RSS, process context, the
-//!   builders of `test-helpers`, the examples);
+//! - `api`: the public functions and types as a program calls them (RSS, process context and
+//!   the Kubernetes names of a container, the builders of `test-helpers`, the examples);
 //! - `backends`: each GPU source against its stand-in (`nvml`, `nvml_shapes`, `faults` through
 //!   the fake NVML; `nvidia_smi` through the stand-in `nvidia-smi` replaying real captures;
 //!   `live_gpu` on a real GPU, ignored elsewhere);
@@ -23,6 +23,7 @@ extern crate hypomnesis_testkit as support;
 mod api {
     mod builders;
     mod examples;
+    mod kubelet;
     mod process_context;
     mod rss;
 }

@@ -1,4 +1,5 @@
-//! `hmn doctor`: each source, whether it answered, and why not.
+//! `hmn doctor`: the roots in use, whether the kubelet's logs can be read under the rootfs,
+//! each source, whether it answered, and why not.
 
 use std::io::{self, Write};
 
@@ -23,11 +24,12 @@ pub fn run(args: &DoctorArgs, out: &mut impl Write) -> io::Result<Outcome> {
     let json = args.output.json;
     let rss = hypomnesis::process_rss().map_err(|e| e.to_string());
     let roots = hypomnesis::roots().map_err(|e| e.to_string());
+    let kubelet = hypomnesis::kubelet_logs().map_err(|e| e.to_string());
     let reports = hypomnesis::sources();
     if json {
-        render::doctor_json(out, &rss, &roots, &reports)?;
+        render::doctor_json(out, &rss, &roots, &kubelet, &reports)?;
     } else {
-        render::doctor(out, &rss, &roots, &reports)?;
+        render::doctor(out, &rss, &roots, &kubelet, &reports)?;
     }
     Ok(Outcome::Success)
 }

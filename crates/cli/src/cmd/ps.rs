@@ -90,7 +90,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
             }
         }
     }
-    with_context(&mut rows, args.output.json);
+    with_context(&mut rows);
     if let Some(user) = &args.user {
         rows.retain(|r| owned_by(&r.ctx, user));
     }
@@ -139,10 +139,10 @@ fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry]) -> Option<Hidden>
 /// Each row's process context, read from the files of the GPU-holding processes only. A
 /// process outside this PID namespace has none to read; one mapped from the host's pid is read
 /// under that pid (the procfs root in use is the host's).
-fn with_context(rows: &mut [PsRow], json: bool) {
-    // Only what the output shows: the text has no container column and neither has CPU time.
+fn with_context(rows: &mut [PsRow]) {
+    // Only what the output shows: no CPU time. The container is read for the text too: it
+    // names a row's Kubernetes namespace and pod.
     let mut parts = ContextParts::ALL;
-    parts.container = json;
     parts.cpu_time = false;
     let read = contexts::read(contexts::readable(rows.iter().map(|r| &r.entry)), parts);
     for row in rows.iter_mut() {

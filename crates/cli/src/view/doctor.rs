@@ -1,9 +1,13 @@
 //! `hmn doctor`: the roots in use, each source's state and details, and what to do about a
 //! source that did not answer (chosen by the kind of its failure, never by its wording).
 
+use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use hypomnesis::{ErrorKind, GpuQuerySource, Root, RootOrigin, Roots, SourceReport, SourceState};
+use hypomnesis::{
+    ErrorKind, GpuQuerySource, KubeletDirState, KubeletLogs, Root, RootOrigin, Roots, SourceReport,
+    SourceState,
+};
 use serde::Serialize;
 
 use super::{MIB, json};
@@ -57,6 +61,8 @@ pub fn hint(r: &SourceReport) -> Option<&'static str> {
 pub fn root_line(r: &Root) -> String {
     let flag = if r.variable.ends_with("PROCFS") {
         "--procfs"
+    } else if r.variable.ends_with("ROOTFS") {
+        "--rootfs"
     } else {
         "--sysfs"
     };
@@ -69,11 +75,64 @@ pub fn root_line(r: &Root) -> String {
     format!("{} ({from})", r.path.display())
 }
 
+/// What listing one of the kubelet's log directories found, in words: `3 pods`, `missing
+/// (…)`. `what` names its entries (`pod`, `container link`).
+pub fn kubelet_dir_words(state: &KubeletDirState, what: &str) -> String {
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    match state {
+        KubeletDirState::Found {
+            entries,
+            skipped,
+            complete,
+        } => {
+            let mut s = plural(*entries, what, &format!("{what}s"));
+            if *skipped > 0 {
+                let _ = write!(
+                    s,
+                    ", {} not named as the kubelet names them, skipped",
+                    plural(*skipped, "entry", "entries")
+                );
+            }
+            if !complete {
+                s.push_str(", listing cut at its limit (entries or time)");
+            }
+            s
+        }
+        KubeletDirState::Missing => "missing (no kubelet here, or the node's / is not at this \
+                                     rootfs: pods and containers are not named)"
+            .into(),
+        KubeletDirState::PermissionDenied => {
+            "permission denied (this user may not list it: pods and containers are not named)"
+                .into()
+        }
+        KubeletDirState::Failed { reason } => format!("cannot be listed: {reason}"),
+        _ => "unknown state".into(),
+    }
+}
+
+/// The `hmn doctor` lines on the kubelet's logs under the rootfs.
+fn kubelet_lines(out: &mut impl Write, k: &KubeletLogs) -> io::Result<()> {
+    writeln!(
+        out,
+        "    kubelet pod logs: {}: {}",
+        k.pods_dir.display(),
+        kubelet_dir_words(&k.pods, "pod")
+    )?;
+    writeln!(
+        out,
+        "    kubelet container logs: {}: {}",
+        k.containers_dir.display(),
+        kubelet_dir_words(&k.containers, "container link")
+    )
+}
+
 /// The `hmn doctor` report.
 pub fn doctor(
     out: &mut impl Write,
     rss: &Result<u64, String>,
     roots: &Result<Roots, String>,
+    kubelet: &Result<KubeletLogs, String>,
     reports: &[SourceReport],
 ) -> io::Result<()> {
     match rss {
@@ -88,6 +147,10 @@ pub fn doctor(
         Ok(r) => {
             writeln!(out, "procfs: {}", root_line(&r.procfs))?;
             writeln!(out, "sysfs: {}", root_line(&r.sysfs))?;
+            writeln!(out, "rootfs: {}", root_line(&r.rootfs))?;
+            if let Ok(k) = kubelet {
+                kubelet_lines(out, k)?;
+            }
         }
         Err(e) => writeln!(out, "roots: {e}")?,
     }
@@ -115,6 +178,7 @@ struct DoctorJson<'a> {
     rss_error: Option<&'a str>,
     roots: Option<&'a Roots>,
     roots_error: Option<&'a str>,
+    kubelet_logs: Option<&'a KubeletLogs>,
     sources: &'a [SourceReport],
 }
 
@@ -122,6 +186,7 @@ pub fn doctor_json(
     out: &mut impl Write,
     rss: &Result<u64, String>,
     roots: &Result<Roots, String>,
+    kubelet: &Result<KubeletLogs, String>,
     reports: &[SourceReport],
 ) -> io::Result<()> {
     json(
@@ -131,6 +196,7 @@ pub fn doctor_json(
             rss_error: rss.as_ref().err().map(String::as_str),
             roots: roots.as_ref().ok(),
             roots_error: roots.as_ref().err().map(String::as_str),
+            kubelet_logs: kubelet.as_ref().ok(),
             sources: reports,
         },
     )
@@ -187,6 +253,26 @@ mod tests {
                     .variable("HYPOMNESIS_SYSFS")
                     .build(),
             )
+            .rootfs(
+                Root::builder()
+                    .path("/host".into())
+                    .origin(RootOrigin::Environment)
+                    .variable("HYPOMNESIS_ROOTFS")
+                    .build(),
+            )
+            .build()
+    }
+
+    fn kubelet() -> KubeletLogs {
+        KubeletLogs::builder()
+            .pods_dir("/host/var/log/pods".into())
+            .pods(KubeletDirState::Found {
+                entries: 3,
+                skipped: 1,
+                complete: true,
+            })
+            .containers_dir("/host/var/log/containers".into())
+            .containers(KubeletDirState::Missing)
             .build()
     }
 
@@ -200,6 +286,38 @@ mod tests {
             .variable("HYPOMNESIS_SYSFS")
             .build();
         assert_eq!(root_line(&env), "/host/sys (from HYPOMNESIS_SYSFS)");
+        let flag = Root::builder()
+            .path("/host".into())
+            .origin(RootOrigin::SetRoots)
+            .variable("HYPOMNESIS_ROOTFS")
+            .build();
+        assert_eq!(root_line(&flag), "/host (from --rootfs)");
+    }
+
+    #[test]
+    fn kubelet_directories_in_words() {
+        let found = |entries, skipped, complete| KubeletDirState::Found {
+            entries,
+            skipped,
+            complete,
+        };
+        assert_eq!(kubelet_dir_words(&found(1, 0, true), "pod"), "1 pod");
+        assert_eq!(
+            kubelet_dir_words(&found(0, 2, false), "container link"),
+            "0 container links, 2 entries not named as the kubelet names them, skipped, \
+             listing cut at its limit (entries or time)"
+        );
+        assert!(
+            kubelet_dir_words(&KubeletDirState::PermissionDenied, "pod")
+                .starts_with("permission denied")
+        );
+        let failed = KubeletDirState::Failed {
+            reason: "Not a directory (os error 20)".into(),
+        };
+        assert_eq!(
+            kubelet_dir_words(&failed, "pod"),
+            "cannot be listed: Not a directory (os error 20)"
+        );
     }
 
     #[test]
@@ -214,11 +332,14 @@ mod tests {
             ])
             .build();
         assert_eq!(
-            text(|w| doctor(w, &Ok(12 * MIB + 5), &Ok(roots()), &r)),
+            text(|w| doctor(w, &Ok(12 * MIB + 5), &Ok(roots()), &Ok(kubelet()), &r)),
             "\
 RAM: answered, this process has 12 MiB resident
 procfs: /host/proc (from --procfs)
 sysfs: /sys (default)
+rootfs: /host (from HYPOMNESIS_ROOTFS)
+    kubelet pod logs: /host/var/log/pods: 3 pods, 1 entry not named as the kubelet names them, skipped
+    kubelet container logs: /host/var/log/containers: missing (no kubelet here, or the node's / is not at this rootfs: pods and containers are not named)
 NVML: not present: could not load the NVML library (tried libnvidia-ml.so.1: not found)
     what to do: install the NVIDIA driver (it provides libnvidia-ml.so.1), or set HYPOMNESIS_NVML_LIBRARY to the library's absolute path
 nvidia-smi: answered
@@ -242,9 +363,27 @@ nvidia-smi: answered
         ));
         assert_eq!(hint(&off), Some("rebuild hmn with that cargo feature"));
         let v: serde_json::Value = serde_json::from_str(&text(|w| {
-            doctor_json(w, &Err("no statm".into()), &Ok(roots()), &r)
+            doctor_json(w, &Err("no statm".into()), &Ok(roots()), &Ok(kubelet()), &r)
         }))
         .unwrap();
+        assert_eq!(v["roots"]["rootfs"]["path"], "/host");
+        assert_eq!(v["roots"]["rootfs"]["origin"], "environment");
+        assert_eq!(v["kubelet_logs"]["pods_dir"], "/host/var/log/pods");
+        assert_eq!(v["kubelet_logs"]["pods"]["state"], "found");
+        assert_eq!(v["kubelet_logs"]["pods"]["entries"], 3);
+        assert_eq!(v["kubelet_logs"]["pods"]["complete"], true);
+        assert_eq!(v["kubelet_logs"]["containers"]["state"], "missing");
+        // A bad rootfs is said once, in the roots' error: no kubelet lines.
+        let bad = text(|w| {
+            doctor(
+                w,
+                &Ok(0),
+                &Err("rootfs root …".into()),
+                &Err("x".into()),
+                &[],
+            )
+        });
+        assert!(!bad.contains("kubelet"), "{bad}");
         assert!(v["rss_bytes"].is_null());
         assert_eq!(v["roots"]["procfs"]["path"], "/host/proc");
         assert_eq!(v["roots"]["procfs"]["origin"], "set_roots");

@@ -101,8 +101,9 @@ fn device_cell(index: u32, name: Option<&str>, vendor: Option<hypomnesis::GpuVen
 }
 
 /// The table's columns: header, right-aligned. GI and CI are shown only when a row has MIG
-/// instance ids; COMMAND, last, is cut to the terminal's width.
-const COLUMNS: [(&str, bool); 10] = [
+/// instance ids, NAMESPACE/POD only when a row's pod is named; COMMAND, last, is cut to the
+/// terminal's width.
+const COLUMNS: [(&str, bool); 11] = [
     ("PID", false),
     ("USER", false),
     ("TYPE", false),
@@ -112,10 +113,34 @@ const COLUMNS: [(&str, bool); 10] = [
     ("GI", true),
     ("CI", true),
     ("DEVICE", false),
+    ("NAMESPACE/POD", false),
     ("COMMAND", false),
 ];
 const GI: usize = 6;
 const CI: usize = 7;
+const POD: usize = 9;
+
+/// `namespace/pod` of a row's Kubernetes pod: `-` outside any pod, `?` in a pod whose names
+/// the kubelet's logs do not give.
+fn pod_cell(c: Option<&Container>) -> String {
+    match c {
+        Some(Container {
+            namespace: Some(ns),
+            pod: Some(pod),
+            ..
+        }) => format!("{}/{}", printable(ns), printable(pod)),
+        Some(c) if c.pod_uid.is_some() => "?".into(),
+        _ => "-".into(),
+    }
+}
+
+/// Whether a row's pod is named (the NAMESPACE/POD column is then shown).
+fn in_named_pod(r: &PsRow) -> bool {
+    r.ctx
+        .container
+        .as_ref()
+        .is_some_and(|c| c.namespace.is_some() && c.pod.is_some())
+}
 
 /// `C`, `G`, `C+G`, `M`, `M+C` (what nvidia-smi prints), `-` when the source does not say.
 pub fn type_cell(kind: Option<GpuContextKind>) -> &'static str {
@@ -123,7 +148,7 @@ pub fn type_cell(kind: Option<GpuContextKind>) -> &'static str {
 }
 
 /// The cells of a process row, in the table's column order.
-fn row_cells(r: &PsRow) -> [String; 10] {
+fn row_cells(r: &PsRow) -> [String; 11] {
     let id = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     let pid = match (r.entry.host_pid, r.entry.outside_pid_namespace) {
         (Some(h), _) => format!("{} (host {h})", r.entry.pid),
@@ -159,11 +184,12 @@ fn row_cells(r: &PsRow) -> [String; 10] {
             r.device_name.as_deref(),
             r.device_vendor,
         ),
+        pod_cell(r.ctx.container.as_ref()),
         command,
     ]
 }
 
-fn hidden_cells(h: &Hidden) -> [String; 10] {
+fn hidden_cells(h: &Hidden) -> [String; 11] {
     let dash = || "-".to_string();
     [
         dash(),
@@ -175,14 +201,16 @@ fn hidden_cells(h: &Hidden) -> [String; 10] {
         dash(),
         dash(),
         device_cell(h.device_index, h.device_name.as_deref(), h.device_vendor),
+        dash(),
         "(not visible from here)".into(),
     ]
 }
 
 /// The `PID  USER  TYPE  VRAM  SHARED  RSS  DEVICE  COMMAND` table (nothing when there are no
 /// rows), then one `(not visible from here)` row per GPU in `hidden`. When a row has MIG
-/// instance ids, `GI  CI` columns come before `DEVICE`. With `width` (a terminal's), COMMAND is
-/// cut so that each line fits; without it, it is whole.
+/// instance ids, `GI  CI` columns come before `DEVICE`; when a row runs in a Kubernetes pod the
+/// kubelet's logs name, `NAMESPACE/POD` comes before `COMMAND`. With `width` (a terminal's),
+/// COMMAND is cut so that each line fits; without it, it is whole.
 pub fn ps_table(
     out: &mut impl Write,
     rows: &[PsRow],
@@ -195,10 +223,11 @@ pub fn ps_table(
     let mig = rows
         .iter()
         .any(|r| r.entry.gpu_instance_id.is_some() || r.entry.compute_instance_id.is_some());
+    let pods = rows.iter().any(in_named_pod);
     let shown: Vec<usize> = (0..COLUMNS.len())
-        .filter(|&c| mig || (c != GI && c != CI))
+        .filter(|&c| (mig || (c != GI && c != CI)) && (pods || c != POD))
         .collect();
-    let mut cells: Vec<[String; 10]> = rows.iter().map(row_cells).collect();
+    let mut cells: Vec<[String; 11]> = rows.iter().map(row_cells).collect();
     cells.extend(hidden.iter().map(hidden_cells));
     let mut widths = COLUMNS.map(|(h, _)| h.len());
     for row in &cells {
@@ -213,7 +242,7 @@ pub fn ps_table(
         .map(|&c| widths.get(c).copied().unwrap_or(0) + 2)
         .sum();
     let room = width.map(|w| w.saturating_sub(before_command).max(8));
-    let line = |c: &[String; 10]| {
+    let line = |c: &[String; 11]| {
         let mut s = String::new();
         for &k in &shown {
             let (cell, w) = (c.get(k).map_or("", String::as_str), widths.get(k).copied());
@@ -598,6 +627,57 @@ PID    USER  TYPE     VRAM  SHARED  RSS  DEVICE         COMMAND
 31500  ?     -     100 MiB   0 MiB    ?  0 NVIDIA H200  ffmpeg
 "
         );
+    }
+
+    fn in_pod(mut r: PsRow, names: Option<(&str, &str, &str)>) -> PsRow {
+        let mut c = hypomnesis::parse_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-pod6a2b5c3d_1e2f_4a5b_8c9d_0e1f2a3b4c5d.slice/\
+             cri-containerd-{}.scope",
+            "c0ffee01".repeat(8)
+        ))
+        .unwrap();
+        if let Some((ns, pod, name)) = names {
+            c.namespace = Some(ns.into());
+            c.pod = Some(pod.into());
+            c.name = Some(name.into());
+        }
+        r.ctx.container = Some(c);
+        r
+    }
+
+    /// A row in a named pod shows NAMESPACE/POD before COMMAND: `?` for a pod the kubelet's
+    /// logs do not name, `-` outside any pod; no column when no row's pod is named. `--json`
+    /// has the names in the container object.
+    #[test]
+    fn pods_are_named_when_the_kubelet_logs_name_them() {
+        let mut rows = vec![
+            in_pod(
+                entry(4242, Some("python3"), 2 * GIB, 0, 0),
+                Some(("ml-team", "trainer-0", "worker")),
+            ),
+            in_pod(entry(4600, Some("python3"), GIB, 0, 0), None),
+            entry(4800, Some("Xorg"), 100 * MIB, 0, 0),
+        ];
+        sort_rows(&mut rows, SortKey::Dedicated);
+        assert_eq!(
+            text(|w| ps_table(w, &rows, &[], None)),
+            "\
+PID   USER  TYPE     VRAM  SHARED  RSS  DEVICE         NAMESPACE/POD      COMMAND
+4242  ?     C     2.0 GiB   0 MiB    ?  0 NVIDIA L40S  ml-team/trainer-0  python3
+4600  ?     C     1.0 GiB   0 MiB    ?  0 NVIDIA L40S  ?                  python3
+4800  ?     C     100 MiB   0 MiB    ?  0 NVIDIA L40S  -                  Xorg
+"
+        );
+        assert!(!text(|w| ps_table(w, &rows[1..], &[], None)).contains("NAMESPACE/POD"));
+        let v: serde_json::Value = serde_json::from_str(&text(|w| ps_json(w, &rows))).unwrap();
+        let c = &v[0]["container"];
+        assert_eq!(c["namespace"], "ml-team");
+        assert_eq!(c["pod"], "trainer-0");
+        assert_eq!(c["name"], "worker");
+        assert_eq!(c["pod_uid"], "6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d");
+        assert_eq!(c["runtime"], "containerd");
+        assert!(v[1]["container"]["namespace"].is_null() && v[1]["container"]["name"].is_null());
+        assert!(v[2]["container"].is_null());
     }
 
     /// A user name longer than Rust's widest width (65,535) panicked the table; every column

@@ -1,13 +1,16 @@
 //! Where `/proc` and `/sys` are: `HYPOMNESIS_PROCFS` / `HYPOMNESIS_SYSFS`, or
 //! [`set_roots`] called before the first measurement (what `hmn --procfs/--sysfs` does). A
 //! container that mounts the host's at `/host/proc` and `/host/sys` sees the host's processes
-//! and devices through them.
+//! and devices through them. Where the node's root filesystem is (for the kubelet's logs under
+//! `var/log`): `HYPOMNESIS_ROOTFS`, or [`set_rootfs`] (`hmn --rootfs`), `/` by default, as
+//! the Prometheus node exporter's `--path.rootfs`.
 //!
 //! A root is checked once, when it is first used: it must be an absolute path to an existing
 //! directory, whether it comes from the environment or from [`set_roots`]. A bad root from the
 //! environment makes every measurement that reads it fail with the same error (naming the
 //! variable and what is wrong with it), rather than reading nothing and reporting processes as
-//! invisible.
+//! invisible. A bad rootfs leaves the Kubernetes names of containers unknown (a process's
+//! context has no error to carry) and makes [`roots`] and [`crate::kubelet_logs`] fail.
 
 // Which readers a build uses depends on its platform and features.
 #![cfg_attr(
@@ -25,7 +28,7 @@ use std::sync::OnceLock;
 
 use crate::{HypomnesisError, Result, Root, RootOrigin, Roots};
 
-/// One of the two roots: its name in messages, its variable and its default.
+/// One of the roots: its name in messages, its variable and its default.
 struct Kind {
     name: &'static str,
     variable: &'static str,
@@ -43,6 +46,12 @@ static SYSFS: Kind = Kind {
     name: "sysfs",
     variable: "HYPOMNESIS_SYSFS",
     default: "/sys",
+    cell: OnceLock::new(),
+};
+static ROOTFS: Kind = Kind {
+    name: "rootfs",
+    variable: "HYPOMNESIS_ROOTFS",
+    default: "/",
     cell: OnceLock::new(),
 };
 
@@ -144,6 +153,11 @@ pub(crate) fn sysfs() -> Result<&'static Path> {
     SYSFS.path()
 }
 
+/// The root filesystem in use (default `/`): where the kubelet's `var/log` is.
+pub(crate) fn rootfs() -> Result<&'static Path> {
+    ROOTFS.path()
+}
+
 /// Whether the procfs root is this process's own `/proc`.
 pub(crate) fn procfs_is_own() -> bool {
     procfs().is_ok_and(|p| p == Path::new("/proc"))
@@ -167,18 +181,36 @@ pub fn set_roots(procfs: Option<&Path>, sysfs: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-/// The procfs and sysfs roots in use, and where each came from (the default, the environment,
-/// or [`set_roots`]). Fixes the roots, as a measurement would.
+/// Use `rootfs` instead of `/` and `HYPOMNESIS_ROOTFS` as the node's root filesystem: where
+/// the kubelet's logs (`<rootfs>/var/log/pods`, `<rootfs>/var/log/containers`) give a
+/// container in a pod its namespace, pod and container names (a host's `/` mounted in a
+/// container at `/host`, as the Prometheus node exporter's `--path.rootfs`). Fixed at its first
+/// use like the other roots, so call this before any measurement. A relative path is taken
+/// relative to the working directory.
 ///
 /// # Errors
 ///
-/// [`HypomnesisError::Io`] (kind `InvalidInput`) when `HYPOMNESIS_PROCFS` or `HYPOMNESIS_SYSFS`
-/// is set to a relative path, a missing path or a file; the message names the variable.
+/// [`HypomnesisError::Io`] when `rootfs` is not an existing directory, or when a different
+/// root filesystem is already in use.
+pub fn set_rootfs(rootfs: &Path) -> Result<()> {
+    ROOTFS.set(rootfs)
+}
+
+/// The procfs, sysfs and root filesystem roots in use, and where each came from (the default,
+/// the environment, or [`set_roots`] and [`set_rootfs`]). Fixes the roots, as a measurement
+/// would.
+///
+/// # Errors
+///
+/// [`HypomnesisError::Io`] (kind `InvalidInput`) when `HYPOMNESIS_PROCFS`, `HYPOMNESIS_SYSFS` or
+/// `HYPOMNESIS_ROOTFS` is set to a relative path, a missing path or a file; the message names
+/// the variable.
 pub fn roots() -> Result<Roots> {
     let take = |k: &'static Kind| k.get().clone().map_err(invalid);
     Ok(Roots {
         procfs: take(&PROCFS)?,
         sysfs: take(&SYSFS)?,
+        rootfs: take(&ROOTFS)?,
     })
 }
 

@@ -4,9 +4,9 @@
 #![cfg(feature = "test-helpers")]
 
 use super::{
-    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, MigGpuInstance,
-    MigInstance, MigState, ProcessGpuInfo, Residency, Root, RootOrigin, Roots, SourceReport,
-    SourceState,
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, KubeletDirState,
+    KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo, Residency, Root,
+    RootOrigin, Roots, SourceReport, SourceState,
 };
 
 /// Generates a consuming builder for a non-exhaustive struct (feature `test-helpers`).
@@ -170,6 +170,17 @@ builder! {
     RootsBuilder => Roots {
         procfs: Root = Root::builder().build(),
         sysfs: Root = Root::builder().build(),
+        rootfs: Root = Root::builder().build(),
+    }
+}
+
+builder! {
+    /// Builds a [`KubeletLogs`] for tests (both directories `Missing` until set).
+    KubeletLogsBuilder => KubeletLogs {
+        pods_dir: std::path::PathBuf = std::path::PathBuf::new(),
+        pods: KubeletDirState = KubeletDirState::Missing,
+        containers_dir: std::path::PathBuf = std::path::PathBuf::new(),
+        containers: KubeletDirState = KubeletDirState::Missing,
     }
 }
 

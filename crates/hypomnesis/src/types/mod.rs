@@ -13,14 +13,16 @@ mod tests;
 
 #[cfg(feature = "test-helpers")]
 pub use builders::{
-    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, MigGpuInstanceBuilder, MigInstanceBuilder,
-    MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder, RootsBuilder,
-    SourceReportBuilder,
+    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, KubeletLogsBuilder, MigGpuInstanceBuilder,
+    MigInstanceBuilder, MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder,
+    RootsBuilder, SourceReportBuilder,
 };
 pub use device::{GpuDeviceInfo, Residency, Utilization, driver_overhead_allowance};
 pub use mig::{MigGpuInstance, MigInstance, MigState};
 pub use process::{GpuContextKind, GpuProcessEntry, ProcessGpuInfo};
-pub use source::{Root, RootOrigin, Roots, SourceReport, SourceState};
+pub use source::{
+    KubeletDirState, KubeletLogs, Root, RootOrigin, Roots, SourceReport, SourceState,
+};
 
 /// One mebibyte and one gibibyte, in bytes: the units every figure of this crate is converted
 /// from (`nvidia-smi`'s MiB, DXGI's) and tested in.

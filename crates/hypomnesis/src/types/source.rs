@@ -1,4 +1,5 @@
-//! How each GPU source fared, and the procfs and sysfs roots in use.
+//! How each GPU source fared, the procfs, sysfs and root filesystem roots in use, and whether
+//! the kubelet's log layout is readable there.
 
 use std::fmt;
 
@@ -46,11 +47,11 @@ pub struct SourceReport {
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum RootOrigin {
-    /// The built-in default (`/proc`, `/sys`).
+    /// The built-in default (`/proc`, `/sys`, `/`).
     Default,
-    /// The environment variable (`HYPOMNESIS_PROCFS`, `HYPOMNESIS_SYSFS`).
+    /// The environment variable (`HYPOMNESIS_PROCFS`, `HYPOMNESIS_SYSFS`, `HYPOMNESIS_ROOTFS`).
     Environment,
-    /// [`crate::set_roots`] (`hmn --procfs`, `hmn --sysfs`).
+    /// [`crate::set_roots`] or [`crate::set_rootfs`] (`hmn --procfs`, `--sysfs`, `--rootfs`).
     SetRoots,
 }
 
@@ -73,11 +74,12 @@ pub struct Root {
     pub path: std::path::PathBuf,
     /// Where the path came from.
     pub origin: RootOrigin,
-    /// The environment variable that sets it (`HYPOMNESIS_PROCFS` or `HYPOMNESIS_SYSFS`).
+    /// The environment variable that sets it (`HYPOMNESIS_PROCFS`, `HYPOMNESIS_SYSFS` or
+    /// `HYPOMNESIS_ROOTFS`).
     pub variable: &'static str,
 }
 
-/// The procfs and sysfs roots in use.
+/// The procfs, sysfs and root filesystem roots in use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
@@ -86,6 +88,54 @@ pub struct Roots {
     pub procfs: Root,
     /// Where `/sys` is.
     pub sysfs: Root,
+    /// Where the node's root filesystem is (`/`, or a host's mounted at e.g. `/host`): where
+    /// the kubelet's logs (`var/log/pods`, `var/log/containers`) name the pods and containers.
+    pub rootfs: Root,
+}
+
+/// Whether the kubelet's log layout can be read under the rootfs in use: what gives a
+/// [`crate::Container`] in a pod its namespace, pod and container names
+/// ([`crate::kubelet_logs`], `hmn doctor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct KubeletLogs {
+    /// `<rootfs>/var/log/pods`: a directory `<namespace>_<pod>_<uid>` per pod.
+    pub pods_dir: std::path::PathBuf,
+    /// What listing it found.
+    pub pods: KubeletDirState,
+    /// `<rootfs>/var/log/containers`: a link `<pod>_<namespace>_<container>-<id>.log` per
+    /// container.
+    pub containers_dir: std::path::PathBuf,
+    /// What listing it found.
+    pub containers: KubeletDirState,
+}
+
+/// What listing one of the kubelet's log directories found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case", tag = "state"))]
+#[non_exhaustive]
+pub enum KubeletDirState {
+    /// It was listed.
+    Found {
+        /// Entries named as the kubelet names them (a pod, or a container).
+        entries: usize,
+        /// Other entries, left out (not of the kubelet's form, or not UTF-8).
+        skipped: usize,
+        /// `false` when the listing stopped at its limit of entries or time before the end.
+        complete: bool,
+    },
+    /// It does not exist: no kubelet on this node, or the node's root filesystem is not
+    /// mounted at the rootfs in use.
+    Missing,
+    /// This user may not list it.
+    PermissionDenied,
+    /// It could not be listed for another reason (it is a file, an I/O error).
+    Failed {
+        /// What the system said.
+        reason: String,
+    },
 }
 
 impl SourceReport {

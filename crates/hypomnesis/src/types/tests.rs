@@ -247,7 +247,29 @@ fn every_builder_sets_every_field() {
         roots,
         Roots {
             procfs: root,
-            sysfs: sys
+            sysfs: sys,
+            rootfs: Root::builder().build(),
+        }
+    );
+    let layout = KubeletLogs::builder()
+        .pods_dir("/host/var/log/pods".into())
+        .pods(KubeletDirState::Found {
+            entries: 3,
+            skipped: 1,
+            complete: true,
+        })
+        .build();
+    assert_eq!(
+        layout,
+        KubeletLogs {
+            pods_dir: "/host/var/log/pods".into(),
+            pods: KubeletDirState::Found {
+                entries: 3,
+                skipped: 1,
+                complete: true,
+            },
+            containers_dir: std::path::PathBuf::new(),
+            containers: KubeletDirState::Missing,
         }
     );
     // `Snapshot` is defined with what builds it (`crate::snapshot`), its builder too.

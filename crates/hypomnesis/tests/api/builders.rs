@@ -5,10 +5,11 @@
 
 use hypomnesis::{
     GpuContextKind, GpuDeviceInfo, GpuDeviceInfoBuilder, GpuProcessEntry, GpuProcessEntryBuilder,
-    GpuQuerySource, MigGpuInstance, MigGpuInstanceBuilder, MigInstance, MigInstanceBuilder,
-    MigState, MigStateBuilder, ProcessGpuInfo, ProcessGpuInfoBuilder, Residency, ResidencyBuilder,
-    Root, RootBuilder, RootOrigin, Roots, RootsBuilder, Snapshot, SnapshotBuilder, SourceReport,
-    SourceReportBuilder, SourceState,
+    GpuQuerySource, KubeletDirState, KubeletLogs, KubeletLogsBuilder, MigGpuInstance,
+    MigGpuInstanceBuilder, MigInstance, MigInstanceBuilder, MigState, MigStateBuilder,
+    ProcessGpuInfo, ProcessGpuInfoBuilder, Residency, ResidencyBuilder, Root, RootBuilder,
+    RootOrigin, Roots, RootsBuilder, Snapshot, SnapshotBuilder, SourceReport, SourceReportBuilder,
+    SourceState,
 };
 
 #[test]
@@ -56,6 +57,16 @@ fn a_downstream_crate_builds_every_public_type() {
         .build();
     let roots: RootsBuilder = Roots::builder();
     assert_eq!(roots.procfs(root.clone()).build().procfs, root);
+    let roots = Roots::builder().rootfs(root.clone()).build();
+    assert_eq!(roots.rootfs, root);
+
+    let logs: KubeletLogsBuilder = KubeletLogs::builder();
+    let logs = logs
+        .pods_dir("/host/var/log/pods".into())
+        .pods(KubeletDirState::PermissionDenied)
+        .build();
+    assert_eq!(logs.pods, KubeletDirState::PermissionDenied);
+    assert_eq!(logs.containers, KubeletDirState::Missing);
 
     let residency: ResidencyBuilder = Residency::builder();
     assert_eq!(residency.shared_bytes(2).build().shared_bytes, 2);

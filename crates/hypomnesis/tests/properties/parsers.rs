@@ -168,6 +168,36 @@ fn all_parsers(s: &str) {
     let _ = p::region_kind(s);
     check(p::parse_pdh_instance(s).map(drop));
     check(hypomnesis::parse_stat(s).map(drop));
+    kubelet_names(s);
+}
+
+/// The kubelet's log names: what is accepted is made of names the kubelet could have written
+/// (no `_`, no control character, within the DNS-1123 lengths) and re-forms the input.
+fn kubelet_names(s: &str) {
+    let clean = |f: &str, max: usize| {
+        assert!(!f.is_empty() && f.len() <= max, "{f:?}");
+        assert!(
+            f.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'),
+            "{f:?}"
+        );
+    };
+    if let Some(p) = p::parse_pod_log_dir(s) {
+        clean(p.namespace, 63);
+        clean(p.pod, 253);
+        clean(p.uid, 64);
+        assert_eq!(format!("{}_{}_{}", p.namespace, p.pod, p.uid), s);
+    }
+    if let Some(l) = p::parse_container_log_link(s) {
+        clean(l.namespace, 63);
+        clean(l.pod, 253);
+        clean(l.container, 63);
+        assert_eq!(l.id.len(), 64);
+        assert_eq!(
+            format!("{}_{}_{}-{}.log", l.pod, l.namespace, l.container, l.id),
+            s
+        );
+    }
 }
 
 proptest! {
@@ -191,6 +221,34 @@ proptest! {
             s = mutate(&s, *op, *at, with);
         }
         all_parsers(&s);
+    }
+
+    #[test]
+    fn kubelet_names_round_trip(
+        ns in "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?",
+        pod in "[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?){0,3}",
+        container in "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?",
+        uid in "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        id in "[0-9a-f]{64}",
+        junk in "[_A-Z\\x00-\\x1f\\n ]",
+        at in any::<usize>(),
+    ) {
+        let dir = format!("{ns}_{pod}_{uid}");
+        let d = p::parse_pod_log_dir(&dir).unwrap();
+        prop_assert_eq!((d.namespace, d.pod, d.uid), (ns.as_str(), pod.as_str(), uid.as_str()));
+        let link = format!("{pod}_{ns}_{container}-{id}.log");
+        let l = p::parse_container_log_link(&link).unwrap();
+        prop_assert_eq!(
+            (l.pod, l.namespace, l.container, l.id),
+            (pod.as_str(), ns.as_str(), container.as_str(), id.as_str())
+        );
+        // One character no kubelet name holds, anywhere before the UID or the id: refused.
+        let mut bad = dir.clone();
+        bad.insert_str(at % (dir.len() - uid.len()), &junk);
+        prop_assert!(p::parse_pod_log_dir(&bad).is_none(), "{:?}", bad);
+        let mut bad = link.clone();
+        bad.insert_str(at % (link.len() - 68), &junk);
+        prop_assert!(p::parse_container_log_link(&bad).is_none(), "{:?}", bad);
     }
 
     #[test]

@@ -69,6 +69,11 @@ fn context() -> Result<ProcessContext, Unsupported> {
         "a".repeat(64)
     ))
     .ok_or_else(|| Unsupported("the sample cgroup names no container".into()))?;
+    // The names the kubelet's logs give a container in a pod (`parse_cgroup` leaves them out).
+    let mut container = container;
+    container.namespace = Some("ml-team".into());
+    container.pod = Some("trainer-0".into());
+    container.name = Some("worker".into());
     let mut c = ProcessContext::default();
     c.uid = Some(1000);
     c.user = Some("someone".into());

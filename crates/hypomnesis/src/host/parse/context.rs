@@ -3,7 +3,16 @@
 
 use std::collections::BTreeMap;
 
-/// A container, as its cgroup path names it.
+/// A container, as its cgroup path names it, and for a container in a Kubernetes pod the
+/// names the kubelet's logs give it.
+///
+/// The names (`namespace`, `pod`, `name`) are read from the node's own files, no API server:
+/// the kubelet's log directories `<rootfs>/var/log/pods/<namespace>_<pod>_<pod-uid>` and
+/// links `<rootfs>/var/log/containers/<pod>_<namespace>_<container>-<id>.log`, under the
+/// root filesystem in use (`/`, `HYPOMNESIS_ROOTFS`, [`crate::set_rootfs`]). The process
+/// context functions ([`crate::process_contexts_with`]) fill them in on Linux; [`parse_cgroup`]
+/// leaves them `None`. Each is `None` where the layout is missing or unreadable, or does not
+/// name this pod or container; never a guess.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
@@ -14,6 +23,14 @@ pub struct Container {
     pub runtime: Option<String>,
     /// The Kubernetes pod UID, when the container belongs to a pod.
     pub pod_uid: Option<String>,
+    /// The pod's namespace, from the name of its log directory under `var/log/pods` (found by
+    /// the pod UID).
+    pub namespace: Option<String>,
+    /// The pod's name, from the same directory.
+    pub pod: Option<String>,
+    /// The container's name in the pod's spec, from its log link under `var/log/containers`
+    /// (found by the container id), when that link names the same pod.
+    pub name: Option<String>,
 }
 
 /// User names by uid from the text of a `passwd` file (`name:password:uid:…`); malformed lines
@@ -82,6 +99,9 @@ fn container_of_path(path: &str) -> Option<Container> {
         id: id.to_string(),
         runtime: runtime.map(String::from),
         pod_uid,
+        namespace: None,
+        pod: None,
+        name: None,
     })
 }
 

@@ -9,7 +9,10 @@
 //! shows as root's), from the procfs root in use (so `HYPOMNESIS_PROCFS=/host/proc` gives a host's processes their owners and containers)
 //! and user names from `/etc/passwd` (the host's, `<procfs>/1/root/etc/passwd`, when the procfs
 //! root is not this process's own; a name that cannot be read from there is left out rather
-//! than taken from the container's own `passwd`). Windows and macOS give the owner's name and
+//! than taken from the container's own `passwd`). A container in a Kubernetes pod gets its
+//! namespace, pod and container names from the kubelet's logs under the rootfs in use
+//! (`<rootfs>/var/log/pods`, `<rootfs>/var/log/containers`; see [`Container`]), read once per
+//! pod and kept. Windows and macOS give the owner's name and
 //! the executable's path as `command` (not the arguments), the resident set (the working
 //! set on Windows) and the CPU time; `uid` only on macOS; no container.
 
@@ -127,9 +130,12 @@ pub fn process_contexts_with(pids: &[u32], parts: ContextParts) -> Vec<ProcessCo
         } else {
             std::collections::BTreeMap::new()
         };
-        pids.iter()
+        let mut contexts: Vec<ProcessContext> = pids
+            .iter()
             .map(|&pid| linux::context(procfs, pid, &names, parts))
-            .collect()
+            .collect();
+        crate::host::kube::name_all(contexts.iter_mut().filter_map(|c| c.container.as_mut()));
+        contexts
     }
     #[cfg(target_os = "macos")]
     {

@@ -1,0 +1,210 @@
+//! Kubernetes names without an API server, end to end: GPU processes of the fake NVML whose
+//! cgroups (in `fixtures/kubelet/proc`) put them in pods, and the kubelet's log layout of that
+//! node (`fixtures/kubelet/rootfs`) given by `--rootfs`. `hmn ps --json` names the namespace,
+//! pod and container in each row's container object, `hmn ps` shows `NAMESPACE/POD`, and
+//! `hmn doctor` says which rootfs is in use and what its kubelet logs hold.
+#![cfg(target_os = "linux")]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use support::{FakeVariant, empty_dir, fake_nvml, write_scenario};
+
+use crate::util::hmn::run;
+
+const GIB: u64 = 1 << 30;
+
+fn fixture(part: &str) -> PathBuf {
+    support::fixtures("kubelet").join(part)
+}
+
+/// `hmn` on an H200 whose driver lists the fixture's GPU processes, the fixture's procfs in use.
+fn hmn() -> Command {
+    let procs: Vec<String> = [
+        (4242, 40),
+        (4300, 30),
+        (4400, 6),
+        (4500, 4),
+        (4600, 3),
+        (4700, 2),
+        (4800, 1),
+    ]
+    .iter()
+    .map(|(pid, gib)| format!(r#"{{"pid": {pid}, "used": {}}}"#, gib * GIB))
+    .collect();
+    let scenario = format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": 150754820096,
+            "compute_processes": [{}]}}]}}"#,
+        procs.join(", ")
+    );
+    let mut c = crate::util::hmn::hmn();
+    c.env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(&scenario))
+        .env("HYPOMNESIS_SYSFS", empty_dir())
+        .env("PATH", empty_dir())
+        .arg("--procfs")
+        .arg(fixture("proc"));
+    c
+}
+
+fn with_rootfs(part: &str) -> Command {
+    let mut c = hmn();
+    c.arg("--rootfs").arg(fixture(part));
+    c
+}
+
+#[test]
+fn ps_json_names_the_namespace_pod_and_container() {
+    let (code, out, err) = run(with_rootfs("rootfs"), &["ps", "--json", "--sort", "pid"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let names = |i: usize| {
+        let c = &v[i]["container"];
+        (
+            v[i]["pid"].as_u64().unwrap(),
+            c["namespace"].as_str(),
+            c["pod"].as_str(),
+            c["name"].as_str(),
+        )
+    };
+    assert_eq!(
+        names(0),
+        (4242, Some("ml-team"), Some("trainer-0"), Some("worker"))
+    );
+    assert_eq!(
+        names(1),
+        (
+            4300,
+            Some("inference"),
+            Some("vllm-7d9f8b6c4-x2k9p"),
+            Some("server")
+        )
+    );
+    assert_eq!(
+        names(2),
+        (4400, Some("ml-team"), Some("notebook-alice"), None)
+    );
+    // The hostile directory names and a pod without a directory: UID and id, no names.
+    for i in [3, 4] {
+        let c = &v[i]["container"];
+        assert!(c["pod_uid"].is_string() && c["id"].is_string(), "{c}");
+        assert!(
+            c["namespace"].is_null() && c["pod"].is_null() && c["name"].is_null(),
+            "{c}"
+        );
+    }
+    assert_eq!(v[5]["container"]["runtime"], "docker");
+    assert!(v[5]["container"]["pod"].is_null());
+    assert!(v[6]["container"].is_null());
+    let c = &v[0]["container"];
+    assert_eq!(c["pod_uid"], "6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d");
+    assert_eq!(c["id"], "c0ffee01".repeat(8));
+    assert_eq!(v[0]["command"], "python3 train.py --epochs 90");
+}
+
+#[test]
+fn ps_shows_namespace_slash_pod_and_the_same_from_the_variable() {
+    let (code, out, _) = run(with_rootfs("rootfs"), &["ps", "--sort", "pid"]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].ends_with("  NAMESPACE/POD                   COMMAND"),
+        "{out}"
+    );
+    // Each row's cells, by the words between the column gaps.
+    let cells = |pid: &str| -> Vec<String> {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(pid))
+            .unwrap_or_else(|| panic!("no row {pid}: {out}"));
+        line.split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let pod_and_command = |pid: &str| {
+        let c = cells(pid);
+        (c[c.len() - 2].clone(), c[c.len() - 1].clone())
+    };
+    let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(
+        pod_and_command("4242"),
+        pair("ml-team/trainer-0", "python3 train.py --epochs 90")
+    );
+    assert_eq!(pod_and_command("4300").0, "inference/vllm-7d9f8b6c4-x2k9p");
+    assert_eq!(
+        pod_and_command("4400").0,
+        "ml-team/notebook-alice",
+        "a pod whose container is not named"
+    );
+    assert_eq!(pod_and_command("4500"), pair("?", "python3 hostile.py"));
+    assert_eq!(pod_and_command("4600"), pair("?", "python3 unknown-pod.py"));
+    assert_eq!(pod_and_command("4700"), pair("-", "ffmpeg -hwaccel cuda"));
+    assert_eq!(pod_and_command("4800").0, "-");
+
+    // HYPOMNESIS_ROOTFS does what --rootfs does.
+    let mut c = hmn();
+    c.env("HYPOMNESIS_ROOTFS", fixture("rootfs"));
+    let (_, by_env, _) = run(c, &["ps", "--sort", "pid"]);
+    assert_eq!(by_env, out);
+
+    // Without the node's logs (the default `/` here has none), no column, no names.
+    let (code, out, _) = run(hmn(), &["ps", "--sort", "pid"]);
+    assert_eq!(code, 0);
+    assert!(
+        !out.contains("NAMESPACE/POD") && !out.contains("ml-team"),
+        "{out}"
+    );
+}
+
+#[test]
+fn doctor_says_which_rootfs_and_what_its_kubelet_logs_hold() {
+    let root = fixture("rootfs");
+    let (code, out, _) = run(with_rootfs("rootfs"), &["doctor"]);
+    assert_eq!(code, 0);
+    let want = format!(
+        "rootfs: {r} (from --rootfs)\n    kubelet pod logs: {r}/var/log/pods: 3 pods, 3 entries \
+         not named as the kubelet names them, skipped\n    kubelet container logs: \
+         {r}/var/log/containers: 4 container links, 2 entries not named as the kubelet names \
+         them, skipped\n",
+        r = root.display()
+    );
+    assert!(out.contains(&want), "{out}");
+
+    let (_, out, _) = run(with_rootfs("rootfs-no-links"), &["doctor"]);
+    assert!(
+        out.contains("/var/log/containers: missing (no kubelet here"),
+        "{out}"
+    );
+
+    let (code, out, _) = run(with_rootfs("rootfs"), &["doctor", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["roots"]["rootfs"]["origin"], "set_roots");
+    assert_eq!(v["roots"]["rootfs"]["variable"], "HYPOMNESIS_ROOTFS");
+    assert_eq!(v["roots"]["rootfs"]["path"], root.to_str().unwrap());
+    let k = &v["kubelet_logs"];
+    assert_eq!(k["pods"]["state"], "found");
+    assert_eq!(k["pods"]["entries"], 3);
+    assert_eq!(k["containers"]["entries"], 4);
+    assert_eq!(k["containers"]["skipped"], 2);
+
+    // The default, and a bad one from the environment (refused, naming the variable).
+    let (_, out, _) = run(hmn(), &["doctor"]);
+    assert!(out.contains("\nrootfs: / (default)\n"), "{out}");
+    let mut c = hmn();
+    c.env("HYPOMNESIS_ROOTFS", "host");
+    let (code, _, err) = run(c, &["doctor"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("rootfs root \"host\" (from HYPOMNESIS_ROOTFS) is not an absolute path"),
+        "{err}"
+    );
+    let (code, _, err) = run(hmn(), &["ps", "--rootfs", "/nonexistent/host"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("rootfs root /nonexistent/host does not exist"),
+        "{err}"
+    );
+}
