@@ -51,7 +51,7 @@ def main():
     for label, path in builds:
         if not os.access(path, os.X_OK):
             sys.exit(f"scrape_cost: {label}: {path} is not an executable")
-    lib = os.path.join(FAKE, "modern", "libnvidia-ml.so.1")
+    lib = FAKE
     sleepers = [subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL)
                 for _ in range(a.procs)]
     rows = {}

@@ -11,6 +11,7 @@ use crate::args::{DeadlineArg, JsonArg, RootArgs};
 use crate::collect::contexts;
 use crate::outcome::Outcome;
 use crate::view::devices::no_gpu_sentence;
+use crate::view::groups::{self, GroupBy};
 use crate::view::ps::{self as render, Hidden, PsRow, SortKey};
 
 /// Options of `hmn ps`.
@@ -29,6 +30,10 @@ pub struct PsArgs {
     /// Only the processes of this user (a name, or a uid).
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
+    /// Add each GPU's memory up by owner, container, pod or Kubernetes namespace, instead of
+    /// listing the processes.
+    #[arg(long, value_enum, value_name = "KEY")]
+    pub group_by: Option<GroupBy>,
     #[command(flatten)]
     pub output: JsonArg,
     #[command(flatten)]
@@ -95,12 +100,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         rows.retain(|r| owned_by(&r.ctx, user));
     }
     render::sort_rows(&mut rows, args.sort);
-    if args.output.json {
-        render::ps_json(out, &rows)?;
-    } else {
-        let width = terminal_size::terminal_size().map(|(w, _)| usize::from(w.0));
-        render::ps_table(out, &rows, &hidden, width)?;
-    }
+    print(args, &rows, &hidden, out)?;
     writeln!(
         err,
         "{}",
@@ -119,6 +119,24 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         return Ok(Outcome::MeasurementFailed);
     }
     Ok(Outcome::Success)
+}
+
+/// The rows (or their groups) as a table or JSON.
+fn print(args: &PsArgs, rows: &[PsRow], hidden: &[Hidden], out: &mut impl Write) -> io::Result<()> {
+    if let Some(by) = args.group_by {
+        let g = groups::groups(rows, hidden, by);
+        return if args.output.json {
+            groups::groups_json(out, &g, by)
+        } else {
+            groups::groups_table(out, &g, by)
+        };
+    }
+    if args.output.json {
+        render::ps_json(out, rows)
+    } else {
+        let width = terminal_size::terminal_size().map(|(w, _)| usize::from(w.0));
+        render::ps_table(out, rows, hidden, width)
+    }
 }
 
 /// The memory of `device` its process rows do not account for, when it is more than the
@@ -141,7 +159,7 @@ fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry]) -> Option<Hidden>
 /// under that pid (the procfs root in use is the host's).
 fn with_context(rows: &mut [PsRow]) {
     // Only what the output shows: no CPU time. The container is read for the text too: it
-    // names a row's Kubernetes namespace and pod.
+    // names a row's Kubernetes namespace and pod, and the groups of --group-by.
     let mut parts = ContextParts::ALL;
     parts.cpu_time = false;
     let read = contexts::read(contexts::readable(rows.iter().map(|r| &r.entry)), parts);

@@ -3,6 +3,7 @@
 
 pub mod devices;
 pub mod doctor;
+pub mod groups;
 pub mod man;
 pub mod plot;
 pub mod printable;

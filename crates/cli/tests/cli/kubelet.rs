@@ -208,3 +208,57 @@ fn doctor_says_which_rootfs_and_what_its_kubelet_logs_hold() {
         "{err}"
     );
 }
+
+/// `--group-by`: each GPU's memory added up per pod, namespace, container or owner; a pod the
+/// kubelet's files do not name is its UID (by pod) or unknown (by namespace), a process in no
+/// pod a group of its own.
+#[test]
+fn ps_group_by_adds_memory_up_per_pod_namespace_and_container() {
+    let (code, out, err) = run(with_rootfs("rootfs"), &["ps", "--group-by", "namespace"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["GPU", "NAMESPACE", "PROCS", "VRAM", "DEVICE"]);
+    // Largest first: ml-team (trainer 40 GiB + notebook 6 GiB), inference (30 GiB), the two
+    // pods without names (4 + 3 GiB), then the two processes in no pod (2 + 1 GiB).
+    let groups: Vec<(&str, &str, &str)> = lines[1..].iter().map(|l| (l[1], l[2], l[3])).collect();
+    assert_eq!(
+        groups,
+        [
+            ("ml-team", "2", "46.0"),
+            ("inference", "1", "30.0"),
+            ("?", "2", "7.0"),
+            ("(no", "pod)", "2")
+        ],
+        "{out}"
+    );
+    let (_, out, _) = run(
+        with_rootfs("rootfs"),
+        &["ps", "--group-by", "pod", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let pods: Vec<(String, String, u64)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["group"].as_str().unwrap_or("-").to_string(),
+                g["kind"].as_str().unwrap().to_string(),
+                g["used_bytes"].as_u64().unwrap() / GIB,
+            )
+        })
+        .collect();
+    assert_eq!(pods[0], ("ml-team/trainer-0".into(), "named".into(), 40));
+    assert_eq!(pods.last().unwrap(), &("-".into(), "none".into(), 3));
+    assert_eq!(
+        pods.iter().map(|p| p.2).sum::<u64>(),
+        86,
+        "every GiB in one group: {pods:?}"
+    );
+    let (_, out, _) = run(with_rootfs("rootfs"), &["ps", "--group-by", "container"]);
+    assert!(out.contains("ml-team/trainer-0/worker"), "{out}");
+    assert!(out.contains("(no container)"), "{out}");
+}
