@@ -16,6 +16,8 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::model::{Sample, present};
 
+mod pods;
+
 /// The label value of an error kind: its JSON name (`gpu_lost`, `no_permission`, …).
 fn kind_label(kind: ErrorKind) -> String {
     serde_json::to_value(kind)
@@ -301,9 +303,8 @@ impl Exposition {
         )
     }
 
-    /// The (device, pid) rows, their memory added up, the largest first (then by device and
-    /// pid), and how many of them the series cap leaves out.
-    fn process_rows(&self) -> (Vec<ProcessRow<'_>>, usize) {
+    /// Every (device, pid) row, its memory added up over the lists that have it.
+    fn held(&self) -> BTreeMap<(u32, u32), Held<'_>> {
         let mut rows: BTreeMap<(u32, u32), Held<'_>> = BTreeMap::new();
         for p in &self.sample.processes {
             let row = rows.entry((p.device_index, p.pid)).or_insert(Held {
@@ -319,7 +320,13 @@ impl Exposition {
             };
             row.mps_server |= p.mps_server;
         }
-        let mut rows: Vec<_> = rows.into_iter().collect();
+        rows
+    }
+
+    /// The (device, pid) rows, their memory added up, the largest first (then by device and
+    /// pid), and how many of them the series cap leaves out.
+    fn process_rows(&self) -> (Vec<ProcessRow<'_>>, usize) {
+        let mut rows: Vec<_> = self.held().into_iter().collect();
         let keep = self.sample.max_process_series.unwrap_or(usize::MAX);
         let dropped = rows.len().saturating_sub(keep);
         if dropped > 0 {
@@ -350,14 +357,20 @@ impl Exposition {
                         label_value(ctx.and_then(|c| c.user.as_deref()).unwrap_or_default()),
                     ),
                     (
-                        "container",
-                        container.map(|c| c.id.clone()).unwrap_or_default(),
+                        "namespace",
+                        label_value(
+                            container
+                                .and_then(|c| c.namespace.as_deref())
+                                .unwrap_or_default(),
+                        ),
                     ),
                     (
                         "pod",
-                        container
-                            .and_then(|c| c.pod_uid.clone())
-                            .unwrap_or_default(),
+                        label_value(&container.and_then(pods::pod_label).unwrap_or_default()),
+                    ),
+                    (
+                        "container",
+                        label_value(&container.map(pods::container_label).unwrap_or_default()),
                     ),
                     (
                         "type",
@@ -479,6 +492,13 @@ impl Exposition {
 
     /// The processes' memory, and how many series the cap left out.
     fn encode_processes(&self, e: &mut DescriptorEncoder<'_>, bytes: Option<&Unit>) -> fmt::Result {
+        gauges(
+            e,
+            "gpu_pod_memory",
+            "GPU memory a Kubernetes pod holds on a GPU: its processes' memory added up (each process once). Labels namespace and pod are the kubelet's names; pod is the pod UID where its logs do not name it.",
+            bytes,
+            &self.pods(),
+        )?;
         let (rows, dropped) = self.process_rows();
         gauges(
             e,

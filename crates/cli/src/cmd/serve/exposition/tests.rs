@@ -288,10 +288,14 @@ hypomnesis_gpu_memory_reserved_bytes{{gpu="0",uuid="GPU-0"}} 5242880
 # TYPE hypomnesis_gpu_memory_not_visible_bytes gauge
 # UNIT hypomnesis_gpu_memory_not_visible_bytes bytes
 hypomnesis_gpu_memory_not_visible_bytes{{gpu="0",uuid="GPU-0"}} 307232768
+# HELP hypomnesis_gpu_pod_memory_bytes GPU memory a Kubernetes pod holds on a GPU: its processes' memory added up (each process once). Labels namespace and pod are the kubelet's names; pod is the pod UID where its logs do not name it.
+# TYPE hypomnesis_gpu_pod_memory_bytes gauge
+# UNIT hypomnesis_gpu_pod_memory_bytes bytes
+hypomnesis_gpu_pod_memory_bytes{{gpu="0",uuid="GPU-0",pod="6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d"}} 106954752
 # HELP hypomnesis_gpu_process_memory_bytes GPU memory a process holds on a GPU; type: its contexts as nvidia-smi prints them (C compute, G graphics, M an MPS client: M+C, C+G), and role mps-server on the MPS server.
 # TYPE hypomnesis_gpu_process_memory_bytes gauge
 # UNIT hypomnesis_gpu_process_memory_bytes bytes
-hypomnesis_gpu_process_memory_bytes{{gpu="0",uuid="GPU-0",pid="20",process="python3",user="alice",container="9e8d7c6b5a4938271605f4e3d2c1b0a99e8d7c6b5a4938271605f4e3d2c1b0a9",pod="6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d"}} 106954752
+hypomnesis_gpu_process_memory_bytes{{gpu="0",uuid="GPU-0",pid="20",process="python3",user="alice",pod="6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d",container="9e8d7c6b5a4938271605f4e3d2c1b0a99e8d7c6b5a4938271605f4e3d2c1b0a9"}} 106954752
 hypomnesis_gpu_process_memory_bytes{{gpu="1",pid="7"}} 1048576
 # HELP hypomnesis_up Whether a GPU source this host has answered at the last measurement (1) or not (0); a source the host does not have has no series.
 # TYPE hypomnesis_up gauge
@@ -511,4 +515,78 @@ fn mps_clients_and_the_server_are_labelled() {
     ] {
         assert!(text.contains(&want), "{want} not in\n{text}");
     }
+}
+
+/// Kubernetes names: `namespace`, `pod` and `container` labels with the kubelet's names, and one
+/// series per pod and GPU adding its processes up (two processes of a pod on one GPU, one on
+/// another; a second pod whose names are unknown is its UID, never merged with another).
+#[test]
+fn pods_are_named_and_added_up_per_gpu() {
+    let mut s = sample();
+    let named = |user: &str, container: &str, pod_uid: &str, names: Option<(&str, &str, &str)>| {
+        let mut c = ProcessContext::default();
+        c.user = Some(user.into());
+        c.container = hypomnesis::parse_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{container}.scope\n",
+            pod_uid.replace('-', "_")
+        ));
+        if let (Some(k), Some((ns, pod, name))) = (c.container.as_mut(), names) {
+            k.namespace = Some(ns.into());
+            k.pod = Some(pod.into());
+            k.name = Some(name.into());
+        }
+        c
+    };
+    let other_pod = "7b3c6d4e-2f3a-4b6c-9d0e-1f2a3b4c5d6e";
+    let other_container = CONTAINER.replace('9', "8");
+    s.processes = vec![
+        process(20, Some("python3"), 100 * MIB, 0),
+        process(21, Some("python3"), 50 * MIB, 0),
+        process(21, Some("python3"), 25 * MIB, 1),
+        process(22, Some("python3"), 7 * MIB, 0),
+        process(7, None, MIB, 0),
+    ];
+    s.contexts = [
+        (
+            20,
+            named("alice", CONTAINER, POD, Some(("ml", "trainer-0", "worker"))),
+        ),
+        (
+            21,
+            named("alice", CONTAINER, POD, Some(("ml", "trainer-0", "worker"))),
+        ),
+        (22, named("bob", &other_container, other_pod, None)),
+    ]
+    .into_iter()
+    .collect();
+    let text = render(s, Duration::from_millis(10), 1, None);
+    for want in [
+        format!(
+            "hypomnesis_gpu_pod_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",namespace=\"ml\",pod=\"trainer-0\"}} {}\n",
+            150 * MIB
+        ),
+        format!(
+            "hypomnesis_gpu_pod_memory_bytes{{gpu=\"1\",namespace=\"ml\",pod=\"trainer-0\"}} {}\n",
+            25 * MIB
+        ),
+        format!(
+            "hypomnesis_gpu_pod_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",pod=\"{other_pod}\"}} {}\n",
+            7 * MIB
+        ),
+        format!(
+            "hypomnesis_gpu_process_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",pid=\"20\",process=\"python3\",user=\"alice\",namespace=\"ml\",pod=\"trainer-0\",container=\"worker\"}} {}\n",
+            100 * MIB
+        ),
+        format!(
+            "hypomnesis_gpu_process_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",pid=\"22\",process=\"python3\",user=\"bob\",pod=\"{other_pod}\",container=\"{other_container}\"}} {}\n",
+            7 * MIB
+        ),
+    ] {
+        assert!(text.contains(&want), "{want} not in\n{text}");
+    }
+    assert_eq!(
+        text.matches("hypomnesis_gpu_pod_memory_bytes{").count(),
+        3,
+        "no pod series for a process in no pod: {text}"
+    );
 }
