@@ -604,6 +604,37 @@ fn kubernetes_manifests_are_valid_and_agree_with_the_image() {
             .unwrap();
         assert_eq!(volume["hostPath"]["path"], host, "{var}");
     }
+    // The rootfs: the node's kubelet logs and pod-resources directory, read-only, each where
+    // it is on the node below it.
+    let rootfs = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "HYPOMNESIS_ROOTFS")
+        .expect("HYPOMNESIS_ROOTFS")["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for host in [
+        "/var/log/pods",
+        "/var/log/containers",
+        "/var/lib/kubelet/pod-resources",
+    ] {
+        let mount = c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"] == format!("{rootfs}{host}"))
+            .unwrap_or_else(|| panic!("{host} is mounted under {rootfs}"));
+        assert_eq!(mount["readOnly"], true, "{host}");
+        let volume = spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .unwrap();
+        assert_eq!(volume["hostPath"]["path"], host, "{host}");
+    }
 
     // The Service, the monitors and the NetworkPolicy reach those pods on that port.
     let service = object("Service");
