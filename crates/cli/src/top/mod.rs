@@ -266,7 +266,13 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>) 
             let view = control.view.lock().map(|v| v.clone()).unwrap_or_default();
             let screen = builder.screen(
                 &frame,
-                |procs| contexts(&frame, &view.0.wanted(procs, view.1)),
+                |procs| {
+                    contexts(
+                        &frame,
+                        &view.0.wanted(procs, view.1),
+                        view.0.wants_containers(),
+                    )
+                },
                 hypomnesis::host_memory().map_err(|e| e.to_string()),
                 &own_context(),
             );
@@ -326,7 +332,7 @@ fn host_pids() -> Vec<u32> {
 
 /// The context of each of `pids` the frame lists (see [`contexts::readable`]), and of the
 /// host's processes when the frame follows them (no GPU), by listed pid.
-fn contexts(frame: &Frame, pids: &[u32]) -> BTreeMap<u32, ProcessContext> {
+fn contexts(frame: &Frame, pids: &[u32], containers: bool) -> BTreeMap<u32, ProcessContext> {
     let wanted: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
     let rows = frame
         .devices
@@ -336,7 +342,7 @@ fn contexts(frame: &Frame, pids: &[u32]) -> BTreeMap<u32, ProcessContext> {
     read.extend(frame.rss.keys().map(|&p| (p, p)));
     read.retain(|p, _| wanted.contains(p));
     let mut parts = ContextParts::ALL;
-    parts.container = false;
+    parts.container = containers;
     contexts::read(read, parts)
 }
 

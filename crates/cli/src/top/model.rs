@@ -129,6 +129,8 @@ pub struct Proc {
     pub outside: bool,
     /// Whether it is the MPS server (its clients' contexts are its).
     pub mps_server: bool,
+    /// Its container and pod, when read (grouping or filtering needs them).
+    pub container: Option<hypomnesis::Container>,
     pub change: Change,
 }
 
@@ -145,6 +147,7 @@ impl Proc {
             command: None,
             outside: false,
             mps_server: false,
+            container: None,
             change: Change::Steady,
         }
     }
@@ -283,6 +286,7 @@ impl Builder {
         for p in now.values_mut() {
             if let Some(ctx) = contexts.get(&p.pid) {
                 p.user.clone_from(&ctx.user);
+                p.container.clone_from(&ctx.container);
                 p.rss = ctx.rss_bytes.or(p.rss);
                 if ctx.command.is_some() {
                     p.command.clone_from(&ctx.command);

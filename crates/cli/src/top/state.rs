@@ -4,6 +4,7 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::model::{Change, Proc};
+use crate::view::groups::{GroupBy, Key, key_from};
 
 /// A column of the process table, in display order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -63,6 +64,8 @@ pub struct ViewState {
     pub help: bool,
     /// Whether colours are used (`NO_COLOR` unset).
     pub color: bool,
+    /// Rows added up per owner, pod, namespace or container (`G`), `None`: one per process.
+    pub group: Option<GroupBy>,
 }
 
 impl Default for ViewState {
@@ -76,6 +79,7 @@ impl Default for ViewState {
             gpu: None,
             help: false,
             color: true,
+            group: None,
         }
     }
 }
@@ -119,6 +123,7 @@ impl ViewState {
             KeyCode::Char('>' | '.') | KeyCode::Right => self.sort_by(self.next_column(1)),
             KeyCode::Char('<' | ',') | KeyCode::Left => self.sort_by(self.next_column(-1)),
             KeyCode::Char('g') | KeyCode::Tab => self.next_gpu(gpus),
+            KeyCode::Char('G') => self.group = GroupBy::next(self.group),
             KeyCode::Char('a') => self.gpu = None,
             KeyCode::Char(c @ '0'..='9') => {
                 let i = c.to_digit(10).unwrap_or(0);
@@ -197,12 +202,48 @@ impl ViewState {
     pub fn wanted(&self, procs: &[Proc], room: usize) -> Vec<u32> {
         let rss_known = procs.iter().all(|p| p.rss.is_some());
         let all = !self.filter.is_empty()
+            || self.group.is_some()
             || matches!(self.sort, Column::User | Column::Cpu | Column::Command)
             || (self.sort == Column::Rss && !rss_known);
         if all {
             return procs.iter().map(|p| p.pid).collect();
         }
         self.rows(procs).iter().take(room).map(|p| p.pid).collect()
+    }
+
+    /// Whether a refresh reads the processes' containers: to group or filter by them.
+    pub fn wants_containers(&self) -> bool {
+        self.group.is_some() || !self.filter.is_empty()
+    }
+
+    /// The groups of the rows shown (`rows`, filtered), largest GPU memory first: each with
+    /// how many processes and their GPU memory and RSS added up (exited ones left out).
+    pub fn groups(&self, procs: &[Proc]) -> Vec<TopGroup> {
+        let Some(by) = self.group else {
+            return Vec::new();
+        };
+        let mut sums: std::collections::BTreeMap<Key, TopGroup> = std::collections::BTreeMap::new();
+        for p in self.rows(procs) {
+            if p.change == Change::Gone {
+                continue;
+            }
+            let key = key_from(p.outside, p.user.clone(), p.container.as_ref(), by);
+            let g = sums.entry(key.clone()).or_insert_with(|| TopGroup {
+                key,
+                processes: 0,
+                gpu: 0,
+                rss: Some(0),
+            });
+            g.processes += 1;
+            g.gpu = g.gpu.saturating_add(self.gpu_bytes(p));
+            g.rss = match (g.rss, p.rss) {
+                (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                _ => None,
+            };
+        }
+        let mut out: Vec<TopGroup> = sums.into_values().collect();
+        out.sort_by(|a, b| b.gpu.cmp(&a.gpu).then_with(|| a.key.cmp(&b.key)));
+        out
     }
 
     /// The memory of `p` the GPU column shows: on the picked GPU, else on all.
@@ -230,9 +271,24 @@ impl ViewState {
     }
 }
 
-/// Whether `p`'s pid, user or command contains `needle` (lowercase).
+/// One group of `hmn top`'s grouped table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopGroup {
+    pub key: Key,
+    pub processes: usize,
+    /// GPU memory on the picked GPU, else on all.
+    pub gpu: u64,
+    /// Host memory added up; `None` when a process's is unknown.
+    pub rss: Option<u64>,
+}
+
+/// Whether `p`'s pid, user, command, or pod's namespace or name contains `needle` (lowercase).
 fn matches(p: &Proc, needle: &str) -> bool {
-    p.pid.to_string().contains(needle)
+    let pod = p.container.as_ref();
+    let lower = |v: Option<&String>| v.is_some_and(|v| v.to_lowercase().contains(needle));
+    lower(pod.and_then(|c| c.namespace.as_ref()))
+        || lower(pod.and_then(|c| c.pod.as_ref()))
+        || p.pid.to_string().contains(needle)
         || p.user
             .as_deref()
             .is_some_and(|u| u.to_lowercase().contains(needle))
@@ -263,6 +319,7 @@ mod tests {
             command: Some(command.into()),
             outside: false,
             mps_server: false,
+            container: None,
             change: Change::Steady,
         }
     }

@@ -28,7 +28,19 @@ pub enum GroupBy {
 }
 
 impl GroupBy {
-    fn heading(self) -> &'static str {
+    /// The next grouping of `hmn top`'s `G` key: none, user, pod, namespace, container, none.
+    pub fn next(group: Option<Self>) -> Option<Self> {
+        match group {
+            None => Some(Self::User),
+            Some(Self::User) => Some(Self::Pod),
+            Some(Self::Pod) => Some(Self::Namespace),
+            Some(Self::Namespace) => Some(Self::Container),
+            Some(Self::Container) => None,
+        }
+    }
+
+    /// The group column's heading.
+    pub fn heading(self) -> &'static str {
         match self {
             Self::User => "USER",
             Self::Container => "CONTAINER",
@@ -79,18 +91,33 @@ fn pod_of(c: &Container) -> Option<String> {
 
 /// The group `r` is in, by `by`.
 pub fn key_of(r: &PsRow, by: GroupBy) -> Key {
-    if r.entry.outside_pid_namespace {
+    let user = r
+        .ctx
+        .user
+        .clone()
+        .or_else(|| r.ctx.uid.map(|u| u.to_string()));
+    key_from(
+        r.entry.outside_pid_namespace,
+        user,
+        r.ctx.container.as_ref(),
+        by,
+    )
+}
+
+/// The group of a process by `by`, from its owner and container; a process `outside` this PID
+/// namespace has no files to tell: unknown.
+pub fn key_from(
+    outside: bool,
+    user: Option<String>,
+    container: Option<&Container>,
+    by: GroupBy,
+) -> Key {
+    if outside {
         return Key::Unknown;
     }
-    let container = r.ctx.container.as_ref();
     let named = |v: Option<String>| v.map_or(Key::Unknown, Key::Named);
     match by {
-        GroupBy::User => named(
-            r.ctx
-                .user
-                .clone()
-                .or_else(|| r.ctx.uid.map(|u| u.to_string())),
-        ),
+        GroupBy::User => named(user),
         GroupBy::Container => container.map_or(Key::NoGroup, |c| {
             // `namespace/pod/container`; the container id where the name is unknown.
             let name = c.name.clone().unwrap_or_else(|| short_id(&c.id));
@@ -159,7 +186,8 @@ pub fn groups(rows: &[PsRow], hidden: &[Hidden], by: GroupBy) -> Vec<Group> {
     out
 }
 
-fn key_cell(key: &Key, by: GroupBy) -> String {
+/// How a group is shown: its name, `?`, `(no pod)`, `(not visible from here)`.
+pub fn key_cell(key: &Key, by: GroupBy) -> String {
     match key {
         Key::Named(n) => printable(n).into_owned(),
         Key::Unknown => "?".to_string(),

@@ -149,6 +149,9 @@ fn header<'a>(
     if let Some(g) = state.gpu {
         spans.push(Span::raw(format!("  [GPU {g}]")));
     }
+    if let Some(by) = state.group {
+        spans.push(Span::raw(format!("  [by {}]", by.heading().to_lowercase())));
+    }
     if state.editing || !state.filter.is_empty() {
         let cursor = if state.editing { "_" } else { "" };
         spans.push(Span::raw(format!(
@@ -188,7 +191,7 @@ fn ram_line<'a>(screen: &Screen, theme: &Theme) -> Line<'a> {
 
 /// The keys, in a box over the middle of the view.
 fn draw_help(f: &mut Frame<'_>, area: Rect) {
-    const KEYS: [(&str, &str); 12] = [
+    const KEYS: [(&str, &str); 13] = [
         ("q, Esc, Ctrl-C", "quit"),
         ("Ctrl-Z", "suspend (fg brings the view back)"),
         ("?, h", "this help (Esc closes it)"),
@@ -196,12 +199,13 @@ fn draw_help(f: &mut Frame<'_>, area: Rect) {
         ("r", "reverse the order"),
         (
             "/",
-            "filter by pid, user or command (Enter keeps, Esc clears)",
+            "filter by pid, user, command, namespace or pod (Enter keeps, Esc clears)",
         ),
         ("p, space", "pause (nothing is read while paused)"),
         ("g, Tab", "the next GPU: its processes and memory only"),
         ("0-9", "that GPU"),
         ("a", "all GPUs"),
+        ("G", "group by user, pod, namespace, container, or none"),
         (
             "the bar",
             "▒ reserved, █ held, ▓ not visible from here, ░ free",

@@ -8,6 +8,7 @@ use super::Theme;
 use crate::top::model::{Change, Proc, Screen};
 use crate::top::state::{Column, ViewState};
 use crate::view::format_size;
+use crate::view::groups::{GroupBy, key_cell};
 use crate::view::printable::printable;
 
 /// A column of the table as drawn: which, its header, its width.
@@ -81,6 +82,9 @@ pub(super) fn table_lines<'a>(
     theme: &Theme,
     area: Rect,
 ) -> Vec<Line<'a>> {
+    if let Some(by) = state.group {
+        return group_lines(screen, state, by, theme, area);
+    }
     let cols = columns(screen, state, usize::from(area.width));
     let arrow = if state.descending { "▼" } else { "▲" };
     let mut sorted_marked = false;
@@ -191,4 +195,45 @@ fn proc_line<'a>(p: &Proc, cols: &[Col], state: &ViewState, theme: &Theme) -> Li
         Change::Steady => Style::default(),
     };
     Line::styled(cells.join(" "), style)
+}
+
+/// The grouped table (`G`): one line a group, `<KEY>  PROCS  GPU MEM  RSS`, largest GPU memory
+/// first; the group's name takes the room left.
+fn group_lines<'a>(
+    screen: &Screen,
+    state: &ViewState,
+    by: GroupBy,
+    theme: &Theme,
+    area: Rect,
+) -> Vec<Line<'a>> {
+    let groups = state.groups(&screen.procs);
+    let name_width = usize::from(area.width)
+        .saturating_sub(6 + 10 + 10 + 3)
+        .max(8);
+    let line = |key: &str, procs: &str, gpu: &str, rss: &str| {
+        format!(
+            "{} {} {} {}",
+            crate::view::fit(key, name_width, false),
+            crate::view::fit(procs, 6, true),
+            crate::view::fit(gpu, 10, true),
+            crate::view::fit(rss, 10, true),
+        )
+    };
+    let mut lines = vec![Line::styled(
+        line(by.heading(), "PROCS", "GPU MEM▼", "RSS"),
+        theme.bold().add_modifier(Modifier::REVERSED),
+    )];
+    if groups.is_empty() {
+        lines.push(Line::styled("  (no process to group)", theme.dim()));
+    }
+    let room = usize::from(area.height.saturating_sub(1));
+    for g in groups.iter().take(room) {
+        lines.push(Line::raw(line(
+            &crate::view::cut(&key_cell(&g.key, by), name_width),
+            &g.processes.to_string(),
+            &format_size(g.gpu),
+            &g.rss.map_or_else(|| "?".into(), format_size),
+        )));
+    }
+    lines
 }
