@@ -1,10 +1,12 @@
 //! The Grafana dashboard of `deploy/grafana/`, checked the only way that means anything: every
-//! query of every panel (and of the variables) runs against a real Prometheus scraping three
+//! query of every panel (and of the variables) runs against a real Prometheus scraping four
 //! `hmn serve`, each fed by a different fake GPU node, and returns the figures those nodes have.
 //!
 //! Node A: an H200 (R510+ driver, reservation known) with two processes and memory that no
 //! visible process accounts for. Node B: an H200 in MIG mode with two GPU instances and an L40S
-//! with one process. Node C: a V100 behind a pre-R510 driver (no reservation figure).
+//! with one process. Node C: a V100 behind a pre-R510 driver (no reservation figure). Node D: a
+//! Kubernetes node, two H100s whose processes run in pods (the kubelet fixture's procfs and
+//! rootfs: `crates/testkit/fixtures/kubelet`).
 //!
 //! Needs `prometheus` on PATH (skipped without it, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1`).
 #![cfg(all(feature = "serve", target_os = "linux"))]
@@ -24,6 +26,10 @@ const A_UUID: &str = "GPU-aaaaaaaa-0000-4000-8000-000000000000";
 const B_MIG_UUID: &str = "GPU-bbbbbbbb-0000-4000-8000-000000000000";
 const B_L40S_UUID: &str = "GPU-bbbbbbbb-1111-4000-8000-000000000001";
 const C_UUID: &str = "GPU-cccccccc-0000-4000-8000-000000000000";
+const D_UUIDS: [&str; 2] = [
+    "GPU-dddddddd-0000-4000-8000-000000000000",
+    "GPU-dddddddd-1111-4000-8000-000000000001",
+];
 
 fn mib(n: u64) -> u64 {
     n << 20
@@ -75,6 +81,44 @@ fn node_c(p3: u32) -> String {
         mib(30_000),
         mib(2_000)
     )
+}
+
+/// Node D's GPU processes, those of the kubelet fixture's procfs: (pid, GPU index, MiB).
+const D_PROCESSES: [(u32, u32, u64); 9] = [
+    (4242, 0, 30_720), // ml-team/trainer-0, container worker: on both GPUs
+    (4242, 1, 30_720),
+    (4250, 0, 512),    // ml-team/trainer-0, container log-shipper
+    (4300, 1, 20_480), // inference/vllm-7d9f8b6c4-x2k9p
+    (4400, 0, 6_144),  // ml-team/notebook-alice (its container not named)
+    (4500, 0, 4_096),  // a pod whose log directory's names are not the kubelet's: its UID only
+    (4600, 1, 3_072),  // a pod with no log directory: its UID only
+    (4700, 0, 2_048),  // a docker container outside Kubernetes
+    (4800, 1, 1_024),  // a host service, in no container
+];
+
+/// Node D's H100s: 81,559 MiB, 512 reserved, and all they hold held by the processes listed
+/// (GPU 0: 43,520 MiB, GPU 1: 55,296), so nothing is "not visible".
+fn node_d() -> String {
+    let devices: Vec<String> = D_UUIDS
+        .iter()
+        .zip(0u32..)
+        .map(|(uuid, gpu)| {
+            let on_gpu = D_PROCESSES.iter().filter(|(_, g, _)| *g == gpu);
+            let used: u64 = on_gpu.clone().map(|(_, _, m)| m).sum();
+            let processes: Vec<String> = on_gpu
+                .map(|(pid, _, m)| format!(r#"{{"pid": {pid}, "used": {}}}"#, mib(*m)))
+                .collect();
+            format!(
+                r#"{{"name": "NVIDIA H100 80GB HBM3", "uuid": "{uuid}", "total": {}, "reserved": {},
+                    "free": {}, "compute_processes": [{}]}}"#,
+                mib(81_559),
+                mib(512),
+                mib(81_559 - 512 - used),
+                processes.join(", ")
+            )
+        })
+        .collect();
+    format!(r#"{{"devices": [{}]}}"#, devices.join(", "))
 }
 
 /// One series of a query's answer.
@@ -166,26 +210,32 @@ struct Fleet {
     a: String,
     b: String,
     c: String,
+    d: String,
     pids: [u32; 3],
 }
 
 impl Fleet {
     /// The expected answer of each panel query (panel title, refId) with every node and GPU.
     #[allow(clippy::too_many_lines)] // one table of expectations
+    #[allow(clippy::many_single_char_names)] // nodes a to d, as the module's doc names them
     fn check(&self, title: &str, ref_id: &str, got: &[Series]) {
-        let (a, b, c) = (&self.a, &self.b, &self.c);
+        let (a, b, c, d) = (&self.a, &self.b, &self.c, &self.d);
         let [p1, p2, p3] = self.pids;
         let k = |node: &str, rest: &str| format!("{node}/{rest}");
         let what = format!("{title} / {ref_id}");
         // Node A's H200: used 32,361 MiB of which the processes hold 28,672, so 3,689 MiB is
         // not visible. Node B's L40S: 1,234 used, 1,200 by its process, 34 within the driver's
         // overhead allowance (not "not visible"). Node B's MIG H200: no not-visible figure.
-        // Node C's V100: no reservation figure, so neither.
+        // Node C's V100: no reservation figure, so neither. Node D's H100s: all their memory is
+        // their processes', so 0 not visible.
         let (a_used, b_mig_used, b_l40s_used, c_used) =
             (32_361.0 * MIB, 16_959.0 * MIB, 1_234.0 * MIB, 2_768.0 * MIB);
+        let (d0_used, d1_used) = (43_520.0 * MIB, 55_296.0 * MIB);
+        let (d_total, d_reserved) = (81_559.0 * MIB, 512.0 * MIB);
         match (title, ref_id) {
-            ("Nodes reporting", "A") => assert_values(&what, got, &[(String::new(), 3.0)]),
-            ("GPUs seen", "A") => assert_values(&what, got, &[(String::new(), 4.0)]),
+            // Fleet-wide: node D is the fourth node, its two H100s the fifth and sixth GPUs.
+            ("Nodes reporting", "A") => assert_values(&what, got, &[(String::new(), 4.0)]),
+            ("GPUs seen", "A") => assert_values(&what, got, &[(String::new(), 6.0)]),
             ("GPU memory used by node, of total − reserved", "A") => assert_values(
                 &what,
                 got,
@@ -196,12 +246,21 @@ impl Fleet {
                         (b_mig_used + b_l40s_used) / ((143_771.0 - 614.0 + 46_068.0 - 609.0) * MIB),
                     ),
                     (c.clone(), c_used / (32_768.0 * MIB)),
+                    (
+                        d.clone(),
+                        (d0_used + d1_used) / (2.0 * (d_total - d_reserved)),
+                    ),
                 ],
             ),
             ("Exporter health", "A") => assert_values(
                 &what,
                 got,
-                &[(a.clone(), 1.0), (b.clone(), 1.0), (c.clone(), 1.0)],
+                &[
+                    (a.clone(), 1.0),
+                    (b.clone(), 1.0),
+                    (c.clone(), 1.0),
+                    (d.clone(), 1.0),
+                ],
             ),
             ("Exporter health", "B") => {
                 assert!(
@@ -211,7 +270,12 @@ impl Fleet {
                 assert_values(
                     &what,
                     got,
-                    &[(a.clone(), 1.0), (b.clone(), 1.0), (c.clone(), 1.0)],
+                    &[
+                        (a.clone(), 1.0),
+                        (b.clone(), 1.0),
+                        (c.clone(), 1.0),
+                        (d.clone(), 1.0),
+                    ],
                 );
             }
             ("GPU memory by node", "A") => assert_values(
@@ -221,6 +285,7 @@ impl Fleet {
                     (a.clone(), 143_771.0 * MIB),
                     (b.clone(), (143_771.0 + 46_068.0) * MIB),
                     (c.clone(), 32_768.0 * MIB),
+                    (d.clone(), 2.0 * d_total),
                 ],
             ),
             ("GPU memory by node", "B") => assert_values(
@@ -230,6 +295,7 @@ impl Fleet {
                     (a.clone(), a_used),
                     (b.clone(), b_mig_used + b_l40s_used),
                     (c.clone(), c_used),
+                    (d.clone(), d0_used + d1_used),
                 ],
             ),
             ("GPU memory by node", "C") => assert_values(
@@ -239,6 +305,10 @@ impl Fleet {
                     (a.clone(), 110_796.0 * MIB),
                     (b.clone(), (126_198.0 + 44_225.0) * MIB),
                     (c.clone(), 30_000.0 * MIB),
+                    (
+                        d.clone(),
+                        2.0 * d_total - 2.0 * d_reserved - d0_used - d1_used,
+                    ),
                 ],
             ),
             ("GPU memory: reserved / used by processes / not visible / free", "A") => {
@@ -249,6 +319,8 @@ impl Fleet {
                         (k(a, "0"), 614.0 * MIB),
                         (k(b, "0"), 614.0 * MIB),
                         (k(b, "1"), 609.0 * MIB),
+                        (k(d, "0"), d_reserved),
+                        (k(d, "1"), d_reserved),
                     ],
                 );
             }
@@ -261,11 +333,22 @@ impl Fleet {
                         (k(b, "0"), b_mig_used),
                         (k(b, "1"), b_l40s_used),
                         (k(c, "0"), c_used),
+                        (k(d, "0"), d0_used),
+                        (k(d, "1"), d1_used),
                     ],
                 );
             }
             ("GPU memory: reserved / used by processes / not visible / free", "C") => {
-                assert_values(&what, got, &[(k(a, "0"), 3_689.0 * MIB), (k(b, "1"), 0.0)]);
+                assert_values(
+                    &what,
+                    got,
+                    &[
+                        (k(a, "0"), 3_689.0 * MIB),
+                        (k(b, "1"), 0.0),
+                        (k(d, "0"), 0.0),
+                        (k(d, "1"), 0.0),
+                    ],
+                );
             }
             ("GPU memory: reserved / used by processes / not visible / free", "D") => {
                 assert_values(
@@ -276,6 +359,8 @@ impl Fleet {
                         (k(b, "0"), 126_198.0 * MIB),
                         (k(b, "1"), 44_225.0 * MIB),
                         (k(c, "0"), 30_000.0 * MIB),
+                        (k(d, "0"), d_total - d_reserved - d0_used),
+                        (k(d, "1"), d_total - d_reserved - d1_used),
                     ],
                 );
             }
@@ -287,6 +372,8 @@ impl Fleet {
                     (k(b, "0"), b_mig_used / ((143_771.0 - 614.0) * MIB)),
                     (k(b, "1"), b_l40s_used / ((46_068.0 - 609.0) * MIB)),
                     (k(c, "0"), c_used / (32_768.0 * MIB)),
+                    (k(d, "0"), d0_used / (d_total - d_reserved)),
+                    (k(d, "1"), d1_used / (d_total - d_reserved)),
                 ],
             ),
             ("GPUs", "A") => {
@@ -298,6 +385,8 @@ impl Fleet {
                         (k(b, "0"), 1.0),
                         (k(b, "1"), 1.0),
                         (k(c, "0"), 1.0),
+                        (k(d, "0"), 1.0),
+                        (k(d, "1"), 1.0),
                     ],
                 );
                 let models: BTreeSet<(&str, &str, &str)> = got
@@ -316,6 +405,12 @@ impl Fleet {
                     models.contains(&(C_UUID, "Tesla V100-SXM2-32GB", "")),
                     "{what}: {models:?}"
                 );
+                for uuid in D_UUIDS {
+                    assert!(
+                        models.contains(&(uuid, "NVIDIA H100 80GB HBM3", "")),
+                        "{what}: {models:?}"
+                    );
+                }
                 assert!(
                     got.iter()
                         .any(|s| s.label("pci_bus_id") == "00000000:18:00.0"),
@@ -323,25 +418,52 @@ impl Fleet {
                 );
             }
             ("Top processes by GPU memory", "A") => {
-                assert_values(
-                    &what,
-                    got,
-                    &[
-                        (k(a, &format!("0/{p1}")), 20_480.0 * MIB),
-                        (k(a, &format!("0/{p2}")), 8_192.0 * MIB),
-                        (k(b, &format!("1/{p2}")), 1_200.0 * MIB),
-                        (k(c, &format!("0/{p3}")), 2_000.0 * MIB),
-                    ],
-                );
+                let mut want = vec![
+                    (k(a, &format!("0/{p1}")), 20_480.0 * MIB),
+                    (k(a, &format!("0/{p2}")), 8_192.0 * MIB),
+                    (k(b, &format!("1/{p2}")), 1_200.0 * MIB),
+                    (k(c, &format!("0/{p3}")), 2_000.0 * MIB),
+                ];
+                for (pid, gpu, m) in D_PROCESSES {
+                    #[allow(clippy::cast_precision_loss)] // MiB counts far below 2^52
+                    want.push((k(d, &format!("{gpu}/{pid}")), m as f64 * MIB));
+                }
+                assert_values(&what, got, &want);
                 for s in got {
-                    assert_eq!(s.label("process"), "sleep", "{what}: {s:?}");
                     assert!(!s.label("uuid").is_empty(), "{what}: {s:?}");
+                    if s.label("instance") != d {
+                        assert_eq!(s.label("process"), "sleep", "{what}: {s:?}");
+                        continue;
+                    }
+                    // Node D's: the fixture's names, and the pod of each as the kubelet names it.
+                    let (process, namespace, pod) = match s.label("pid") {
+                        "4242" => ("python3", "ml-team", "trainer-0"),
+                        "4250" => ("vector", "ml-team", "trainer-0"),
+                        "4300" => ("python3", "inference", "vllm-7d9f8b6c4-x2k9p"),
+                        "4400" => ("python3", "ml-team", "notebook-alice"),
+                        "4500" => ("python3", "", "2d3e4f5a-6b7c-4d8e-9fa0-b1c2d3e4f5a6"),
+                        "4600" => ("python3", "", "3e4f5a6b-7c8d-4e9f-a0b1-c2d3e4f5a6b7"),
+                        "4700" => ("ffmpeg", "", ""),
+                        "4800" => ("Xorg", "", ""),
+                        pid => panic!("{what}: pid {pid} on node D"),
+                    };
+                    assert_eq!(
+                        (s.label("process"), s.label("namespace"), s.label("pod")),
+                        (process, namespace, pod),
+                        "{what}: {s:?}"
+                    );
                 }
             }
             ("Processes per GPU", "A") => assert_values(
                 &what,
                 got,
-                &[(k(a, "0"), 2.0), (k(b, "1"), 1.0), (k(c, "0"), 1.0)],
+                &[
+                    (k(a, "0"), 2.0),
+                    (k(b, "1"), 1.0),
+                    (k(c, "0"), 1.0),
+                    (k(d, "0"), 5.0),
+                    (k(d, "1"), 4.0),
+                ],
             ),
             ("MIG instances", ref_id) => {
                 let (gi2, gi9) = match ref_id {
@@ -423,13 +545,27 @@ fn every_panel_query_returns_the_nodes_figures() {
     let a = Server::start(FakeVariant::Modern, &node_a(pids[0], pids[1]), &[]);
     let b = Server::start(FakeVariant::Modern, &node_b(pids[1]), &[]);
     let c = Server::start(FakeVariant::PreR510, &node_c(pids[2]), &[]);
-    let addrs: [SocketAddr; 3] = [a.addr, b.addr, c.addr];
+    // Node D: the kubelet fixture's processes (its procfs) and log layout (its rootfs).
+    let kubelet = support::fixtures("kubelet");
+    let (procfs, rootfs) = (kubelet.join("proc"), kubelet.join("rootfs"));
+    let d = Server::start(
+        FakeVariant::Modern,
+        &node_d(),
+        &[
+            "--procfs",
+            procfs.to_str().unwrap(),
+            "--rootfs",
+            rootfs.to_str().unwrap(),
+        ],
+    );
+    let addrs: [SocketAddr; 4] = [a.addr, b.addr, c.addr, d.addr];
     let prometheus = Prometheus::start(&binary, &addrs);
-    wait_for_all(&prometheus, 3);
+    wait_for_all(&prometheus, 4);
     let fleet = Fleet {
         a: a.addr.to_string(),
         b: b.addr.to_string(),
         c: c.addr.to_string(),
+        d: d.addr.to_string(),
         pids,
     };
 
@@ -458,7 +594,12 @@ fn check_variables(dashboard: &serde_json::Value, prometheus: &Prometheus, fleet
         .collect();
     assert_eq!(
         nodes,
-        BTreeSet::from([fleet.a.clone(), fleet.b.clone(), fleet.c.clone()])
+        BTreeSet::from([
+            fleet.a.clone(),
+            fleet.b.clone(),
+            fleet.c.clone(),
+            fleet.d.clone()
+        ])
     );
     let gpus_of_b: BTreeSet<String> = query(
         prometheus,
