@@ -157,9 +157,11 @@ fn query(prometheus: &Prometheus, expr: &str) -> Vec<Series> {
 }
 
 /// A panel query made concrete as Grafana would: the variables replaced by their values
-/// (`$node` and `$gpu` by regular expressions, as a multi-value variable is).
-fn substitute(expr: &str, node: &str, gpu: &str) -> String {
-    expr.replace("$node", node).replace("$gpu", gpu)
+/// (`$node`, `$gpu` and `$namespace` by regular expressions, as a multi-value variable is).
+fn substitute(expr: &str, node: &str, gpu: &str, namespace: &str) -> String {
+    expr.replace("$node", node)
+        .replace("$gpu", gpu)
+        .replace("$namespace", namespace)
 }
 
 /// The `label_values(selector, label)` of a Grafana variable, as a `PromQL` query: one series per value.
@@ -193,8 +195,33 @@ fn by_key(series: &[Series]) -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// The series keyed by the values of `labels`, joined by `/` (an absent label is empty).
+fn by_labels(series: &[Series], labels: &[&str]) -> BTreeMap<String, f64> {
+    let keyed: BTreeMap<String, f64> = series
+        .iter()
+        .map(|s| {
+            let values: Vec<&str> = labels.iter().map(|l| s.label(l)).collect();
+            (values.join("/"), s.value)
+        })
+        .collect();
+    assert_eq!(
+        keyed.len(),
+        series.len(),
+        "two series of one key: {series:?}"
+    );
+    keyed
+}
+
 fn assert_values(what: &str, got: &[Series], want: &[(String, f64)]) {
-    let got = by_key(got);
+    assert_keyed(what, &by_key(got), want);
+}
+
+/// As `assert_values`, the series keyed by the values of `labels` (see `by_labels`).
+fn assert_labelled(what: &str, got: &[Series], labels: &[&str], want: &[(String, f64)]) {
+    assert_keyed(what, &by_labels(got, labels), want);
+}
+
+fn assert_keyed(what: &str, got: &BTreeMap<String, f64>, want: &[(String, f64)]) {
     let want: BTreeMap<String, f64> = want.iter().cloned().collect();
     assert_eq!(
         got.keys().collect::<Vec<_>>(),
@@ -465,6 +492,53 @@ impl Fleet {
                     (k(d, "1"), 4.0),
                 ],
             ),
+            // Node D's pods: ml-team holds trainer-0 (GPU 0: 30,720 MiB of its worker and 512 of
+            // its log shipper; GPU 1: 30,720 of the worker) and notebook-alice (6,144), inference
+            // vllm-… (20,480); the two pods the kubelet's logs do not name, 4,096 and 3,072, are
+            // `?`. The docker container and the host service are in no pod: not counted.
+            ("GPU memory per namespace", "A") => assert_labelled(
+                &what,
+                got,
+                &["namespace"],
+                &[
+                    ("ml-team".into(), 68_096.0 * MIB),
+                    ("inference".into(), 20_480.0 * MIB),
+                    ("?".into(), 7_168.0 * MIB),
+                ],
+            ),
+            ("GPU memory per pod", "A") => {
+                assert_labelled(
+                    &what,
+                    got,
+                    &["instance", "gpu", "namespace", "pod"],
+                    &[
+                        (k(d, "0/ml-team/trainer-0"), 31_232.0 * MIB),
+                        (k(d, "1/ml-team/trainer-0"), 30_720.0 * MIB),
+                        (k(d, "1/inference/vllm-7d9f8b6c4-x2k9p"), 20_480.0 * MIB),
+                        (k(d, "0/ml-team/notebook-alice"), 6_144.0 * MIB),
+                        (
+                            k(d, "0//2d3e4f5a-6b7c-4d8e-9fa0-b1c2d3e4f5a6"),
+                            4_096.0 * MIB,
+                        ),
+                        (
+                            k(d, "1//3e4f5a6b-7c8d-4e9f-a0b1-c2d3e4f5a6b7"),
+                            3_072.0 * MIB,
+                        ),
+                    ],
+                );
+                // Largest first, as the query answers (the table sorts by memory too).
+                assert!(
+                    got.windows(2).all(|w| w[0].value >= w[1].value),
+                    "{what}: not largest first: {got:?}"
+                );
+                for s in got {
+                    assert_eq!(
+                        s.label("uuid"),
+                        D_UUIDS[usize::from(s.label("gpu") == "1")],
+                        "{what}"
+                    );
+                }
+            }
             ("MIG instances", ref_id) => {
                 let (gi2, gi9) = match ref_id {
                     "A" => (71_424.0, 16_384.0),
@@ -561,6 +635,21 @@ fn every_panel_query_returns_the_nodes_figures() {
     let addrs: [SocketAddr; 4] = [a.addr, b.addr, c.addr, d.addr];
     let prometheus = Prometheus::start(&binary, &addrs);
     wait_for_all(&prometheus, 4);
+    // The sleepers run in this test's cgroup: were that a Kubernetes pod's, nodes A to C would
+    // export their memory as that pod's, and the Kubernetes panels would not show node D's
+    // pods alone, which their expectations below assume.
+    let ambient = query(
+        &prometheus,
+        &format!(
+            "hypomnesis_gpu_pod_memory_bytes{{instance!=\"{}\"}}",
+            d.addr
+        ),
+    );
+    assert!(
+        ambient.is_empty(),
+        "nodes A to C see this test's processes in a Kubernetes pod (the test runs in one), \
+         so the Kubernetes panels would not show node D's pods alone: {ambient:?}"
+    );
     let fleet = Fleet {
         a: a.addr.to_string(),
         b: b.addr.to_string(),
@@ -574,6 +663,7 @@ fn every_panel_query_returns_the_nodes_figures() {
     check_panels(&queries, &prometheus, &fleet);
     check_stack(&queries, &prometheus);
     check_one_node_and_gpu(&queries, &prometheus, &fleet);
+    check_namespaces_picked(&queries, &prometheus);
     drop(sleepers);
 }
 
@@ -607,6 +697,7 @@ fn check_variables(dashboard: &serde_json::Value, prometheus: &Prometheus, fleet
             &label_values(&definition("gpu")),
             &regex_escape(&fleet.b),
             ".*",
+            ".*",
         ),
     )
     .iter()
@@ -615,6 +706,17 @@ fn check_variables(dashboard: &serde_json::Value, prometheus: &Prometheus, fleet
     assert_eq!(
         gpus_of_b,
         BTreeSet::from([B_MIG_UUID.into(), B_L40S_UUID.into()])
+    );
+    // The namespaces of the pods the kubelet's logs name: those of node D. (The pods they do not
+    // name have no namespace label, which Grafana's `label_values` does not list.)
+    let namespaces: BTreeSet<String> = query(prometheus, &label_values(&definition("namespace")))
+        .iter()
+        .map(|s| s.label("namespace").to_string())
+        .filter(|n| !n.is_empty())
+        .collect();
+    assert_eq!(
+        namespaces,
+        BTreeSet::from(["inference".into(), "ml-team".into()])
     );
     for v in vars.iter().filter(|v| v["type"] == "query") {
         assert_eq!(
@@ -629,7 +731,7 @@ fn check_panels(queries: &[(String, String, String)], prometheus: &Prometheus, f
     // Every panel query: all nodes and GPUs, with the values each node has.
     assert!(queries.len() >= 15, "{} queries", queries.len());
     for (title, ref_id, expr) in queries {
-        let got = query(prometheus, &substitute(expr, ".*", ".*"));
+        let got = query(prometheus, &substitute(expr, ".*", ".*", ".*"));
         assert!(
             !got.is_empty(),
             "{title} / {ref_id} returned no data: {expr}"
@@ -644,7 +746,7 @@ fn check_stack(queries: &[(String, String, String)], prometheus: &Prometheus) {
     let stacked = "GPU memory: reserved / used by processes / not visible / free";
     let mut sums: BTreeMap<String, f64> = BTreeMap::new();
     for (_, _, expr) in queries.iter().filter(|(t, _, _)| t == stacked) {
-        for (key, v) in by_key(&query(prometheus, &substitute(expr, ".*", ".*"))) {
+        for (key, v) in by_key(&query(prometheus, &substitute(expr, ".*", ".*", ".*"))) {
             *sums.entry(key).or_default() += v;
         }
     }
@@ -667,20 +769,87 @@ fn check_one_node_and_gpu(
     prometheus: &Prometheus,
     fleet: &Fleet,
 ) {
-    // One node and one GPU picked: only theirs.
-    let node = regex_escape(&fleet.b);
-    for (title, ref_id, expr) in queries {
-        for s in query(prometheus, &substitute(expr, &node, B_L40S_UUID)) {
-            let instance = s.label("instance");
-            assert!(
-                instance.is_empty() || instance == fleet.b,
-                "{title} / {ref_id} with node B picked: {s:?}"
+    // One node and one GPU picked: only theirs (node B's L40S, node D's second H100).
+    for (picked, gpu) in [(&fleet.b, B_L40S_UUID), (&fleet.d, D_UUIDS[1])] {
+        let node = regex_escape(picked);
+        for (title, ref_id, expr) in queries {
+            let got = query(prometheus, &substitute(expr, &node, gpu, ".*"));
+            for s in &got {
+                let instance = s.label("instance");
+                assert!(
+                    instance.is_empty() || instance == picked,
+                    "{title} / {ref_id} with node {picked} picked: {s:?}"
+                );
+                let uuid = s.label("uuid");
+                assert!(
+                    uuid.is_empty() || uuid == gpu,
+                    "{title} / {ref_id} with GPU {gpu} picked: {s:?}"
+                );
+            }
+            // The pods of node D's second H100: trainer-0's worker, vllm-… and a pod not named.
+            if gpu == D_UUIDS[1] && title == "GPU memory per namespace" {
+                assert_labelled(
+                    title,
+                    &got,
+                    &["namespace"],
+                    &[
+                        ("ml-team".into(), 30_720.0 * MIB),
+                        ("inference".into(), 20_480.0 * MIB),
+                        ("?".into(), 3_072.0 * MIB),
+                    ],
+                );
+            }
+            if gpu == D_UUIDS[1] && title == "GPU memory per pod" {
+                assert_labelled(
+                    title,
+                    &got,
+                    &["pod"],
+                    &[
+                        ("trainer-0".into(), 30_720.0 * MIB),
+                        ("vllm-7d9f8b6c4-x2k9p".into(), 20_480.0 * MIB),
+                        ("3e4f5a6b-7c8d-4e9f-a0b1-c2d3e4f5a6b7".into(), 3_072.0 * MIB),
+                    ],
+                );
+            }
+        }
+    }
+}
+
+fn check_namespaces_picked(queries: &[(String, String, String)], prometheus: &Prometheus) {
+    // The panels of pods filter on the namespace variable: one namespace picked, or two (as
+    // Grafana writes a multi-value regex), only theirs, not the pods of no known namespace.
+    let of_pods: Vec<_> = queries
+        .iter()
+        .filter(|(_, _, expr)| expr.contains("hypomnesis_gpu_pod_memory_bytes"))
+        .collect();
+    assert_eq!(of_pods.len(), 2, "{of_pods:?}");
+    for (title, ref_id, expr) in of_pods {
+        assert!(
+            expr.contains("namespace=~\"$namespace\""),
+            "{title} / {ref_id} does not filter on $namespace: {expr}"
+        );
+        for (picked, want) in [
+            ("ml-team", &["ml-team"][..]),
+            ("(inference|ml-team)", &["inference", "ml-team"]),
+        ] {
+            let got = query(prometheus, &substitute(expr, ".*", ".*", picked));
+            let namespaces: BTreeSet<&str> = got.iter().map(|s| s.label("namespace")).collect();
+            assert_eq!(
+                namespaces,
+                want.iter().copied().collect(),
+                "{title} / {ref_id} with {picked} picked: {got:?}"
             );
-            let uuid = s.label("uuid");
-            assert!(
-                uuid.is_empty() || uuid == B_L40S_UUID,
-                "{title} / {ref_id} with the L40S picked: {s:?}"
-            );
+            // The figures stay each namespace's whole: ml-team's 68,096 MiB, inference's 20,480.
+            if title == "GPU memory per namespace" {
+                let want: Vec<(String, f64)> = want
+                    .iter()
+                    .map(|n| {
+                        let mib = if *n == "ml-team" { 68_096.0 } else { 20_480.0 };
+                        ((*n).to_string(), mib * MIB)
+                    })
+                    .collect();
+                assert_labelled(title, &got, &["namespace"], &want);
+            }
         }
     }
 }
