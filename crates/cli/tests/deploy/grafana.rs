@@ -581,6 +581,55 @@ fn panel_queries(dashboard: &serde_json::Value) -> Vec<(String, String, String)>
     out
 }
 
+/// The layout Grafana draws: rows top to bottom, each followed by its panels, which lie between
+/// it and the next row and overlap no other panel; each row starts where the panels above end.
+#[test]
+fn panels_lie_row_by_row_without_overlap() {
+    let path = support::workspace().join("deploy/grafana/hypomnesis.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    let grid = |p: &serde_json::Value, k: &str| p["gridPos"][k].as_u64().unwrap();
+    let ids: BTreeSet<u64> = panels.iter().map(|p| p["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), panels.len(), "panel ids repeat");
+    assert_eq!(panels[0]["type"], "row", "the first panel is not a row");
+    // Each panel's title, box (x, y, w, h), and whether it is a row.
+    let boxes: Vec<(&str, [u64; 4], bool)> = panels
+        .iter()
+        .map(|p| {
+            let b = [grid(p, "x"), grid(p, "y"), grid(p, "w"), grid(p, "h")];
+            (p["title"].as_str().unwrap(), b, p["type"] == "row")
+        })
+        .collect();
+    for (title, [x, _, w, h], row) in &boxes {
+        assert!(*w > 0 && *h > 0 && x + w <= 24, "{title}: {x}, {w}, {h}");
+        if *row {
+            assert_eq!((*x, *w, *h), (0, 24, 1), "{title}: a row is the full width");
+        }
+    }
+    for (i, (t1, [x1, y1, w1, h1], _)) in boxes.iter().enumerate() {
+        for (t2, [x2, y2, w2, h2], _) in &boxes[i + 1..] {
+            let apart = x1 + w1 <= *x2 || x2 + w2 <= *x1 || y1 + h1 <= *y2 || y2 + h2 <= *y1;
+            assert!(apart, "{t1} and {t2} overlap");
+        }
+    }
+    // Below each row, its panels; the next row where the lowest of them ends.
+    let mut bottom = 0;
+    let mut row_y = 0;
+    for (title, [_, y, _, h], row) in &boxes {
+        if *row {
+            assert_eq!(
+                *y, bottom,
+                "{title}: the row does not start where the panels above end"
+            );
+            row_y = *y;
+        } else {
+            assert!(*y > row_y, "{title} lies above its row");
+        }
+        bottom = bottom.max(y + h);
+    }
+}
+
 fn wait_for_all(prometheus: &Prometheus, n: usize) {
     let until = Instant::now() + Duration::from_secs(90);
     // Two scrapes of each target, so that no query sees a half-ingested node.
