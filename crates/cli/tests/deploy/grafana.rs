@@ -1,10 +1,12 @@
 //! The Grafana dashboard of `deploy/grafana/`, checked the only way that means anything: every
-//! query of every panel (and of the variables) runs against a real Prometheus scraping three
+//! query of every panel (and of the variables) runs against a real Prometheus scraping four
 //! `hmn serve`, each fed by a different fake GPU node, and returns the figures those nodes have.
 //!
 //! Node A: an H200 (R510+ driver, reservation known) with two processes and memory that no
 //! visible process accounts for. Node B: an H200 in MIG mode with two GPU instances and an L40S
-//! with one process. Node C: a V100 behind a pre-R510 driver (no reservation figure).
+//! with one process. Node C: a V100 behind a pre-R510 driver (no reservation figure). Node D: a
+//! Kubernetes node, two H100s whose processes run in pods (the kubelet fixture's procfs and
+//! rootfs: `crates/testkit/fixtures/kubelet`).
 //!
 //! Needs `prometheus` on PATH (skipped without it, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1`).
 #![cfg(all(feature = "serve", target_os = "linux"))]
@@ -24,6 +26,10 @@ const A_UUID: &str = "GPU-aaaaaaaa-0000-4000-8000-000000000000";
 const B_MIG_UUID: &str = "GPU-bbbbbbbb-0000-4000-8000-000000000000";
 const B_L40S_UUID: &str = "GPU-bbbbbbbb-1111-4000-8000-000000000001";
 const C_UUID: &str = "GPU-cccccccc-0000-4000-8000-000000000000";
+const D_UUIDS: [&str; 2] = [
+    "GPU-dddddddd-0000-4000-8000-000000000000",
+    "GPU-dddddddd-1111-4000-8000-000000000001",
+];
 
 fn mib(n: u64) -> u64 {
     n << 20
@@ -77,6 +83,44 @@ fn node_c(p3: u32) -> String {
     )
 }
 
+/// Node D's GPU processes, those of the kubelet fixture's procfs: (pid, GPU index, MiB).
+const D_PROCESSES: [(u32, u32, u64); 9] = [
+    (4242, 0, 30_720), // ml-team/trainer-0, container worker: on both GPUs
+    (4242, 1, 30_720),
+    (4250, 0, 512),    // ml-team/trainer-0, container log-shipper
+    (4300, 1, 20_480), // inference/vllm-7d9f8b6c4-x2k9p
+    (4400, 0, 6_144),  // ml-team/notebook-alice (its container not named)
+    (4500, 0, 4_096),  // a pod whose log directory's names are not the kubelet's: its UID only
+    (4600, 1, 3_072),  // a pod with no log directory: its UID only
+    (4700, 0, 2_048),  // a docker container outside Kubernetes
+    (4800, 1, 1_024),  // a host service, in no container
+];
+
+/// Node D's H100s: 81,559 MiB, 512 reserved, and all they hold held by the processes listed
+/// (GPU 0: 43,520 MiB, GPU 1: 55,296), so nothing is "not visible".
+fn node_d() -> String {
+    let devices: Vec<String> = D_UUIDS
+        .iter()
+        .zip(0u32..)
+        .map(|(uuid, gpu)| {
+            let on_gpu = D_PROCESSES.iter().filter(|(_, g, _)| *g == gpu);
+            let used: u64 = on_gpu.clone().map(|(_, _, m)| m).sum();
+            let processes: Vec<String> = on_gpu
+                .map(|(pid, _, m)| format!(r#"{{"pid": {pid}, "used": {}}}"#, mib(*m)))
+                .collect();
+            format!(
+                r#"{{"name": "NVIDIA H100 80GB HBM3", "uuid": "{uuid}", "total": {}, "reserved": {},
+                    "free": {}, "compute_processes": [{}]}}"#,
+                mib(81_559),
+                mib(512),
+                mib(81_559 - 512 - used),
+                processes.join(", ")
+            )
+        })
+        .collect();
+    format!(r#"{{"devices": [{}]}}"#, devices.join(", "))
+}
+
 /// One series of a query's answer.
 #[derive(Debug, Clone)]
 struct Series {
@@ -113,9 +157,11 @@ fn query(prometheus: &Prometheus, expr: &str) -> Vec<Series> {
 }
 
 /// A panel query made concrete as Grafana would: the variables replaced by their values
-/// (`$node` and `$gpu` by regular expressions, as a multi-value variable is).
-fn substitute(expr: &str, node: &str, gpu: &str) -> String {
-    expr.replace("$node", node).replace("$gpu", gpu)
+/// (`$node`, `$gpu` and `$namespace` by regular expressions, as a multi-value variable is).
+fn substitute(expr: &str, node: &str, gpu: &str, namespace: &str) -> String {
+    expr.replace("$node", node)
+        .replace("$gpu", gpu)
+        .replace("$namespace", namespace)
 }
 
 /// The `label_values(selector, label)` of a Grafana variable, as a `PromQL` query: one series per value.
@@ -149,8 +195,33 @@ fn by_key(series: &[Series]) -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// The series keyed by the values of `labels`, joined by `/` (an absent label is empty).
+fn by_labels(series: &[Series], labels: &[&str]) -> BTreeMap<String, f64> {
+    let keyed: BTreeMap<String, f64> = series
+        .iter()
+        .map(|s| {
+            let values: Vec<&str> = labels.iter().map(|l| s.label(l)).collect();
+            (values.join("/"), s.value)
+        })
+        .collect();
+    assert_eq!(
+        keyed.len(),
+        series.len(),
+        "two series of one key: {series:?}"
+    );
+    keyed
+}
+
 fn assert_values(what: &str, got: &[Series], want: &[(String, f64)]) {
-    let got = by_key(got);
+    assert_keyed(what, &by_key(got), want);
+}
+
+/// As `assert_values`, the series keyed by the values of `labels` (see `by_labels`).
+fn assert_labelled(what: &str, got: &[Series], labels: &[&str], want: &[(String, f64)]) {
+    assert_keyed(what, &by_labels(got, labels), want);
+}
+
+fn assert_keyed(what: &str, got: &BTreeMap<String, f64>, want: &[(String, f64)]) {
     let want: BTreeMap<String, f64> = want.iter().cloned().collect();
     assert_eq!(
         got.keys().collect::<Vec<_>>(),
@@ -166,26 +237,32 @@ struct Fleet {
     a: String,
     b: String,
     c: String,
+    d: String,
     pids: [u32; 3],
 }
 
 impl Fleet {
     /// The expected answer of each panel query (panel title, refId) with every node and GPU.
     #[allow(clippy::too_many_lines)] // one table of expectations
+    #[allow(clippy::many_single_char_names)] // nodes a to d, as the module's doc names them
     fn check(&self, title: &str, ref_id: &str, got: &[Series]) {
-        let (a, b, c) = (&self.a, &self.b, &self.c);
+        let (a, b, c, d) = (&self.a, &self.b, &self.c, &self.d);
         let [p1, p2, p3] = self.pids;
         let k = |node: &str, rest: &str| format!("{node}/{rest}");
         let what = format!("{title} / {ref_id}");
         // Node A's H200: used 32,361 MiB of which the processes hold 28,672, so 3,689 MiB is
         // not visible. Node B's L40S: 1,234 used, 1,200 by its process, 34 within the driver's
         // overhead allowance (not "not visible"). Node B's MIG H200: no not-visible figure.
-        // Node C's V100: no reservation figure, so neither.
+        // Node C's V100: no reservation figure, so neither. Node D's H100s: all their memory is
+        // their processes', so 0 not visible.
         let (a_used, b_mig_used, b_l40s_used, c_used) =
             (32_361.0 * MIB, 16_959.0 * MIB, 1_234.0 * MIB, 2_768.0 * MIB);
+        let (d0_used, d1_used) = (43_520.0 * MIB, 55_296.0 * MIB);
+        let (d_total, d_reserved) = (81_559.0 * MIB, 512.0 * MIB);
         match (title, ref_id) {
-            ("Nodes reporting", "A") => assert_values(&what, got, &[(String::new(), 3.0)]),
-            ("GPUs seen", "A") => assert_values(&what, got, &[(String::new(), 4.0)]),
+            // Fleet-wide: node D is the fourth node, its two H100s the fifth and sixth GPUs.
+            ("Nodes reporting", "A") => assert_values(&what, got, &[(String::new(), 4.0)]),
+            ("GPUs seen", "A") => assert_values(&what, got, &[(String::new(), 6.0)]),
             ("GPU memory used by node, of total − reserved", "A") => assert_values(
                 &what,
                 got,
@@ -196,12 +273,21 @@ impl Fleet {
                         (b_mig_used + b_l40s_used) / ((143_771.0 - 614.0 + 46_068.0 - 609.0) * MIB),
                     ),
                     (c.clone(), c_used / (32_768.0 * MIB)),
+                    (
+                        d.clone(),
+                        (d0_used + d1_used) / (2.0 * (d_total - d_reserved)),
+                    ),
                 ],
             ),
             ("Exporter health", "A") => assert_values(
                 &what,
                 got,
-                &[(a.clone(), 1.0), (b.clone(), 1.0), (c.clone(), 1.0)],
+                &[
+                    (a.clone(), 1.0),
+                    (b.clone(), 1.0),
+                    (c.clone(), 1.0),
+                    (d.clone(), 1.0),
+                ],
             ),
             ("Exporter health", "B") => {
                 assert!(
@@ -211,7 +297,12 @@ impl Fleet {
                 assert_values(
                     &what,
                     got,
-                    &[(a.clone(), 1.0), (b.clone(), 1.0), (c.clone(), 1.0)],
+                    &[
+                        (a.clone(), 1.0),
+                        (b.clone(), 1.0),
+                        (c.clone(), 1.0),
+                        (d.clone(), 1.0),
+                    ],
                 );
             }
             ("GPU memory by node", "A") => assert_values(
@@ -221,6 +312,7 @@ impl Fleet {
                     (a.clone(), 143_771.0 * MIB),
                     (b.clone(), (143_771.0 + 46_068.0) * MIB),
                     (c.clone(), 32_768.0 * MIB),
+                    (d.clone(), 2.0 * d_total),
                 ],
             ),
             ("GPU memory by node", "B") => assert_values(
@@ -230,6 +322,7 @@ impl Fleet {
                     (a.clone(), a_used),
                     (b.clone(), b_mig_used + b_l40s_used),
                     (c.clone(), c_used),
+                    (d.clone(), d0_used + d1_used),
                 ],
             ),
             ("GPU memory by node", "C") => assert_values(
@@ -239,6 +332,10 @@ impl Fleet {
                     (a.clone(), 110_796.0 * MIB),
                     (b.clone(), (126_198.0 + 44_225.0) * MIB),
                     (c.clone(), 30_000.0 * MIB),
+                    (
+                        d.clone(),
+                        2.0 * d_total - 2.0 * d_reserved - d0_used - d1_used,
+                    ),
                 ],
             ),
             ("GPU memory: reserved / used by processes / not visible / free", "A") => {
@@ -249,6 +346,8 @@ impl Fleet {
                         (k(a, "0"), 614.0 * MIB),
                         (k(b, "0"), 614.0 * MIB),
                         (k(b, "1"), 609.0 * MIB),
+                        (k(d, "0"), d_reserved),
+                        (k(d, "1"), d_reserved),
                     ],
                 );
             }
@@ -261,11 +360,22 @@ impl Fleet {
                         (k(b, "0"), b_mig_used),
                         (k(b, "1"), b_l40s_used),
                         (k(c, "0"), c_used),
+                        (k(d, "0"), d0_used),
+                        (k(d, "1"), d1_used),
                     ],
                 );
             }
             ("GPU memory: reserved / used by processes / not visible / free", "C") => {
-                assert_values(&what, got, &[(k(a, "0"), 3_689.0 * MIB), (k(b, "1"), 0.0)]);
+                assert_values(
+                    &what,
+                    got,
+                    &[
+                        (k(a, "0"), 3_689.0 * MIB),
+                        (k(b, "1"), 0.0),
+                        (k(d, "0"), 0.0),
+                        (k(d, "1"), 0.0),
+                    ],
+                );
             }
             ("GPU memory: reserved / used by processes / not visible / free", "D") => {
                 assert_values(
@@ -276,6 +386,8 @@ impl Fleet {
                         (k(b, "0"), 126_198.0 * MIB),
                         (k(b, "1"), 44_225.0 * MIB),
                         (k(c, "0"), 30_000.0 * MIB),
+                        (k(d, "0"), d_total - d_reserved - d0_used),
+                        (k(d, "1"), d_total - d_reserved - d1_used),
                     ],
                 );
             }
@@ -287,6 +399,8 @@ impl Fleet {
                     (k(b, "0"), b_mig_used / ((143_771.0 - 614.0) * MIB)),
                     (k(b, "1"), b_l40s_used / ((46_068.0 - 609.0) * MIB)),
                     (k(c, "0"), c_used / (32_768.0 * MIB)),
+                    (k(d, "0"), d0_used / (d_total - d_reserved)),
+                    (k(d, "1"), d1_used / (d_total - d_reserved)),
                 ],
             ),
             ("GPUs", "A") => {
@@ -298,6 +412,8 @@ impl Fleet {
                         (k(b, "0"), 1.0),
                         (k(b, "1"), 1.0),
                         (k(c, "0"), 1.0),
+                        (k(d, "0"), 1.0),
+                        (k(d, "1"), 1.0),
                     ],
                 );
                 let models: BTreeSet<(&str, &str, &str)> = got
@@ -316,6 +432,12 @@ impl Fleet {
                     models.contains(&(C_UUID, "Tesla V100-SXM2-32GB", "")),
                     "{what}: {models:?}"
                 );
+                for uuid in D_UUIDS {
+                    assert!(
+                        models.contains(&(uuid, "NVIDIA H100 80GB HBM3", "")),
+                        "{what}: {models:?}"
+                    );
+                }
                 assert!(
                     got.iter()
                         .any(|s| s.label("pci_bus_id") == "00000000:18:00.0"),
@@ -323,26 +445,100 @@ impl Fleet {
                 );
             }
             ("Top processes by GPU memory", "A") => {
-                assert_values(
-                    &what,
-                    got,
-                    &[
-                        (k(a, &format!("0/{p1}")), 20_480.0 * MIB),
-                        (k(a, &format!("0/{p2}")), 8_192.0 * MIB),
-                        (k(b, &format!("1/{p2}")), 1_200.0 * MIB),
-                        (k(c, &format!("0/{p3}")), 2_000.0 * MIB),
-                    ],
-                );
+                let mut want = vec![
+                    (k(a, &format!("0/{p1}")), 20_480.0 * MIB),
+                    (k(a, &format!("0/{p2}")), 8_192.0 * MIB),
+                    (k(b, &format!("1/{p2}")), 1_200.0 * MIB),
+                    (k(c, &format!("0/{p3}")), 2_000.0 * MIB),
+                ];
+                for (pid, gpu, m) in D_PROCESSES {
+                    #[allow(clippy::cast_precision_loss)] // MiB counts far below 2^52
+                    want.push((k(d, &format!("{gpu}/{pid}")), m as f64 * MIB));
+                }
+                assert_values(&what, got, &want);
                 for s in got {
-                    assert_eq!(s.label("process"), "sleep", "{what}: {s:?}");
                     assert!(!s.label("uuid").is_empty(), "{what}: {s:?}");
+                    if s.label("instance") != d {
+                        assert_eq!(s.label("process"), "sleep", "{what}: {s:?}");
+                        continue;
+                    }
+                    // Node D's: the fixture's names, and the pod of each as the kubelet names it.
+                    let (process, namespace, pod) = match s.label("pid") {
+                        "4242" => ("python3", "ml-team", "trainer-0"),
+                        "4250" => ("vector", "ml-team", "trainer-0"),
+                        "4300" => ("python3", "inference", "vllm-7d9f8b6c4-x2k9p"),
+                        "4400" => ("python3", "ml-team", "notebook-alice"),
+                        "4500" => ("python3", "", "2d3e4f5a-6b7c-4d8e-9fa0-b1c2d3e4f5a6"),
+                        "4600" => ("python3", "", "3e4f5a6b-7c8d-4e9f-a0b1-c2d3e4f5a6b7"),
+                        "4700" => ("ffmpeg", "", ""),
+                        "4800" => ("Xorg", "", ""),
+                        pid => panic!("{what}: pid {pid} on node D"),
+                    };
+                    assert_eq!(
+                        (s.label("process"), s.label("namespace"), s.label("pod")),
+                        (process, namespace, pod),
+                        "{what}: {s:?}"
+                    );
                 }
             }
             ("Processes per GPU", "A") => assert_values(
                 &what,
                 got,
-                &[(k(a, "0"), 2.0), (k(b, "1"), 1.0), (k(c, "0"), 1.0)],
+                &[
+                    (k(a, "0"), 2.0),
+                    (k(b, "1"), 1.0),
+                    (k(c, "0"), 1.0),
+                    (k(d, "0"), 5.0),
+                    (k(d, "1"), 4.0),
+                ],
             ),
+            // Node D's pods: ml-team holds trainer-0 (GPU 0: 30,720 MiB of its worker and 512 of
+            // its log shipper; GPU 1: 30,720 of the worker) and notebook-alice (6,144), inference
+            // vllm-… (20,480); the two pods the kubelet's logs do not name, 4,096 and 3,072, are
+            // `?`. The docker container and the host service are in no pod: not counted.
+            ("GPU memory per namespace", "A") => assert_labelled(
+                &what,
+                got,
+                &["namespace"],
+                &[
+                    ("ml-team".into(), 68_096.0 * MIB),
+                    ("inference".into(), 20_480.0 * MIB),
+                    ("?".into(), 7_168.0 * MIB),
+                ],
+            ),
+            ("GPU memory per pod", "A") => {
+                assert_labelled(
+                    &what,
+                    got,
+                    &["instance", "gpu", "namespace", "pod"],
+                    &[
+                        (k(d, "0/ml-team/trainer-0"), 31_232.0 * MIB),
+                        (k(d, "1/ml-team/trainer-0"), 30_720.0 * MIB),
+                        (k(d, "1/inference/vllm-7d9f8b6c4-x2k9p"), 20_480.0 * MIB),
+                        (k(d, "0/ml-team/notebook-alice"), 6_144.0 * MIB),
+                        (
+                            k(d, "0//2d3e4f5a-6b7c-4d8e-9fa0-b1c2d3e4f5a6"),
+                            4_096.0 * MIB,
+                        ),
+                        (
+                            k(d, "1//3e4f5a6b-7c8d-4e9f-a0b1-c2d3e4f5a6b7"),
+                            3_072.0 * MIB,
+                        ),
+                    ],
+                );
+                // Largest first, as the query answers (the table sorts by memory too).
+                assert!(
+                    got.windows(2).all(|w| w[0].value >= w[1].value),
+                    "{what}: not largest first: {got:?}"
+                );
+                for s in got {
+                    assert_eq!(
+                        s.label("uuid"),
+                        D_UUIDS[usize::from(s.label("gpu") == "1")],
+                        "{what}"
+                    );
+                }
+            }
             ("MIG instances", ref_id) => {
                 let (gi2, gi9) = match ref_id {
                     "A" => (71_424.0, 16_384.0),
@@ -385,6 +581,55 @@ fn panel_queries(dashboard: &serde_json::Value) -> Vec<(String, String, String)>
     out
 }
 
+/// The layout Grafana draws: rows top to bottom, each followed by its panels, which lie between
+/// it and the next row and overlap no other panel; each row starts where the panels above end.
+#[test]
+fn panels_lie_row_by_row_without_overlap() {
+    let path = support::workspace().join("deploy/grafana/hypomnesis.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap();
+    let grid = |p: &serde_json::Value, k: &str| p["gridPos"][k].as_u64().unwrap();
+    let ids: BTreeSet<u64> = panels.iter().map(|p| p["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), panels.len(), "panel ids repeat");
+    assert_eq!(panels[0]["type"], "row", "the first panel is not a row");
+    // Each panel's title, box (x, y, w, h), and whether it is a row.
+    let boxes: Vec<(&str, [u64; 4], bool)> = panels
+        .iter()
+        .map(|p| {
+            let b = [grid(p, "x"), grid(p, "y"), grid(p, "w"), grid(p, "h")];
+            (p["title"].as_str().unwrap(), b, p["type"] == "row")
+        })
+        .collect();
+    for (title, [x, _, w, h], row) in &boxes {
+        assert!(*w > 0 && *h > 0 && x + w <= 24, "{title}: {x}, {w}, {h}");
+        if *row {
+            assert_eq!((*x, *w, *h), (0, 24, 1), "{title}: a row is the full width");
+        }
+    }
+    for (i, (t1, [x1, y1, w1, h1], _)) in boxes.iter().enumerate() {
+        for (t2, [x2, y2, w2, h2], _) in &boxes[i + 1..] {
+            let apart = x1 + w1 <= *x2 || x2 + w2 <= *x1 || y1 + h1 <= *y2 || y2 + h2 <= *y1;
+            assert!(apart, "{t1} and {t2} overlap");
+        }
+    }
+    // Below each row, its panels; the next row where the lowest of them ends.
+    let mut bottom = 0;
+    let mut row_y = 0;
+    for (title, [_, y, _, h], row) in &boxes {
+        if *row {
+            assert_eq!(
+                *y, bottom,
+                "{title}: the row does not start where the panels above end"
+            );
+            row_y = *y;
+        } else {
+            assert!(*y > row_y, "{title} lies above its row");
+        }
+        bottom = bottom.max(y + h);
+    }
+}
+
 fn wait_for_all(prometheus: &Prometheus, n: usize) {
     let until = Instant::now() + Duration::from_secs(90);
     // Two scrapes of each target, so that no query sees a half-ingested node.
@@ -423,13 +668,42 @@ fn every_panel_query_returns_the_nodes_figures() {
     let a = Server::start(FakeVariant::Modern, &node_a(pids[0], pids[1]), &[]);
     let b = Server::start(FakeVariant::Modern, &node_b(pids[1]), &[]);
     let c = Server::start(FakeVariant::PreR510, &node_c(pids[2]), &[]);
-    let addrs: [SocketAddr; 3] = [a.addr, b.addr, c.addr];
+    // Node D: the kubelet fixture's processes (its procfs) and log layout (its rootfs).
+    let kubelet = support::fixtures("kubelet");
+    let (procfs, rootfs) = (kubelet.join("proc"), kubelet.join("rootfs"));
+    let d = Server::start(
+        FakeVariant::Modern,
+        &node_d(),
+        &[
+            "--procfs",
+            procfs.to_str().unwrap(),
+            "--rootfs",
+            rootfs.to_str().unwrap(),
+        ],
+    );
+    let addrs: [SocketAddr; 4] = [a.addr, b.addr, c.addr, d.addr];
     let prometheus = Prometheus::start(&binary, &addrs);
-    wait_for_all(&prometheus, 3);
+    wait_for_all(&prometheus, 4);
+    // The sleepers run in this test's cgroup: were that a Kubernetes pod's, nodes A to C would
+    // export their memory as that pod's, and the Kubernetes panels would not show node D's
+    // pods alone, which their expectations below assume.
+    let ambient = query(
+        &prometheus,
+        &format!(
+            "hypomnesis_gpu_pod_memory_bytes{{instance!=\"{}\"}}",
+            d.addr
+        ),
+    );
+    assert!(
+        ambient.is_empty(),
+        "nodes A to C see this test's processes in a Kubernetes pod (the test runs in one), \
+         so the Kubernetes panels would not show node D's pods alone: {ambient:?}"
+    );
     let fleet = Fleet {
         a: a.addr.to_string(),
         b: b.addr.to_string(),
         c: c.addr.to_string(),
+        d: d.addr.to_string(),
         pids,
     };
 
@@ -438,6 +712,7 @@ fn every_panel_query_returns_the_nodes_figures() {
     check_panels(&queries, &prometheus, &fleet);
     check_stack(&queries, &prometheus);
     check_one_node_and_gpu(&queries, &prometheus, &fleet);
+    check_namespaces_picked(&queries, &prometheus);
     drop(sleepers);
 }
 
@@ -458,13 +733,19 @@ fn check_variables(dashboard: &serde_json::Value, prometheus: &Prometheus, fleet
         .collect();
     assert_eq!(
         nodes,
-        BTreeSet::from([fleet.a.clone(), fleet.b.clone(), fleet.c.clone()])
+        BTreeSet::from([
+            fleet.a.clone(),
+            fleet.b.clone(),
+            fleet.c.clone(),
+            fleet.d.clone()
+        ])
     );
     let gpus_of_b: BTreeSet<String> = query(
         prometheus,
         &substitute(
             &label_values(&definition("gpu")),
             &regex_escape(&fleet.b),
+            ".*",
             ".*",
         ),
     )
@@ -474,6 +755,17 @@ fn check_variables(dashboard: &serde_json::Value, prometheus: &Prometheus, fleet
     assert_eq!(
         gpus_of_b,
         BTreeSet::from([B_MIG_UUID.into(), B_L40S_UUID.into()])
+    );
+    // The namespaces of the pods the kubelet's logs name: those of node D. (The pods they do not
+    // name have no namespace label, which Grafana's `label_values` does not list.)
+    let namespaces: BTreeSet<String> = query(prometheus, &label_values(&definition("namespace")))
+        .iter()
+        .map(|s| s.label("namespace").to_string())
+        .filter(|n| !n.is_empty())
+        .collect();
+    assert_eq!(
+        namespaces,
+        BTreeSet::from(["inference".into(), "ml-team".into()])
     );
     for v in vars.iter().filter(|v| v["type"] == "query") {
         assert_eq!(
@@ -488,7 +780,7 @@ fn check_panels(queries: &[(String, String, String)], prometheus: &Prometheus, f
     // Every panel query: all nodes and GPUs, with the values each node has.
     assert!(queries.len() >= 15, "{} queries", queries.len());
     for (title, ref_id, expr) in queries {
-        let got = query(prometheus, &substitute(expr, ".*", ".*"));
+        let got = query(prometheus, &substitute(expr, ".*", ".*", ".*"));
         assert!(
             !got.is_empty(),
             "{title} / {ref_id} returned no data: {expr}"
@@ -503,7 +795,7 @@ fn check_stack(queries: &[(String, String, String)], prometheus: &Prometheus) {
     let stacked = "GPU memory: reserved / used by processes / not visible / free";
     let mut sums: BTreeMap<String, f64> = BTreeMap::new();
     for (_, _, expr) in queries.iter().filter(|(t, _, _)| t == stacked) {
-        for (key, v) in by_key(&query(prometheus, &substitute(expr, ".*", ".*"))) {
+        for (key, v) in by_key(&query(prometheus, &substitute(expr, ".*", ".*", ".*"))) {
             *sums.entry(key).or_default() += v;
         }
     }
@@ -526,20 +818,87 @@ fn check_one_node_and_gpu(
     prometheus: &Prometheus,
     fleet: &Fleet,
 ) {
-    // One node and one GPU picked: only theirs.
-    let node = regex_escape(&fleet.b);
-    for (title, ref_id, expr) in queries {
-        for s in query(prometheus, &substitute(expr, &node, B_L40S_UUID)) {
-            let instance = s.label("instance");
-            assert!(
-                instance.is_empty() || instance == fleet.b,
-                "{title} / {ref_id} with node B picked: {s:?}"
+    // One node and one GPU picked: only theirs (node B's L40S, node D's second H100).
+    for (picked, gpu) in [(&fleet.b, B_L40S_UUID), (&fleet.d, D_UUIDS[1])] {
+        let node = regex_escape(picked);
+        for (title, ref_id, expr) in queries {
+            let got = query(prometheus, &substitute(expr, &node, gpu, ".*"));
+            for s in &got {
+                let instance = s.label("instance");
+                assert!(
+                    instance.is_empty() || instance == picked,
+                    "{title} / {ref_id} with node {picked} picked: {s:?}"
+                );
+                let uuid = s.label("uuid");
+                assert!(
+                    uuid.is_empty() || uuid == gpu,
+                    "{title} / {ref_id} with GPU {gpu} picked: {s:?}"
+                );
+            }
+            // The pods of node D's second H100: trainer-0's worker, vllm-… and a pod not named.
+            if gpu == D_UUIDS[1] && title == "GPU memory per namespace" {
+                assert_labelled(
+                    title,
+                    &got,
+                    &["namespace"],
+                    &[
+                        ("ml-team".into(), 30_720.0 * MIB),
+                        ("inference".into(), 20_480.0 * MIB),
+                        ("?".into(), 3_072.0 * MIB),
+                    ],
+                );
+            }
+            if gpu == D_UUIDS[1] && title == "GPU memory per pod" {
+                assert_labelled(
+                    title,
+                    &got,
+                    &["pod"],
+                    &[
+                        ("trainer-0".into(), 30_720.0 * MIB),
+                        ("vllm-7d9f8b6c4-x2k9p".into(), 20_480.0 * MIB),
+                        ("3e4f5a6b-7c8d-4e9f-a0b1-c2d3e4f5a6b7".into(), 3_072.0 * MIB),
+                    ],
+                );
+            }
+        }
+    }
+}
+
+fn check_namespaces_picked(queries: &[(String, String, String)], prometheus: &Prometheus) {
+    // The panels of pods filter on the namespace variable: one namespace picked, or two (as
+    // Grafana writes a multi-value regex), only theirs, not the pods of no known namespace.
+    let of_pods: Vec<_> = queries
+        .iter()
+        .filter(|(_, _, expr)| expr.contains("hypomnesis_gpu_pod_memory_bytes"))
+        .collect();
+    assert_eq!(of_pods.len(), 2, "{of_pods:?}");
+    for (title, ref_id, expr) in of_pods {
+        assert!(
+            expr.contains("namespace=~\"$namespace\""),
+            "{title} / {ref_id} does not filter on $namespace: {expr}"
+        );
+        for (picked, want) in [
+            ("ml-team", &["ml-team"][..]),
+            ("(inference|ml-team)", &["inference", "ml-team"]),
+        ] {
+            let got = query(prometheus, &substitute(expr, ".*", ".*", picked));
+            let namespaces: BTreeSet<&str> = got.iter().map(|s| s.label("namespace")).collect();
+            assert_eq!(
+                namespaces,
+                want.iter().copied().collect(),
+                "{title} / {ref_id} with {picked} picked: {got:?}"
             );
-            let uuid = s.label("uuid");
-            assert!(
-                uuid.is_empty() || uuid == B_L40S_UUID,
-                "{title} / {ref_id} with the L40S picked: {s:?}"
-            );
+            // The figures stay each namespace's whole: ml-team's 68,096 MiB, inference's 20,480.
+            if title == "GPU memory per namespace" {
+                let want: Vec<(String, f64)> = want
+                    .iter()
+                    .map(|n| {
+                        let mib = if *n == "ml-team" { 68_096.0 } else { 20_480.0 };
+                        ((*n).to_string(), mib * MIB)
+                    })
+                    .collect();
+                assert_labelled(title, &got, &["namespace"], &want);
+            }
         }
     }
 }
