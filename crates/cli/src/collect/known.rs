@@ -72,7 +72,7 @@ impl Known {
     }
 
     /// How many processes are remembered.
-    #[cfg(test)]
+    #[cfg(all(test, target_os = "linux"))]
     fn len(&self) -> usize {
         self.by_pid.len()
     }
