@@ -1,14 +1,20 @@
-//! Which pod the kubelet allocated each GPU to, from the kubelet's pod-resources API.
+//! Which pod the kubelet allocated each GPU to, from the kubelet's pod-resources API (gRPC over
+//! its Unix socket, by default [`DEFAULT_SOCKET`]).
 //!
+//! - `podresources`: the client, its messages and its errors ([`list`], [`list_blocking`]);
 //! - `devices`: device ids as the NVIDIA device plugin writes them, read into [`DeviceRef`];
 //! - here: an [`Allocation`] per device a container holds, and [`assign`], which maps them onto
 //!   this node's GPUs.
+//!
+//! The client needs a Unix socket; elsewhere (Windows) [`list`] says the API is not available.
 
 pub mod devices;
+pub mod podresources;
 
 use std::collections::BTreeMap;
 
 pub use devices::DeviceRef;
+pub use podresources::{DEFAULT_SOCKET, PodResourcesError, list, list_blocking};
 
 /// Resource names of this prefix are GPU allocations (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`,
 /// `nvidia.com/gpu.shared`); devices of other resources are left out.
