@@ -10,6 +10,8 @@
 
 pub mod devices;
 pub mod podresources;
+#[cfg(all(test, unix))]
+mod tests;
 
 use std::collections::BTreeMap;
 
