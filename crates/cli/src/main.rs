@@ -4,7 +4,8 @@
 //! - `collect`: the one sampler, the loop's pace, the command a run starts;
 //! - `cmd`: one module per subcommand, folding what was collected into a result;
 //! - `view`: pure renderers of those results (text, JSON, CSV, SVG, roff);
-//! - `top`: the full-screen view (its model, state and drawing), behind the `top` feature.
+//! - `top`: the full-screen view (its model, state and drawing), behind the `top` feature;
+//! - `kube`: which pod the kubelet allocated each GPU to, behind the `kubernetes` feature.
 //!
 //! Arrows point one way: cli → cmd and top → collect and view; view and collect → the library.
 
@@ -13,6 +14,11 @@ mod cli;
 mod cmd;
 mod collect;
 mod help;
+// Not used yet: `hmn serve` is to read it (issue 25); the allowance (its re-exports unread too)
+// goes when it does.
+#[cfg(feature = "kubernetes")]
+#[allow(dead_code, unused_imports)]
+mod kube;
 mod outcome;
 #[cfg(feature = "top")]
 mod top;

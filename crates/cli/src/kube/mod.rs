@@ -1,0 +1,209 @@
+//! Which pod the kubelet allocated each GPU to, from the kubelet's pod-resources API (gRPC over
+//! its Unix socket, by default [`DEFAULT_SOCKET`]).
+//!
+//! - `podresources`: the client, its messages and its errors ([`list`], [`list_blocking`]);
+//! - `devices`: device ids as the NVIDIA device plugin writes them, read into [`DeviceRef`];
+//! - here: an [`Allocation`] per device a container holds, and [`assign`], which maps them onto
+//!   this node's GPUs.
+//!
+//! The client needs a Unix socket; elsewhere (Windows) [`list`] says the API is not available.
+
+pub mod devices;
+pub mod podresources;
+#[cfg(all(test, unix))]
+mod tests;
+
+use std::collections::BTreeMap;
+
+pub use devices::DeviceRef;
+pub use podresources::{DEFAULT_SOCKET, PodResourcesError, list, list_blocking};
+
+/// Resource names of this prefix are GPU allocations (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`,
+/// `nvidia.com/gpu.shared`); devices of other resources are left out.
+pub const GPU_RESOURCE_PREFIX: &str = "nvidia.com/";
+
+/// One device the kubelet allocated to a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The container's name.
+    pub container: String,
+    /// The resource the device was allocated as (`nvidia.com/gpu`, …).
+    pub resource: String,
+    /// The device, its replica suffix taken off.
+    pub device: DeviceRef,
+    /// The time-slicing replica the id named (`::N`, `-N`), if any.
+    pub replica: Option<u32>,
+}
+
+impl Allocation {
+    /// The container this allocation is to.
+    pub fn holder(&self) -> Holder {
+        Holder {
+            namespace: self.namespace.clone(),
+            pod: self.pod.clone(),
+            container: self.container.clone(),
+        }
+    }
+}
+
+/// A container, by its pod's namespace and name and its own name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Holder {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The container's name.
+    pub container: String,
+}
+
+/// This node's GPUs and MIG instances, as the measurement names them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeDevices<'a> {
+    /// Each GPU's index and UUID (`GPU-…`).
+    pub gpus: &'a [(u32, String)],
+    /// Each MIG instance's UUID (`MIG-…`) and the index of the GPU it is on.
+    pub migs: &'a [(String, u32)],
+}
+
+/// The allocations laid onto this node's GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Assignment {
+    /// Per GPU index of the node, every one of them: the containers allocated the GPU, a MIG
+    /// instance of it or a replica of either, each once, in the order the kubelet listed them.
+    pub by_gpu: BTreeMap<u32, Vec<Holder>>,
+    /// The allocations naming a device this node does not have (or an id not understood),
+    /// reported rather than dropped.
+    pub unknown: Vec<Allocation>,
+}
+
+/// Lays `allocations` onto the node's GPUs: a GPU by its UUID or index, a MIG instance by its
+/// UUID (or, the older form, the GPU UUID within it) or its GPU's index.
+pub fn assign(allocations: &[Allocation], node: NodeDevices<'_>) -> Assignment {
+    let mut out = Assignment {
+        by_gpu: node.gpus.iter().map(|(i, _)| (*i, Vec::new())).collect(),
+        unknown: Vec::new(),
+    };
+    for allocation in allocations {
+        let gpu = match &allocation.device {
+            DeviceRef::Gpu { uuid } => gpu_by_uuid(node, uuid),
+            DeviceRef::Mig { uuid } => node
+                .migs
+                .iter()
+                .find(|(mig, _)| mig.eq_ignore_ascii_case(uuid))
+                .map(|(_, parent)| *parent)
+                .or_else(|| {
+                    let rest = uuid.get("MIG-".len()..)?;
+                    gpu_by_uuid(node, devices::legacy_mig_parent(rest)?)
+                }),
+            DeviceRef::Index(i) | DeviceRef::MigIndex { gpu: i, .. } => Some(*i),
+            DeviceRef::Other(_) => None,
+        };
+        match gpu.and_then(|i| out.by_gpu.get_mut(&i)) {
+            Some(holders) => {
+                let holder = allocation.holder();
+                if !holders.contains(&holder) {
+                    holders.push(holder);
+                }
+            }
+            None => out.unknown.push(allocation.clone()),
+        }
+    }
+    out
+}
+
+/// The index of the node's GPU of this UUID (hexadecimal digits of either case).
+fn gpu_by_uuid(node: NodeDevices<'_>, uuid: &str) -> Option<u32> {
+    node.gpus
+        .iter()
+        .find(|(_, u)| u.eq_ignore_ascii_case(uuid))
+        .map(|(i, _)| *i)
+}
+
+#[cfg(test)]
+mod assign_tests {
+    use super::*;
+
+    const GPU0: &str = "GPU-00000000-1111-2222-3333-444444444444";
+    const GPU1: &str = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+    const MIG: &str = "MIG-12345678-9abc-def0-1234-56789abcdef0";
+
+    fn at(pod: &str, container: &str, id: &str) -> Allocation {
+        let read = devices::parse(id);
+        Allocation {
+            namespace: "ns".to_owned(),
+            pod: pod.to_owned(),
+            container: container.to_owned(),
+            resource: "nvidia.com/gpu".to_owned(),
+            device: read.device,
+            replica: read.replica,
+        }
+    }
+
+    fn holder(pod: &str, container: &str) -> Holder {
+        at(pod, container, "0").holder()
+    }
+
+    #[test]
+    fn each_form_lands_on_its_gpu_and_strangers_are_reported() {
+        let gpus = [(0, GPU0.to_owned()), (1, GPU1.to_owned())];
+        let migs = [(MIG.to_owned(), 1)];
+        let node = NodeDevices {
+            gpus: &gpus,
+            migs: &migs,
+        };
+        let allocations = [
+            at("a", "c", &GPU0.to_uppercase()),
+            at("b", "c", &format!("{GPU1}::1")),
+            at("b", "c", &format!("{GPU1}-2")), // the same container again: listed once
+            at("m", "c", MIG),
+            at("l", "c", &format!("MIG-{GPU0}/1/0")),
+            at("i", "c", "1"),
+            at("j", "c", "0:3"),
+            at("x", "c", "GPU-99999999-1111-2222-3333-444444444444"),
+            at("x", "c", "MIG-99999999-1111-2222-3333-444444444444"),
+            at("x", "c", "7"),
+            at("x", "c", "7:0"),
+            at("x", "c", "what"),
+        ];
+        let got = assign(&allocations, node);
+        assert_eq!(
+            got.by_gpu,
+            BTreeMap::from([
+                (
+                    0,
+                    vec![holder("a", "c"), holder("l", "c"), holder("j", "c")]
+                ),
+                (
+                    1,
+                    vec![holder("b", "c"), holder("m", "c"), holder("i", "c")]
+                ),
+            ])
+        );
+        assert_eq!(got.unknown, allocations[7..].to_vec());
+    }
+
+    #[test]
+    fn a_node_without_gpus_reports_everything() {
+        let allocations = [at("a", "c", GPU0), at("b", "c", "0")];
+        let got = assign(&allocations, NodeDevices::default());
+        assert!(got.by_gpu.is_empty());
+        assert_eq!(got.unknown, allocations.to_vec());
+    }
+
+    #[test]
+    fn gpus_nobody_holds_are_listed_empty() {
+        let gpus = [(0, GPU0.to_owned()), (3, GPU1.to_owned())];
+        let node = NodeDevices {
+            gpus: &gpus,
+            migs: &[],
+        };
+        let got = assign(&[], node);
+        assert_eq!(got.by_gpu, BTreeMap::from([(0, vec![]), (3, vec![])]));
+        assert!(got.unknown.is_empty());
+    }
+}

@@ -1,0 +1,619 @@
+//! The pod-resources client against a kubelet stand-in over a real Unix socket: tonic's server
+//! side speaking gRPC over HTTP/2, its List method answering what each test sets.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::convert::Infallible;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use prost::Message as _;
+use tokio::sync::oneshot;
+use tonic::{Code, Status};
+
+use super::podresources::client::RawCodec;
+use super::podresources::{LIST_METHOD, PodResourcesError};
+use super::{Allocation, DeviceRef, Holder, NodeDevices, assign, list, list_blocking};
+
+const GPU0: &str = "GPU-8f2c1a3e-5b7d-4c9e-a1f0-2b3c4d5e6f70";
+const GPU1: &str = "GPU-1b2c3d4e-5f60-4718-89a0-bcdef0123456";
+const MIG: &str = "MIG-4c0ffee0-1234-5678-9abc-def012345678";
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// The API's messages with fields the client does not read (CPU ids, memory, topology), to
+/// show they are skipped.
+mod wire {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Response {
+        #[prost(message, repeated, tag = "1")]
+        pub pod_resources: Vec<Pod>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Pod {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(string, tag = "2")]
+        pub namespace: String,
+        #[prost(message, repeated, tag = "3")]
+        pub containers: Vec<Container>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Container {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(message, repeated, tag = "2")]
+        pub devices: Vec<Devices>,
+        #[prost(int64, repeated, tag = "3")]
+        pub cpu_ids: Vec<i64>,
+        #[prost(message, repeated, tag = "4")]
+        pub memory: Vec<Memory>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Devices {
+        #[prost(string, tag = "1")]
+        pub resource_name: String,
+        #[prost(string, repeated, tag = "2")]
+        pub device_ids: Vec<String>,
+        #[prost(message, optional, tag = "3")]
+        pub topology: Option<Topology>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Topology {
+        #[prost(message, repeated, tag = "1")]
+        pub nodes: Vec<Numa>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Numa {
+        #[prost(int64, tag = "1")]
+        pub id: i64,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Memory {
+        #[prost(string, tag = "1")]
+        pub memory_type: String,
+        #[prost(uint64, tag = "2")]
+        pub size: u64,
+    }
+}
+
+fn devices(resource: &str, ids: &[&str]) -> wire::Devices {
+    wire::Devices {
+        resource_name: resource.to_owned(),
+        device_ids: ids.iter().map(|s| (*s).to_owned()).collect(),
+        topology: Some(wire::Topology {
+            nodes: vec![wire::Numa { id: 1 }],
+        }),
+    }
+}
+
+fn container(name: &str, devices: Vec<wire::Devices>) -> wire::Container {
+    wire::Container {
+        name: name.to_owned(),
+        devices,
+        cpu_ids: vec![2, 3],
+        memory: vec![wire::Memory {
+            memory_type: "memory".to_owned(),
+            size: 1 << 30,
+        }],
+    }
+}
+
+fn pod(namespace: &str, name: &str, containers: Vec<wire::Container>) -> wire::Pod {
+    wire::Pod {
+        name: name.to_owned(),
+        namespace: namespace.to_owned(),
+        containers,
+    }
+}
+
+fn answer(pods: Vec<wire::Pod>) -> Bytes {
+    Bytes::from(
+        wire::Response {
+            pod_resources: pods,
+        }
+        .encode_to_vec(),
+    )
+}
+
+/// A fresh directory, removed when dropped (modes put back first, for a test that took them).
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new() -> Self {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("hmn-kube-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.0.join("kubelet.sock")
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o755));
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What the stand-in does with a List call.
+#[derive(Clone)]
+enum Reply {
+    /// Answers these message bytes.
+    Answer(Bytes),
+    /// Answers this status.
+    Fail(Code, &'static str),
+    /// Takes connections and never reads or writes on them.
+    Silent,
+    /// Serves gRPC without the List method (an older kubelet, another service).
+    NoMethod,
+}
+
+/// A kubelet stand-in serving on a socket in a directory of its own, on a thread of its own,
+/// stopped when dropped.
+struct Kubelet {
+    dir: Dir,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Kubelet {
+    fn start(reply: Reply) -> Self {
+        let dir = Dir::new();
+        let listener = std::os::unix::net::UnixListener::bind(dir.socket()).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let (stop, stopped) = oneshot::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(serve(listener, reply, stopped));
+        });
+        Self {
+            dir,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.socket()
+    }
+}
+
+impl Drop for Kubelet {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn serve(
+    listener: std::os::unix::net::UnixListener,
+    reply: Reply,
+    stopped: oneshot::Receiver<()>,
+) {
+    let listener = tokio::net::UnixListener::from_std(listener).unwrap();
+    if let Reply::Silent = reply {
+        let mut held = Vec::new();
+        tokio::pin!(stopped);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => held.push(accepted.unwrap().0),
+                _ = &mut stopped => return,
+            }
+        }
+    }
+    let service = tower::service_fn(move |request: http::Request<tonic::body::Body>| {
+        let reply = reply.clone();
+        async move {
+            if request.uri().path() != LIST_METHOD || matches!(reply, Reply::NoMethod) {
+                return Ok::<_, Infallible>(
+                    Status::unimplemented(request.uri().path()).into_http(),
+                );
+            }
+            let list = tower::service_fn(move |_: tonic::Request<Bytes>| {
+                let reply = reply.clone();
+                async move {
+                    match reply {
+                        Reply::Answer(bytes) => Ok(tonic::Response::new(bytes)),
+                        Reply::Fail(code, message) => Err(Status::new(code, message)),
+                        Reply::Silent | Reply::NoMethod => Err(Status::internal("unreachable")),
+                    }
+                }
+            });
+            Ok(tonic::server::Grpc::new(RawCodec)
+                .unary(list, request)
+                .await)
+        }
+    });
+    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+    tonic::transport::Server::builder()
+        .serve_with_incoming_shutdown(service, incoming, async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+}
+
+fn allocation(
+    namespace: &str,
+    pod: &str,
+    container: &str,
+    resource: &str,
+    device: DeviceRef,
+    replica: Option<u32>,
+) -> Allocation {
+    Allocation {
+        namespace: namespace.to_owned(),
+        pod: pod.to_owned(),
+        container: container.to_owned(),
+        resource: resource.to_owned(),
+        device,
+        replica,
+    }
+}
+
+fn gpu(uuid: &str) -> DeviceRef {
+    DeviceRef::Gpu {
+        uuid: uuid.to_owned(),
+    }
+}
+
+fn holder(namespace: &str, pod: &str, container: &str) -> Holder {
+    Holder {
+        namespace: namespace.to_owned(),
+        pod: pod.to_owned(),
+        container: container.to_owned(),
+    }
+}
+
+#[test]
+fn two_pods_their_gpus_mig_instances_and_replicas() {
+    let kubelet = Kubelet::start(Reply::Answer(answer(vec![
+        pod(
+            "ml",
+            "trainer-0",
+            vec![
+                container("train", vec![devices("nvidia.com/gpu", &[GPU0])]),
+                container(
+                    "eval",
+                    vec![
+                        devices("nvidia.com/mig-1g.10gb", &[MIG]),
+                        devices("example.com/fpga", &["fpga0"]),
+                    ],
+                ),
+            ],
+        ),
+        pod(
+            "web",
+            "infer-7",
+            vec![container(
+                "server",
+                vec![
+                    devices("intel.com/sriov", &["0000:3b:00.1"]),
+                    devices(
+                        "nvidia.com/gpu.shared",
+                        &[&format!("{GPU1}::1"), &format!("{GPU1}-2")],
+                    ),
+                ],
+            )],
+        ),
+        pod("kube-system", "no-devices", vec![container("c", vec![])]),
+    ])));
+    let got = list_blocking(&kubelet.socket(), DEADLINE).unwrap();
+    let shared = "nvidia.com/gpu.shared";
+    assert_eq!(
+        got,
+        vec![
+            allocation(
+                "ml",
+                "trainer-0",
+                "train",
+                "nvidia.com/gpu",
+                gpu(GPU0),
+                None
+            ),
+            allocation(
+                "ml",
+                "trainer-0",
+                "eval",
+                "nvidia.com/mig-1g.10gb",
+                DeviceRef::Mig {
+                    uuid: MIG.to_owned()
+                },
+                None
+            ),
+            allocation("web", "infer-7", "server", shared, gpu(GPU1), Some(1)),
+            allocation("web", "infer-7", "server", shared, gpu(GPU1), Some(2)),
+        ]
+    );
+    let gpus = [(0, GPU0.to_owned()), (1, GPU1.to_owned())];
+    let migs = [(MIG.to_owned(), 1)];
+    let node = NodeDevices {
+        gpus: &gpus,
+        migs: &migs,
+    };
+    let assignment = assign(&got, node);
+    assert_eq!(
+        assignment.by_gpu,
+        [
+            (0, vec![holder("ml", "trainer-0", "train")]),
+            (
+                1,
+                vec![
+                    holder("ml", "trainer-0", "eval"),
+                    holder("web", "infer-7", "server")
+                ]
+            ),
+        ]
+        .into()
+    );
+    assert!(assignment.unknown.is_empty());
+}
+
+#[test]
+fn the_async_call_from_a_runtime_and_the_blocking_one_within_it() {
+    let kubelet = Kubelet::start(Reply::Answer(answer(vec![pod(
+        "ns",
+        "p",
+        vec![container("c", vec![devices("nvidia.com/gpu", &["0", "1"])])],
+    )])));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let socket = kubelet.socket();
+    let (from_async, from_blocking) = runtime.block_on(async {
+        (
+            list(&socket, DEADLINE).await,
+            // Called where a runtime runs: the call moves to a thread of its own.
+            list_blocking(&socket, DEADLINE),
+        )
+    });
+    let want = vec![
+        allocation("ns", "p", "c", "nvidia.com/gpu", DeviceRef::Index(0), None),
+        allocation("ns", "p", "c", "nvidia.com/gpu", DeviceRef::Index(1), None),
+    ];
+    assert_eq!(from_async.unwrap(), want);
+    assert_eq!(from_blocking.unwrap(), want);
+}
+
+#[test]
+fn an_empty_node_answers_no_allocations() {
+    let kubelet = Kubelet::start(Reply::Answer(answer(vec![])));
+    assert_eq!(list_blocking(&kubelet.socket(), DEADLINE).unwrap(), vec![]);
+}
+
+#[test]
+fn gpus_this_node_does_not_have_are_reported() {
+    let stranger = "GPU-00000000-0000-0000-0000-000000000000";
+    let kubelet = Kubelet::start(Reply::Answer(answer(vec![
+        pod(
+            "a",
+            "here",
+            vec![container("c", vec![devices("nvidia.com/gpu", &[GPU0])])],
+        ),
+        pod(
+            "b",
+            "elsewhere",
+            vec![container(
+                "c",
+                vec![devices(
+                    "nvidia.com/gpu",
+                    &[&format!("{stranger}::3"), MIG, "5", "weird-id"],
+                )],
+            )],
+        ),
+    ])));
+    let got = list_blocking(&kubelet.socket(), DEADLINE).unwrap();
+    let gpus = [(0, GPU0.to_owned())];
+    let assignment = assign(
+        &got,
+        NodeDevices {
+            gpus: &gpus,
+            migs: &[],
+        },
+    );
+    assert_eq!(
+        assignment.by_gpu,
+        [(0, vec![holder("a", "here", "c")])].into()
+    );
+    let unknown: Vec<(&str, &DeviceRef, Option<u32>)> = assignment
+        .unknown
+        .iter()
+        .map(|a| (a.pod.as_str(), &a.device, a.replica))
+        .collect();
+    assert_eq!(
+        unknown,
+        vec![
+            ("elsewhere", &gpu(stranger), Some(3)),
+            (
+                "elsewhere",
+                &DeviceRef::Mig {
+                    uuid: MIG.to_owned()
+                },
+                None
+            ),
+            ("elsewhere", &DeviceRef::Index(5), None),
+            ("elsewhere", &DeviceRef::Other("weird-id".to_owned()), None),
+        ]
+    );
+}
+
+#[test]
+fn an_absent_socket_is_named() {
+    let dir = Dir::new();
+    for path in [dir.socket(), dir.0.join("no-such-dir/kubelet.sock")] {
+        let e = list_blocking(&path, DEADLINE).unwrap_err();
+        assert!(
+            matches!(&e, PodResourcesError::SocketMissing { path: p } if *p == path),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("/var/lib/kubelet/pod-resources"), "{text}");
+    }
+}
+
+#[test]
+fn a_socket_nothing_listens_on_is_refused() {
+    let dir = Dir::new();
+    drop(std::os::unix::net::UnixListener::bind(dir.socket()).unwrap());
+    let e = list_blocking(&dir.socket(), DEADLINE).unwrap_err();
+    assert!(
+        matches!(&e, PodResourcesError::Connect { source, .. }
+            if source.kind() == std::io::ErrorKind::ConnectionRefused),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("is the kubelet running?"), "{e}");
+}
+
+/// Whether this process opens `socket` whatever its modes say (root, `CAP_DAC_OVERRIDE`).
+fn modes_are_ignored(socket: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(socket).is_ok()
+}
+
+#[test]
+fn permission_denied_is_named_with_its_remedy() {
+    let kubelet = Kubelet::start(Reply::Answer(answer(vec![])));
+    let socket = kubelet.socket();
+    let mode = |path: &Path, m: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    // The socket closed to all; then its directory not searchable.
+    for (closed, open) in [(&socket, 0o777), (&kubelet.dir.0, 0o755)] {
+        mode(closed, 0o000);
+        let ignored = modes_are_ignored(&socket);
+        let e = list_blocking(&socket, DEADLINE);
+        mode(closed, open);
+        if ignored {
+            eprintln!(
+                "permission_denied_is_named_with_its_remedy: this process opens {} whatever its \
+                 mode (root): the denial is not tested here (connect_errors_are_told_apart is)",
+                closed.display()
+            );
+            continue;
+        }
+        let e = e.unwrap_err();
+        assert!(
+            matches!(&e, PodResourcesError::PermissionDenied { path } if *path == socket),
+            "{e:?}"
+        );
+        assert_permission_text(&e, &socket);
+    }
+    // Open again, it answers.
+    assert_eq!(list_blocking(&socket, DEADLINE).unwrap(), vec![]);
+}
+
+fn assert_permission_text(e: &PodResourcesError, socket: &Path) {
+    let text = e.to_string();
+    assert!(text.contains("permission denied"), "{text}");
+    assert!(text.contains(&socket.display().to_string()), "{text}");
+    assert!(
+        text.contains("/var/lib/kubelet/pod-resources mounted"),
+        "{text}"
+    );
+    assert!(text.contains("root or with the socket's group"), "{text}");
+}
+
+#[test]
+fn connect_errors_are_told_apart() {
+    use super::podresources::connect_error;
+    use std::io::{Error, ErrorKind};
+    let socket = Path::new("/k/kubelet.sock");
+    let e = connect_error(socket, Error::from(ErrorKind::PermissionDenied));
+    assert!(
+        matches!(&e, PodResourcesError::PermissionDenied { .. }),
+        "{e:?}"
+    );
+    assert_permission_text(&e, socket);
+    let e = connect_error(socket, Error::from(ErrorKind::NotFound));
+    assert!(
+        matches!(&e, PodResourcesError::SocketMissing { .. }),
+        "{e:?}"
+    );
+    let e = connect_error(socket, Error::from(ErrorKind::ConnectionReset));
+    assert!(matches!(&e, PodResourcesError::Connect { .. }), "{e:?}");
+    assert!(std::error::Error::source(&e).is_some());
+    assert!(!e.to_string().contains("is the kubelet running?"), "{e}");
+}
+
+#[test]
+fn a_server_that_never_answers_is_left_at_the_deadline() {
+    let kubelet = Kubelet::start(Reply::Silent);
+    let deadline = Duration::from_millis(300);
+    let start = Instant::now();
+    let e = list_blocking(&kubelet.socket(), deadline).unwrap_err();
+    let took = start.elapsed();
+    assert!(
+        matches!(&e, PodResourcesError::Timeout { deadline: d, .. } if *d == deadline),
+        "{e:?}"
+    );
+    assert!(took >= deadline, "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let text = e.to_string();
+    assert!(text.contains("did not answer within 300 ms"), "{text}");
+    assert!(
+        text.contains(&kubelet.socket().display().to_string()),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_grpc_error_status_is_passed_on() {
+    let kubelet = Kubelet::start(Reply::Fail(Code::PermissionDenied, "not for you"));
+    let e = list_blocking(&kubelet.socket(), DEADLINE).unwrap_err();
+    assert!(
+        matches!(&e, PodResourcesError::Status { code: 7, message, .. } if message == "not for you"),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("gRPC status PERMISSION_DENIED (7): not for you"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_server_without_the_method_says_unimplemented() {
+    let kubelet = Kubelet::start(Reply::NoMethod);
+    let e = list_blocking(&kubelet.socket(), DEADLINE).unwrap_err();
+    assert!(
+        matches!(&e, PodResourcesError::Status { code: 12, message, .. } if message == LIST_METHOD),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("UNIMPLEMENTED (12)"), "{e}");
+}
+
+#[test]
+fn an_answer_that_does_not_decode_is_malformed() {
+    // Field 1, length-delimited, claiming 100 bytes where 2 follow.
+    let kubelet = Kubelet::start(Reply::Answer(Bytes::from_static(&[0x0a, 100, 1, 2])));
+    let e = list_blocking(&kubelet.socket(), DEADLINE).unwrap_err();
+    assert!(matches!(&e, PodResourcesError::Malformed { .. }), "{e:?}");
+    assert!(e.to_string().contains("is malformed"), "{e}");
+}
