@@ -5,6 +5,7 @@
 //! in a driver call answers with the last figures marked stale. SIGTERM and Ctrl-C stop the
 //! server gracefully.
 
+mod allocation;
 mod check;
 mod conn;
 mod exporter;
@@ -65,6 +66,10 @@ pub struct ServeArgs {
     pub check: bool,
     #[command(flatten)]
     pub roots: RootArgs,
+    /// The kubelet's pod-resources socket, to say which pod each GPU is allocated to (default:
+    /// <rootfs>/var/lib/kubelet/pod-resources/kubelet.sock, when it exists).
+    #[arg(long, value_name = "PATH")]
+    pub pod_resources_socket: Option<std::path::PathBuf>,
 }
 
 /// A loopback address (IPv4-mapped IPv6 ones included).
@@ -130,6 +135,7 @@ async fn serve(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
         }
     };
     let addr = listener.local_addr()?;
+    allocation::configure(args.pod_resources_socket.as_deref());
     let app = router(Exporter::new(
         args.min_interval,
         Some(args.max_process_series),

@@ -11,12 +11,12 @@
 pub mod devices;
 pub mod podresources;
 #[cfg(all(test, unix))]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::BTreeMap;
 
 pub use devices::DeviceRef;
-pub use podresources::{DEFAULT_SOCKET, PodResourcesError, list, list_blocking};
+pub use podresources::{DEFAULT_SOCKET, list_blocking};
 
 /// Resource names of this prefix are GPU allocations (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`,
 /// `nvidia.com/gpu.shared`); devices of other resources are left out.

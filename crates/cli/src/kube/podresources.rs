@@ -76,6 +76,7 @@ pub enum PodResourcesError {
     /// The call's runtime could not be started.
     Runtime(std::io::Error),
     /// The API is a Unix socket: this platform has none.
+    #[cfg_attr(unix, allow(dead_code))]
     Unsupported,
 }
 

@@ -19,8 +19,8 @@ use tokio::sync::oneshot;
 use tonic::{Code, Status};
 
 use super::podresources::client::RawCodec;
-use super::podresources::{LIST_METHOD, PodResourcesError};
-use super::{Allocation, DeviceRef, Holder, NodeDevices, assign, list, list_blocking};
+use super::podresources::{LIST_METHOD, PodResourcesError, list};
+use super::{Allocation, DeviceRef, Holder, NodeDevices, assign, list_blocking};
 
 const GPU0: &str = "GPU-8f2c1a3e-5b7d-4c9e-a1f0-2b3c4d5e6f70";
 const GPU1: &str = "GPU-1b2c3d4e-5f60-4718-89a0-bcdef0123456";
@@ -89,7 +89,7 @@ mod wire {
     }
 }
 
-fn devices(resource: &str, ids: &[&str]) -> wire::Devices {
+pub(crate) fn devices(resource: &str, ids: &[&str]) -> wire::Devices {
     wire::Devices {
         resource_name: resource.to_owned(),
         device_ids: ids.iter().map(|s| (*s).to_owned()).collect(),
@@ -99,7 +99,7 @@ fn devices(resource: &str, ids: &[&str]) -> wire::Devices {
     }
 }
 
-fn container(name: &str, devices: Vec<wire::Devices>) -> wire::Container {
+pub(crate) fn container(name: &str, devices: Vec<wire::Devices>) -> wire::Container {
     wire::Container {
         name: name.to_owned(),
         devices,
@@ -111,7 +111,7 @@ fn container(name: &str, devices: Vec<wire::Devices>) -> wire::Container {
     }
 }
 
-fn pod(namespace: &str, name: &str, containers: Vec<wire::Container>) -> wire::Pod {
+pub(crate) fn pod(namespace: &str, name: &str, containers: Vec<wire::Container>) -> wire::Pod {
     wire::Pod {
         name: name.to_owned(),
         namespace: namespace.to_owned(),
@@ -119,7 +119,7 @@ fn pod(namespace: &str, name: &str, containers: Vec<wire::Container>) -> wire::P
     }
 }
 
-fn answer(pods: Vec<wire::Pod>) -> Bytes {
+pub(crate) fn answer(pods: Vec<wire::Pod>) -> Bytes {
     Bytes::from(
         wire::Response {
             pod_resources: pods,
@@ -129,7 +129,7 @@ fn answer(pods: Vec<wire::Pod>) -> Bytes {
 }
 
 /// A fresh directory, removed when dropped (modes put back first, for a test that took them).
-struct Dir(PathBuf);
+pub(crate) struct Dir(PathBuf);
 
 impl Dir {
     fn new() -> Self {
@@ -155,7 +155,7 @@ impl Drop for Dir {
 
 /// What the stand-in does with a List call.
 #[derive(Clone)]
-enum Reply {
+pub(crate) enum Reply {
     /// Answers these message bytes.
     Answer(Bytes),
     /// Answers this status.
@@ -168,14 +168,14 @@ enum Reply {
 
 /// A kubelet stand-in serving on a socket in a directory of its own, on a thread of its own,
 /// stopped when dropped.
-struct Kubelet {
+pub(crate) struct Kubelet {
     dir: Dir,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Kubelet {
-    fn start(reply: Reply) -> Self {
+    pub(crate) fn start(reply: Reply) -> Self {
         let dir = Dir::new();
         let listener = std::os::unix::net::UnixListener::bind(dir.socket()).unwrap();
         listener.set_nonblocking(true).unwrap();
@@ -195,7 +195,7 @@ impl Kubelet {
         }
     }
 
-    fn socket(&self) -> PathBuf {
+    pub(crate) fn socket(&self) -> PathBuf {
         self.dir.socket()
     }
 }

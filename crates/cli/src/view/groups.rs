@@ -29,6 +29,7 @@ pub enum GroupBy {
 
 impl GroupBy {
     /// The next grouping of `hmn top`'s `G` key: none, user, pod, namespace, container, none.
+    #[cfg_attr(not(feature = "top"), allow(dead_code))]
     pub fn next(group: Option<Self>) -> Option<Self> {
         match group {
             None => Some(Self::User),

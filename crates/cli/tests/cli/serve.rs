@@ -969,3 +969,44 @@ fn prometheus_scrapes_two_exporters() {
         .unwrap();
     assert_eq!(up["data"]["result"][0]["value"][1], "2", "{up}");
 }
+
+/// The kubelet's pod-resources socket: named and absent, a scrape says it is down (and the
+/// exporter says why on stderr, once); not named and absent where the rootfs has none (not a
+/// kubelet node), nothing is said of it.
+#[test]
+fn the_pod_resources_socket_is_reported_only_where_it_is_in_use() {
+    let missing = std::env::temp_dir().join(format!(
+        "hmn-no-kubelet-{}/kubelet.sock",
+        std::process::id()
+    ));
+    let server = Server::start(
+        FakeVariant::Modern,
+        &plain(),
+        &["--pod-resources-socket", missing.to_str().unwrap()],
+    );
+    let r = server.get("/metrics");
+    assert_eq!(
+        value(&r.body, "hypomnesis_pod_resources_up"),
+        Some("0".into()),
+        "{}",
+        r.body
+    );
+    assert!(
+        !r.body.contains("hypomnesis_gpu_allocation_info{"),
+        "{}",
+        r.body
+    );
+    let said = server.stderr.lock().unwrap().clone();
+    assert!(
+        said.contains("hmn: pod-resources:") && said.contains(missing.to_str().unwrap()),
+        "{said}"
+    );
+    let plain_server = Server::start(
+        FakeVariant::Modern,
+        &plain(),
+        &["--rootfs", support::empty_dir().to_str().unwrap()],
+    );
+    let r = plain_server.get("/metrics");
+    assert!(r.body.contains("hypomnesis_gpu_devices"), "{}", r.body);
+    assert!(!r.body.contains("pod_resources"), "{}", r.body);
+}

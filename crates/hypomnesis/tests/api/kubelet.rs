@@ -70,6 +70,7 @@ fn the_fixture_entries_parse_as_the_kubelet_names_them() {
     );
 }
 
+#[cfg(target_os = "linux")]
 fn run_child(case: &str, rootfs: Option<PathBuf>) {
     let mut cmd = support::child_command(module_path!());
     cmd.env("HMN_CHILD", case)

@@ -28,10 +28,12 @@ static KNOWN: Mutex<Option<Known>> = Mutex::new(None);
 /// loads libraries and may run `nvidia-smi`.
 pub fn measure() -> Sample {
     let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
-    sample_of(
+    let mut sample = sample_of(
         Sampler::new(WANT).frame(&[]),
         known.get_or_insert_with(Known::default),
-    )
+    );
+    sample.kube = super::allocation::read(&sample);
+    sample
 }
 
 /// The exposition's view of a frame, the processes named and placed through `known`. A host

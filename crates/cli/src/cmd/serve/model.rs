@@ -32,6 +32,8 @@ pub struct Sample {
     pub sources: Vec<SourceReport>,
     /// MIG GPU instances of the devices in MIG mode (memory counted once per GPU instance).
     pub mig: Vec<MigGpuInstance>,
+    /// Which pod the kubelet allocated each GPU to, where a pod-resources socket is in use.
+    pub kube: Option<super::allocation::KubeSample>,
 }
 
 impl Sample {

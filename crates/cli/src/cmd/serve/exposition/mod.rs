@@ -499,6 +499,38 @@ impl Exposition {
             bytes,
             &self.pods(),
         )?;
+        gauges(
+            e,
+            "gpu_pod_memory_outside_allocation",
+            "GPU memory a Kubernetes pod holds on a GPU the kubelet did not allocate to it (a container started with NVIDIA_VISIBLE_DEVICES=all, a privileged pod): the scheduler counts that GPU as free or as another pod's. Only where the pod-resources socket answers and the kubelet's logs name the pod.",
+            bytes,
+            &self.outside_allocation(),
+        )?;
+        gauges(
+            e,
+            "gpu_allocation_info",
+            "One series per GPU and container the kubelet allocated it to (the GPU, a MIG instance or a time-slicing replica of it), always 1; from the pod-resources socket.",
+            None,
+            &self.allocations(),
+        )?;
+        if let Some((up, unknown)) = self.pod_resources_status() {
+            single(
+                e,
+                "pod_resources_up",
+                "Whether the kubelet's pod-resources socket answered at the last measurement (1) or not (0); absent where none is in use.",
+                None,
+                up,
+            )?;
+            if let Some(n) = unknown {
+                single(
+                    e,
+                    "gpu_allocation_unknown_devices",
+                    "Devices the kubelet allocated that this node's GPUs are not (a UUID or index no GPU here has): their pods' allocations are not shown.",
+                    None,
+                    n,
+                )?;
+            }
+        }
         let (rows, dropped) = self.process_rows();
         gauges(
             e,

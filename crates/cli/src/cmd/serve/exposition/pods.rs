@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use hypomnesis::Container;
 
+use crate::kube::Assignment;
+
 use super::{Exposition, Known, gauge, known, label_value};
 
 /// The `pod` label: the pod's name, else its UID; `None` outside a pod.
@@ -19,12 +21,23 @@ pub(super) fn container_label(c: &Container) -> String {
     c.name.clone().unwrap_or_else(|| c.id.clone())
 }
 
+/// One pod's memory on one GPU.
+struct PodSum<'a> {
+    gpu: u32,
+    namespace: Option<&'a str>,
+    /// The pod's name, when the kubelet's logs give it.
+    name: Option<&'a str>,
+    /// Its `pod` label: the name, else the UID.
+    label: String,
+    used: u64,
+}
+
 impl Exposition {
-    /// One series per (GPU, pod): the memory of the pod's processes on that GPU, every process
-    /// counted once whatever lists have it and whether or not its own series is capped.
-    pub(super) fn pods(&self) -> Vec<(Known, i64)> {
-        // Keyed by the pod UID: two pods whose names are unknown are never merged.
-        let mut sums: BTreeMap<(u32, String), (Option<&str>, String, u64)> = BTreeMap::new();
+    /// Each pod's memory on each GPU, its processes added up, every process counted once
+    /// whatever lists have it and whether or not its own series is capped; keyed by the pod
+    /// UID, so two pods whose names are unknown are never merged.
+    fn pod_sums(&self) -> Vec<PodSum<'_>> {
+        let mut sums: BTreeMap<(u32, String), PodSum<'_>> = BTreeMap::new();
         for ((gpu, pid), held) in self.held() {
             let Some(c) = self
                 .sample
@@ -34,24 +47,95 @@ impl Exposition {
             else {
                 continue;
             };
-            let (Some(uid), Some(pod)) = (c.pod_uid.clone(), pod_label(c)) else {
+            let (Some(uid), Some(label)) = (c.pod_uid.clone(), pod_label(c)) else {
                 continue;
             };
-            let e = sums
-                .entry((gpu, uid))
-                .or_insert((c.namespace.as_deref(), pod, 0));
-            e.2 = e.2.saturating_add(held.used);
+            let e = sums.entry((gpu, uid)).or_insert(PodSum {
+                gpu,
+                namespace: c.namespace.as_deref(),
+                name: c.pod.as_deref(),
+                label,
+                used: 0,
+            });
+            e.used = e.used.saturating_add(held.used);
         }
-        sums.into_iter()
-            .map(|((gpu, _), (namespace, pod, used))| {
-                let labels = known([
-                    ("gpu", gpu.to_string()),
-                    ("uuid", self.uuid_of(gpu)),
-                    ("namespace", label_value(namespace.unwrap_or_default())),
-                    ("pod", label_value(&pod)),
-                ]);
-                (labels, gauge(used))
+        sums.into_values().collect()
+    }
+
+    /// One series per (GPU, pod): the memory of the pod's processes on that GPU.
+    pub(super) fn pods(&self) -> Vec<(Known, i64)> {
+        self.pod_sums()
+            .into_iter()
+            .map(|p| (self.pod_labels(&p), gauge(p.used)))
+            .collect()
+    }
+
+    fn pod_labels(&self, p: &PodSum<'_>) -> Known {
+        known([
+            ("gpu", p.gpu.to_string()),
+            ("uuid", self.uuid_of(p.gpu)),
+            ("namespace", label_value(p.namespace.unwrap_or_default())),
+            ("pod", label_value(&p.label)),
+        ])
+    }
+
+    /// The kubelet's answer, when it gave one.
+    fn assignment(&self) -> Option<&Assignment> {
+        self.sample.kube.as_ref()?.answer.as_ref().ok()
+    }
+
+    /// One series per (GPU, container) the kubelet allocated the GPU (or a MIG instance or a
+    /// replica of it) to, always 1.
+    pub(super) fn allocations(&self) -> Vec<(Known, i64)> {
+        let Some(a) = self.assignment() else {
+            return Vec::new();
+        };
+        a.by_gpu
+            .iter()
+            .flat_map(|(&gpu, holders)| {
+                holders.iter().map(move |h| {
+                    let labels = known([
+                        ("gpu", gpu.to_string()),
+                        ("uuid", self.uuid_of(gpu)),
+                        ("namespace", label_value(&h.namespace)),
+                        ("pod", label_value(&h.pod)),
+                        ("container", label_value(&h.container)),
+                    ]);
+                    (labels, 1)
+                })
             })
             .collect()
+    }
+
+    /// One series per (GPU, pod) for memory a pod holds on a GPU the kubelet did not allocate
+    /// to it (a container started with `NVIDIA_VISIBLE_DEVICES=all`, a privileged pod): pods
+    /// the kubelet's logs name only (the kubelet's answer names pods, not UIDs), on GPUs the
+    /// answer covers.
+    pub(super) fn outside_allocation(&self) -> Vec<(Known, i64)> {
+        let Some(a) = self.assignment() else {
+            return Vec::new();
+        };
+        self.pod_sums()
+            .into_iter()
+            .filter(|p| {
+                let (Some(ns), Some(name)) = (p.namespace, p.name) else {
+                    return false;
+                };
+                a.by_gpu.get(&p.gpu).is_some_and(|holders| {
+                    !holders.iter().any(|h| h.namespace == ns && h.pod == name)
+                })
+            })
+            .map(|p| (self.pod_labels(&p), gauge(p.used)))
+            .collect()
+    }
+
+    /// Whether the pod-resources socket answered (absent where none is in use), and how many
+    /// allocated devices this node does not have.
+    pub(super) fn pod_resources_status(&self) -> Option<(i64, Option<i64>)> {
+        let k = self.sample.kube.as_ref()?;
+        Some(match &k.answer {
+            Ok(a) => (1, Some(i64::try_from(a.unknown.len()).unwrap_or(i64::MAX))),
+            Err(_) => (0, None),
+        })
     }
 }

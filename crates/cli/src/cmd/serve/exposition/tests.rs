@@ -75,6 +75,7 @@ fn sample() -> Sample {
             report(GpuQuerySource::Drm, SourceState::Failed("no".into())),
         ],
         mig: Vec::new(),
+        kube: None,
     }
 }
 
@@ -589,4 +590,83 @@ fn pods_are_named_and_added_up_per_gpu() {
         3,
         "no pod series for a process in no pod: {text}"
     );
+}
+
+/// The kubelet's allocations: an info series per (GPU, container) it allocated, the memory of a
+/// named pod on a GPU not allocated to it as its own series (not the allocated pod's, not a pod
+/// whose names are unknown), whether the socket answered, and nothing of the kind when it did
+/// not.
+#[test]
+fn memory_outside_the_kubelets_allocation_is_its_own_series() {
+    use crate::cmd::serve::allocation::KubeSample;
+    use crate::kube::{Assignment, Holder};
+    let in_pod = |uid: &str, names: Option<(&str, &str)>| {
+        let mut c = ProcessContext::default();
+        c.container = hypomnesis::parse_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{CONTAINER}.scope\n",
+            uid.replace('-', "_")
+        ));
+        if let (Some(k), Some((ns, pod))) = (c.container.as_mut(), names) {
+            k.namespace = Some(ns.into());
+            k.pod = Some(pod.into());
+        }
+        c
+    };
+    let unnamed = "7b3c6d4e-2f3a-4b6c-9d0e-1f2a3b4c5d6e";
+    let mut s = sample();
+    s.processes = vec![
+        process(20, Some("python3"), 100 * MIB, 0),
+        process(21, Some("python3"), 30 * MIB, 0),
+        process(22, Some("python3"), 5 * MIB, 0),
+    ];
+    s.contexts = [
+        (20, in_pod(POD, Some(("ml", "trainer-0")))),
+        (
+            21,
+            in_pod(
+                "8c4d7e5f-3a4b-4c7d-8e1f-2a3b4c5d6e7f",
+                Some(("ml", "notebook")),
+            ),
+        ),
+        (22, in_pod(unnamed, None)),
+    ]
+    .into_iter()
+    .collect();
+    let holder = Holder {
+        namespace: "ml".into(),
+        pod: "trainer-0".into(),
+        container: "worker".into(),
+    };
+    s.kube = Some(KubeSample {
+        answer: Ok(Assignment {
+            by_gpu: [(0, vec![holder]), (1, Vec::new())].into_iter().collect(),
+            unknown: Vec::new(),
+        }),
+    });
+    let text = render(s.clone(), Duration::from_millis(10), 1, None);
+    for want in [
+        "hypomnesis_gpu_allocation_info{gpu=\"0\",uuid=\"GPU-0\",namespace=\"ml\",pod=\"trainer-0\",container=\"worker\"} 1\n".to_string(),
+        format!(
+            "hypomnesis_gpu_pod_memory_outside_allocation_bytes{{gpu=\"0\",uuid=\"GPU-0\",namespace=\"ml\",pod=\"notebook\"}} {}\n",
+            30 * MIB
+        ),
+        "hypomnesis_pod_resources_up 1\n".to_string(),
+        "hypomnesis_gpu_allocation_unknown_devices 0\n".to_string(),
+    ] {
+        assert!(text.contains(&want), "{want} not in\n{text}");
+    }
+    assert_eq!(
+        text.matches("hypomnesis_gpu_pod_memory_outside_allocation_bytes{")
+            .count(),
+        1,
+        "not the allocated pod, not the unnamed one: {text}"
+    );
+    s.kube = Some(KubeSample {
+        answer: Err("no kubelet".into()),
+    });
+    let text = render(s, Duration::from_millis(10), 1, None);
+    assert!(text.contains("hypomnesis_pod_resources_up 0\n"), "{text}");
+    assert!(!text.contains("hypomnesis_gpu_allocation_info{"), "{text}");
+    assert!(!text.contains("outside_allocation_bytes{"), "{text}");
+    assert!(!text.contains("allocation_unknown_devices "), "{text}");
 }
