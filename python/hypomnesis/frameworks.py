@@ -30,7 +30,8 @@ class FrameworkMemory:
     framework: str
     """``torch``, ``jax`` or ``cupy``."""
     device: str
-    """The device in the framework's words: ``cuda:0``, ``jax gpu 0``, ``cupy device 0``."""
+    """The device in the framework's words: ``cuda:0`` (PyTorch), ``gpu 0`` (JAX's device id),
+    ``device 0`` (CuPy)."""
     uuid: Optional[str]
     """The GPU's (or MIG device's) UUID as the framework gave it, or as ``CUDA_VISIBLE_DEVICES``
     names it; ``None`` when it cannot be told honestly (see ``why_no_uuid``)."""
@@ -100,7 +101,9 @@ def cuda_ordinal_uuids(
     order_pci = os.environ.get("CUDA_DEVICE_ORDER", "").strip().upper() == "PCI_BUS_ID"
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     known = [u for u in gpu_uuids if u]
-    if visible is None or not visible.strip():
+    if visible is not None and not visible.strip():
+        return [], ""  # set and empty: CUDA shows no device
+    if visible is None:
         if mig:
             return None, "a GPU runs in MIG mode and CUDA_VISIBLE_DEVICES names no MIG device"
         if len(gpu_uuids) == 1 and gpu_uuids[0]:
@@ -210,7 +213,7 @@ def _jax(
         found.append(
             FrameworkMemory(
                 framework="jax",
-                device=f"jax gpu {getattr(dev, 'id', ordinal)}",
+                device=f"gpu {getattr(dev, 'id', ordinal)}",
                 uuid=uuid,
                 why_no_uuid=reason,
                 allocated_bytes=_known(stats.get("bytes_in_use")),
@@ -238,7 +241,7 @@ def _cupy(mod: Any, notes: List[str]) -> List[FrameworkMemory]:
     return [
         FrameworkMemory(
             framework="cupy",
-            device=f"cupy device {d}",
+            device=f"device {d}",
             uuid=uuid,
             why_no_uuid=None if uuid else "this CuPy gives no device UUID",
             allocated_bytes=_known(pool.used_bytes()),

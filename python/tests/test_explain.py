@@ -169,7 +169,7 @@ def test_jax_ordinals_are_matched_only_when_the_environment_says_which_gpu() -> 
     (u,) = r["ledger"]["unmatched"]
     assert u["uuid"] is None and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in u["why_no_uuid"]
     assert r["ledger"]["gpus"][0]["frameworks"] == []
-    assert "jax jax gpu 1 (unmatched: " in r["repr"]
+    assert "jax gpu 1 (unmatched: " in r["repr"]
 
     r = explain(
         f"standin_jax([{stats!r}])",
@@ -195,7 +195,7 @@ def test_cupy_current_device_by_raw_uuid_bytes() -> None:
     g0, g1 = r["ledger"]["gpus"]
     assert g0["frameworks"] == [] and g0["outside_bytes"] == GIB
     (c,) = g1["frameworks"]
-    assert c["device"] == "cupy device 1" and c["uuid"] == GPU1[4:]
+    assert c["device"] == "device 1" and c["uuid"] == GPU1[4:]
     assert c["reserved_bytes"] == 300 * MIB and c["peak_allocated_bytes"] is None
     assert g1["outside_bytes"] == GIB - 300 * MIB
 
@@ -217,3 +217,40 @@ def test_html_is_a_stacked_bar_with_every_name_escaped() -> None:
     assert "outside frameworks (CUDA context, libraries) 1.0 GiB" in page
     # Each segment's width is its share of the device's total.
     assert f"width:{100.0 * GIB / (143_771 * MIB):.3f}%" in page
+
+
+def test_cuda_ordinals_from_the_environment(monkeypatch: Any) -> None:
+    from hypomnesis.frameworks import cuda_ordinal_uuids
+
+    def ordinals(visible: Optional[str], order: Optional[str] = None, mig: bool = False) -> Any:
+        for key, value in (("CUDA_VISIBLE_DEVICES", visible), ("CUDA_DEVICE_ORDER", order)):
+            if value is None:
+                monkeypatch.delenv(key, raising=False)
+            else:
+                monkeypatch.setenv(key, value)
+        return cuda_ordinal_uuids([GPU0, GPU1], mig)
+
+    assert ordinals(None) == (None, ordinals(None)[1]) and "PCI_BUS_ID" in ordinals(None)[1]
+    assert ordinals(None, "PCI_BUS_ID") == ([GPU0, GPU1], "")
+    assert ordinals(None, "PCI_BUS_ID", mig=True)[0] is None
+    assert ordinals("1,0", "PCI_BUS_ID") == ([GPU1, GPU0], "")
+    assert ordinals("1")[0] is None  # an index, fastest-first order: not NVML's
+    assert ordinals(f"{GPU1[:10]},{MIG}") == ([GPU1, MIG], "")
+    assert ordinals("") == ([], "")  # set and empty: no device at all
+    assert ordinals("-1,0") == ([], "")  # CUDA stops at the first invalid entry
+    assert ordinals("GPU-", "PCI_BUS_ID") == ([], "")  # a prefix of both: ambiguous
+
+
+def test_an_unknown_framework_is_an_error_and_none_imported_reads_nothing() -> None:
+    import sys
+
+    import pytest
+
+    import hypomnesis
+
+    with pytest.raises(ValueError, match="unknown framework 'tensorflow'"):
+        hypomnesis.explain(["tensorflow"])
+    ledger = hypomnesis.explain(["torch", "jax", "cupy"])  # this process imports none
+    (g,) = ledger.gpus
+    assert g.frameworks == () and g.outside_bytes == g.driver_bytes == 2 * GIB
+    assert not {"torch", "jax", "cupy"} & set(sys.modules)
