@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from .units import format_bytes
+
 #: The frameworks :func:`probe` knows, by their module name.
 FRAMEWORKS: Tuple[str, ...] = ("torch", "jax", "cupy")
 
@@ -54,6 +56,14 @@ class FrameworkMemory:
         if self.reserved_bytes is None or self.allocated_bytes is None:
             return None
         return self.reserved_bytes - self.allocated_bytes
+
+    def __repr__(self) -> str:
+        fb = format_bytes
+        return (
+            f"FrameworkMemory({self.framework} {self.device}, reserved={fb(self.reserved_bytes)}, "
+            f"allocated={fb(self.allocated_bytes)}, peak_reserved={fb(self.peak_reserved_bytes)}, "
+            f"peak_allocated={fb(self.peak_allocated_bytes)}, uuid={self.uuid!r})"
+        )
 
 
 def _known(value: Any) -> Optional[int]:

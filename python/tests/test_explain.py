@@ -19,6 +19,7 @@ MIG = "MIG-aaaaaaaa-0000-4000-8000-000000000000"
 SHOW = """
 ledger = hypomnesis.explain()
 out({"ledger": ledger, "repr": repr(ledger), "html": ledger._repr_html_(),
+     "first": next((repr(f) for g in ledger.gpus for f in g.frameworks), None),
      "modules": sorted(m for m in ("torch", "jax", "cupy") if m in sys.modules),
      "asked": watch.asked})
 """
@@ -56,6 +57,10 @@ def test_cuda_visible_devices_remaps_torch_device_0_to_gpu_1_by_uuid() -> None:
     free = 110_796 * MIB
     assert g["free_bytes"] == free and g["headroom_bytes"] == free + (2560 - 1946) * MIB
     assert g["notes"] == [] and r["ledger"]["unmatched"] == [] and r["ledger"]["notes"] == []
+    assert r["first"] == (
+        "FrameworkMemory(torch cuda:0, reserved=2.5 GiB, allocated=1.9 GiB, "
+        f"peak_reserved=2.5 GiB, peak_allocated=2.0 GiB, uuid='{GPU1[4:]}')"
+    )
     assert r["repr"] == (
         "GPU 1 NVIDIA H200: driver 3.2 GiB = torch reserved 2.5 GiB (allocated 1.9 GiB) + "
         "outside frameworks 768.0 MiB; free 108.2 GiB, headroom 108.8 GiB"
@@ -254,3 +259,19 @@ def test_an_unknown_framework_is_an_error_and_none_imported_reads_nothing() -> N
     (g,) = ledger.gpus
     assert g.frameworks == () and g.outside_bytes == g.driver_bytes == 2 * GIB
     assert not {"torch", "jax", "cupy"} & set(sys.modules)
+
+
+def test_a_driver_figure_not_this_process_s_is_unknown_with_its_reason() -> None:
+    from hypomnesis.frameworks import FrameworkMemory
+    from hypomnesis.ledger import _entry
+
+    torch = FrameworkMemory("torch", "cuda:0", GPU0, None, GIB, 2 * GIB, None, None, None)
+    why = "the driver does not attribute memory to this process (another PID namespace?)"
+    g = _entry(0, None, "NVIDIA H200", GPU0, None, why, [torch], 100 * GIB, 140 * GIB)
+    assert g.driver_bytes is None and g.outside_bytes is None and g.notes == (why,)
+    assert g.framework_reserved_bytes == 2 * GIB and g.headroom_bytes == 101 * GIB
+    assert repr(g) == (
+        "GPU 0 NVIDIA H200: driver unknown, torch reserved 2.0 GiB (allocated 1.0 GiB); "
+        f"free 100.0 GiB, headroom 101.0 GiB ({why})"
+    )
+    assert torch.cached_bytes == GIB
