@@ -216,11 +216,24 @@ def _mig_entries(index: int, by_key: Dict[str, List[FrameworkMemory]]) -> List[G
     return found
 
 
+def _ordinals(infos: Dict[int, DeviceInfo]) -> Tuple[Optional[List[str]], str]:
+    """:func:`cuda_ordinal_uuids` over every GPU in NVML order (``infos`` may hold some)."""
+    every: List[Optional[DeviceInfo]] = []
+    for i in range(device_count()):
+        try:
+            every.append(infos[i] if i in infos else device_info(i))
+        except HypomnesisError:
+            every.append(None)
+    uuids = [d.uuid if d else None for d in every]
+    return cuda_ordinal_uuids(uuids, any(d is not None and bool(d.mig_enabled) for d in every))
+
+
 def _ledger_now(
     frameworks: Optional[Sequence[str]] = None, devices: Optional[Sequence[int]] = None
 ) -> Ledger:
     """One ledger, as cheaply as it can be read: :func:`explain`'s work, for ``track()`` to
-    take at each sample. ``devices`` limits it to those NVML indices (default: every GPU)."""
+    take at each sample. ``devices`` limits it to those NVML indices (default: every GPU); a
+    framework's devices on other GPUs are then in ``unmatched``."""
     indices = list(range(device_count())) if devices is None else list(devices)
     infos: Dict[int, DeviceInfo] = {}
     notes: List[str] = []
@@ -229,9 +242,7 @@ def _ledger_now(
             infos[i] = device_info(i)
         except HypomnesisError as e:
             notes.append(f"GPU {i} could not be read: {e}")
-    uuids = [infos[i].uuid if i in infos else None for i in indices]
-    any_mig = any(bool(d.mig_enabled) for d in infos.values())
-    fws, fw_notes = probe(frameworks, lambda: cuda_ordinal_uuids(uuids, any_mig))
+    fws, fw_notes = probe(frameworks, lambda: _ordinals(infos))
     notes += fw_notes
     by_key: Dict[str, List[FrameworkMemory]] = {}
     for f in fws:

@@ -275,3 +275,16 @@ def test_a_driver_figure_not_this_process_s_is_unknown_with_its_reason() -> None
         f"free 100.0 GiB, headroom 101.0 GiB ({why})"
     )
     assert torch.cached_bytes == GIB
+
+
+def test_ledger_now_of_one_gpu_still_tells_jax_ordinals_by_every_gpu() -> None:
+    stats = {"bytes_in_use": GIB, "pool_bytes": 2 * GIB}
+    code = STANDINS + f"""
+standin_jax([{stats!r}])
+from hypomnesis.ledger import _ledger_now
+ledger = _ledger_now(["jax"], [1])
+out({{"gpus": [(g.index, g.outside_bytes) for g in ledger.gpus], "unmatched": ledger.unmatched}})
+"""
+    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"}
+    r = run_child(code, two_gpus(GIB, 3 * GIB), env=env)
+    assert r == {"gpus": [[1, GIB]], "unmatched": []}
