@@ -16,7 +16,9 @@ DXGI/PDH on Windows, Metal on macOS); see the repository's README for the memory
 The package by concept: :mod:`hypomnesis.device` (GPUs, their MIG instances, the GPU
 sources), :mod:`hypomnesis.process` (RSS, the processes on a GPU and their context),
 :mod:`hypomnesis.host`, :mod:`hypomnesis.snapshot`, :mod:`hypomnesis.tracking` (``track()``),
-:mod:`hypomnesis.errors` and :mod:`hypomnesis.units`; this module re-exports all of them.
+:mod:`hypomnesis.ledger` (``explain()``: the driver's figure against the frameworks'),
+:mod:`hypomnesis.frameworks`, :mod:`hypomnesis.errors` and :mod:`hypomnesis.units`; this module
+re-exports all of them.
 """
 
 from .errors import (
@@ -53,7 +55,9 @@ from .device import (
     mig_state,
     sources,
 )
+from .frameworks import FrameworkMemory
 from .host import HostMemory, host_memory
+from .ledger import GpuLedger, Ledger, explain
 from .process import (
     Container,
     GpuProcess,
@@ -76,10 +80,13 @@ __all__ = [
     "DeviceInfo",
     "DriverNotLoadedError",
     "DriverVersionMismatchError",
+    "FrameworkMemory",
+    "GpuLedger",
     "GpuLostError",
     "GpuProcess",
     "HostMemory",
     "HypomnesisError",
+    "Ledger",
     "MigGpuInstance",
     "MigInstance",
     "MigState",
@@ -105,6 +112,7 @@ __all__ = [
     "device_info",
     "device_utilization",
     "devices",
+    "explain",
     "format_bytes",
     "gpu_processes",
     "host_memory",

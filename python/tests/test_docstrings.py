@@ -7,10 +7,23 @@ import doctest
 import pytest
 
 import hypomnesis
-from hypomnesis import device, errors, host, process, snapshot, tracking, units
+from hypomnesis import (
+    device,
+    errors,
+    frameworks,
+    host,
+    ledger,
+    process,
+    snapshot,
+    tracking,
+    units,
+)
 
 
-@pytest.mark.parametrize("module", [hypomnesis, device, errors, host, process, snapshot, tracking, units])
+@pytest.mark.parametrize(
+    "module",
+    [hypomnesis, device, errors, frameworks, host, ledger, process, snapshot, tracking, units],
+)
 def test_docstring_examples(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]
     assert result.failed == 0

@@ -4,7 +4,8 @@ README says it was run against, so the example and its shown output cannot drift
 The example is the ```pycon block between the markers ``<!-- python-example -->`` and
 ``<!-- /python-example -->`` of README.md (``HMN_README`` names another file, to check a section
 before it is pasted in). Output that differs between runs is ``...`` there (doctest ELLIPSIS);
-the user the README shows (``root``) is this machine's user here.
+the user the README shows (``root``) is this machine's user here. ``import torch`` there finds
+the stand-in of tests/standins.py this test puts in ``sys.modules`` first, as the README says.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GHOST, GIB, REPO, h200, run_child
+from conftest import GHOST, GIB, MIB, REPO, h200, run_child
 
 START = "<!-- python-example -->"
 END = "<!-- /python-example -->"
@@ -33,6 +34,13 @@ SCENARIO = {
         )
     ]
 }
+
+#: The stand-in torch the README's explain() reads: its CUDA device 0 is the H200 (by UUID,
+#: without the prefix, as torch gives it), its allocator holding 768 MiB, 512 MiB allocated.
+TORCH = f"""
+standin_torch([{{"uuid": "11111111-2222-3333-4444-555555555555", "allocated": {512 * MIB},
+                "reserved": {768 * MIB}}}])
+"""
 
 RUN = """
 import doctest
@@ -64,6 +72,7 @@ def test_readme_python_example_runs_as_shown() -> None:
     code = example()
     user = pwd.getpwuid(os.getuid()).pw_name
     code = code.replace(" root False", f" {user} False")
-    r = run_child(RUN, SCENARIO, env={"HMN_EXAMPLE": code})
+    standins = (Path(__file__).parent / "standins.py").read_text(encoding="utf-8")
+    r = run_child(standins + TORCH + RUN, SCENARIO, env={"HMN_EXAMPLE": code})
     assert r["attempted"] >= 10
     assert r["failed"] == 0, r["report"]

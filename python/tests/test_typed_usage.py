@@ -12,3 +12,4 @@ def test_typed_usage_runs() -> None:
     assert r["headroom"] == [110_796 * MIB] * 2  # allocatable - allocated = free
     assert r["kind"] == "no_such_device" and r["index"] == 7
     assert r["len"] == 1 << 20
+    assert r["outside"] == {0: 2 * 1024 * MIB}  # no framework imported: all of it outside

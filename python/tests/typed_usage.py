@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 import hypomnesis
-from hypomnesis import DeviceInfo, GpuProcess, Snapshot, SnapshotDelta, Tracking
+from hypomnesis import (
+    DeviceInfo,
+    FrameworkMemory,
+    GpuLedger,
+    GpuProcess,
+    Ledger,
+    Snapshot,
+    SnapshotDelta,
+    Tracking,
+)
 
 
 def headroom(d: DeviceInfo) -> Optional[int]:
@@ -17,6 +26,13 @@ def headroom(d: DeviceInfo) -> Optional[int]:
 
 def owners(rows: List[GpuProcess]) -> Dict[int, Optional[str]]:
     return {p.pid: p.user for p in rows}
+
+
+def outside(ledger: Ledger) -> Dict[int, Optional[int]]:
+    gpus: List[GpuLedger] = list(ledger.gpus)
+    fws: List[FrameworkMemory] = [f for g in gpus for f in g.frameworks]
+    assert all(f.cached_bytes is None or f.cached_bytes >= 0 for f in fws)
+    return {g.index: g.outside_bytes for g in gpus}
 
 
 def main() -> Dict[str, object]:
@@ -60,4 +76,5 @@ def main() -> Dict[str, object]:
         "kind": kind,
         "index": index,
         "len": len(data),
+        "outside": outside(hypomnesis.explain(["torch"])),
     }
