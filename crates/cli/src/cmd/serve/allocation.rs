@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use super::model::Sample;
+use hypomnesis::GpuDeviceInfo;
+
 use crate::kube::{self, Assignment, NodeDevices};
 use crate::view::printable::printable;
 
@@ -69,19 +70,19 @@ fn report(answer: &Result<Assignment, String>) {
     *last = now;
 }
 
-/// Asks the kubelet, when a socket is configured and (unless named) present.
-pub fn read(sample: &Sample) -> Option<KubeSample> {
-    read_with(CONFIG.get()?, sample)
+/// Asks the kubelet, when a socket is configured and (unless named) present, and lays its
+/// answer onto the measured `devices`.
+pub fn read(devices: &[GpuDeviceInfo]) -> Option<KubeSample> {
+    read_with(CONFIG.get()?, devices)
 }
 
-fn read_with(config: &Config, sample: &Sample) -> Option<KubeSample> {
+fn read_with(config: &Config, devices: &[GpuDeviceInfo]) -> Option<KubeSample> {
     if !config.explicit && !config.socket.exists() {
         return None;
     }
     let answer = kube::list_blocking(&config.socket, DEADLINE)
         .map(|allocations| {
-            let gpus: Vec<(u32, String)> = sample
-                .devices
+            let gpus: Vec<(u32, String)> = devices
                 .iter()
                 .filter_map(|d| Some((d.index, d.uuid.clone()?)))
                 .collect();
@@ -89,7 +90,7 @@ fn read_with(config: &Config, sample: &Sample) -> Option<KubeSample> {
                 .iter()
                 .any(|a| matches!(a.device, kube::DeviceRef::Mig { .. }));
             let migs = if wants_migs {
-                mig_uuids(sample)
+                mig_uuids(devices)
             } else {
                 Vec::new()
             };
@@ -107,9 +108,8 @@ fn read_with(config: &Config, sample: &Sample) -> Option<KubeSample> {
 }
 
 /// Each MIG device's UUID and its GPU, for the GPUs in MIG mode.
-fn mig_uuids(sample: &Sample) -> Vec<(String, u32)> {
-    sample
-        .devices
+fn mig_uuids(devices: &[GpuDeviceInfo]) -> Vec<(String, u32)> {
+    devices
         .iter()
         .filter(|d| d.mig_enabled == Some(true))
         .flat_map(|d| {
@@ -124,23 +124,18 @@ fn mig_uuids(sample: &Sample) -> Vec<(String, u32)> {
 #[cfg(all(test, unix))]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
-    use hypomnesis::GpuDeviceInfo;
-
     use super::*;
     use crate::kube::tests::{Kubelet, Reply, answer, container, devices, pod};
 
     const GPU0: &str = "GPU-8f2c1a3e-5b7d-4c9e-a1f0-2b3c4d5e6f70";
 
-    fn node() -> Sample {
-        Sample {
-            devices: vec![
-                GpuDeviceInfo::builder()
-                    .index(0)
-                    .uuid(Some(GPU0.into()))
-                    .build(),
-            ],
-            ..Sample::default()
-        }
+    fn node() -> Vec<GpuDeviceInfo> {
+        vec![
+            GpuDeviceInfo::builder()
+                .index(0)
+                .uuid(Some(GPU0.into()))
+                .build(),
+        ]
     }
 
     /// Through a real socket: the kubelet's answer laid onto the measurement's GPUs by UUID.

@@ -32,7 +32,7 @@ pub fn measure() -> Sample {
         Sampler::new(WANT).frame(&[]),
         known.get_or_insert_with(Known::default),
     );
-    sample.kube = super::allocation::read(&sample);
+    sample.kube = super::allocation::read(&sample.devices);
     sample
 }
 
