@@ -5,6 +5,7 @@ KeyboardInterrupt at once."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 import hypomnesis
 from conftest import _PRELUDE, fake_env, fake_nvml, h200, run_child, write_scenario
@@ -57,7 +58,7 @@ def test_an_async_function_is_tracked_while_awaited() -> None:
     def plain() -> str:
         return "sync"
 
-    assert asyncio.iscoroutinefunction(load) and not asyncio.iscoroutinefunction(plain)
+    assert inspect.iscoroutinefunction(load) and not inspect.iscoroutinefunction(plain)
     assert load.__name__ == "load"
     assert asyncio.run(load(BLOCK)) == BLOCK
     t = tracker.last
