@@ -13,7 +13,8 @@ samples (when full, neighbouring samples merge pairwise, each figure keeping its
 GPU figures come from driver calls made on a thread of their own and waited for at most
 ``deadline`` seconds: a sample whose call did not return in time has ``None`` for them and
 ``missed_deadline`` set, and sampling goes on. The GPU figures of the entry and exit samples
-are the sampling thread's latest when at most one interval old (RSS is always read then).
+are the sampling thread's latest when at most one interval and at most 10 ms old (RSS is
+always read then).
 
 Records are kept per thread and per asyncio task (:mod:`contextvars`), and a process forked
 inside a tracked block ends that block quietly in the child (with its entry and exit samples)

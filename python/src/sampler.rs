@@ -1,6 +1,6 @@
 //! `Sampler`: one tracked block, sampled by the shared thread of `hub.rs`. Its entry and exit
 //! samples read RSS at once; their GPU figures are the shared thread's latest when at most one
-//! interval old, or else asked of it and waited for at most the deadline, in steps short
+//! interval (and at most [`MAX_REUSE`]) old, or else asked of it and waited for at most the deadline, in steps short
 //! enough that Ctrl-C (any signal handler) runs at once.
 
 use std::sync::{Arc, Mutex};
@@ -14,6 +14,8 @@ use crate::timeline::{Finished, RawSample, Record};
 
 /// How long one wait for a reading lasts before signals are looked at.
 const SIGNAL_CHECK: Duration = Duration::from_millis(20);
+/// The oldest GPU reading an entry or exit sample reuses, whatever the interval.
+const MAX_REUSE: Duration = Duration::from_millis(10);
 /// Longest interval and deadline accepted, seconds.
 const MAX_SECONDS: f64 = 86_400.0;
 
@@ -58,14 +60,15 @@ impl Sampler {
             .map_err(|_| PyRuntimeError::new_err("the sampler's state is poisoned"))
     }
 
-    /// An entry or exit sample: RSS now, and GPU readings at most an interval old.
+    /// An entry or exit sample: RSS now, and GPU readings at most an interval (and at most
+    /// [`MAX_REUSE`]) old.
     fn edge(&self, py: Python<'_>, hub: &Hub, start: Instant) -> PyResult<RawSample> {
         // Read with the GIL held: a few microseconds, less than releasing it would cost.
         let rss = crate::rss::rss().map_err(|e| crate::to_py(py, &e))?;
         if self.devices.is_empty() {
             return Ok(hub::edge_sample(start, rss, &[]));
         }
-        if let Some(r) = hub.fresh(&self.devices, self.interval) {
+        if let Some(r) = hub.fresh(&self.devices, self.interval.min(MAX_REUSE)) {
             let r: Vec<Option<Reading>> = r.into_iter().map(Some).collect();
             return Ok(hub::edge_sample(start, rss, &r));
         }
