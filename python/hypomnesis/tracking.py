@@ -79,6 +79,23 @@ class Sample:
     elsewhere, and without a probe)."""
 
 
+def _device_count(deadline: float) -> Optional[int]:
+    """How many GPUs there are (0 when no source answers), asked on a thread of its own and
+    waited for at most ``deadline`` seconds (``None`` then); the wait lets Ctrl-C through."""
+    answer: List[int] = []
+
+    def ask() -> None:
+        try:
+            answer.append(_native.device_count())
+        except HypomnesisError:
+            answer.append(0)
+
+    asking = threading.Thread(target=ask, name="hypomnesis-device-count", daemon=True)
+    asking.start()
+    asking.join(deadline)
+    return answer[0] if answer else None
+
+
 def _minus(a: Optional[int], b: Optional[int]) -> Optional[int]:
     return None if a is None or b is None else a - b
 
@@ -367,10 +384,10 @@ class Tracker:
         if self.devices is not None:
             return self.devices
         if self._all_devices is None:
-            try:
-                self._all_devices = tuple(range(_native.device_count()))
-            except HypomnesisError:
-                self._all_devices = ()
+            count = _device_count(self.deadline)
+            if count is None:
+                return ()  # not in time: none this block, asked again at the next
+            self._all_devices = tuple(range(count))
         return self._all_devices
 
     def __enter__(self) -> Tracking:

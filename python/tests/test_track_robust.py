@@ -173,3 +173,25 @@ def test_ctrl_c_during_a_hanging_driver_call_stops_at_once() -> None:
     assert child.returncode == 0, stderr
     assert "interrupted" in stdout
     assert took < 0.5, took
+
+
+def test_a_hanging_device_count_is_not_waited_for_either() -> None:
+    slow_count = {
+        "devices": [h200()],
+        "slow": [
+            {"function": "nvmlDeviceGetCount_v2", "ms": 30_000, "after": 0},
+            {"function": "nvmlDeviceGetCount", "ms": 30_000, "after": 0},
+        ],
+    }
+    got = run_child(
+        """
+        import time
+        t0 = time.monotonic()
+        with hypomnesis.track(deadline=0.3) as t:
+            pass
+        out({"took": time.monotonic() - t0, "devices": list(t.devices)})
+        """,
+        slow_count,
+    )
+    # Not in time: this block samples no device (the next asks again).
+    assert got["took"] < 2.0 and got["devices"] == [], got
