@@ -129,3 +129,11 @@ def test_the_native_sampler_checks_its_deadline_too() -> None:
     samples, taken, missed, rss, own, used = s.stop()
     assert len(samples) >= 2 and taken >= 2 and missed == 0
     assert rss[0] == max(x[1] for x in samples) and own == [] and used == []
+
+
+def test_the_ledger_of_explain_is_recorded_through_the_probe() -> None:
+    with hypomnesis.track(probe=hypomnesis.explain) as t:
+        pass
+    for sample in (t.baseline, t.final):
+        assert isinstance(sample.probe, hypomnesis.Ledger), sample.probe
+    assert all(s.probe is None for s in t.samples[1:-1])
