@@ -1,28 +1,66 @@
 """``track()``: the peak RSS and GPU memory of a block of code, sampled on a Rust thread.
 
-The sampling thread never holds the GIL: the block, and every other Python thread, runs at
-full speed while it samples. One sample is taken on entry and one on exit, so even a block
-shorter than the interval has a baseline, a final figure and a peak.
+One sampling thread serves every tracked block of the process and never holds the GIL: the
+block, and every other Python thread, runs at full speed while it samples. One sample is taken
+on entry and one on exit, so even a block shorter than the interval has a baseline, a final
+figure and a peak.
+
+What a block keeps is bounded however long it runs: its exact peaks (and when they were
+sampled), how many samples were taken, and a timeline of at most :data:`TIMELINE_SAMPLES`
+samples (when full, neighbouring samples merge pairwise, each figure keeping its maximum, as
+``hmn run``'s plot does). A :class:`Tracker` keeps the last ``history_limit`` records.
+
+GPU figures come from driver calls made on a thread of their own and waited for at most
+``deadline`` seconds: a sample whose call did not return in time has ``None`` for them and
+``missed_deadline`` set, and sampling goes on. The GPU figures of the entry and exit samples
+are the sampling thread's latest when at most one interval and at most 10 ms old (RSS is
+always read then).
+
+Records are kept per thread and per asyncio task (:mod:`contextvars`), and a process forked
+inside a tracked block ends that block quietly in the child (with its entry and exit samples)
+and can track again.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
+import inspect
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from . import _native
+from . import _arguments, _native
 from .errors import HypomnesisError
 from .units import format_bytes
 
+#: Most samples a :class:`Tracking` keeps: the entry one, at most 2,046 between, the exit one.
+TIMELINE_SAMPLES = 2048
+
+#: How many finished records a :class:`Tracker` keeps by default (``history_limit``).
+HISTORY_LIMIT = 1000
+
+if hasattr(os, "register_at_fork"):
+    # No fork in the middle of a driver call of the sampling threads (whose locks the child
+    # would find held); and they are not in a forked child: it starts its own when it tracks.
+    os.register_at_fork(
+        before=_native._before_fork,
+        after_in_parent=_native._after_fork_in_parent,
+        after_in_child=_native._after_fork,
+    )
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: A peak as the native sampler gives it: (bytes, seconds since the block started).
+_Peak = Tuple[int, float]
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One sample of a :class:`Tracking`."""
+    """One sample of a :class:`Tracking` (in a long block, a merge of neighbouring samples:
+    each figure the largest of them, the time the first's)."""
 
     time: float
     """Seconds since tracking started."""
@@ -34,11 +72,28 @@ class Sample:
     device_used_bytes: Dict[int, Optional[int]]
     """Used memory of each whole device (all processes, and the driver reservation); ``None``
     where it could not be read."""
+    missed_deadline: bool = False
+    """Whether the GPU figures did not come within the deadline (they are ``None`` then)."""
+    probe: Any = None
+    """What the tracker's ``probe`` returned, on the entry and exit samples (``None``
+    elsewhere, and without a probe)."""
 
 
-def _peak(values: Sequence[Optional[int]]) -> Optional[int]:
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
+def _device_count(deadline: float) -> Optional[int]:
+    """How many GPUs there are (0 when no source answers), asked on a thread of its own and
+    waited for at most ``deadline`` seconds (``None`` then); the wait lets Ctrl-C through."""
+    answer: List[int] = []
+
+    def ask() -> None:
+        try:
+            answer.append(_native.device_count())
+        except HypomnesisError:
+            answer.append(0)
+
+    asking = threading.Thread(target=ask, name="hypomnesis-device-count", daemon=True)
+    asking.start()
+    asking.join(deadline)
+    return answer[0] if answer else None
 
 
 def _minus(a: Optional[int], b: Optional[int]) -> Optional[int]:
@@ -50,7 +105,8 @@ class Tracking:
 
     Its figures are there once the block has ended (reading them before raises
     ``RuntimeError``). GPU figures are per device index; this process's own GPU memory
-    (``gpu_…``) is ``None`` where no source could attribute memory to it.
+    (``gpu_…``) is ``None`` where no source could attribute memory to it. The peaks are exact
+    however long the block; :attr:`samples` is bounded (:data:`TIMELINE_SAMPLES`).
 
     >>> import hypomnesis
     >>> with hypomnesis.track(interval=0.005) as t:
@@ -61,40 +117,88 @@ class Tracking:
     True
     """
 
-    def __init__(self, interval: float, devices: Tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        interval: float,
+        devices: Tuple[int, ...],
+        deadline: float = 5.0,
+        probe: Optional[Callable[[], Any]] = None,
+    ) -> None:
         self.interval = interval
         """Seconds between samples."""
         self.devices = devices
         """The device indices sampled."""
-        self._sampler = _native.Sampler(interval, list(devices))
+        self.deadline = deadline
+        """Seconds the GPU figures of a sample are waited for at most."""
+        self._probe = probe
+        self._probes: List[Any] = []
+        self._sampler = _native.Sampler(interval, list(devices), deadline)
+        self._raw: Optional[List[Tuple[float, int, List[Optional[int]], List[Optional[int]], bool]]] = None
         self._samples: Optional[List[Sample]] = None
+        self._taken = 0
+        self._missed = 0
+        self._peak_rss: _Peak = (0, 0.0)
+        self._peak_gpu: Dict[int, Optional[_Peak]] = {}
+        self._peak_used: Dict[int, Optional[_Peak]] = {}
 
     def _start(self) -> None:
+        if self._probe is not None:
+            self._probes.append(self._probe())
         self._sampler.start()
 
     def _stop(self) -> None:
-        raw = self._sampler.stop()
-        self._samples = [
-            Sample(
-                time=t,
-                rss_bytes=rss,
-                gpu_bytes=dict(zip(self.devices, own)),
-                device_used_bytes=dict(zip(self.devices, used)),
-            )
-            for (t, rss, own, used) in raw
-        ]
+        samples, taken, missed, rss, own, used = self._sampler.stop()
+        if self._probe is not None:
+            self._probes.append(self._probe())
+        self._raw = samples
+        self._taken, self._missed, self._peak_rss = taken, missed, rss
+        self._peak_gpu = dict(zip(self.devices, own))
+        self._peak_used = dict(zip(self.devices, used))
+
+    def _ended(self) -> None:
+        if self._raw is None:
+            raise RuntimeError("the tracked block has not ended yet: its samples come on exit")
 
     @property
     def running(self) -> bool:
         """Whether the block is still being sampled."""
-        return self._samples is None
+        return self._raw is None
 
     @property
     def samples(self) -> List[Sample]:
-        """Every sample in time order: the entry one, one per interval, the exit one."""
+        """The timeline in time order: the entry sample, those taken every interval (at most
+        :data:`TIMELINE_SAMPLES` in all: in a long block each merges neighbouring samples,
+        keeping each figure's maximum), the exit sample."""
         if self._samples is None:
-            raise RuntimeError("the tracked block has not ended yet: its samples come on exit")
+            self._ended()
+            assert self._raw is not None
+            # Made when first read: a decorated call that nobody inspects costs less.
+            last = len(self._raw) - 1
+            probes = {0: self._probes[0], last: self._probes[-1]} if self._probes else {}
+            self._samples = [
+                Sample(
+                    time=t,
+                    rss_bytes=r,
+                    gpu_bytes=dict(zip(self.devices, g)),
+                    device_used_bytes=dict(zip(self.devices, u)),
+                    missed_deadline=m,
+                    probe=probes.get(i),
+                )
+                for i, (t, r, g, u, m) in enumerate(self._raw)
+            ]
         return self._samples
+
+    @property
+    def sample_count(self) -> int:
+        """How many samples were taken in all (:attr:`samples` may hold fewer, merged)."""
+        self._ended()
+        return self._taken
+
+    @property
+    def missed_count(self) -> int:
+        """How many samples' GPU figures did not come within the deadline."""
+        self._ended()
+        return self._missed
 
     @property
     def baseline(self) -> Sample:
@@ -114,7 +218,14 @@ class Tracking:
     @property
     def peak_rss_bytes(self) -> int:
         """The largest RSS sampled."""
-        return max(s.rss_bytes for s in self.samples)
+        self._ended()
+        return self._peak_rss[0]
+
+    @property
+    def peak_rss_time(self) -> float:
+        """When the largest RSS was first sampled, seconds since tracking started."""
+        self._ended()
+        return self._peak_rss[1]
 
     @property
     def rss_delta_bytes(self) -> int:
@@ -129,7 +240,15 @@ class Tracking:
     @property
     def peak_gpu_bytes(self) -> Dict[int, Optional[int]]:
         """The largest GPU memory of this process sampled, per device."""
-        return {d: _peak([s.gpu_bytes[d] for s in self.samples]) for d in self.devices}
+        self._ended()
+        return {d: None if p is None else p[0] for d, p in self._peak_gpu.items()}
+
+    @property
+    def peak_gpu_time(self) -> Dict[int, Optional[float]]:
+        """When :attr:`peak_gpu_bytes` was first sampled, per device (seconds since tracking
+        started; ``None`` where unknown)."""
+        self._ended()
+        return {d: None if p is None else p[1] for d, p in self._peak_gpu.items()}
 
     @property
     def gpu_delta_bytes(self) -> Dict[int, Optional[int]]:
@@ -147,7 +266,14 @@ class Tracking:
     @property
     def peak_device_used_bytes(self) -> Dict[int, Optional[int]]:
         """The largest used memory of each whole device sampled."""
-        return {d: _peak([s.device_used_bytes[d] for s in self.samples]) for d in self.devices}
+        self._ended()
+        return {d: None if p is None else p[0] for d, p in self._peak_used.items()}
+
+    @property
+    def peak_device_used_time(self) -> Dict[int, Optional[float]]:
+        """When :attr:`peak_device_used_bytes` was first sampled, per device."""
+        self._ended()
+        return {d: None if p is None else p[1] for d, p in self._peak_used.items()}
 
     def plot(self, ax: Any = None, *, unit: str = "MiB") -> Any:
         """Plot the timeline (RSS, and this process's GPU memory per device) with matplotlib,
@@ -184,11 +310,11 @@ class Tracking:
         return ax
 
     def __repr__(self) -> str:
-        if self._samples is None:
+        if self._raw is None:
             return f"<Tracking running, interval {self.interval} s, devices {list(self.devices)}>"
         parts = [
             f"{self.duration:.3f} s",
-            f"{len(self.samples)} samples",
+            f"{self.sample_count} samples",
             f"RSS peak {format_bytes(self.peak_rss_bytes)} "
             f"({format_bytes(self.peak_rss_delta_bytes, signed=True)})",
         ]
@@ -207,8 +333,10 @@ class Tracking:
 
 class Tracker:
     """What :func:`track` returns: a context manager (each ``with`` gives a new
-    :class:`Tracking`) and a decorator (each call of the function is tracked). Reusable,
-    nestable, and usable from several threads at once: each entry samples on its own thread.
+    :class:`Tracking`) and a decorator (each call of the function is tracked; an ``async def``
+    stays one, its awaited run tracked). Reusable, nestable, and usable from several threads
+    and asyncio tasks at once: each thread and task has its own records. One thread samples
+    every block of the process.
     """
 
     def __init__(
@@ -216,19 +344,35 @@ class Tracker:
         interval: float = 0.01,
         devices: Optional[Sequence[int]] = None,
         callback: Optional[Callable[[Tracking], None]] = None,
+        *,
+        deadline: float = 5.0,
+        history_limit: int = HISTORY_LIMIT,
+        probe: Optional[Callable[[], Any]] = None,
     ) -> None:
-        if not interval > 0:
-            raise ValueError(f"interval must be above 0 seconds, not {interval}")
-        self.interval = float(interval)
+        self.interval = _arguments.seconds("interval", interval)
         """Seconds between samples."""
-        self.devices = None if devices is None else tuple(int(d) for d in devices)
-        """The device indices to sample; ``None``: every device present at each entry."""
-        self.callback = callback
+        self.deadline = _arguments.seconds("deadline", deadline)
+        """Seconds the GPU figures of a sample are waited for at most."""
+        self.devices = _arguments.devices(devices)
+        """The device indices to sample; ``None``: every device present at the first entry."""
+        self.callback: Optional[Callable[[Tracking], None]] = _arguments.optional_callable(
+            "callback", callback
+        )
         """Called with each finished :class:`Tracking`."""
+        self.history_limit = _arguments.count("history_limit", history_limit)
+        """How many finished records :attr:`history` keeps at most."""
+        self.probe: Optional[Callable[[], Any]] = _arguments.optional_callable("probe", probe)
+        """Called (on the tracked thread) with no argument as each block starts and ends; what
+        it returns is the ``probe`` of the entry and exit :class:`Sample`. The place for
+        figures the sampling thread cannot read without the GIL (a framework's allocator)."""
         self.history: List[Tracking] = []
-        """Every finished :class:`Tracking` of this tracker, in the order they ended."""
+        """The last :attr:`history_limit` finished :class:`Tracking` of this tracker, in the
+        order they ended."""
         self._lock = threading.Lock()
-        self._local = threading.local()
+        self._stack: contextvars.ContextVar[Tuple[Tracking, ...]] = contextvars.ContextVar(
+            f"hypomnesis-tracker-{id(self):x}", default=()
+        )
+        self._all_devices: Optional[Tuple[int, ...]] = None
 
     @property
     def last(self) -> Optional[Tracking]:
@@ -236,35 +380,45 @@ class Tracker:
         with self._lock:
             return self.history[-1] if self.history else None
 
-    def _stack(self) -> List[Tracking]:
-        stack: Optional[List[Tracking]] = getattr(self._local, "stack", None)
-        if stack is None:
-            stack = []
-            self._local.stack = stack
-        return stack
+    def _devices(self) -> Tuple[int, ...]:
+        if self.devices is not None:
+            return self.devices
+        if self._all_devices is None:
+            count = _device_count(self.deadline)
+            if count is None:
+                return ()  # not in time: none this block, asked again at the next
+            self._all_devices = tuple(range(count))
+        return self._all_devices
 
     def __enter__(self) -> Tracking:
-        if self.devices is not None:
-            devices = self.devices
-        else:
-            try:
-                devices = tuple(range(_native.device_count()))
-            except HypomnesisError:
-                devices = ()
-        tracking = Tracking(self.interval, devices)
+        tracking = Tracking(self.interval, self._devices(), self.deadline, self.probe)
         tracking._start()
-        self._stack().append(tracking)
+        self._stack.set(self._stack.get() + (tracking,))
         return tracking
 
     def __exit__(self, *exc: object) -> None:
-        tracking = self._stack().pop()
+        stack = self._stack.get()
+        tracking = stack[-1]
+        self._stack.set(stack[:-1])
         tracking._stop()
         with self._lock:
             self.history.append(tracking)
+            if len(self.history) > self.history_limit:
+                del self.history[: len(self.history) - self.history_limit]
         if self.callback is not None:
             self.callback(tracking)
 
     def __call__(self, fn: F) -> F:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def tracked_async(*args: Any, **kwargs: Any) -> Any:
+                with self:
+                    return await fn(*args, **kwargs)
+
+            tracked_async.tracker = self  # type: ignore[attr-defined]
+            return tracked_async  # type: ignore[return-value]
+
         @functools.wraps(fn)
         def tracked(*args: Any, **kwargs: Any) -> Any:
             with self:
@@ -285,14 +439,23 @@ def track(
     interval: float = 0.01,
     devices: Optional[Sequence[int]] = None,
     callback: Optional[Callable[[Tracking], None]] = None,
+    *,
+    deadline: float = 5.0,
+    history_limit: int = HISTORY_LIMIT,
+    probe: Optional[Callable[[], Any]] = None,
 ) -> Tracker:
     """Track this process's RSS and GPU memory (per device) over a block or a function call:
     peaks, baseline, deltas and the timeline.
 
-    Samples every ``interval`` seconds on a Rust thread that does not hold the GIL, plus one
-    sample on entry and one on exit. ``devices`` are the GPU indices to sample (default: every
-    device present; none when there is no GPU). ``callback`` is called with each finished
-    :class:`Tracking`.
+    Samples every ``interval`` seconds on the process's one sampling thread, which does not
+    hold the GIL, plus one sample on entry and one on exit. ``devices`` are the GPU indices to
+    sample (default: every device present; none when there is no GPU). ``callback`` is called
+    with each finished :class:`Tracking`. The GPU figures of a sample are waited for at most
+    ``deadline`` seconds (a sample without them is marked ``missed_deadline``). The tracker
+    keeps its last ``history_limit`` records; each keeps its exact peaks and at most
+    :data:`TIMELINE_SAMPLES` samples, however long the block. ``probe``, if given, is called
+    as each block starts and ends (see :attr:`Tracker.probe`). ``interval`` and ``deadline``
+    are above 0 and at most a day; bad arguments raise ``TypeError`` or ``ValueError`` here.
 
     As a context manager:
 
@@ -313,4 +476,11 @@ def track(
     >>> tracker.last.peak_rss_delta_bytes >= 45 << 20
     True
     """
-    return Tracker(interval, devices, callback)
+    return Tracker(
+        interval,
+        devices,
+        callback,
+        deadline=deadline,
+        history_limit=history_limit,
+        probe=probe,
+    )

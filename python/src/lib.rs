@@ -6,18 +6,16 @@
 //! become the exceptions of `hypomnesis.errors`, chosen by the error's [`ErrorKind`], with the
 //! library's message unchanged.
 
-use std::sync::Mutex;
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
 use hypomnesis::{ErrorKind, HypomnesisError};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pythonize::pythonize;
 use serde::Serialize;
 
+mod hub;
+mod rss;
+mod sampler;
 mod shapes;
+mod timeline;
 
 use shapes::{Device, Mig, MigView, ProcessContext, ProcessRow, SnapshotView};
 
@@ -78,7 +76,7 @@ fn py_error(
 }
 
 /// A library error as its Python exception.
-fn to_py(py: Python<'_>, e: &HypomnesisError) -> PyErr {
+pub(crate) fn to_py(py: Python<'_>, e: &HypomnesisError) -> PyErr {
     let index_count = match e {
         HypomnesisError::DeviceIndexOutOfRange { index, count } => Some((*index, *count)),
         _ => None,
@@ -106,7 +104,7 @@ fn index_arg(py: Python<'_>, index: i64) -> PyResult<u32> {
 }
 
 /// Runs `f` with the GIL released and makes its error a Python exception.
-fn measure<T: Send>(
+pub(crate) fn measure<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> hypomnesis::Result<T> + Send,
 ) -> PyResult<T> {
@@ -256,164 +254,6 @@ fn mig_gpu_instances(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
     to_python(py, &groups)
 }
 
-/// One sample of a [`Sampler`]: seconds since the sampler started, this process's RSS, and per
-/// sampled device its own GPU memory (`None` where not attributable to it) and the device's
-/// used memory (`None` where unreadable).
-type RawSample = (f64, u64, Vec<Option<u64>>, Vec<Option<u64>>);
-
-/// Measures one sample.
-fn take_sample(start: Instant, devices: &[u32]) -> hypomnesis::Result<RawSample> {
-    let rss = hypomnesis::process_rss()?;
-    let own = devices
-        .iter()
-        .map(|&d| {
-            hypomnesis::process_gpu_info(d)
-                .ok()
-                .filter(|p| p.is_per_process)
-                .map(|p| p.used_bytes)
-        })
-        .collect();
-    let device_used = devices
-        .iter()
-        .map(|&d| hypomnesis::device_info(d).ok().map(|i| i.used_bytes))
-        .collect();
-    Ok((start.elapsed().as_secs_f64(), rss, own, device_used))
-}
-
-/// What the sampling thread hands back: its samples and, when it stopped on one, the error.
-type ThreadResult = (Vec<RawSample>, Option<HypomnesisError>);
-
-enum SamplerState {
-    Ready,
-    Running {
-        start: Instant,
-        first: RawSample,
-        stop: Sender<()>,
-        thread: JoinHandle<ThreadResult>,
-    },
-    Done,
-}
-
-/// Samples this process's RSS and GPU memory on a thread of its own, which never takes the
-/// GIL: one sample when started, one every `interval` seconds, one when stopped. Runs once.
-#[pyclass(module = "hypomnesis._native", frozen)]
-struct Sampler {
-    interval: Duration,
-    devices: Vec<u32>,
-    state: Mutex<SamplerState>,
-}
-
-#[pymethods]
-impl Sampler {
-    #[new]
-    fn new(interval: f64, devices: Vec<u32>) -> PyResult<Self> {
-        if !(interval.is_finite() && interval > 0.0 && interval <= 86_400.0) {
-            return Err(PyValueError::new_err(format!(
-                "interval must be a number of seconds above 0 and at most 86400, not {interval}"
-            )));
-        }
-        Ok(Self {
-            interval: Duration::from_secs_f64(interval),
-            devices,
-            state: Mutex::new(SamplerState::Ready),
-        })
-    }
-
-    /// Takes the first sample (before returning) and starts the sampling thread.
-    fn start(&self, py: Python<'_>) -> PyResult<()> {
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("the sampler's state is poisoned"))?;
-        if !matches!(*state, SamplerState::Ready) {
-            return Err(PyRuntimeError::new_err(
-                "this Sampler was started already (a Sampler runs once)",
-            ));
-        }
-        let devices = self.devices.clone();
-        let interval = self.interval;
-        let start = Instant::now();
-        let first = measure(py, || take_sample(start, &devices))?;
-        let (stop, stopped) = mpsc::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("hypomnesis-sampler".into())
-            .spawn(move || {
-                let mut samples = Vec::new();
-                // Stops when told, or when the Sampler is dropped (the sender with it).
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
-                    match take_sample(start, &devices) {
-                        Ok(s) => samples.push(s),
-                        Err(e) => return (samples, Some(e)),
-                    }
-                }
-                (samples, None)
-            })
-            .map_err(|e| {
-                PyRuntimeError::new_err(format!("cannot start the sampling thread: {e}"))
-            })?;
-        *state = SamplerState::Running {
-            start,
-            first,
-            stop,
-            thread,
-        };
-        Ok(())
-    }
-
-    /// Stops the thread, takes the last sample, and returns every sample in time order as
-    /// `(seconds, rss_bytes, [own GPU bytes per device], [device used bytes per device])`.
-    fn stop(&self, py: Python<'_>) -> PyResult<Vec<RawSample>> {
-        let running = {
-            let mut state = self
-                .state
-                .lock()
-                .map_err(|_| PyRuntimeError::new_err("the sampler's state is poisoned"))?;
-            if !matches!(*state, SamplerState::Running { .. }) {
-                return Err(PyRuntimeError::new_err(
-                    "this Sampler is not running (never started, or stopped already)",
-                ));
-            }
-            std::mem::replace(&mut *state, SamplerState::Done)
-        };
-        let SamplerState::Running {
-            start,
-            first,
-            stop,
-            thread,
-        } = running
-        else {
-            return Err(PyRuntimeError::new_err("this Sampler is not running"));
-        };
-        let devices = &self.devices;
-        let (joined, last) = py.detach(move || {
-            // A send fails only when the thread has ended already; joining is right either way.
-            let _ = stop.send(());
-            let joined = thread.join();
-            let last = take_sample(start, devices);
-            (joined, last)
-        });
-        let (middle, error) =
-            joined.map_err(|_| PyRuntimeError::new_err("the sampling thread panicked"))?;
-        if let Some(e) = error {
-            return Err(to_py(py, &e));
-        }
-        let last = last.map_err(|e| to_py(py, &e))?;
-        let mut all = Vec::with_capacity(middle.len() + 2);
-        all.push(first);
-        all.extend(middle);
-        all.push(last);
-        Ok(all)
-    }
-
-    /// Whether the sampling thread is running.
-    #[getter]
-    fn running(&self) -> bool {
-        self.state
-            .lock()
-            .is_ok_and(|s| matches!(*s, SamplerState::Running { .. }))
-    }
-}
-
 /// The extension module.
 #[pymodule]
 #[pyo3(name = "_native")]
@@ -432,7 +272,10 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mig_state, m)?)?;
     m.add_function(wrap_pyfunction!(mig_instance, m)?)?;
     m.add_function(wrap_pyfunction!(mig_gpu_instances, m)?)?;
-    m.add_class::<Sampler>()?;
+    m.add_class::<sampler::Sampler>()?;
+    m.add_function(wrap_pyfunction!(sampler::_before_fork, m)?)?;
+    m.add_function(wrap_pyfunction!(sampler::_after_fork_in_parent, m)?)?;
+    m.add_function(wrap_pyfunction!(sampler::_after_fork, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

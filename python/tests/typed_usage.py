@@ -57,6 +57,13 @@ def main() -> Dict[str, object]:
 
     doubled: int = step(21)
     last: Optional[Tracking] = tracker.last
+    bounded = hypomnesis.track(deadline=2.0, history_limit=10, probe=lambda: 1)
+    with bounded as b:
+        pass
+    taken: int = b.sample_count + b.missed_count
+    when: float = b.peak_rss_time
+    gpu_when: Dict[int, Optional[float]] = b.peak_gpu_time
+    missed: bool = b.final.missed_deadline
     try:
         hypomnesis.device_info(count + 5)
     except hypomnesis.NoSuchDeviceError as e:

@@ -1,0 +1,383 @@
+//! The one sampling thread of the process, shared by every running `Sampler` (each `track()`
+//! block): it samples each block at its own interval, never takes the GIL, and reads the GPU
+//! figures through a second thread, waiting for them at most the block's deadline, so a driver
+//! call that hangs marks samples as missed instead of stopping the sampling.
+//!
+//! After `fork()` the child has neither thread: [`after_fork`] (called by `hypomnesis.tracking`
+//! through `os.register_at_fork`) leaves the old hub untouched, its lock possibly held by a
+//! thread that no longer exists, and the next block starts a new one.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::timeline::{RawSample, Record, TIMELINE_POINTS};
+
+/// The GPU figures of one device: this process's own memory and the device's used memory.
+pub type GpuFigures = (Option<u64>, Option<u64>);
+
+/// The latest GPU reading of a device, and whether it missed its deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct Reading {
+    pub at: Instant,
+    pub figures: GpuFigures,
+    pub missed: bool,
+}
+
+/// Held by the GPU reader during its driver calls, and by a thread about to fork (from
+/// `os.register_at_fork`'s `before` to its `after`): a child is never forked in the middle of
+/// a driver call of ours, whose locks (the library's, the driver's) it would find held forever.
+static DRIVER: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// [`DRIVER`], held by this thread across a fork.
+    static FORKING: std::cell::RefCell<Option<MutexGuard<'static, ()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Before a fork: waits at most `wait` for the GPU reader to finish its driver call, and keeps
+/// it from starting another until [`after_fork_in_parent`] (or [`after_fork`] in the child).
+/// A call still not done by then is forked through: the child may then find the driver's
+/// locks held (its samples then miss their deadline).
+pub fn before_fork(wait: Duration) {
+    let give_up = Instant::now() + wait;
+    let guard = loop {
+        match DRIVER.try_lock() {
+            Ok(g) => break Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => break None,
+        }
+    };
+    FORKING.with(|f| *f.borrow_mut() = guard);
+}
+
+/// After a fork, in the parent: the GPU reader may go on.
+pub fn after_fork_in_parent() {
+    FORKING.with(|f| f.borrow_mut().take());
+}
+
+/// Reads the GPU figures of `devices` now.
+fn read_gpu(devices: &[u32]) -> Vec<GpuFigures> {
+    let _driver = DRIVER.lock().unwrap_or_else(PoisonError::into_inner);
+    devices
+        .iter()
+        .map(|&d| {
+            let own = hypomnesis::process_gpu_info(d)
+                .ok()
+                .filter(|p| p.is_per_process)
+                .map(|p| p.used_bytes);
+            let used = hypomnesis::device_info(d).ok().map(|i| i.used_bytes);
+            (own, used)
+        })
+        .collect()
+}
+
+type GpuRequest = (Vec<u32>, Sender<Vec<GpuFigures>>);
+
+/// The thread that makes the driver calls, so that the sampling thread can stop waiting.
+struct Reader {
+    requests: Sender<GpuRequest>,
+    busy: Arc<AtomicBool>,
+}
+
+impl Reader {
+    fn spawn() -> std::io::Result<Self> {
+        let (requests, incoming) = mpsc::channel::<GpuRequest>();
+        let busy = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&busy);
+        std::thread::Builder::new()
+            .name("hypomnesis-gpu-reader".into())
+            .spawn(move || {
+                for (devices, reply) in incoming {
+                    let figures = read_gpu(&devices);
+                    // Free before answering: the next request must not find it busy.
+                    flag.store(false, Ordering::SeqCst);
+                    // The asker may have stopped waiting: then the answer is dropped.
+                    let _ = reply.send(figures);
+                }
+            })?;
+        Ok(Self { requests, busy })
+    }
+
+    /// The figures of `devices`, or `None` when they did not come within `deadline` (or an
+    /// earlier call that did not return is still under way).
+    fn read(&self, devices: &[u32], deadline: Duration) -> Option<Vec<GpuFigures>> {
+        if self.busy.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let (reply, answer) = mpsc::channel();
+        if self.requests.send((devices.to_vec(), reply)).is_err() {
+            return None;
+        }
+        answer.recv_timeout(deadline).ok()
+    }
+}
+
+/// One running block.
+struct Subscription {
+    interval: Duration,
+    deadline: Duration,
+    devices: Vec<u32>,
+    start: Instant,
+    next_due: Instant,
+    record: Record,
+}
+
+#[derive(Default)]
+struct State {
+    subs: HashMap<u64, Subscription>,
+    next_id: u64,
+    /// Devices whose reading a block's entry or exit asked for, and the shortest deadline.
+    wanted: BTreeSet<u32>,
+    wanted_deadline: Option<Duration>,
+    latest: HashMap<u32, Reading>,
+}
+
+/// The shared sampler.
+pub struct Hub {
+    state: Mutex<State>,
+    /// Wakes the sampling thread: a block started, or a reading is wanted.
+    wake: Condvar,
+    /// Wakes whoever waits for a reading: one was taken.
+    taken: Condvar,
+}
+
+/// This process's hub; `None` until a block starts (and again in a forked child).
+static HUB: Mutex<Option<Arc<Hub>>> = Mutex::new(None);
+/// Bumped by every fork, in the child: a hub of an older generation is never touched.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The generation of the hubs started from now on.
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::SeqCst)
+}
+
+/// Forgets the parent's hub in a forked child (its threads are not there).
+pub fn after_fork() {
+    FORKING.with(|f| f.borrow_mut().take());
+    GENERATION.fetch_add(1, Ordering::SeqCst);
+    // Only ever locked while holding the GIL, which the forking thread held: never held here.
+    let mut hub = HUB.lock().unwrap_or_else(PoisonError::into_inner);
+    // Leaked, not dropped: its lock may be held by the sampling thread the child lacks.
+    std::mem::forget(hub.take());
+}
+
+/// The hub of this process, started (its two threads) on first use. Call with the GIL held.
+pub fn hub() -> std::io::Result<(Arc<Hub>, u64)> {
+    let mut slot = HUB.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(h) = slot.as_ref() {
+        return Ok((Arc::clone(h), generation()));
+    }
+    let hub = Arc::new(Hub {
+        state: Mutex::new(State::default()),
+        wake: Condvar::new(),
+        taken: Condvar::new(),
+    });
+    let reader = Reader::spawn()?;
+    let shared = Arc::clone(&hub);
+    std::thread::Builder::new()
+        .name("hypomnesis-sampler".into())
+        .spawn(move || shared.run(&reader))?;
+    *slot = Some(Arc::clone(&hub));
+    Ok((hub, generation()))
+}
+
+impl Hub {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts sampling a block every `interval` from now, its entry sample `first`.
+    pub fn subscribe(
+        &self,
+        interval: Duration,
+        deadline: Duration,
+        devices: &[u32],
+        start: Instant,
+        first: RawSample,
+    ) -> u64 {
+        let mut record = Record::new(devices.len(), TIMELINE_POINTS);
+        record.first(first);
+        let mut st = self.lock();
+        let id = st.next_id;
+        st.next_id += 1;
+        st.subs.insert(
+            id,
+            Subscription {
+                interval,
+                deadline,
+                devices: devices.to_vec(),
+                start,
+                next_due: Instant::now() + interval,
+                record,
+            },
+        );
+        self.wake.notify_all();
+        id
+    }
+
+    /// Stops sampling block `id` and hands back its record.
+    pub fn unsubscribe(&self, id: u64) -> Option<Record> {
+        self.lock().subs.remove(&id).map(|s| s.record)
+    }
+
+    /// The readings of `devices` if each is at most `max_age` old.
+    pub fn fresh(&self, devices: &[u32], max_age: Duration) -> Option<Vec<Reading>> {
+        let st = self.lock();
+        devices
+            .iter()
+            .map(|d| {
+                st.latest
+                    .get(d)
+                    .filter(|r| r.at.elapsed() <= max_age)
+                    .copied()
+            })
+            .collect()
+    }
+
+    /// Asks the sampling thread for a reading of `devices` taken after `since`.
+    pub fn want(&self, devices: &[u32], deadline: Duration) {
+        let mut st = self.lock();
+        st.wanted.extend(devices);
+        st.wanted_deadline = Some(st.wanted_deadline.map_or(deadline, |d| d.min(deadline)));
+        self.wake.notify_all();
+    }
+
+    /// Waits at most `wait` for readings of every one of `devices` taken after `since`;
+    /// them, or `None` when some are not there yet.
+    pub fn wait_for(
+        &self,
+        devices: &[u32],
+        since: Instant,
+        wait: Duration,
+    ) -> Option<Vec<Reading>> {
+        let ready = |st: &State| -> Option<Vec<Reading>> {
+            devices
+                .iter()
+                .map(|d| st.latest.get(d).filter(|r| r.at >= since).copied())
+                .collect()
+        };
+        let st = self.lock();
+        if let Some(r) = ready(&st) {
+            return Some(r);
+        }
+        let (st, _) = self
+            .taken
+            .wait_timeout(st, wait)
+            .unwrap_or_else(PoisonError::into_inner);
+        ready(&st)
+    }
+
+    /// The sampling thread: one round per due block or wanted reading, forever.
+    fn run(&self, reader: &Reader) {
+        let mut st = self.lock();
+        loop {
+            let now = Instant::now();
+            let due: Vec<u64> = st
+                .subs
+                .iter()
+                .filter(|(_, s)| s.next_due <= now)
+                .map(|(&id, _)| id)
+                .collect();
+            if due.is_empty() && st.wanted.is_empty() {
+                let next = st.subs.values().map(|s| s.next_due).min();
+                st = match next {
+                    Some(t) => {
+                        self.wake
+                            .wait_timeout(st, t.saturating_duration_since(now))
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                    None => self.wake.wait(st).unwrap_or_else(PoisonError::into_inner),
+                };
+                continue;
+            }
+            let mut devices = std::mem::take(&mut st.wanted);
+            let mut deadline = st.wanted_deadline.take();
+            for id in &due {
+                if let Some(s) = st.subs.get_mut(id) {
+                    devices.extend(&s.devices);
+                    deadline = Some(deadline.map_or(s.deadline, |d| d.min(s.deadline)));
+                    s.next_due = now + s.interval;
+                }
+            }
+            drop(st);
+            let rss = hypomnesis::process_rss().ok();
+            let at = Instant::now();
+            let devices: Vec<u32> = devices.into_iter().collect();
+            let gpu = if devices.is_empty() {
+                Some(Vec::new())
+            } else {
+                reader.read(&devices, deadline.unwrap_or(Duration::from_secs(5)))
+            };
+            st = self.lock();
+            for (i, &d) in devices.iter().enumerate() {
+                let figures = gpu.as_ref().and_then(|g| g.get(i)).copied();
+                let reading = Reading {
+                    at,
+                    figures: figures.unwrap_or((None, None)),
+                    missed: figures.is_none(),
+                };
+                st.latest.insert(d, reading);
+            }
+            let State { subs, latest, .. } = &mut *st;
+            if let Some(rss) = rss {
+                for id in &due {
+                    if let Some(s) = subs.get_mut(id) {
+                        let sample = sample_of(s.start, at, rss, &s.devices, latest);
+                        s.record.add(sample);
+                    }
+                }
+            }
+            self.taken.notify_all();
+        }
+    }
+}
+
+/// A sample at `at` of RSS `rss` and the latest readings of `devices`.
+fn sample_of(
+    start: Instant,
+    at: Instant,
+    rss: u64,
+    devices: &[u32],
+    latest: &HashMap<u32, Reading>,
+) -> RawSample {
+    let readings: Vec<Option<&Reading>> = devices.iter().map(|d| latest.get(d)).collect();
+    let missed = readings.iter().any(|r| r.is_none_or(|r| r.missed));
+    (
+        at.saturating_duration_since(start).as_secs_f64(),
+        rss,
+        readings
+            .iter()
+            .map(|r| r.and_then(|r| r.figures.0))
+            .collect(),
+        readings
+            .iter()
+            .map(|r| r.and_then(|r| r.figures.1))
+            .collect(),
+        missed,
+    )
+}
+
+/// A sample of `rss` and `readings`, `None` for a device none came for.
+pub fn edge_sample(start: Instant, rss: u64, readings: &[Option<Reading>]) -> RawSample {
+    let missed = readings.iter().any(|r| r.is_none_or(|r| r.missed));
+    (
+        start.elapsed().as_secs_f64(),
+        rss,
+        readings
+            .iter()
+            .map(|r| r.and_then(|r| r.figures.0))
+            .collect(),
+        readings
+            .iter()
+            .map(|r| r.and_then(|r| r.figures.1))
+            .collect(),
+        missed,
+    )
+}

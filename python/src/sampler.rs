@@ -1,0 +1,233 @@
+//! `Sampler`: one tracked block, sampled by the shared thread of `hub.rs`. Its entry and exit
+//! samples read RSS at once; their GPU figures are the shared thread's latest when at most one
+//! interval (and at most [`MAX_REUSE`]) old, or else asked of it and waited for at most the deadline, in steps short
+//! enough that Ctrl-C (any signal handler) runs at once.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::hub::{self, Hub, Reading};
+use crate::timeline::{Finished, RawSample, Record};
+
+/// How long one wait for a reading lasts before signals are looked at.
+const SIGNAL_CHECK: Duration = Duration::from_millis(20);
+/// The oldest GPU reading an entry or exit sample reuses, whatever the interval.
+const MAX_REUSE: Duration = Duration::from_millis(10);
+/// Longest interval and deadline accepted, seconds.
+const MAX_SECONDS: f64 = 86_400.0;
+
+enum Phase {
+    Ready,
+    Running {
+        hub: Arc<Hub>,
+        generation: u64,
+        id: u64,
+        start: Instant,
+        first: RawSample,
+    },
+    Done,
+}
+
+/// Samples this process's RSS and GPU memory on the process's one sampling thread, which never
+/// takes the GIL: one sample when started, one every `interval` seconds, one when stopped, the
+/// GPU figures waited for at most `deadline` seconds. Runs once.
+#[pyclass(module = "hypomnesis._native", frozen)]
+pub struct Sampler {
+    interval: Duration,
+    deadline: Duration,
+    devices: Vec<u32>,
+    phase: Mutex<Phase>,
+}
+
+/// `seconds` as a duration, if a finite number above 0 and at most a day.
+fn seconds(what: &str, seconds: f64) -> PyResult<Duration> {
+    if seconds.is_finite() && seconds > 0.0 && seconds <= MAX_SECONDS {
+        Ok(Duration::from_secs_f64(seconds))
+    } else {
+        Err(PyValueError::new_err(format!(
+            "{what} must be a number of seconds above 0 and at most {MAX_SECONDS}, not {seconds}"
+        )))
+    }
+}
+
+impl Sampler {
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Phase>> {
+        self.phase
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("the sampler's state is poisoned"))
+    }
+
+    /// An entry or exit sample: RSS now, and GPU readings at most an interval (and at most
+    /// [`MAX_REUSE`]) old.
+    fn edge(&self, py: Python<'_>, hub: &Hub, start: Instant) -> PyResult<RawSample> {
+        // Read with the GIL held: a few microseconds, less than releasing it would cost.
+        let rss = crate::rss::rss().map_err(|e| crate::to_py(py, &e))?;
+        if self.devices.is_empty() {
+            return Ok(hub::edge_sample(start, rss, &[]));
+        }
+        if let Some(r) = hub.fresh(&self.devices, self.interval.min(MAX_REUSE)) {
+            let r: Vec<Option<Reading>> = r.into_iter().map(Some).collect();
+            return Ok(hub::edge_sample(start, rss, &r));
+        }
+        let since = Instant::now();
+        hub.want(&self.devices, self.deadline);
+        // The sampling thread waits for the driver at most the deadline; a little more here
+        // covers its round's own work.
+        let give_up = since + self.deadline + Duration::from_millis(100);
+        let readings = loop {
+            let now = Instant::now();
+            if now >= give_up {
+                break None;
+            }
+            let step = SIGNAL_CHECK.min(give_up - now);
+            let devices = &self.devices;
+            if let Some(r) = py.detach(|| hub.wait_for(devices, since, step)) {
+                break Some(r);
+            }
+            py.check_signals()?;
+        };
+        let readings = match readings {
+            Some(r) => r.into_iter().map(Some).collect(),
+            None => vec![None; self.devices.len()],
+        };
+        Ok(hub::edge_sample(start, rss, &readings))
+    }
+}
+
+#[pymethods]
+impl Sampler {
+    #[new]
+    #[pyo3(signature = (interval, devices, deadline = 5.0))]
+    fn new(interval: f64, devices: Vec<u32>, deadline: f64) -> PyResult<Self> {
+        Ok(Self {
+            interval: seconds("interval", interval)?,
+            deadline: seconds("deadline", deadline)?,
+            devices,
+            phase: Mutex::new(Phase::Ready),
+        })
+    }
+
+    /// Takes the first sample (before returning) and starts sampling on the shared thread.
+    fn start(&self, py: Python<'_>) -> PyResult<()> {
+        if !matches!(*self.lock()?, Phase::Ready) {
+            return Err(PyRuntimeError::new_err(
+                "this Sampler was started already (a Sampler runs once)",
+            ));
+        }
+        let (hub, generation) = hub::hub().map_err(|e| {
+            PyRuntimeError::new_err(format!("cannot start the sampling thread: {e}"))
+        })?;
+        let start = Instant::now();
+        let first = self.edge(py, &hub, start)?;
+        let id = hub.subscribe(
+            self.interval,
+            self.deadline,
+            &self.devices,
+            start,
+            first.clone(),
+        );
+        *self.lock()? = Phase::Running {
+            hub,
+            generation,
+            id,
+            start,
+            first,
+        };
+        Ok(())
+    }
+
+    /// Stops sampling, takes the last sample, and returns the record: `(samples, taken,
+    /// missed, rss_peak, own_gpu_peaks, device_used_peaks)`, the samples in time order (the
+    /// entry one, at most 2,046 between, the exit one), each `(seconds, rss_bytes, [own GPU
+    /// bytes per device], [device used bytes per device], missed_deadline)`, each peak
+    /// `(bytes, seconds)` or `None`.
+    ///
+    /// In a child forked while it ran, the samples taken before the fork are out of reach:
+    /// the record has the entry sample and the child's exit sample.
+    fn stop(&self, py: Python<'_>) -> PyResult<Finished> {
+        let running = {
+            let mut phase = self.lock()?;
+            if !matches!(*phase, Phase::Running { .. }) {
+                return Err(PyRuntimeError::new_err(
+                    "this Sampler is not running (never started, or stopped already)",
+                ));
+            }
+            std::mem::replace(&mut *phase, Phase::Done)
+        };
+        let Phase::Running {
+            hub,
+            generation,
+            id,
+            start,
+            first,
+        } = running
+        else {
+            return Err(PyRuntimeError::new_err("this Sampler is not running"));
+        };
+        let record = if generation == hub::generation() {
+            hub.unsubscribe(id)
+        } else {
+            // Forked: the old hub's lock may be held by a thread the child does not have.
+            std::mem::forget(hub);
+            None
+        };
+        let record = record.unwrap_or_else(|| {
+            let mut r = Record::new(self.devices.len(), 2);
+            r.first(first);
+            r
+        });
+        let (current, _) = hub::hub().map_err(|e| {
+            PyRuntimeError::new_err(format!("cannot start the sampling thread: {e}"))
+        })?;
+        let last = self.edge(py, &current, start)?;
+        Ok(record.finish(last))
+    }
+
+    /// Whether the block is being sampled.
+    #[getter]
+    fn running(&self) -> bool {
+        self.phase
+            .lock()
+            .is_ok_and(|p| matches!(*p, Phase::Running { .. }))
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        // Dropped while running (never stopped): the shared thread stops sampling it.
+        if let Ok(phase) = self.phase.get_mut()
+            && let Phase::Running {
+                hub,
+                generation,
+                id,
+                ..
+            } = phase
+            && *generation == hub::generation()
+        {
+            hub.unsubscribe(*id);
+        }
+    }
+}
+
+/// Before a fork (`os.register_at_fork`): lets the GPU reader finish its driver call (waiting
+/// at most a second, the GIL released) and holds it until after the fork.
+#[pyfunction]
+pub fn _before_fork(py: Python<'_>) {
+    py.detach(|| hub::before_fork(Duration::from_secs(1)));
+}
+
+/// After a fork, in the parent (`os.register_at_fork`): the GPU reader goes on.
+#[pyfunction]
+pub fn _after_fork_in_parent() {
+    hub::after_fork_in_parent();
+}
+
+/// Forgets the sampling threads in a forked child: called by `os.register_at_fork`.
+#[pyfunction]
+pub fn _after_fork() {
+    hub::after_fork();
+    crate::rss::after_fork();
+}
