@@ -29,6 +29,7 @@ import importlib
 import inspect
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
@@ -41,6 +42,10 @@ TIMELINE_SAMPLES = 2048
 
 #: How many finished records a :class:`Tracker` keeps by default (``history_limit``).
 HISTORY_LIMIT = 1000
+
+#: Most probe readings a :class:`Tracking` keeps between entry and exit (``probe_interval``):
+#: when full, every other one is let go and the readings go on at twice the interval.
+PROBE_READINGS = 256
 
 if hasattr(os, "register_at_fork"):
     # No fork in the middle of a driver call of the sampling threads (whose locks the child
@@ -123,6 +128,7 @@ class Tracking:
         devices: Tuple[int, ...],
         deadline: float = 5.0,
         probe: Optional[Callable[[], Any]] = None,
+        probe_interval: Optional[float] = None,
     ) -> None:
         self.interval = interval
         """Seconds between samples."""
@@ -132,6 +138,9 @@ class Tracking:
         """Seconds the GPU figures of a sample are waited for at most."""
         self._probe = probe
         self._probes: List[Any] = []
+        self._probe_interval = probe_interval
+        self._readings: List[Tuple[float, Any]] = []
+        self._probing: Optional[Tuple[threading.Thread, threading.Event]] = None
         self._sampler = _native.Sampler(interval, list(devices), deadline)
         self._raw: Optional[List[Tuple[float, int, List[Optional[int]], List[Optional[int]], bool]]] = None
         self._samples: Optional[List[Sample]] = None
@@ -145,8 +154,39 @@ class Tracking:
         if self._probe is not None:
             self._probes.append(self._probe())
         self._sampler.start()
+        if self._probe is not None and self._probe_interval is not None:
+            done = threading.Event()
+            thread = threading.Thread(
+                target=self._probe_loop,
+                args=(self._probe, self._probe_interval, done, time.monotonic()),
+                name="hypomnesis-probe",
+                daemon=True,
+            )
+            thread.start()
+            self._probing = (thread, done)
+
+    def _probe_loop(
+        self, probe: Callable[[], Any], every: float, done: threading.Event, start: float
+    ) -> None:
+        """Calls ``probe`` every ``every`` seconds until ``done``: a bounded list of readings
+        (time since the block started, what it returned), thinned when full."""
+        while not done.wait(every):
+            try:
+                value = probe()
+            except Exception as e:  # noqa: BLE001 - a failing probe is recorded, not fatal
+                value = e
+            self._readings.append((time.monotonic() - start, value))
+            if len(self._readings) >= PROBE_READINGS:
+                del self._readings[1::2]
+                every *= 2
 
     def _stop(self) -> None:
+        if self._probing is not None:
+            thread, done = self._probing
+            done.set()
+            # A probe in the middle of a framework call is let finish; not waited for long.
+            thread.join(timeout=max(1.0, self._probe_interval or 0.0))
+            self._probing = None
         samples, taken, missed, rss, own, used = self._sampler.stop()
         if self._probe is not None:
             self._probes.append(self._probe())
@@ -187,6 +227,32 @@ class Tracking:
                 for i, (t, r, g, u, m) in enumerate(self._raw)
             ]
         return self._samples
+
+    @property
+    def probe_readings(self) -> List[Tuple[float, Any]]:
+        """With ``probe_interval``: what the probe returned between entry and exit, as
+        ``(seconds since the block started, value)`` pairs (at most :data:`PROBE_READINGS`; a
+        probe that raised gives its exception). Empty otherwise."""
+        self._ended()
+        return list(self._readings)
+
+    @property
+    def peak_probe(self) -> Any:
+        """What the probe returned nearest in time to the peak of this process's GPU memory
+        (the device with the largest peak; the RSS peak where no GPU figure is known): with
+        ``probe=hypomnesis.explain``, the ledger at the peak. Among the entry, exit and
+        ``probe_interval`` readings; ``None`` without a probe."""
+        self._ended()
+        if not self._probes and not self._readings:
+            return None
+        gpu = [p for p in self._peak_gpu.values() if p is not None]
+        at = max(gpu)[1] if gpu else self._peak_rss[1]
+        samples = self.samples
+        readings = [(samples[0].time, self._probes[0])] if self._probes else []
+        readings += self._readings
+        if len(self._probes) > 1:
+            readings.append((samples[-1].time, self._probes[-1]))
+        return min(readings, key=lambda r: abs(r[0] - at))[1]
 
     @property
     def sample_count(self) -> int:
@@ -348,6 +414,7 @@ class Tracker:
         deadline: float = 5.0,
         history_limit: int = HISTORY_LIMIT,
         probe: Optional[Callable[[], Any]] = None,
+        probe_interval: Optional[float] = None,
     ) -> None:
         self.interval = _arguments.seconds("interval", interval)
         """Seconds between samples."""
@@ -365,6 +432,12 @@ class Tracker:
         """Called (on the tracked thread) with no argument as each block starts and ends; what
         it returns is the ``probe`` of the entry and exit :class:`Sample`. The place for
         figures the sampling thread cannot read without the GIL (a framework's allocator)."""
+        self.probe_interval: Optional[float] = (
+            None if probe_interval is None else _arguments.seconds("probe_interval", probe_interval)
+        )
+        """With a probe: also call it every this many seconds while a block runs, on a thread
+        of the block's own (it holds the GIL while the probe runs); see
+        :attr:`Tracking.probe_readings` and :attr:`Tracking.peak_probe`."""
         self.history: List[Tracking] = []
         """The last :attr:`history_limit` finished :class:`Tracking` of this tracker, in the
         order they ended."""
@@ -391,7 +464,9 @@ class Tracker:
         return self._all_devices
 
     def __enter__(self) -> Tracking:
-        tracking = Tracking(self.interval, self._devices(), self.deadline, self.probe)
+        tracking = Tracking(
+            self.interval, self._devices(), self.deadline, self.probe, self.probe_interval
+        )
         tracking._start()
         self._stack.set(self._stack.get() + (tracking,))
         return tracking
@@ -443,6 +518,7 @@ def track(
     deadline: float = 5.0,
     history_limit: int = HISTORY_LIMIT,
     probe: Optional[Callable[[], Any]] = None,
+    probe_interval: Optional[float] = None,
 ) -> Tracker:
     """Track this process's RSS and GPU memory (per device) over a block or a function call:
     peaks, baseline, deltas and the timeline.
@@ -454,8 +530,11 @@ def track(
     ``deadline`` seconds (a sample without them is marked ``missed_deadline``). The tracker
     keeps its last ``history_limit`` records; each keeps its exact peaks and at most
     :data:`TIMELINE_SAMPLES` samples, however long the block. ``probe``, if given, is called
-    as each block starts and ends (see :attr:`Tracker.probe`). ``interval`` and ``deadline``
-    are above 0 and at most a day; bad arguments raise ``TypeError`` or ``ValueError`` here.
+    as each block starts and ends (see :attr:`Tracker.probe`), and every ``probe_interval``
+    seconds between when that is given: ``track(probe=hypomnesis.explain, probe_interval=1)``
+    keeps the ledger over a run, and :attr:`Tracking.peak_probe` is the ledger at the peak.
+    ``interval``, ``deadline`` and ``probe_interval`` are above 0 and at most a day; bad
+    arguments raise ``TypeError`` or ``ValueError`` here.
 
     As a context manager:
 
@@ -483,4 +562,5 @@ def track(
         deadline=deadline,
         history_limit=history_limit,
         probe=probe,
+        probe_interval=probe_interval,
     )
