@@ -296,6 +296,17 @@ pub fn write_scenario(json: &str) -> PathBuf {
     path
 }
 
+/// A FIFO at `path` (made with `mkfifo`, replacing nothing): opening it for reading blocks until
+/// a writer comes, as reading a D-state process's `cmdline` does.
+pub fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status();
+    assert!(
+        made.as_ref().is_ok_and(std::process::ExitStatus::success),
+        "mkfifo {}: {made:?}",
+        path.display()
+    );
+}
+
 /// An empty directory (for `PATH` / `LD_LIBRARY_PATH`, so no real GPU tool or library is found).
 pub fn empty_dir() -> PathBuf {
     let d = std::env::temp_dir().join("hmn-empty-path");

@@ -6,7 +6,6 @@
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// `from` copied to `to`, links as links.
@@ -217,13 +216,7 @@ fn a_card_using_more_than_it_has_is_an_error_not_zero_free() {
 fn a_fifo_named_as_the_nvml_library_does_not_block() {
     let fifo = std::env::temp_dir().join(format!("hmn-fifo-{}", std::process::id()));
     let _ = std::fs::remove_file(&fifo);
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    support::mkfifo(&fifo);
     let t = Instant::now();
     let o = crate::util::hmn::hmn()
         .arg("doctor")

@@ -65,13 +65,7 @@ fn a_blocked_driver_call_ends_at_the_deadline_with_a_message() {
 fn a_blocked_file_read_is_named_at_the_deadline() {
     let root = super::impossible_figures::hostile_tree("fifo-ps");
     let fifo = root.join("proc/601/cmdline");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    support::mkfifo(&fifo);
     let (code, out, err, took) =
         super::impossible_figures::hmn(&root, &["ps", "--deadline", "1500ms"]);
     assert_eq!(code, 1, "{err}");

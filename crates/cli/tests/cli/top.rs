@@ -433,13 +433,7 @@ fn a_late_refresh_names_the_file_it_waits_for_and_q_still_quits() {
         "live figures carry no mark: {head}"
     );
     let fifo = root.join("proc/601/cmdline");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    support::mkfifo(&fifo);
     let want = format!("old: waiting for {}", fifo.display());
     let s = tmux.wait_for("the late mark", |s| s.contains(&want));
     let head = s.lines().find(|l| l.starts_with("hmn top")).unwrap();
