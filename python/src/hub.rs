@@ -348,27 +348,25 @@ fn sample_of(
     latest: &HashMap<u32, Reading>,
 ) -> RawSample {
     let readings: Vec<Option<&Reading>> = devices.iter().map(|d| latest.get(d)).collect();
-    let missed = readings.iter().any(|r| r.is_none_or(|r| r.missed));
-    (
+    raw(
         at.saturating_duration_since(start).as_secs_f64(),
         rss,
-        readings
-            .iter()
-            .map(|r| r.and_then(|r| r.figures.0))
-            .collect(),
-        readings
-            .iter()
-            .map(|r| r.and_then(|r| r.figures.1))
-            .collect(),
-        missed,
+        &readings,
     )
 }
 
 /// A sample of `rss` and `readings`, `None` for a device none came for.
 pub fn edge_sample(start: Instant, rss: u64, readings: &[Option<Reading>]) -> RawSample {
+    let readings: Vec<Option<&Reading>> = readings.iter().map(Option::as_ref).collect();
+    raw(start.elapsed().as_secs_f64(), rss, &readings)
+}
+
+/// The sample at `time` (seconds since the start): RSS, each device's figures (`None` where no
+/// reading came), and whether any reading missed its deadline or did not come.
+fn raw(time: f64, rss: u64, readings: &[Option<&Reading>]) -> RawSample {
     let missed = readings.iter().any(|r| r.is_none_or(|r| r.missed));
     (
-        start.elapsed().as_secs_f64(),
+        time,
         rss,
         readings
             .iter()

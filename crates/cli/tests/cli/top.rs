@@ -183,6 +183,17 @@ fn top_in_a_real_terminal_sorts_filters_quits_and_restores_it() {
     let _ = std::fs::remove_file(scenario);
 }
 
+/// A scenario file: one H200 no process holds memory on, and `extra` (more top-level fields,
+/// each after a comma).
+fn idle_h200(extra: &str) -> std::path::PathBuf {
+    support::write_scenario(&format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]{extra}}}"#,
+        143_771 * MIB,
+        614 * MIB,
+        100_000 * MIB,
+    ))
+}
+
 /// A tmux session running `hmn top` against the fake NVML with `scenario`, after a marker line
 /// on the main screen.
 fn start(what: &str, scenario: &std::path::Path) -> Tmux {
@@ -265,12 +276,7 @@ fn a_terminal_that_hangs_up_ends_top() {
     if !tmux_here() {
         return;
     }
-    let scenario = support::write_scenario(&format!(
-        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
-        143_771 * MIB,
-        614 * MIB,
-        100_000 * MIB,
-    ));
+    let scenario = idle_h200("");
     let lib = support::fake_nvml(support::FakeVariant::Modern);
     let env = [
         format!("HYPOMNESIS_NVML_LIBRARY={}", lib.display()),
@@ -385,12 +391,7 @@ fn a_stop_signal_ends_top_with_128_plus_its_number() {
     if !tmux_here() {
         return;
     }
-    let scenario = support::write_scenario(&format!(
-        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
-        143_771 * MIB,
-        614 * MIB,
-        100_000 * MIB,
-    ));
+    let scenario = idle_h200("");
     for (signal, n) in [(libc::SIGTERM, 15), (libc::SIGHUP, 1), (libc::SIGINT, 2)] {
         let tmux = start(&format!("signal{n}"), &scenario);
         tmux.wait_for("the view", |s| s.contains("GPU 0  NVIDIA H200"));
@@ -463,13 +464,9 @@ fn a_late_refresh_names_the_driver_call_it_waits_for() {
     if !tmux_here() {
         return;
     }
-    let scenario = support::write_scenario(&format!(
-        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}],
-            "slow": [{{"function": "nvmlDeviceGetMemoryInfo", "ms": 600000, "after": 3}}]}}"#,
-        143_771 * MIB,
-        614 * MIB,
-        100_000 * MIB,
-    ));
+    let scenario = idle_h200(
+        r#", "slow": [{"function": "nvmlDeviceGetMemoryInfo", "ms": 600000, "after": 3}]"#,
+    );
     let tmux = start("late-driver", &scenario);
     tmux.wait_for("the view", |s| s.contains("GPU 0  NVIDIA H200"));
     let s = tmux.wait_for("the late mark", |s| {
@@ -492,12 +489,7 @@ fn suspend_and_resume_give_the_terminal_back_and_take_it_again() {
     if !tmux_here() {
         return;
     }
-    let scenario = support::write_scenario(&format!(
-        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
-        143_771 * MIB,
-        614 * MIB,
-        100_000 * MIB,
-    ));
+    let scenario = idle_h200("");
     let tmux = start("suspend", &scenario);
     tmux.wait_for("the view", |s| s.contains("GPU 0  NVIDIA H200"));
     let stopped = |s: &str| s.lines().filter(|l| l.contains("Stopped")).count();

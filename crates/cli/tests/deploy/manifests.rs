@@ -581,51 +581,25 @@ fn kubernetes_manifests_are_valid_and_agree_with_the_image() {
     assert_eq!(sc["allowPrivilegeEscalation"], false);
     assert_eq!(sc["readOnlyRootFilesystem"], true);
     assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
-    for (var, host) in [("HYPOMNESIS_PROCFS", "/proc"), ("HYPOMNESIS_SYSFS", "/sys")] {
-        let value = c["env"]
+    let env = |var: &str| -> String {
+        c["env"]
             .as_array()
             .unwrap()
             .iter()
             .find(|e| e["name"] == var)
             .unwrap_or_else(|| panic!("{var}"))["value"]
-            .clone();
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // `host` mounted read-only at `at`, from a hostPath volume.
+    let mounted = |at: &str, host: &str| {
         let mount = c["volumeMounts"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|m| m["mountPath"] == value)
-            .unwrap_or_else(|| panic!("{var}={value} is mounted"));
-        assert_eq!(mount["readOnly"], true, "{var}");
-        let volume = spec["volumes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == mount["name"])
-            .unwrap();
-        assert_eq!(volume["hostPath"]["path"], host, "{var}");
-    }
-    // The rootfs: the node's kubelet logs and pod-resources directory, read-only, each where
-    // it is on the node below it.
-    let rootfs = c["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "HYPOMNESIS_ROOTFS")
-        .expect("HYPOMNESIS_ROOTFS")["value"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    for host in [
-        "/var/log/pods",
-        "/var/log/containers",
-        "/var/lib/kubelet/pod-resources",
-    ] {
-        let mount = c["volumeMounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["mountPath"] == format!("{rootfs}{host}"))
-            .unwrap_or_else(|| panic!("{host} is mounted under {rootfs}"));
+            .find(|m| m["mountPath"] == at)
+            .unwrap_or_else(|| panic!("{host} is mounted at {at}"));
         assert_eq!(mount["readOnly"], true, "{host}");
         let volume = spec["volumes"]
             .as_array()
@@ -634,6 +608,19 @@ fn kubernetes_manifests_are_valid_and_agree_with_the_image() {
             .find(|v| v["name"] == mount["name"])
             .unwrap();
         assert_eq!(volume["hostPath"]["path"], host, "{host}");
+    };
+    for (var, host) in [("HYPOMNESIS_PROCFS", "/proc"), ("HYPOMNESIS_SYSFS", "/sys")] {
+        mounted(&env(var), host);
+    }
+    // The rootfs: the node's kubelet logs and pod-resources directory, read-only, each where
+    // it is on the node below it.
+    let rootfs = env("HYPOMNESIS_ROOTFS");
+    for host in [
+        "/var/log/pods",
+        "/var/log/containers",
+        "/var/lib/kubelet/pod-resources",
+    ] {
+        mounted(&format!("{rootfs}{host}"), host);
     }
 
     // The Service, the monitors and the NetworkPolicy reach those pods on that port.
