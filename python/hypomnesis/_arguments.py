@@ -53,3 +53,10 @@ def optional_callable(name: str, value: Any) -> Any:
     if value is not None and not callable(value):
         raise TypeError(f"{name} must be callable or None, not {type(value).__name__}")
     return value
+
+
+def flag(name: str, value: Any) -> bool:
+    """``value`` if it is a bool."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {type(value).__name__}")
+    return value

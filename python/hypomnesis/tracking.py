@@ -23,6 +23,7 @@ and can track again.
 
 from __future__ import annotations
 
+import bisect
 import contextvars
 import functools
 import importlib
@@ -30,11 +31,13 @@ import inspect
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from . import _arguments, _native
+from . import _arguments, _native, _track_ledger
+from ._track_ledger import Gpus, Reading, Recorder
 from .errors import HypomnesisError
+from .ledger import Ledger
 from .units import format_bytes
 
 #: Most samples a :class:`Tracking` keeps: the entry one, at most 2,046 between, the exit one.
@@ -82,6 +85,13 @@ class Sample:
     probe: Any = None
     """What the tracker's ``probe`` returned, on the entry and exit samples (``None``
     elsewhere, and without a probe)."""
+    ledger: Optional[Ledger] = None
+    """With ``track(ledger=True)``: this sample's driver figures set against what the imported
+    frameworks held (the reading nearest in time; see :attr:`ledger_lag`), as
+    :func:`hypomnesis.explain` gives them. ``None`` without it."""
+    ledger_lag: Optional[float] = None
+    """Seconds from this sample to the framework reading in its :attr:`ledger` (negative: the
+    reading came before it); 0 for the entry and exit samples, ``None`` without a ledger."""
 
 
 def _device_count(deadline: float) -> Optional[int]:
@@ -129,6 +139,7 @@ class Tracking:
         deadline: float = 5.0,
         probe: Optional[Callable[[], Any]] = None,
         probe_interval: Optional[float] = None,
+        gpus: Optional[Gpus] = None,
     ) -> None:
         self.interval = interval
         """Seconds between samples."""
@@ -142,6 +153,7 @@ class Tracking:
         self._readings: List[Tuple[float, Any]] = []
         self._probing: Optional[Tuple[threading.Thread, threading.Event]] = None
         self._sampler = _native.Sampler(interval, list(devices), deadline)
+        self._recorder = None if gpus is None else Recorder(gpus, interval, self._sampler)
         self._raw: Optional[List[Tuple[float, int, List[Optional[int]], List[Optional[int]], bool]]] = None
         self._samples: Optional[List[Sample]] = None
         self._taken = 0
@@ -153,7 +165,10 @@ class Tracking:
     def _start(self) -> None:
         if self._probe is not None:
             self._probes.append(self._probe())
+        start = time.monotonic()
         self._sampler.start()
+        if self._recorder is not None:
+            _track_ledger.start(self._recorder, start)
         if self._probe is not None and self._probe_interval is not None:
             done = threading.Event()
             thread = threading.Thread(
@@ -187,7 +202,11 @@ class Tracking:
             # A probe in the middle of a framework call is let finish; not waited for long.
             thread.join(timeout=max(1.0, self._probe_interval or 0.0))
             self._probing = None
+        if self._recorder is not None:
+            _track_ledger.stop(self._recorder)
         samples, taken, missed, rss, own, used = self._sampler.stop()
+        if self._recorder is not None:
+            self._recorder.end(samples[-1][0] if samples else 0.0)
         if self._probe is not None:
             self._probes.append(self._probe())
         self._raw = samples
@@ -215,7 +234,7 @@ class Tracking:
             # Made when first read: a decorated call that nobody inspects costs less.
             last = len(self._raw) - 1
             probes = {0: self._probes[0], last: self._probes[-1]} if self._probes else {}
-            self._samples = [
+            samples = [
                 Sample(
                     time=t,
                     rss_bytes=r,
@@ -226,7 +245,60 @@ class Tracking:
                 )
                 for i, (t, r, g, u, m) in enumerate(self._raw)
             ]
+            if self._recorder is not None:
+                samples = self._with_ledgers(samples, self._recorder)
+            self._samples = samples
         return self._samples
+
+    @staticmethod
+    def _with_ledgers(samples: List[Sample], recorder: Recorder) -> List[Sample]:
+        """Each sample with its ledger: the entry and exit readings for the entry and exit
+        samples, the reading nearest in time for the others."""
+        readings = recorder.readings()
+        times = [r.time for r in readings]
+        last = len(samples) - 1
+        out = []
+        for i, s in enumerate(samples):
+            reading: Optional[Reading] = None
+            if i == 0 and recorder.entry is not None:
+                reading = recorder.entry
+            elif i == last and recorder.exit is not None:
+                reading = recorder.exit
+            elif readings:
+                at = bisect.bisect_left(times, s.time)
+                near = [readings[j] for j in (at - 1, at) if 0 <= j < len(readings)]
+                reading = min(near, key=lambda r: abs(r.time - s.time))
+            lag = None if reading is None else (
+                0.0 if i in (0, last) else reading.time - s.time
+            )
+            out.append(
+                replace(
+                    s,
+                    ledger=_track_ledger.ledger_of(s, reading, recorder.gpus),
+                    ledger_lag=lag,
+                )
+            )
+        return out
+
+    @property
+    def peak_ledger(self) -> Optional[Ledger]:
+        """With ``track(ledger=True)``: the ledger at the peak of this process's GPU memory
+        (the device with the largest peak; the RSS peak where no GPU figure is known): the
+        sample holding that peak set against the framework reading taken nearest to it.
+        ``None`` without a ledger."""
+        self._ended()
+        if self._recorder is None:
+            return None
+        samples = self.samples
+        gpu = [(p, d) for d, p in self._peak_gpu.items() if p is not None]
+        if gpu:
+            (peak, at), d = max(gpu, key=lambda x: (x[0][0], -x[0][1]))
+            held = next((s for s in samples if s.gpu_bytes.get(d) == peak), samples[0])
+        else:
+            peak, at = self._peak_rss
+            held = next((s for s in samples if s.rss_bytes == peak), samples[0])
+        reading = self._recorder.at_peak(at)
+        return _track_ledger.ledger_of(held, reading, self._recorder.gpus)
 
     @property
     def probe_readings(self) -> List[Tuple[float, Any]]:
@@ -415,6 +487,7 @@ class Tracker:
         history_limit: int = HISTORY_LIMIT,
         probe: Optional[Callable[[], Any]] = None,
         probe_interval: Optional[float] = None,
+        ledger: bool = False,
     ) -> None:
         self.interval = _arguments.seconds("interval", interval)
         """Seconds between samples."""
@@ -438,6 +511,11 @@ class Tracker:
         """With a probe: also call it every this many seconds while a block runs, on a thread
         of the block's own (it holds the GIL while the probe runs); see
         :attr:`Tracking.probe_readings` and :attr:`Tracking.peak_probe`."""
+        self.ledger = _arguments.flag("ledger", ledger)
+        """Whether each sample gets its ledger (:attr:`Sample.ledger`,
+        :attr:`Tracking.peak_ledger`): the imported frameworks are read as each block starts
+        and ends, and every interval between (at most every 5 ms) on one thread shared by every
+        block, which holds the GIL for the frameworks' calls."""
         self.history: List[Tracking] = []
         """The last :attr:`history_limit` finished :class:`Tracking` of this tracker, in the
         order they ended."""
@@ -446,6 +524,7 @@ class Tracker:
             f"hypomnesis-tracker-{id(self):x}", default=()
         )
         self._all_devices: Optional[Tuple[int, ...]] = None
+        self._gpus: Optional[Gpus] = None
 
     @property
     def last(self) -> Optional[Tracking]:
@@ -463,9 +542,27 @@ class Tracker:
             self._all_devices = tuple(range(count))
         return self._all_devices
 
+    def _ledger_gpus(self, devices: Tuple[int, ...]) -> Optional[Gpus]:
+        """What the ledgers need of ``devices``, read at the first block (``None`` without
+        ``ledger``); read again at the next block when it did not come in time."""
+        if not self.ledger:
+            return None
+        gpus = self._gpus
+        if gpus is None or tuple(gpus.devices) != devices:
+            gpus = _track_ledger.read_gpus(devices, self.deadline)
+            if not gpus.timed_out:
+                self._gpus = gpus
+        return gpus
+
     def __enter__(self) -> Tracking:
+        devices = self._devices()
         tracking = Tracking(
-            self.interval, self._devices(), self.deadline, self.probe, self.probe_interval
+            self.interval,
+            devices,
+            self.deadline,
+            self.probe,
+            self.probe_interval,
+            self._ledger_gpus(devices),
         )
         tracking._start()
         self._stack.set(self._stack.get() + (tracking,))
@@ -519,6 +616,7 @@ def track(
     history_limit: int = HISTORY_LIMIT,
     probe: Optional[Callable[[], Any]] = None,
     probe_interval: Optional[float] = None,
+    ledger: bool = False,
 ) -> Tracker:
     """Track this process's RSS and GPU memory (per device) over a block or a function call:
     peaks, baseline, deltas and the timeline.
@@ -533,6 +631,11 @@ def track(
     as each block starts and ends (see :attr:`Tracker.probe`), and every ``probe_interval``
     seconds between when that is given: ``track(probe=hypomnesis.explain, probe_interval=1)``
     keeps the ledger over a run, and :attr:`Tracking.peak_probe` is the ledger at the peak.
+    ``ledger=True`` does that at every sample: each :class:`Sample` has its
+    :attr:`~Sample.ledger` (the driver's figure for this process against what each imported
+    framework holds, as :func:`hypomnesis.explain`) and :attr:`Tracking.peak_ledger` is the
+    ledger at the peak; the frameworks are read on one shared thread holding the GIL for
+    their calls, at the interval but at most every 5 ms (see :attr:`Tracker.ledger`).
     ``interval``, ``deadline`` and ``probe_interval`` are above 0 and at most a day; bad
     arguments raise ``TypeError`` or ``ValueError`` here.
 
@@ -563,4 +666,5 @@ def track(
         history_limit=history_limit,
         probe=probe,
         probe_interval=probe_interval,
+        ledger=ledger,
     )

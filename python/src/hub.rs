@@ -226,6 +226,11 @@ impl Hub {
         self.lock().subs.remove(&id).map(|s| s.record)
     }
 
+    /// When block `id`'s peak so far was sampled ([`Record::peak_time`]).
+    pub fn peak_time(&self, id: u64) -> Option<f64> {
+        self.lock().subs.get(&id).and_then(|s| s.record.peak_time())
+    }
+
     /// The readings of `devices` if each is at most `max_age` old.
     pub fn fresh(&self, devices: &[u32], max_age: Duration) -> Option<Vec<Reading>> {
         let st = self.lock();

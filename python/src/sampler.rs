@@ -186,6 +186,22 @@ impl Sampler {
         Ok(record.finish(last))
     }
 
+    /// While running: when the peak so far of this process's GPU memory was sampled (of the
+    /// device with the largest peak), else that of its RSS, in seconds since the block
+    /// started; `None` before the first GPU or RSS figure, and once stopped.
+    fn peak_time(&self) -> PyResult<Option<f64>> {
+        let phase = self.lock()?;
+        Ok(match &*phase {
+            Phase::Running {
+                hub,
+                generation,
+                id,
+                ..
+            } if *generation == hub::generation() => hub.peak_time(*id),
+            _ => None,
+        })
+    }
+
     /// Whether the block is being sampled.
     #[getter]
     fn running(&self) -> bool {

@@ -74,6 +74,17 @@ pub struct Record {
 }
 
 impl Record {
+    /// When the peak so far of this process's GPU memory was sampled (the device with the
+    /// largest peak), else that of its RSS; seconds since the block started.
+    pub fn peak_time(&self) -> Option<f64> {
+        let gpu = self
+            .own
+            .iter()
+            .flatten()
+            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.total_cmp(&a.1)));
+        gpu.or(self.rss.as_ref()).map(|p| p.1)
+    }
+
     /// An empty record of a block on `devices` devices, its timeline at most `cap` points.
     pub fn new(devices: usize, cap: usize) -> Self {
         Self {

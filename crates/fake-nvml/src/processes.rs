@@ -44,9 +44,15 @@ fn list_rows(list: &[scenario::Process], ids: (u32, u32)) -> Vec<ProcessInfoV2> 
                 Some(f) => std::fs::read_to_string(f).ok()?.trim().parse().ok()?,
                 None => p.pid,
             };
+            // A figure that changes while the scenario runs: read at every call, the file's
+            // number when it holds one, else `used`.
+            let from_file = p
+                .used_file
+                .as_ref()
+                .and_then(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok());
             Some(ProcessInfoV2 {
                 pid,
-                used_gpu_memory: p.used.unwrap_or(NVML_VALUE_NOT_AVAILABLE),
+                used_gpu_memory: from_file.or(p.used).unwrap_or(NVML_VALUE_NOT_AVAILABLE),
                 gpu_instance_id: p.gpu_instance_id.unwrap_or(ids.0),
                 compute_instance_id: p.compute_instance_id.unwrap_or(ids.1),
             })

@@ -20,7 +20,8 @@
 //!     "reserved": 643825664,              // default 0
 //!     "handle_error": 4,                  // GetHandleBy{Index,UUID,PciBusId} give this code
 //!     "memory_error": 3,                  // both memory functions give this code
-//!     "compute_processes": [{"pid": 1, "used": 1048576,
+//!     "compute_processes": [{"pid": 1, "used": 1048576,   // also "pid_file", "used_file":
+//!                                                         // read at each call
 //!                            "gpu_instance_id": null, "compute_instance_id": null}],
 //!     "graphics_processes": [],
 //!     "mps_processes": [],                // MPS clients (nvmlDeviceGetMPSComputeRunningProcesses*)
@@ -228,6 +229,10 @@ pub struct Process {
     /// Bytes used; omitted or `null` means NVML_VALUE_NOT_AVAILABLE (all ones, as under WDDM).
     #[serde(default)]
     pub used: Option<u64>,
+    /// A file holding the bytes used, read at every list call (a figure that changes while a
+    /// test runs); while it is missing or not a number, `used` stands.
+    #[serde(default)]
+    pub used_file: Option<String>,
     /// GPU instance id; `null`/omitted = 0xFFFFFFFF (MIG off).
     #[serde(default)]
     pub gpu_instance_id: Option<u32>,

@@ -1,0 +1,297 @@
+"""The ledger at each sample of ``track(ledger=True)``.
+
+The sampling thread reads the driver's figures without the GIL; what the frameworks hold can
+only be asked of them in Python. So one Python thread, shared by every block tracked with a
+ledger, reads the imported frameworks (PyTorch, JAX, CuPy: :func:`frameworks.probe`) at the
+sampling interval, at most every :data:`LEDGER_FLOOR` seconds, and each block keeps a bounded
+list of those readings. The tracked thread itself reads them as the block starts and ends. A
+sample's ledger is then the sample's driver figures set against the reading nearest to it in
+time, and the ledger at the peak uses the reading taken nearest to the peak, which the thread
+follows while the block runs (it asks the sampler when its peak so far was sampled).
+
+The GPUs' names, UUIDs, MIG devices and sizes are read once per tracker, waited for at most the
+deadline (a GPU not read in time is a note in each ledger).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+
+from . import _native
+from .device import DeviceInfo, device_count, device_info, mig_instances
+from .errors import HypomnesisError
+from .frameworks import FrameworkMemory, cuda_ordinal_uuids, probe
+from .ledger import GpuLedger, Ledger, _entry, _holds, uuid_key
+
+if TYPE_CHECKING:
+    from .tracking import Sample
+
+#: The shortest time between two framework readings of the shared thread, seconds: each holds
+#: the GIL for the length of the frameworks' calls (tens of microseconds per device).
+LEDGER_FLOOR = 0.005
+
+#: Most framework readings a block keeps between entry and exit: when full, every other one
+#: is let go (the entry one stays), as the timeline merges its samples.
+LEDGER_READINGS = 2048
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the imported frameworks said at one time of a block."""
+
+    time: float
+    """Seconds since the block started."""
+    frameworks: Tuple[FrameworkMemory, ...]
+    notes: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Gpus:
+    """What a ledger needs of the GPUs and does not change while a block runs."""
+
+    infos: Dict[int, DeviceInfo]
+    """The tracked GPUs that could be read, by NVML index."""
+    mig_keys: Dict[str, int]
+    """Each MIG device's UUID (as :func:`uuid_key` gives it) and its GPU's index."""
+    ordinals: Tuple[Optional[List[str]], str]
+    """:func:`cuda_ordinal_uuids`'s answer (JAX's devices carry no UUID)."""
+    notes: Tuple[str, ...]
+    """The GPUs that could not be read, and why."""
+    devices: Tuple[int, ...] = ()
+    """The GPU indices asked for."""
+    timed_out: bool = False
+    """Whether they were not read within the deadline (asked again at the next block)."""
+
+
+def _read_gpus(devices: Sequence[int]) -> Gpus:
+    infos: Dict[int, DeviceInfo] = {}
+    notes: List[str] = []
+    mig_keys: Dict[str, int] = {}
+    every: List[Optional[DeviceInfo]] = []
+    try:
+        count = device_count()
+    except HypomnesisError as e:
+        why = f"no GPU could be read: {e}"
+        return Gpus({}, {}, (None, why), (why,) if devices else (), tuple(devices))
+    for i in range(count):
+        try:
+            every.append(device_info(i))
+        except HypomnesisError as e:
+            every.append(None)
+            if i in devices:
+                notes.append(f"GPU {i} could not be read: {e}")
+    for i in devices:
+        info = every[i] if i < len(every) else None
+        if info is None:
+            if i >= len(every):
+                notes.append(f"there is no GPU {i}: this host has {len(every)}")
+            continue
+        infos[i] = info
+        if info.mig_enabled:
+            try:
+                for m in mig_instances(i):
+                    key = uuid_key(m.uuid)
+                    if key is not None:
+                        mig_keys[key] = i
+            except HypomnesisError as e:
+                notes.append(f"the MIG devices of GPU {i} could not be read: {e}")
+    uuids = [d.uuid if d else None for d in every]
+    mig = any(d is not None and bool(d.mig_enabled) for d in every)
+    return Gpus(infos, mig_keys, cuda_ordinal_uuids(uuids, mig), tuple(notes), tuple(devices))
+
+
+def read_gpus(devices: Sequence[int], deadline: float) -> Gpus:
+    """:class:`Gpus` for ``devices``, asked on a thread of its own and waited for at most
+    ``deadline`` seconds (the wait lets Ctrl-C through)."""
+    answer: List[Gpus] = []
+    asking = threading.Thread(
+        target=lambda: answer.append(_read_gpus(devices)),
+        name="hypomnesis-ledger-gpus",
+        daemon=True,
+    )
+    asking.start()
+    asking.join(deadline)
+    if answer:
+        return answer[0]
+    why = f"the GPUs' details did not come within the deadline ({deadline:g} s)"
+    return Gpus({}, {}, (None, why), (why,), tuple(devices), timed_out=True)
+
+
+def read_frameworks(gpus: Gpus, at: float) -> Reading:
+    """What the imported frameworks hold now (``at``: seconds since the block started)."""
+    try:
+        fws, notes = probe(None, lambda: gpus.ordinals)
+    except Exception as e:  # noqa: BLE001 - probe keeps the frameworks' errors; any other is said
+        return Reading(at, (), (f"the frameworks could not be read: {type(e).__name__}: {e}",))
+    return Reading(at, tuple(fws), tuple(notes))
+
+
+def ledger_of(sample: Sample, reading: Optional[Reading], gpus: Gpus) -> Ledger:
+    """The ledger of one sample: its driver figures against ``reading``'s frameworks.
+
+    A GPU in MIG mode is one entry (the sampler's figures are the whole GPU's), its frameworks
+    those on any of its MIG devices; :func:`hypomnesis.explain` splits it per MIG device."""
+    fws = reading.frameworks if reading is not None else ()
+    notes = list(gpus.notes) + (list(reading.notes) if reading is not None else [])
+    if reading is None:
+        notes.append("no framework reading was taken in this block")
+    by_key: Dict[str, List[FrameworkMemory]] = {}
+    for f in fws:
+        key = uuid_key(f.uuid)
+        if key is not None:
+            by_key.setdefault(key, []).append(f)
+    out: List[GpuLedger] = []
+    for i, info in gpus.infos.items():
+        matched = by_key.pop(uuid_key(info.uuid) or "", [])
+        for key in [k for k, gpu in gpus.mig_keys.items() if gpu == i and k in by_key]:
+            matched += by_key.pop(key)
+        own = sample.gpu_bytes.get(i)
+        used = sample.device_used_bytes.get(i)
+        note: Optional[str] = None
+        if own is None:
+            note = (
+                "the driver's figures did not come within the deadline in this sample"
+                if sample.missed_deadline
+                else "the driver attributes no memory to this process here (another PID "
+                "namespace, or no per-process figure on this GPU)"
+            )
+        free = None if used is None else info.total_bytes - used
+        if _holds(own, matched):
+            g = _entry(i, None, info.name, info.uuid, own, note, matched, free, info.total_bytes)
+            if info.mig_enabled:
+                g = _with_note(g, "MIG mode: the whole GPU's figures (explain() splits them)")
+            out.append(g)
+    unmatched = [f for f in fws if uuid_key(f.uuid) is None] + [
+        f for rest in by_key.values() for f in rest
+    ]
+    return Ledger(gpus=tuple(out), unmatched=tuple(unmatched), notes=tuple(notes))
+
+
+def _with_note(g: GpuLedger, note: str) -> GpuLedger:
+    return replace(g, notes=g.notes + (note,))
+
+
+class Recorder:
+    """The framework readings of one block: the entry and exit ones (taken on the tracked
+    thread), at most :data:`LEDGER_READINGS` between (taken by the shared thread), and the one
+    taken nearest to the peak so far."""
+
+    def __init__(self, gpus: Gpus, interval: float, sampler: _native.Sampler) -> None:
+        self.gpus = gpus
+        self.interval = max(interval, LEDGER_FLOOR)
+        self._sampler = sampler
+        self._start = 0.0
+        self._lock = threading.Lock()
+        self.entry: Optional[Reading] = None
+        self.exit: Optional[Reading] = None
+        self.between: List[Reading] = []
+        self.near_peak: Optional[Reading] = None
+
+    def begin(self, start: float) -> None:
+        """Takes the entry reading; ``start`` is the block's start on ``time.monotonic()``."""
+        self._start = start
+        self.entry = read_frameworks(self.gpus, time.monotonic() - start)
+
+    def take(self) -> None:
+        """One reading between entry and exit (the shared thread's)."""
+        reading = read_frameworks(self.gpus, time.monotonic() - self._start)
+        peak = self._sampler.peak_time()
+        with self._lock:
+            if self.exit is not None:
+                return  # read as the block ended: the exit reading stands for it
+            self.between.append(reading)
+            if len(self.between) >= LEDGER_READINGS:
+                del self.between[1::2]
+            self._near(reading, peak)
+
+    def _near(self, reading: Reading, peak: Optional[float]) -> None:
+        """Keeps ``reading`` as the one nearest the peak if it is nearer than the one kept
+        (measured to the peak as it is now: a new peak makes the next reading the nearest)."""
+        if peak is None:
+            return
+        if self.near_peak is None or abs(reading.time - peak) < abs(self.near_peak.time - peak):
+            self.near_peak = reading
+
+    def end(self, exit_time: float) -> None:
+        """Takes the exit reading, dated as the exit sample."""
+        reading = read_frameworks(self.gpus, exit_time)
+        with self._lock:
+            self.exit = reading
+
+    def readings(self) -> List[Reading]:
+        """Every reading kept, in time order."""
+        with self._lock:
+            middle = list(self.between)
+        ends = [r for r in (self.entry, self.exit) if r is not None]
+        return sorted(middle + ends, key=lambda r: r.time)
+
+    def at_peak(self, peak_time: float) -> Optional[Reading]:
+        """The reading nearest to ``peak_time`` (the entry and exit ones among them)."""
+        with self._lock:
+            candidates = [r for r in (self.entry, self.near_peak, self.exit) if r is not None]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda r: abs(r.time - peak_time))
+
+
+class _Shared:
+    """The one thread that takes the readings between entry and exit of every block."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.recorders: Dict[int, Recorder] = {}
+        self.thread: Optional[threading.Thread] = None
+
+    def add(self, recorder: Recorder) -> None:
+        with self.cond:
+            self.recorders[id(recorder)] = recorder
+            if self.thread is None:
+                self.thread = threading.Thread(
+                    target=self._run, name="hypomnesis-ledger", daemon=True
+                )
+                self.thread.start()
+            self.cond.notify_all()
+
+    def remove(self, recorder: Recorder) -> None:
+        with self.cond:
+            self.recorders.pop(id(recorder), None)
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.recorders:
+                    self.cond.wait()
+                period = min(r.interval for r in self.recorders.values())
+                self.cond.wait(period)
+                due = list(self.recorders.values())
+            for r in due:
+                r.take()
+
+
+_SHARED = _Shared()
+
+
+def _forget_in_child() -> None:
+    # The thread is not in a forked child (and its lock may have been held): a new one starts
+    # when the child tracks a block with a ledger.
+    global _SHARED
+    _SHARED = _Shared()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def start(recorder: Recorder, start: float) -> None:
+    """Takes the entry reading and has the shared thread take readings from now on."""
+    recorder.begin(start)
+    _SHARED.add(recorder)
+
+
+def stop(recorder: Recorder) -> None:
+    """No more readings by the shared thread (the exit one is :meth:`Recorder.end`'s)."""
+    _SHARED.remove(recorder)
