@@ -3,7 +3,8 @@
 Every exception is a :class:`HypomnesisError` whose message is the library's, unchanged, and
 which carries ``kind`` (what kind of failure, e.g. ``"no_permission"``) and ``source`` (which
 part failed: ``"nvml"``, ``"nvidia-smi"``, ``"ram"``, ``"drm"``, ``"dxgi"``, ``"pdh"``,
-``"metal"``, ``"unsupported"``, ``"device_index"``, ``"no_gpu_source"``, ``"io"``). A program
+``"metal"``, ``"unsupported"``, ``"device_index"``, ``"no_gpu_source"``, ``"io"``,
+``"process_list_denied"``). A program
 reacts to the class or to ``kind``; the message is for people.
 
 >>> import hypomnesis

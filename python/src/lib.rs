@@ -51,6 +51,7 @@ fn variant_name(e: &HypomnesisError) -> &'static str {
         HypomnesisError::Unsupported(_) => "unsupported",
         HypomnesisError::DeviceIndexOutOfRange { .. } => "device_index",
         HypomnesisError::NoGpuSource => "no_gpu_source",
+        HypomnesisError::ProcessListDenied { .. } => "process_list_denied",
         HypomnesisError::Io(_) => "io",
         _ => "other",
     }

@@ -46,6 +46,20 @@ pub enum HypomnesisError {
         "no GPU source is available on this host (no GPU library or tool was found; `hmn doctor` lists where each was looked for)"
     )]
     NoGpuSource,
+    /// The system refused to let this process read the other processes' GPU memory, so no
+    /// list of who holds it can be given (macOS: a sandbox that lets a process read only
+    /// itself). Returned by [`crate::gpu_processes`] alone (device figures report it as their
+    /// source's error); its kind is [`ErrorKind::NoPermission`].
+    #[error(
+        "the system refused to list the processes holding GPU memory: {refused} process(es) could not be read ({})",
+        shown(reason)
+    )]
+    ProcessListDenied {
+        /// How many of the listed processes could not be read.
+        refused: u32,
+        /// What the system answered, in words.
+        reason: String,
+    },
     /// An operating-system I/O call failed; the message names the path involved.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
@@ -271,6 +285,7 @@ impl HypomnesisError {
             Self::DeviceIndexOutOfRange { .. } => ErrorKind::NoSuchDevice,
             Self::NoGpuSource => ErrorKind::NotInstalled,
             Self::Unsupported(_) => ErrorKind::NotSupported,
+            Self::ProcessListDenied { .. } => ErrorKind::NoPermission,
             Self::Io(e) => match e.kind() {
                 std::io::ErrorKind::InvalidInput => ErrorKind::BadSetting,
                 std::io::ErrorKind::NotFound => ErrorKind::NotInstalled,

@@ -425,7 +425,7 @@ fn kubernetes_manifests_are_valid_and_agree_with_the_image() {
     // Without the validators, the facts that a reading finds.
     for needle in [
         r#"args: ["serve", "--listen", "0.0.0.0:10466", "--allow-remote"]"#,
-        "image: hypomnesis/hmn:0.2.4",
+        "image: hypomnesis/hmn:0.2.15",
         "imagePullPolicy: IfNotPresent",
         "hostPID: true",
         "value: /host/proc",

@@ -181,6 +181,25 @@ pub fn adapter_residency(index: u32) -> Result<Residency> {
     }
 }
 
+/// Whether spill of GPU memory into shared system memory can be measured on this system:
+/// `true` only on Windows, in a build with the `pdh` feature, where PDH's `GPU Adapter Memory`
+/// counter set is registered (what [`adapter_residency`] and [`crate::spill::SpillTracker`]
+/// read); `false` on Linux, macOS, and Windows without that counter set. A capability of the
+/// platform, not an observation: it says nothing of whether a GPU spills now. Asked of PDH
+/// once per process.
+#[must_use]
+pub fn is_spill_measurable() -> bool {
+    #[cfg(all(windows, feature = "pdh"))]
+    {
+        static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *REGISTERED.get_or_init(windows::spill_counters_registered)
+    }
+    #[cfg(not(all(windows, feature = "pdh")))]
+    {
+        false
+    }
+}
+
 /// What each GPU source of this build says about itself: present or not, answered or why not,
 /// and its details (library path, driver and library versions, optional features).
 #[must_use]
@@ -236,5 +255,7 @@ mod tests {
                 .contains("GPU 3: spill into shared memory is measurable only on Windows"),
             "{e}"
         );
+        // The capability check agrees: no spill to measure here.
+        assert!(!is_spill_measurable());
     }
 }

@@ -226,13 +226,16 @@ impl MetalBackend {
     }
 
     /// Every process this one may read and its `graphics_footprint` (zero included), sorted by
-    /// pid. What could not be read is recorded for `report`.
-    fn walk(&self, slot: Slot) -> Result<Vec<Row>> {
+    /// pid. What could not be read is recorded for `report`. The system refusing the walk
+    /// (the process table, or every process but none readable) is [`Walk::Refused`].
+    fn walk(&self, slot: Slot) -> std::result::Result<Vec<Row>, Walk> {
         let pids = ffi::all_pids().map_err(|e| {
-            metal(format!(
-                "proc_listpids(PROC_ALL_PIDS) failed: {}",
-                errno_text(e)
-            ))
+            let why = format!("proc_listpids(PROC_ALL_PIDS) failed: {}", errno_text(e));
+            if e == libc::EPERM || e == libc::EACCES {
+                Walk::Refused { refused: 0, why }
+            } else {
+                Walk::Failed(metal(why))
+            }
         })?;
         let mut rows = Vec::new();
         let mut stats = WalkStats::default();
@@ -266,25 +269,50 @@ impl MetalBackend {
                 stats.unreadable
             );
         }
-        let failure = rows.is_empty().then(|| {
-            format!(
-                "ledger(LEDGER_ENTRY_INFO) could read no process ({} of other users, {} \
-                 unreadable{})",
-                stats.other_users,
-                stats.unreadable,
-                stats
-                    .last_reason
-                    .as_deref()
-                    .map(|r| format!("; last: {r}"))
-                    .unwrap_or_default()
-            )
-        });
+        let refusal = parse::walk_refusal(
+            rows.len(),
+            stats.other_users,
+            stats.unreadable,
+            stats.last_reason.as_deref(),
+        );
         *self.stats() = Some(stats);
-        match failure {
-            // At least this process is always readable, so an empty walk means the call is
-            // refused altogether (e.g. a sandbox), not that no GPU memory is held.
-            Some(why) => Err(metal(why)),
+        match refusal {
+            Some((refused, why)) => Err(Walk::Refused { refused, why }),
             None => Ok(rows),
+        }
+    }
+}
+
+/// Why a walk over the process table gave no rows.
+enum Walk {
+    /// The system refused it: the process table, or every process in it.
+    Refused {
+        /// How many processes could not be read.
+        refused: u32,
+        /// In words.
+        why: String,
+    },
+    /// Anything else.
+    Failed(HypomnesisError),
+}
+
+impl Walk {
+    /// As a device figure's error: the Metal source's.
+    fn for_device(self) -> HypomnesisError {
+        match self {
+            Self::Refused { why, .. } => metal(why),
+            Self::Failed(e) => e,
+        }
+    }
+
+    /// As the process list's error: [`HypomnesisError::ProcessListDenied`] when refused.
+    fn for_list(self) -> HypomnesisError {
+        match self {
+            Self::Refused { refused, why } => HypomnesisError::ProcessListDenied {
+                refused,
+                reason: why,
+            },
+            Self::Failed(e) => e,
         }
     }
 }
@@ -313,7 +341,7 @@ impl Backend for MetalBackend {
         let total = self.total()?;
         let budget = self.budget()?;
         let slot = self.slot()?;
-        let rows = self.walk(slot)?;
+        let rows = self.walk(slot).map_err(Walk::for_device)?;
         let f = parse::figures(total, budget, rows.iter().map(|r| r.bytes));
         Ok(GpuDeviceInfo {
             index,
@@ -344,7 +372,8 @@ impl Backend for MetalBackend {
         self.device(index)?;
         let slot = self.slot()?;
         let mut out: Vec<GpuProcessEntry> = self
-            .walk(slot)?
+            .walk(slot)
+            .map_err(Walk::for_list)?
             .into_iter()
             .filter(|r| r.bytes > 0)
             .filter_map(|r| {

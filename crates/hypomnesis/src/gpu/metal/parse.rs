@@ -100,6 +100,31 @@ pub(crate) fn bytes_text(bytes: u64) -> String {
     format!("{bytes} bytes ({gib:.1} GiB)")
 }
 
+/// When a walk over the process table read no process at all, how many it could not read and
+/// why, in words: at least the walking process is always readable, so an empty walk means the
+/// system refused the reads (a sandbox), not that no GPU memory is held. `None` when `read` is
+/// above 0.
+#[must_use]
+pub(crate) fn walk_refusal(
+    read: usize,
+    other_users: u64,
+    unreadable: u64,
+    last_reason: Option<&str>,
+) -> Option<(u32, String)> {
+    if read > 0 {
+        return None;
+    }
+    let refused = u32::try_from(other_users.saturating_add(unreadable)).unwrap_or(u32::MAX);
+    let last = last_reason.map(|r| format!("; last: {r}")).unwrap_or_default();
+    Some((
+        refused,
+        format!(
+            "ledger(LEDGER_ENTRY_INFO) could read no process, not even this one ({other_users} \
+             refused as other users', {unreadable} unreadable{last})"
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,6 +136,18 @@ mod tests {
             *o = b;
         }
         out
+    }
+
+    #[test]
+    fn an_empty_walk_is_a_refusal_and_says_what_was_refused() {
+        assert_eq!(walk_refusal(1, 300, 2, Some("x")), None);
+        let (n, why) = walk_refusal(0, 300, 2, Some("pid 7: EINVAL")).unwrap_or_default();
+        assert_eq!(n, 302);
+        assert!(why.contains("300 refused") && why.contains("2 unreadable"), "{why}");
+        assert!(why.ends_with("; last: pid 7: EINVAL)"), "{why}");
+        let (n, why) = walk_refusal(0, 0, 0, None).unwrap_or_default();
+        assert_eq!((n, why.contains("last")), (0, false));
+        assert_eq!(walk_refusal(0, u64::MAX, 1, None).map(|r| r.0), Some(u32::MAX));
     }
 
     #[test]

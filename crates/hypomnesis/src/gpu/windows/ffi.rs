@@ -184,6 +184,29 @@ fn pdh(call: &str, status: u32) -> Result<(), String> {
     }
 }
 
+/// Whether PDH knows the English counter path `path` (its counter set is registered on this
+/// system): a query can add it. Nothing is collected.
+#[cfg(feature = "pdh")]
+pub(crate) fn counter_registered(path: &str) -> bool {
+    let mut handle = PDH_HQUERY::default();
+    // SAFETY: `handle` is writable; a null data source means live data.
+    if pdh("PdhOpenQueryW", unsafe {
+        PdhOpenQueryW(None, 0, &raw mut handle)
+    })
+    .is_err()
+    {
+        return false;
+    }
+    let query = Query(handle);
+    let mut c = PDH_HCOUNTER::default();
+    let wide = HSTRING::from(path);
+    // SAFETY: the query is open, `wide` outlives the call, `c` is writable.
+    pdh("PdhAddEnglishCounterW", unsafe {
+        PdhAddEnglishCounterW(query.0, &wide, 0, &raw mut c)
+    })
+    .is_ok()
+}
+
 /// One sample of each English counter path (wildcard instances): per path, the
 /// (instance name, value) pairs.
 pub(crate) fn sample(paths: &[&str]) -> Result<Vec<Vec<(String, u64)>>, String> {

@@ -108,6 +108,13 @@ impl DxgiBackend {
     }
 }
 
+/// Whether the `GPU Adapter Memory` counter set (both counters spill is measured from) is
+/// registered on this system.
+#[cfg(feature = "pdh")]
+pub(crate) fn spill_counters_registered() -> bool {
+    ffi::counter_registered(ADAPTER_DEDICATED) && ffi::counter_registered(ADAPTER_SHARED)
+}
+
 /// Device-wide dedicated usage of an adapter from PDH.
 fn adapter_used(a: &AdapterDesc) -> Result<u64> {
     let rows = ffi::sample(&[ADAPTER_DEDICATED]).map_err(HypomnesisError::Pdh)?;
@@ -362,6 +369,25 @@ impl Backend for PdhBackend {
             state,
             details: Vec::new(),
             dropped_process_rows: 0,
+        }
+    }
+}
+
+#[cfg(all(test, feature = "pdh"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counter_set_is_registered_or_not_and_spill_follows_the_adapter_set() {
+        // Every Windows (and Wine) registers the processor counters; nothing registers this.
+        assert!(ffi::counter_registered(r"\Processor(_Total)\% Processor Time"));
+        assert!(!ffi::counter_registered(r"\No Such Counter Set(*)\Nothing"));
+        let adapter = ffi::counter_registered(ADAPTER_DEDICATED)
+            && ffi::counter_registered(ADAPTER_SHARED);
+        assert_eq!(crate::is_spill_measurable(), adapter);
+        // Wine registers no GPU counter sets (the Windows test runner says it runs under Wine).
+        if std::env::var_os("HYPOMNESIS_UNDER_WINE").is_some() {
+            assert!(!crate::is_spill_measurable());
         }
     }
 }

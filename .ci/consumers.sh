@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The published projects that use hypomnesis build against this library, unchanged.
+#
+# For each consumer: its source at a pinned version from the crates.io registry (the .crate file,
+# its SHA-256 checked against the registry's index), its Cargo.lock removed, a [patch.crates-io]
+# pointing hypomnesis at crates/hypomnesis added (and a [workspace] of its own, since target/ is
+# inside this repository's workspace). Then: the patch is what the build uses (`cargo tree -i
+# hypomnesis` names the path, the lock file has no registry source for it, and cargo does not
+# say the patch went unused), the published crate is never downloaded (no hypomnesis .crate
+# in cargo's cache, before or after), and the consumer's own check or tests pass:
+#   - candle-mi 0.2.2: `cargo check --no-default-features --features memory,transformer`
+#   - hf-fetch-model 0.12.6: its GPU-check unit tests (`cargo test --features cli --bin hf-fm
+#     gpu_check::`), which use device_info, GpuDeviceInfo's builder (test-helpers),
+#     HypomnesisError's variants and is_spill_measurable.
+# Builds are cached under target/consumers/target. Usage: .ci/consumers.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo="$PWD"
+lib="$repo/crates/hypomnesis"
+work="$repo/target/consumers"
+export CARGO_TARGET_DIR="$work/target"
+cargo_home="${CARGO_HOME:-$HOME/.cargo}"
+mkdir -p "$work"
+
+published_crates() {
+  # Any copy of the published hypomnesis in cargo's download cache or unpacked sources.
+  find "$cargo_home/registry" -maxdepth 3 -name 'hypomnesis-*' 2>/dev/null || true
+}
+
+before="$(published_crates)"
+if [ -n "$before" ]; then
+  echo "the published hypomnesis is in cargo's cache already (it must never be downloaded):"
+  echo "$before"
+  exit 1
+fi
+
+# fetch NAME VERSION: the crate's source, fresh, under $work/src/NAME-VERSION.
+fetch() {
+  local name="$1" version="$2"
+  local file="$work/$name-$version.crate"
+  local prefix
+  case "${#name}" in
+    1) prefix="1" ;;
+    2) prefix="2" ;;
+    3) prefix="3/${name:0:1}" ;;
+    *) prefix="${name:0:2}/${name:2:2}" ;;
+  esac
+  if [ ! -s "$file" ]; then
+    curl -sfL --retry 3 -o "$file.part" "https://static.crates.io/crates/$name/$name-$version.crate"
+    mv "$file.part" "$file"
+  fi
+  local want
+  want="$(curl -sfL --retry 3 "https://index.crates.io/$prefix/$name" \
+    | python3 -c 'import json,sys; v=sys.argv[1]; print(next(d["cksum"] for d in map(json.loads, sys.stdin) if d["vers"]==v))' "$version")"
+  local got
+  got="$(sha256sum "$file" | cut -d' ' -f1)"
+  if [ "$want" != "$got" ]; then
+    echo "$name $version: the .crate's SHA-256 is $got, the registry's index says $want"
+    rm -f "$file"
+    exit 1
+  fi
+  rm -rf "$work/src/$name-$version"
+  mkdir -p "$work/src"
+  tar xzf "$file" -C "$work/src"
+  local dir="$work/src/$name-$version"
+  rm -f "$dir/Cargo.lock"
+  if grep -q '^\[workspace\]' "$dir/Cargo.toml"; then
+    echo "$name $version has a [workspace] of its own: the patch below would not be its root's"
+    exit 1
+  fi
+  cat >> "$dir/Cargo.toml" <<TOML
+
+# Added by hypomnesis's .ci/consumers.sh: build against the library of this repository.
+[patch.crates-io]
+hypomnesis = { path = "$lib" }
+
+[workspace]
+TOML
+  echo "$dir"
+}
+
+# uses_the_path DIR CARGO-ARGS...: the patched library is the one in the graph.
+uses_the_path() {
+  local dir="$1"
+  shift
+  local tree said
+  said="$(cd "$dir" && cargo generate-lockfile 2>&1)"
+  tree="$(cd "$dir" && cargo tree -i hypomnesis -e normal,dev "$@" 2>>"$work/tree.stderr")"
+  echo "$tree" | head -3
+  if ! echo "$tree" | head -1 | grep -qF "hypomnesis v" || ! echo "$tree" | head -1 | grep -qF "($lib)"; then
+    echo "cargo tree does not show hypomnesis from $lib:"
+    echo "$tree"
+    exit 1
+  fi
+  if echo "$said" | grep -q "was not used in the crate graph"; then
+    echo "cargo says the patch is not used:"
+    echo "$said"
+    exit 1
+  fi
+  # The lock file's hypomnesis has no registry source: it is the path.
+  if awk '/^\[\[package\]\]/{p=0} /^name = "hypomnesis"$/{p=1} p && /^source = /{found=1} END{exit !found}' \
+      "$dir/Cargo.lock"; then
+    echo "Cargo.lock takes hypomnesis from a registry"
+    exit 1
+  fi
+}
+
+echo "--- candle-mi 0.2.2 (feature memory: Snapshot::now, process_rss, Snapshot's fields)"
+dir="$(fetch candle-mi 0.2.2 | tail -1)"
+uses_the_path "$dir" --no-default-features --features memory,transformer
+(cd "$dir" && cargo check -q --no-default-features --features memory,transformer)
+echo "candle-mi 0.2.2 builds against $lib"
+
+echo "--- hf-fetch-model 0.12.6 (feature cli: device_info, GpuDeviceInfo, errors, is_spill_measurable)"
+dir="$(fetch hf-fetch-model 0.12.6 | tail -1)"
+uses_the_path "$dir" --features cli
+out="$(cd "$dir" && cargo test -q --features cli --bin hf-fm gpu_check:: 2>&1)" || {
+  echo "$out"
+  exit 1
+}
+echo "$out" | grep -E '^test result:'
+passed="$(echo "$out" | sed -nE 's/^test result: ok\. ([0-9]+) passed.*/\1/p' | head -1)"
+if [ -z "$passed" ] || [ "$passed" -lt 20 ]; then
+  echo "expected hf-fetch-model's GPU-check tests (over 20) to run and pass; got: ${passed:-none}"
+  exit 1
+fi
+echo "hf-fetch-model 0.12.6: $passed GPU-check tests pass against $lib"
+
+after="$(published_crates)"
+if [ -n "$after" ]; then
+  echo "the published hypomnesis was downloaded:"
+  echo "$after"
+  exit 1
+fi
+echo "the published hypomnesis was never downloaded"
