@@ -45,6 +45,7 @@ mod cli {
     mod stalls;
     mod surface;
     mod top;
+    mod top_keys;
     mod watch_edges;
 }
 

@@ -11,6 +11,8 @@
 
 pub mod draw;
 pub mod model;
+pub mod select;
+mod signal;
 pub mod state;
 mod suspend;
 #[cfg(test)]
@@ -25,7 +27,11 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use hypomnesis::{ContextParts, ProcessContext};
-use ratatui::crossterm::event::{self, Event};
+use ratatui::crossterm::event::{
+    self, DisableMouseCapture, EnableMouseCapture, Event, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::crossterm::execute;
+use ratatui::layout::Rect;
 
 use crate::args::{self, RootArgs};
 use crate::collect::contexts;
@@ -34,7 +40,8 @@ use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
 use draw::Late;
 use model::{Builder, Screen};
-use state::{Action, ViewState};
+use select::{Nav, Pick};
+use state::{Action, Confirm, ViewState};
 
 /// Options of `hmn top`.
 #[derive(Debug, Clone, Args)]
@@ -71,8 +78,19 @@ struct Restore;
 
 impl Drop for Restore {
     fn drop(&mut self) {
+        mouse(false);
         ratatui::restore();
     }
+}
+
+/// Mouse reports on or off (the wheel scrolls, a click selects); best effort: a terminal
+/// without them still has the keys.
+pub(crate) fn mouse(on: bool) {
+    let _ = if on {
+        execute!(io::stdout(), EnableMouseCapture)
+    } else {
+        execute!(io::stdout(), DisableMouseCapture)
+    };
 }
 
 /// Whether `NO_COLOR` asks for no colour (set and not empty, as no-color.org says).
@@ -170,6 +188,7 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
     let stop = Stop::on_signals();
     let mut terminal = ratatui::try_init()?;
     let _restore = Restore;
+    mouse(true);
     let jobs = suspend::JobControl::install();
     let mut state = ViewState {
         color: colour_allowed(),
@@ -179,6 +198,8 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
     let mut fresh = Freshness::new(Instant::now());
     let mut late = None;
     let mut dirty = true;
+    // Where the table was drawn: its height bounds the selection's moves, a click maps to a row.
+    let mut table = Rect::default();
     let room = |t: &ratatui::DefaultTerminal| t.size().map_or(50, |s| s.height);
     control.set_view(&state, room(&terminal));
     while !stop.requested() {
@@ -193,10 +214,18 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
             (fresh.expected_since, dirty) = (Instant::now(), true);
             control.set_view(&state, room(&terminal));
         }
+        let mut refreshed = false;
         while let Ok(r) = rx.try_recv() {
             screen = r.screen;
             fresh.taken = Some(r.taken);
-            dirty = true;
+            (dirty, refreshed) = (true, true);
+        }
+        if refreshed {
+            let before = (state.top, state.selected);
+            state.follow(&screen.procs, usize::from(table.height));
+            if (state.top, state.selected) != before {
+                control.set_view(&state, room(&terminal));
+            }
         }
         let now_late = fresh.late(Instant::now(), interval, state.paused);
         if now_late != late {
@@ -204,37 +233,107 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
             dirty = true;
         }
         if dirty {
-            terminal.draw(|f| draw::draw(f, &screen, &state, interval, late.as_ref()))?;
+            terminal.draw(|f| table = draw::draw(f, &screen, &state, interval, late.as_ref()))?;
             dirty = false;
         }
         if !event::poll(Duration::from_millis(100))? {
             continue;
         }
-        match event::read()? {
-            Event::Key(key) => match state.on_key(key, screen.gpu_count()) {
-                Action::Quit => break,
-                Action::Suspend => {
-                    jobs.suspend(&mut terminal)?;
-                    (fresh.expected_since, dirty) = (Instant::now(), true);
-                    control.set_view(&state, room(&terminal));
-                }
-                Action::Redraw => {
-                    if control.paused.swap(state.paused, Ordering::SeqCst) && !state.paused {
-                        fresh.expected_since = Instant::now();
-                    }
-                    control.set_view(&state, room(&terminal));
-                    dirty = true;
-                }
-                Action::None => {}
-            },
+        let action = match event::read()? {
+            Event::Key(key) => state.on_key(key, screen.gpu_count()),
+            Event::Mouse(m) => on_mouse(m, &state, table),
             Event::Resize(_, height) => {
                 control.set_view(&state, height);
                 dirty = true;
+                Action::None
             }
-            _ => {}
+            _ => Action::None,
+        };
+        match apply(action, &mut state, &screen, usize::from(table.height)) {
+            After::Quit => break,
+            After::Suspend => {
+                jobs.suspend(&mut terminal)?;
+                (fresh.expected_since, dirty) = (Instant::now(), true);
+            }
+            After::Redraw => {
+                if control.paused.swap(state.paused, Ordering::SeqCst) && !state.paused {
+                    fresh.expected_since = Instant::now();
+                }
+                dirty = true;
+            }
+            After::Nothing => {}
+        }
+        if !matches!(action, Action::None | Action::Quit) {
+            control.set_view(&state, room(&terminal));
         }
     }
     Ok(stop.signal())
+}
+
+/// What the loop does after a key or a mouse report.
+enum After {
+    Quit,
+    Suspend,
+    Redraw,
+    Nothing,
+}
+
+/// Does what `action` asks of the view's state (`height`: the table's).
+fn apply(action: Action, state: &mut ViewState, screen: &Screen, height: usize) -> After {
+    match action {
+        Action::Quit => return After::Quit,
+        Action::Suspend => return After::Suspend,
+        Action::None => return After::Nothing,
+        // A new order or filter: the selection stays on its process, in view.
+        Action::Redraw => state.follow(&screen.procs, height),
+        Action::Move(nav) => state.navigate(nav, &screen.procs, height),
+        Action::AskSignal => ask_signal(state, screen),
+        Action::Send => {
+            if let Some(c) = state.confirm.take() {
+                state.message = Some(signal::send(c.pick, c.sig));
+            }
+        }
+    }
+    After::Redraw
+}
+
+/// The wheel moves the selection three rows; a click on a row of the table selects it. Not
+/// while the help, the details or a question is shown, nor in the grouped table.
+fn on_mouse(m: MouseEvent, state: &ViewState, table: Rect) -> Action {
+    if state.help || state.inspect || state.confirm.is_some() || state.group.is_some() {
+        return Action::None;
+    }
+    match m.kind {
+        MouseEventKind::ScrollUp => Action::Move(Nav::Up(3)),
+        MouseEventKind::ScrollDown => Action::Move(Nav::Down(3)),
+        MouseEventKind::Down(MouseButton::Left)
+            if m.row > table.y && m.row < table.y.saturating_add(table.height) =>
+        {
+            Action::Move(Nav::InView(usize::from(m.row - table.y - 1)))
+        }
+        _ => Action::None,
+    }
+}
+
+/// `k`: the question about the selected process, or why there is none to ask about.
+fn ask_signal(state: &mut ViewState, screen: &Screen) {
+    if state.group.is_some() {
+        state.message = Some(Err(
+            "select a process first: the grouped table has none (G ungroups)".into(),
+        ));
+        return;
+    }
+    match state.selected_proc(&screen.procs) {
+        Some(p) if p.change != model::Change::Gone => {
+            state.confirm = Some(Confirm {
+                pick: Pick::of(p),
+                command: p.command.clone().unwrap_or_else(|| "?".into()),
+                sig: signal::Sig::Term,
+            });
+        }
+        Some(p) => state.message = Some(Err(format!("pid {} has exited", p.pid))),
+        None => state.message = Some(Err("no process is selected".into())),
+    }
 }
 
 /// The sampling thread: a refresh every `interval` (none while paused), until stopped or the
@@ -275,6 +374,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>) 
                 },
                 hypomnesis::host_memory().map_err(|e| e.to_string()),
                 &own_context(),
+                view.0.selected.map(|s| s.pid),
             );
             match tx.try_send(Refresh { screen, taken }) {
                 Ok(()) | Err(TrySendError::Full(_)) => {}
@@ -309,6 +409,9 @@ fn end_after_signal(control: &Control, signals: &Stop) {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Not `mouse(false)`: the terminal thread that did not end holds the standard output,
+    // and a terminal that hung up takes no mouse reports anyway. `restore` gives up at once
+    // on a terminal that is gone.
     ratatui::restore();
     let code = signals.signal().map_or(1, |s| 128 + s);
     std::process::exit(code);
@@ -372,6 +475,7 @@ impl Screen {
             ram: Err("reading…".into()),
             me: model::Footprint::default(),
             procs: Vec::new(),
+            focus: None,
         }
     }
 

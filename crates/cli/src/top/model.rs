@@ -3,7 +3,7 @@
 //! view's own footprint, and one row per GPU process with its context and CPU share. Drawing
 //! reads a [`Screen`] and nothing else.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Duration;
 
 use hypomnesis::{
@@ -27,6 +27,74 @@ pub struct Screen {
     pub me: Footprint,
     /// The processes holding GPU memory (and those that just stopped), by pid.
     pub procs: Vec<Proc>,
+    /// The history of the GPU memory of the process the view asked about (the selected one).
+    pub focus: Option<Focus>,
+}
+
+/// The GPU memory of one process over the session, for its detail view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Focus {
+    pub pid: u32,
+    /// Its GPU memory on all GPUs, oldest first: one point per refresh, or in a long session
+    /// the largest of `per_point` refreshes (at most [`PROC_HISTORY`] points).
+    pub history: Vec<u64>,
+    pub per_point: usize,
+    /// How many refreshes have seen it.
+    pub refreshes: u64,
+    /// How long ago it started, at this refresh, where its start time and the system's uptime
+    /// could be read.
+    pub age: Option<Duration>,
+}
+
+/// Points of GPU memory history kept per process: when full, neighbours merge pairwise, each
+/// keeping its maximum, so a process's whole session stays in a fixed room.
+pub const PROC_HISTORY: usize = 64;
+
+/// One process's GPU memory over the session, in KiB (a `u32` holds 4 TiB).
+#[derive(Debug, Clone, Default)]
+struct ProcHistory {
+    points: Vec<u32>,
+    /// The point being filled and how many refreshes it holds.
+    pending: Option<(u32, usize)>,
+    per_point: usize,
+    refreshes: u64,
+}
+
+impl ProcHistory {
+    fn push(&mut self, bytes: u64) {
+        let kib = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
+        self.refreshes += 1;
+        self.per_point = self.per_point.max(1);
+        let (max, n) = self.pending.map_or((kib, 1), |(m, n)| (m.max(kib), n + 1));
+        if n < self.per_point {
+            self.pending = Some((max, n));
+            return;
+        }
+        self.pending = None;
+        self.points.push(max);
+        if self.points.len() >= PROC_HISTORY {
+            self.points = self
+                .points
+                .chunks(2)
+                .map(|c| c.iter().copied().max().unwrap_or(0))
+                .collect();
+            self.per_point *= 2;
+        }
+    }
+
+    fn focus(&self, pid: u32) -> Focus {
+        let mut history: Vec<u64> = self.points.iter().map(|&k| u64::from(k) * 1024).collect();
+        if let Some((m, _)) = self.pending {
+            history.push(u64::from(m) * 1024);
+        }
+        Focus {
+            pid,
+            history,
+            per_point: self.per_point.max(1),
+            refreshes: self.refreshes,
+            age: None,
+        }
+    }
 }
 
 /// A process's host memory and CPU share.
@@ -131,12 +199,15 @@ pub struct Proc {
     pub mps_server: bool,
     /// Its container and pod, when read (grouping or filtering needs them).
     pub container: Option<hypomnesis::Container>,
+    /// When it started (clock ticks after boot), read when it was first seen; `None` where it
+    /// cannot be read (another PID namespace, another system).
+    pub start: Option<u64>,
     pub change: Change,
 }
 
 impl Proc {
     /// Process `pid` with nothing known of it yet.
-    fn bare(pid: u32) -> Self {
+    pub(crate) fn bare(pid: u32) -> Self {
         Self {
             pid,
             user: None,
@@ -148,6 +219,7 @@ impl Proc {
             outside: false,
             mps_server: false,
             container: None,
+            start: None,
             change: Change::Steady,
         }
     }
@@ -176,6 +248,8 @@ pub struct Builder {
     cpu: BTreeMap<u32, (Duration, Duration)>,
     own_cpu: Option<(Duration, Duration)>,
     last: BTreeMap<u32, Proc>,
+    /// Each listed process's start time (read once) and GPU memory history, by pid.
+    seen: HashMap<u32, (Option<u64>, ProcHistory)>,
 }
 
 /// A read's result as text for the view.
@@ -189,13 +263,14 @@ fn text<T: Clone, E: ToString>(r: Option<&Result<T, E>>) -> Option<Result<T, Str
 impl Builder {
     /// The screen of `frame`: `read` gives the contexts (by pid) of those of the listed
     /// processes it chooses to read, `ram` is the host's, `me` this process's context (RSS and
-    /// CPU time).
+    /// CPU time), `focus` the process whose history the view shows.
     pub fn screen(
         &mut self,
         frame: &Frame,
         read: impl FnOnce(&[Proc]) -> BTreeMap<u32, ProcessContext>,
         ram: Result<HostMemory, String>,
         me: &ProcessContext,
+        focus: Option<u32>,
     ) -> Screen {
         let gpus = match &frame.count {
             Err(why) => Err(why.clone()),
@@ -208,11 +283,20 @@ impl Builder {
             cpu: share(self.own_cpu, own),
         };
         self.own_cpu = own;
+        let procs = self.procs(frame, read);
+        let focus = focus.and_then(|pid| {
+            let (start, h) = self.seen.get(&pid)?;
+            Some(Focus {
+                age: start.and_then(age_of),
+                ..h.focus(pid)
+            })
+        });
         Screen {
             gpus,
             ram,
             me,
-            procs: self.procs(frame, read),
+            procs,
+            focus,
         }
     }
 
@@ -299,7 +383,19 @@ impl Builder {
             if !self.last.is_empty() && !self.last.contains_key(&p.pid) {
                 p.change = Change::New;
             }
+            let outside = p.outside;
+            let (start, history) = self.seen.entry(p.pid).or_insert_with(|| {
+                let start = if outside {
+                    None
+                } else {
+                    hypomnesis::process_start_time(p.pid)
+                };
+                (start, ProcHistory::default())
+            });
+            p.start = *start;
+            history.push(p.gpu_total());
         }
+        self.seen.retain(|pid, _| now.contains_key(pid));
         let gone: Vec<Proc> = self
             .last
             .values()
@@ -313,6 +409,28 @@ impl Builder {
         self.cpu = cpu;
         self.last.clone_from(&now);
         now.into_values().chain(gone).collect()
+    }
+}
+
+/// How long ago a process that started `start` clock ticks after boot started: the system's
+/// uptime (`uptime` of the procfs root in use) less that. Linux only.
+#[allow(unsafe_code)] // sysconf(3), which std does not wrap
+fn age_of(start: u64) -> Option<Duration> {
+    #[cfg(target_os = "linux")]
+    {
+        let roots = hypomnesis::roots().ok()?;
+        let text = std::fs::read_to_string(roots.procfs.path.join("uptime")).ok()?;
+        let up: f64 = text.split_whitespace().next()?.parse().ok()?;
+        // SAFETY: sysconf with a valid name has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
+        let started = Duration::from_millis(start.checked_mul(1000)? / hz);
+        Duration::try_from_secs_f64(up).ok()?.checked_sub(started)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = start;
+        None
     }
 }
 

@@ -4,6 +4,8 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::model::{Change, Proc};
+use super::select::{Nav, Pick};
+use super::signal::Sig;
 use crate::view::groups::{GroupBy, Key, key_from};
 
 /// A column of the process table, in display order.
@@ -66,6 +68,26 @@ pub struct ViewState {
     pub color: bool,
     /// Rows added up per owner, pod, namespace or container (`G`), `None`: one per process.
     pub group: Option<GroupBy>,
+    /// The selected process, where there is one (see `select`).
+    pub selected: Option<Pick>,
+    /// Its position among the rows, and the first row in view.
+    pub cursor: usize,
+    pub top: usize,
+    /// Whether the selected process is shown in detail (Enter) instead of the table.
+    pub inspect: bool,
+    /// A signal about to be sent, waiting for the user's yes (`k`).
+    pub confirm: Option<Confirm>,
+    /// What the last action did (a signal sent, or why not), until the next key.
+    pub message: Option<Result<String, String>>,
+}
+
+/// The question `k` asks before a signal goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirm {
+    pub pick: Pick,
+    /// Its command as the table showed it.
+    pub command: String,
+    pub sig: Sig,
 }
 
 impl Default for ViewState {
@@ -80,6 +102,12 @@ impl Default for ViewState {
             help: false,
             color: true,
             group: None,
+            selected: None,
+            cursor: 0,
+            top: 0,
+            inspect: false,
+            confirm: None,
+            message: None,
         }
     }
 }
@@ -94,6 +122,12 @@ pub enum Action {
     Quit,
     /// Ctrl-Z: give the terminal back and stop, as the shell's suspend key does.
     Suspend,
+    /// Move the selection (the loop knows the rows and the table's height).
+    Move(Nav),
+    /// Ask before signalling the selected process (the loop knows it).
+    AskSignal,
+    /// Send the signal the question was about.
+    Send,
 }
 
 impl ViewState {
@@ -112,8 +146,46 @@ impl ViewState {
         if self.editing {
             return self.on_filter_key(key.code);
         }
+        self.message = None;
+        if let Some(c) = &mut self.confirm {
+            return match key.code {
+                KeyCode::Enter | KeyCode::Char('y') => Action::Send,
+                KeyCode::Esc | KeyCode::Char('n' | 'q') => {
+                    self.confirm = None;
+                    Action::Redraw
+                }
+                KeyCode::Char('t') => {
+                    c.sig = Sig::Term;
+                    Action::Redraw
+                }
+                KeyCode::Char('i') => {
+                    c.sig = Sig::Int;
+                    Action::Redraw
+                }
+                KeyCode::Char('9' | 'K') => {
+                    c.sig = Sig::Kill;
+                    Action::Redraw
+                }
+                _ => Action::None,
+            };
+        }
+        let nav = match key.code {
+            KeyCode::Up => Some(Nav::Up(1)),
+            KeyCode::Down => Some(Nav::Down(1)),
+            KeyCode::PageUp => Some(Nav::PageUp),
+            KeyCode::PageDown => Some(Nav::PageDown),
+            KeyCode::Home => Some(Nav::Home),
+            KeyCode::End => Some(Nav::End),
+            _ => None,
+        };
+        if let Some(nav) = nav {
+            return Action::Move(nav);
+        }
         match key.code {
+            KeyCode::Char('k') | KeyCode::F(9) => return Action::AskSignal,
+            KeyCode::Enter => self.inspect = !self.inspect,
             KeyCode::Esc if self.help => self.help = false,
+            KeyCode::Esc if self.inspect => self.inspect = false,
             KeyCode::Esc if !self.filter.is_empty() => self.filter.clear(),
             KeyCode::Char('q') | KeyCode::Esc => return Action::Quit,
             KeyCode::Char('?' | 'h') => self.help = !self.help,
@@ -164,7 +236,7 @@ impl ViewState {
         Column::ALL.get(next).copied().unwrap_or(Column::Gpu)
     }
 
-    fn sort_by(&mut self, c: Column) {
+    pub(crate) fn sort_by(&mut self, c: Column) {
         self.sort = c;
         self.descending = c.descending_by_default();
     }
@@ -208,12 +280,18 @@ impl ViewState {
         if all {
             return procs.iter().map(|p| p.pid).collect();
         }
-        self.rows(procs).iter().take(room).map(|p| p.pid).collect()
+        self.rows(procs)
+            .iter()
+            .skip(self.top)
+            .take(room)
+            .map(|p| p.pid)
+            .collect()
     }
 
-    /// Whether a refresh reads the processes' containers: to group or filter by them.
+    /// Whether a refresh reads the processes' containers: to group or filter by them, or to
+    /// show the selected one's in detail.
     pub fn wants_containers(&self) -> bool {
-        self.group.is_some() || !self.filter.is_empty()
+        self.group.is_some() || !self.filter.is_empty() || self.inspect
     }
 
     /// The groups of the rows shown (`rows`, filtered), largest GPU memory first: each with
@@ -320,6 +398,7 @@ mod tests {
             outside: false,
             mps_server: false,
             container: None,
+            start: None,
             change: Change::Steady,
         }
     }

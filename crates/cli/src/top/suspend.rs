@@ -44,6 +44,7 @@ impl JobControl {
             return Ok(());
         }
         let _ = terminal.show_cursor();
+        super::mouse(false);
         ratatui::restore();
         signals::stop_self();
         self.continued();
@@ -57,6 +58,7 @@ impl JobControl {
 pub fn resume(terminal: &mut DefaultTerminal) -> io::Result<()> {
     enable_raw_mode()?;
     execute!(io::stdout(), EnterAlternateScreen)?;
+    super::mouse(true);
     terminal.hide_cursor()?;
     terminal.clear()
 }

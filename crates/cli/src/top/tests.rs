@@ -146,7 +146,7 @@ fn two_gpus() -> Screen {
         for (pid, p) in &mut c {
             p.cpu_time = Some(Duration::from_millis(t * u64::from(*pid % 7) * 150));
         }
-        last = b.screen(&f, |_| c, ram(), &me(t * 4));
+        last = b.screen(&f, |_| c, ram(), &me(t * 4), None);
     }
     last
 }
@@ -163,8 +163,10 @@ fn render_late(
     height: u16,
 ) -> (String, TestBackend) {
     let mut t = Terminal::new(TestBackend::new(width, height)).unwrap();
-    t.draw(|f| draw(f, screen, state, Duration::from_secs(1), late))
-        .unwrap();
+    t.draw(|f| {
+        draw(f, screen, state, Duration::from_secs(1), late);
+    })
+    .unwrap();
     let backend = t.backend().clone();
     let buf = backend.buffer();
     let mut text = String::new();
@@ -272,7 +274,7 @@ fn mig_instances_and_an_amd_card_with_gtt() {
         ..DeviceFrame::default()
     });
     f.count = Ok(2);
-    let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0));
+    let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0), None);
     let (text, _) = render(&screen, &ViewState::default(), 110, 22);
     check("mig-and-amd", &text);
     assert!(
@@ -309,7 +311,7 @@ fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
     ]
     .into_iter()
     .collect();
-    let screen = b.screen(&f, |_| contexts, ram(), &me(0));
+    let screen = b.screen(&f, |_| contexts, ram(), &me(0), None);
     let (text, _) = render(&screen, &ViewState::default(), 100, 10);
     check("no-gpu", &text);
     assert!(text.contains("RAM 24.0 GiB, 18.0 GiB available"), "{text}");
@@ -336,7 +338,7 @@ fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
         ..f
     };
     // The processes of the last refresh are shown as exited, once.
-    let screen = b.screen(&failed, |_| BTreeMap::new(), ram(), &me(0));
+    let screen = b.screen(&failed, |_| BTreeMap::new(), ram(), &me(0), None);
     let (text, _) = render(&screen, &ViewState::default(), 100, 8);
     assert!(text.contains("-300") && text.contains("(exited)"), "{text}");
     // A view that never read a process.
@@ -346,6 +348,7 @@ fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
         |_| BTreeMap::new(),
         Err("meminfo: gone".into()),
         &me(0),
+        None,
     );
     let (text, _) = render(&screen, &ViewState::default(), 100, 8);
     assert!(text.contains("version mismatch"), "{text}");
@@ -369,7 +372,7 @@ fn hostile_names_cannot_reach_the_terminal() {
     )]
     .into_iter()
     .collect();
-    let screen = b.screen(&f, |_| contexts, ram(), &me(0));
+    let screen = b.screen(&f, |_| contexts, ram(), &me(0), None);
     let (text, _) = render(&screen, &ViewState::default(), 100, 12);
     check("hostile", &text);
     assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text:?}");
@@ -512,7 +515,7 @@ fn mps_clients_show_their_type_and_the_server_is_marked() {
     ];
     let used = 614 * MIB + 30 * MIB + 5 * GIB;
     let f = frame(0, vec![(h200(0, 143_771 * MIB - used), rows)]);
-    let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0));
+    let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0), None);
     let (text, _) = render(&screen, &ViewState::default(), 110, 24);
     let line = |pid: &str| {
         text.lines()
@@ -570,7 +573,7 @@ fn grouped_by_pod_and_filtered_by_namespace() {
         (pid, ctx)
     })
     .collect();
-    let screen = b.screen(&f, |_| contexts.clone(), ram(), &me(0));
+    let screen = b.screen(&f, |_| contexts.clone(), ram(), &me(0), None);
     let mut state = ViewState::default();
     let key = |c: char| {
         ratatui::crossterm::event::KeyEvent::new(
@@ -607,4 +610,117 @@ fn grouped_by_pod_and_filtered_by_namespace() {
         state.on_key(key('G'), 1);
     }
     assert_eq!(state.group, None);
+}
+
+#[test]
+fn the_selected_row_its_details_and_the_signal_question() {
+    use super::model::Focus;
+    use super::select::Nav;
+    use super::signal::Sig;
+    use super::state::Confirm;
+    use ratatui::style::Modifier;
+
+    let mut screen = two_gpus();
+    let mut s = ViewState::default();
+    s.follow(&screen.procs, 10);
+    s.navigate(Nav::Down(1), &screen.procs, 10);
+    let picked = s.selected.unwrap();
+    assert_eq!(picked.pid, 5151, "the second row, by GPU memory");
+    let (text, backend) = render(&screen, &s, 110, 24);
+    check("selected", &text);
+    // The selected row, and it alone, is drawn reversed across the width.
+    let y = text.lines().position(|l| l.starts_with("5151")).unwrap();
+    let reversed = |y: usize| {
+        let y = u16::try_from(y).unwrap();
+        (0..110).all(|x| {
+            backend.buffer()[(x, y)]
+                .modifier
+                .contains(Modifier::REVERSED)
+        })
+    };
+    assert!(reversed(y), "{text}");
+    assert!(!reversed(y + 1), "{text}");
+
+    // Enter: the details, with the history the sampler kept for it.
+    s.inspect = true;
+    screen.focus = Some(Focus {
+        pid: 5151,
+        history: vec![GIB, 2 * GIB, 20 * GIB],
+        per_point: 1,
+        refreshes: 3,
+        age: Some(Duration::from_secs(3725)),
+    });
+    let (text, _) = render(&screen, &s, 110, 24);
+    check("detail", &text);
+    for want in [
+        "process 5151",
+        "python3 -m vllm.entrypoints.api_server",
+        "user       bob",
+        "started    1h2m ago",
+        "GPU memory GPU 1 20.0 GiB",
+        "history    ▁▁█",
+        "peak 20.0 GiB over 3 refreshes (a point per refresh)",
+    ] {
+        assert!(text.contains(want), "{want:?} in\n{text}");
+    }
+
+    // k: the question names the pid, the command and the signal.
+    s.inspect = false;
+    s.confirm = Some(Confirm {
+        pick: picked,
+        command: "python3 -m vllm.entrypoints.api_server".into(),
+        sig: Sig::Kill,
+    });
+    let (text, _) = render(&screen, &s, 110, 24);
+    check("signal", &text);
+    assert!(text.contains("Send SIGKILL to pid 5151?"), "{text}");
+    // What happened, in the title line.
+    s.confirm = None;
+    s.message = Some(Err("not permitted to send SIGTERM to pid 5151".into()));
+    let (text, _) = render(&screen, &s, 110, 24);
+    assert!(
+        text.lines().next().unwrap().contains("not permitted"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_long_table_says_which_rows_it_shows_and_scrolls_to_the_last() {
+    use super::model::Proc;
+    use super::select::Nav;
+
+    let mut screen = Screen::waiting();
+    screen.gpus = Ok(Vec::new());
+    screen.procs = (1..=2000)
+        .map(|pid| {
+            let mut p = Proc::bare(pid);
+            p.gpu.insert(0, u64::from(pid) * MIB);
+            p
+        })
+        .collect();
+    let mut s = ViewState::default();
+    // The table's height at 100x30: the view draws it, the loop keeps it.
+    let table = {
+        let mut t = Terminal::new(TestBackend::new(100, 30)).unwrap();
+        let mut area = ratatui::layout::Rect::default();
+        t.draw(|f| area = draw(f, &screen, &s, Duration::from_secs(1), None))
+            .unwrap();
+        usize::from(area.height)
+    };
+    s.follow(&screen.procs, table);
+    let (text, _) = render(&screen, &s, 100, 30);
+    assert!(
+        text.contains(&format!("rows 1–{} of 2000", table - 2)),
+        "{text}"
+    );
+    s.navigate(Nav::End, &screen.procs, table);
+    let (text, _) = render(&screen, &s, 100, 30);
+    assert!(
+        text.contains(&format!("rows {}–2000 of 2000", 2000 - (table - 2) + 1)),
+        "{text}"
+    );
+    // Sorted by GPU memory, largest first: the last row is pid 1, selected.
+    let last_row = text.lines().rev().nth(1).unwrap();
+    assert!(last_row.starts_with("1 "), "{last_row:?}\n{text}");
+    assert_eq!(s.selected.map(|p| p.pid), Some(1));
 }

@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 const MIB: u64 = 1 << 20;
 
 /// A tmux server of this test's own (its own socket), killed at the end.
-struct Tmux {
+pub(super) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
     /// A server of its own (named after `what` and this test process) with one session, `top`,
     /// of `width` x 30 cells running `command`.
-    fn start(what: &str, width: u16, command: &[&str]) -> Self {
+    pub(super) fn start(what: &str, width: u16, command: &[&str]) -> Self {
         let tmux = Self {
             socket: format!("hmn-top-{what}-{}", std::process::id()),
         };
@@ -39,7 +39,7 @@ impl Tmux {
         tmux
     }
 
-    fn cmd(&self, args: &[&str]) -> String {
+    pub(super) fn cmd(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .arg("-L")
             .arg(&self.socket)
@@ -50,18 +50,18 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn screen(&self) -> String {
+    pub(super) fn screen(&self) -> String {
         self.cmd(&["capture-pane", "-p", "-t", "top"])
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(super) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "top"];
         args.extend_from_slice(keys);
         self.cmd(&args);
     }
 
     /// Waits (up to 20 s) for the screen to satisfy `ok`; returns it.
-    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    pub(super) fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let s = self.screen();
@@ -87,7 +87,7 @@ impl Drop for Tmux {
 
 /// Whether tmux is installed; without it the tests skip, unless
 /// `HYPOMNESIS_REQUIRE_EXTERNAL=1`, which makes them fail.
-fn tmux_here() -> bool {
+pub(super) fn tmux_here() -> bool {
     if Command::new("tmux").arg("-V").output().is_ok() {
         return true;
     }
@@ -99,7 +99,7 @@ fn tmux_here() -> bool {
     false
 }
 
-fn sleeper(arg: &str) -> Child {
+pub(super) fn sleeper(arg: &str) -> Child {
     Command::new("sleep")
         .arg(arg)
         .stdin(Stdio::null())
@@ -196,7 +196,7 @@ fn idle_h200(extra: &str) -> std::path::PathBuf {
 
 /// A tmux session running `hmn top` against the fake NVML with `scenario`, after a marker line
 /// on the main screen.
-fn start(what: &str, scenario: &std::path::Path) -> Tmux {
+pub(super) fn start(what: &str, scenario: &std::path::Path) -> Tmux {
     let lib = support::fake_nvml(support::FakeVariant::Modern);
     start_top(
         what,
@@ -211,7 +211,7 @@ fn start(what: &str, scenario: &std::path::Path) -> Tmux {
 
 /// A tmux session of `width` columns running `hmn top --interval 200ms` with `env` (`NAME=value`
 /// each), after a marker line on the main screen; the shell prints `TOP-EXIT=<status>` after.
-fn start_top(what: &str, width: u16, env: &[String]) -> Tmux {
+pub(super) fn start_top(what: &str, width: u16, env: &[String]) -> Tmux {
     let tmux = Tmux::start(
         what,
         width,
@@ -236,7 +236,7 @@ fn start_top(what: &str, width: u16, env: &[String]) -> Tmux {
 }
 
 /// `q`, then the exit status 0 and the terminal as it was.
-fn quit(tmux: &Tmux) {
+pub(super) fn quit(tmux: &Tmux) {
     tmux.keys(&["q"]);
     let s = tmux.wait_for("hmn top to quit", |s| {
         s.lines().any(|l| l.starts_with("TOP-EXIT="))

@@ -15,6 +15,7 @@ use crate::view::format_size;
 pub use crate::view::human;
 use crate::view::printable::printable;
 
+mod detail;
 pub(super) mod gpus;
 mod table;
 
@@ -93,16 +94,44 @@ impl Late {
     }
 }
 
-/// Draws the whole view; `late` when a refresh is overdue.
+/// Draws the whole view; `late` when a refresh is overdue. Returns where the process table
+/// is (its header line first), for the mouse.
 pub fn draw(
     f: &mut Frame<'_>,
     screen: &Screen,
     state: &ViewState,
     interval: Duration,
     late: Option<&Late>,
-) {
+) -> Rect {
     let area = f.area();
     let theme = Theme { color: state.color };
+    let inspected = state
+        .inspect
+        .then(|| state.selected_proc(&screen.procs))
+        .flatten();
+    if let Some(p) = inspected {
+        // The details take the whole view below the title line.
+        let [head, rest] =
+            Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
+        f.render_widget(
+            Paragraph::new(header(screen, state, &theme, interval, late)),
+            head,
+        );
+        let started = screen
+            .focus
+            .as_ref()
+            .filter(|f| f.pid == p.pid)
+            .and_then(|f| f.age)
+            .map(|age| format!("{} ago", human(age)));
+        f.render_widget(
+            Paragraph::new(detail::detail_lines(screen, p, started, &theme, rest.width)),
+            rest,
+        );
+        if let Some(c) = &state.confirm {
+            draw_confirm(f, area, c);
+        }
+        return rest;
+    }
     let gpu_lines = gpu_lines(screen, state, &theme, area.width, area.height);
     let gpu_height = u16::try_from(gpu_lines.len()).unwrap_or(u16::MAX);
     let [head, gpus, ram, table] = Layout::vertical([
@@ -122,9 +151,38 @@ pub fn draw(
         Paragraph::new(table_lines(screen, state, &theme, table)),
         table,
     );
+    if let Some(c) = &state.confirm {
+        draw_confirm(f, area, c);
+    }
     if state.help {
         draw_help(f, area);
     }
+    table
+}
+
+/// The question before a signal goes: which process, which signal, and the keys.
+fn draw_confirm(f: &mut Frame<'_>, area: Rect, c: &super::state::Confirm) {
+    let command: String = printable(&c.command).chars().take(60).collect();
+    let lines = vec![
+        Line::raw(format!(" Send {} to pid {}?", c.sig.name(), c.pick.pid)),
+        Line::raw(format!(" {command}")),
+        Line::raw(""),
+        Line::raw(" t SIGTERM · i SIGINT · 9 SIGKILL"),
+        Line::raw(" Enter or y: send   Esc or n: cancel"),
+    ];
+    let width = area.width.min(70);
+    let height = 7.min(area.height);
+    let rect = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    f.render_widget(Clear, rect);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" hmn top: signal ")),
+        rect,
+    );
 }
 
 fn header<'a>(
@@ -162,6 +220,11 @@ fn header<'a>(
     if state.paused {
         spans.push(Span::styled("  PAUSED", theme.bold()));
     }
+    match &state.message {
+        Some(Ok(said)) => spans.push(Span::styled(format!("  {said}"), theme.fg(Color::Green))),
+        Some(Err(why)) => spans.push(Span::styled(format!("  {why}"), theme.late())),
+        None => {}
+    }
     spans.push(Span::styled("  ? help  q quit", theme.dim()));
     Line::from(spans)
 }
@@ -191,8 +254,15 @@ fn ram_line<'a>(screen: &Screen, theme: &Theme) -> Line<'a> {
 
 /// The keys, in a box over the middle of the view.
 fn draw_help(f: &mut Frame<'_>, area: Rect) {
-    const KEYS: [(&str, &str); 13] = [
+    const KEYS: [(&str, &str); 17] = [
         ("q, Esc, Ctrl-C", "quit"),
+        (
+            "↑ ↓, PgUp PgDn",
+            "select a process (the wheel scrolls, a click selects)",
+        ),
+        ("Home, End", "the first, the last process"),
+        ("Enter", "the selected process in detail (Esc: back)"),
+        ("k, F9", "send it TERM, INT or KILL, after a yes"),
         ("Ctrl-Z", "suspend (fg brings the view back)"),
         ("?, h", "this help (Esc closes it)"),
         ("< >, ← →", "sort by the column to the left / right"),

@@ -123,20 +123,39 @@ pub(super) fn table_lines<'a>(
         };
         lines.push(Line::styled(format!("  ({why})"), theme.dim()));
     }
-    let room = usize::from(area.height.saturating_sub(1));
-    let shown = rows.len().min(room);
-    for p in rows.iter().take(if rows.len() > room {
-        room.saturating_sub(1)
-    } else {
-        shown
-    }) {
-        lines.push(proc_line(p, &cols, state, theme));
+    let window = state.window(rows.len(), usize::from(area.height));
+    let selected = state.selected;
+    for p in rows.iter().skip(window.first).take(window.shown) {
+        let line = proc_line(p, &cols, state, theme);
+        let picked = selected.is_some_and(|s| s.pid == p.pid && s.start == p.start);
+        lines.push(if picked {
+            selected_line(&line, area.width)
+        } else {
+            line
+        });
     }
-    if rows.len() > room && room > 0 {
-        let more = rows.len() - room.saturating_sub(1);
-        lines.push(Line::styled(format!("  … {more} more"), theme.dim()));
+    if window.shown < rows.len() && area.height > 1 {
+        lines.push(Line::styled(
+            format!(
+                "  rows {}–{} of {}  ·  ↑ ↓ PgUp PgDn Home End, Enter: details, k: signal",
+                window.first + 1,
+                window.first + window.shown,
+                window.total
+            ),
+            theme.dim(),
+        ));
     }
     lines
+}
+
+/// A row as the selected one: reversed, padded to the width so the bar runs across.
+fn selected_line(line: &Line<'_>, width: u16) -> Line<'static> {
+    let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+    let pad = usize::from(width).saturating_sub(text.chars().count());
+    Line::styled(
+        format!("{text}{}", " ".repeat(pad)),
+        line.style.add_modifier(Modifier::REVERSED),
+    )
 }
 
 fn proc_line<'a>(p: &Proc, cols: &[Col], state: &ViewState, theme: &Theme) -> Line<'a> {

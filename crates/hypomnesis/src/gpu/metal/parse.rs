@@ -115,7 +115,9 @@ pub(crate) fn walk_refusal(
         return None;
     }
     let refused = u32::try_from(other_users.saturating_add(unreadable)).unwrap_or(u32::MAX);
-    let last = last_reason.map(|r| format!("; last: {r}")).unwrap_or_default();
+    let last = last_reason
+        .map(|r| format!("; last: {r}"))
+        .unwrap_or_default();
     Some((
         refused,
         format!(
@@ -143,11 +145,17 @@ mod tests {
         assert_eq!(walk_refusal(1, 300, 2, Some("x")), None);
         let (n, why) = walk_refusal(0, 300, 2, Some("pid 7: EINVAL")).unwrap_or_default();
         assert_eq!(n, 302);
-        assert!(why.contains("300 refused") && why.contains("2 unreadable"), "{why}");
+        assert!(
+            why.contains("300 refused") && why.contains("2 unreadable"),
+            "{why}"
+        );
         assert!(why.ends_with("; last: pid 7: EINVAL)"), "{why}");
         let (n, why) = walk_refusal(0, 0, 0, None).unwrap_or_default();
         assert_eq!((n, why.contains("last")), (0, false));
-        assert_eq!(walk_refusal(0, u64::MAX, 1, None).map(|r| r.0), Some(u32::MAX));
+        assert_eq!(
+            walk_refusal(0, u64::MAX, 1, None).map(|r| r.0),
+            Some(u32::MAX)
+        );
     }
 
     #[test]

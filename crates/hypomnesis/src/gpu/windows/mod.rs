@@ -380,10 +380,12 @@ mod tests {
     #[test]
     fn a_counter_set_is_registered_or_not_and_spill_follows_the_adapter_set() {
         // Every Windows (and Wine) registers the processor counters; nothing registers this.
-        assert!(ffi::counter_registered(r"\Processor(_Total)\% Processor Time"));
+        assert!(ffi::counter_registered(
+            r"\Processor(_Total)\% Processor Time"
+        ));
         assert!(!ffi::counter_registered(r"\No Such Counter Set(*)\Nothing"));
-        let adapter = ffi::counter_registered(ADAPTER_DEDICATED)
-            && ffi::counter_registered(ADAPTER_SHARED);
+        let adapter =
+            ffi::counter_registered(ADAPTER_DEDICATED) && ffi::counter_registered(ADAPTER_SHARED);
         assert_eq!(crate::is_spill_measurable(), adapter);
         // Wine registers no GPU counter sets (the Windows test runner says it runs under Wine).
         if std::env::var_os("HYPOMNESIS_UNDER_WINE").is_some() {
