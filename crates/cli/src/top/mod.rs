@@ -10,6 +10,7 @@
 //! view, or the terminal is resized.
 
 pub mod draw;
+mod lasting;
 pub mod model;
 pub mod select;
 mod signal;
@@ -236,7 +237,12 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
             terminal.draw(|f| table = draw::draw(f, &screen, &state, interval, late.as_ref()))?;
             dirty = false;
         }
-        if !event::poll(Duration::from_millis(100))? {
+        let wait = if state.paused {
+            Duration::from_millis(250)
+        } else {
+            poll_for(interval, fresh.taken, Instant::now())
+        };
+        if !event::poll(wait)? {
             continue;
         }
         let action = match event::read()? {
@@ -268,6 +274,19 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
         }
     }
     Ok(stop.signal())
+}
+
+/// How long the terminal thread waits for a key before it looks for a refresh again: until
+/// the next one is due (an interval after the last was measured), at least 10 ms and at most
+/// 250 ms, then every 20 ms until it comes. A key wakes it at once whatever the wait.
+fn poll_for(interval: Duration, taken: Option<Instant>, now: Instant) -> Duration {
+    let due = taken.map(|t| t + interval);
+    match due {
+        Some(due) if due > now => {
+            (due - now).clamp(Duration::from_millis(10), Duration::from_millis(250))
+        }
+        _ => Duration::from_millis(20),
+    }
 }
 
 /// What the loop does after a key or a mouse report.
@@ -352,6 +371,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>) 
         ..Want::default()
     });
     let mut builder = Builder::default();
+    let mut lasting = lasting::Lasting::default();
     let mut next = Instant::now();
     // Without a GPU the table lists the host's processes by RSS (Linux): the sampler follows
     // every pid, from the refresh after the one that found no GPU.
@@ -367,6 +387,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>) 
                 &frame,
                 |procs| {
                     contexts(
+                        &mut lasting,
                         &frame,
                         &view.0.wanted(procs, view.1),
                         view.0.wants_containers(),
@@ -394,7 +415,8 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>) 
             if left.is_zero() {
                 break;
             }
-            std::thread::sleep(left.min(Duration::from_millis(50)));
+            // Short enough to see a stop signal in time (see `end_after_signal`).
+            std::thread::sleep(left.min(Duration::from_millis(200)));
         }
     }
 }
@@ -434,8 +456,14 @@ fn host_pids() -> Vec<u32> {
 }
 
 /// The context of each of `pids` the frame lists (see [`contexts::readable`]), and of the
-/// host's processes when the frame follows them (no GPU), by listed pid.
-fn contexts(frame: &Frame, pids: &[u32], containers: bool) -> BTreeMap<u32, ProcessContext> {
+/// host's processes when the frame follows them (no GPU), by listed pid: their lasting parts
+/// as `lasting` keeps them.
+fn contexts(
+    lasting: &mut lasting::Lasting,
+    frame: &Frame,
+    pids: &[u32],
+    containers: bool,
+) -> BTreeMap<u32, ProcessContext> {
     let wanted: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
     let rows = frame
         .devices
@@ -443,10 +471,9 @@ fn contexts(frame: &Frame, pids: &[u32], containers: bool) -> BTreeMap<u32, Proc
         .flat_map(|d| d.processes().unwrap_or_default());
     let mut read = contexts::readable(rows);
     read.extend(frame.rss.keys().map(|&p| (p, p)));
+    let listed: std::collections::BTreeSet<u32> = read.keys().copied().collect();
     read.retain(|p, _| wanted.contains(p));
-    let mut parts = ContextParts::ALL;
-    parts.container = containers;
-    contexts::read(read, parts)
+    lasting.read(read, containers, |pid| listed.contains(&pid))
 }
 
 /// This process's RSS and CPU time (the CPU time only when the procfs root in use is this

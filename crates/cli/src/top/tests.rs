@@ -724,3 +724,25 @@ fn a_long_table_says_which_rows_it_shows_and_scrolls_to_the_last() {
     assert!(last_row.starts_with("1 "), "{last_row:?}\n{text}");
     assert_eq!(s.selected.map(|p| p.pid), Some(1));
 }
+
+#[test]
+fn the_terminal_thread_sleeps_until_the_next_refresh_is_due() {
+    use std::time::Instant;
+
+    use super::poll_for;
+    let now = Instant::now();
+    let second = Duration::from_secs(1);
+    // Just measured: wait long (at most 250 ms), not a poll every 100 ms.
+    assert_eq!(poll_for(second, Some(now), now), Duration::from_millis(250));
+    // Due in 40 ms: until then.
+    let taken = now.checked_sub(Duration::from_millis(960)).unwrap();
+    assert_eq!(poll_for(second, Some(taken), now), Duration::from_millis(40));
+    // Due now or past, or none yet: look every 20 ms until it comes.
+    let late = now.checked_sub(Duration::from_secs(2)).unwrap();
+    assert_eq!(poll_for(second, Some(late), now), Duration::from_millis(20));
+    assert_eq!(poll_for(second, None, now), Duration::from_millis(20));
+    // A fast interval: never below 10 ms.
+    let fast = Duration::from_millis(100);
+    let taken = now.checked_sub(Duration::from_millis(95)).unwrap();
+    assert_eq!(poll_for(fast, Some(taken), now), Duration::from_millis(10));
+}

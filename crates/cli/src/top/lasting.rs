@@ -1,0 +1,113 @@
+//! What `hmn top` reads of a process once, not at every refresh: its owner, command line and
+//! container do not change while it runs (nearly: a process may retitle itself, so they are
+//! read again every [`RELOOK`] refreshes), while its RSS and CPU time do. A refresh reads the
+//! lasting parts of the processes it has not seen, and only RSS and CPU time of the others:
+//! two files a process instead of four, and no user database.
+
+use std::collections::{BTreeMap, HashMap};
+
+use hypomnesis::{ContextParts, ProcessContext};
+
+use crate::collect::contexts;
+
+/// Refreshes after which a process's lasting parts are read again.
+pub const RELOOK: u64 = 30;
+
+/// The lasting parts of each process seen, by listed pid, with the refresh they were read at
+/// and whether the container was among them.
+#[derive(Debug, Default)]
+pub struct Lasting {
+    by_pid: HashMap<u32, Kept>,
+    refresh: u64,
+}
+
+#[derive(Debug)]
+struct Kept {
+    read_at: u64,
+    with_container: bool,
+    ctx: ProcessContext,
+}
+
+impl Lasting {
+    /// The contexts of `wanted` (listed pid → pid to read): fresh RSS and CPU time, the lasting
+    /// parts as kept when they are, read now when not (or when `containers` is asked and they
+    /// were kept without). Processes not in `listed` are forgotten.
+    pub fn read(
+        &mut self,
+        wanted: BTreeMap<u32, u32>,
+        containers: bool,
+        listed: impl Fn(u32) -> bool,
+    ) -> BTreeMap<u32, ProcessContext> {
+        self.refresh += 1;
+        let refresh = self.refresh;
+        self.by_pid.retain(|&pid, _| listed(pid));
+        let (known, new): (BTreeMap<u32, u32>, BTreeMap<u32, u32>) =
+            wanted.into_iter().partition(|(pid, _)| {
+                self.by_pid.get(pid).is_some_and(|k| {
+                    let due = refresh.saturating_sub(k.read_at) >= RELOOK;
+                    !due && (k.with_container || !containers)
+                })
+            });
+        let mut whole = ContextParts::ALL;
+        whole.container = containers;
+        // Nothing new: no call, which would read the user database for no process.
+        let mut out = if new.is_empty() {
+            BTreeMap::new()
+        } else {
+            contexts::read(new, whole)
+        };
+        for (&pid, ctx) in &out {
+            self.by_pid.insert(
+                pid,
+                Kept {
+                    read_at: refresh,
+                    with_container: containers,
+                    ctx: ctx.clone(),
+                },
+            );
+        }
+        let mut changing = ContextParts::NONE;
+        (changing.rss, changing.cpu_time) = (true, true);
+        for (pid, now) in contexts::read(known, changing) {
+            if let Some(k) = self.by_pid.get(&pid) {
+                let mut ctx = k.ctx.clone();
+                (ctx.rss_bytes, ctx.cpu_time) = (now.rss_bytes, now.cpu_time);
+                out.insert(pid, ctx);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lasting_parts_are_read_once_then_every_relook_and_rss_every_time() {
+        let me = std::process::id();
+        let mut l = Lasting::default();
+        let wanted = || [(me, me)].into_iter().collect::<BTreeMap<_, _>>();
+        let first = l.read(wanted(), false, |_| true);
+        let ctx = &first[&me];
+        assert!(ctx.command.is_some() && ctx.rss_bytes.is_some() && ctx.cpu_time.is_some());
+        // Kept: a changed lasting part is not seen until the relook; RSS and CPU time are read.
+        l.by_pid.get_mut(&me).unwrap().ctx.command = Some("kept".into());
+        for _ in 1..RELOOK {
+            let c = l.read(wanted(), false, |_| true);
+            assert_eq!(c[&me].command.as_deref(), Some("kept"));
+            assert!(c[&me].rss_bytes.is_some() && c[&me].cpu_time.is_some());
+        }
+        let again = l.read(wanted(), false, |_| true);
+        assert_ne!(again[&me].command.as_deref(), Some("kept"), "read again");
+        // Asking for containers reads the lasting parts again, with them.
+        l.by_pid.get_mut(&me).unwrap().ctx.command = Some("kept".into());
+        let c = l.read(wanted(), true, |_| true);
+        assert_ne!(c[&me].command.as_deref(), Some("kept"));
+        assert!(l.by_pid[&me].with_container);
+        // A process no longer listed is forgotten.
+        l.read(BTreeMap::new(), false, |_| false);
+        assert!(l.by_pid.is_empty());
+    }
+}
