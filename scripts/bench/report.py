@@ -263,14 +263,16 @@ def main():
     if os.path.exists(HMN):
         w("")
         out.extend(ps_section())
-    # `scripts/bench/top_cost.py --write` measures `hmn top` (ten minutes); its section is kept.
+    # `scripts/bench/top_cost.py --write` measures `hmn top` (ten minutes) and
+    # `scripts/bench/top_vs_peers.py --write` it beside nvtop and nvitop; their sections are kept.
     old = os.path.join(ROOT, "BENCHMARKS.md")
     if os.path.exists(old):
         text = open(old).read()
-        start = text.find("## `hmn top` with")
-        if start >= 0:
-            end = text.find("\n## ", start + 1)
-            w("\n" + (text[start:end] if end >= 0 else text[start:]).rstrip("\n"))
+        for heading in ("## `hmn top` with", "## `hmn top`, nvtop and nvitop"):
+            start = text.find(heading)
+            if start >= 0:
+                end = text.find("\n## ", start + 1)
+                w("\n" + (text[start:end] if end >= 0 else text[start:]).rstrip("\n"))
     h200 = os.path.join(ROOT, "docs", "h200", "gpu-bench.txt")
     if os.path.exists(h200):
         text = open(h200).read()

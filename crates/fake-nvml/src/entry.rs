@@ -9,7 +9,7 @@ use crate::abi::{
     NVML_ERROR_UNKNOWN, NVML_SUCCESS, NvmlReturn,
 };
 use crate::handles::{NvmlDevice, Target, index_of, target_of};
-use crate::state::{Global, Loaded, lock};
+use crate::state::{Global, Loaded, lock, log_calls};
 
 /// Runs `body` under the global lock after counting the call; a panic becomes 999.
 pub(crate) fn entry(
@@ -22,6 +22,7 @@ pub(crate) fn entry(
             let calls = g.calls.entry(name).or_insert(0);
             *calls += 1;
             let calls = *calls;
+            log_calls(&mut g);
             g.loaded.as_ref().and_then(|l| {
                 l.sc.slow
                     .iter()

@@ -9,7 +9,9 @@
 //! every function except `nvmlErrorString` and `nvmlSystemGetNVMLVersion` returns
 //! UNINITIALIZED (1); then the scenario's `fail` rules are consulted; then NULL out-pointers and
 //! unknown handles give INVALID_ARGUMENT (2). Every call (also uninitialised ones) is counted
-//! for `fake_nvml_call_count`.
+//! for `fake_nvml_call_count`; with `FAKE_NVML_CALL_LOG=<file>` set, the counts are also written
+//! to that file (`<function> <calls>` lines, rewritten at most once a second, at a call), so a
+//! benchmark can count the NVML calls of a monitor it cannot link against.
 //!
 //! Cargo features decide which symbols exist at all, to imitate older drivers:
 //! `v2-procs` (R450.66+: `_v2` process lists) and `r510` (R510+: `nvmlDeviceGetMemoryInfo_v2`
@@ -34,6 +36,8 @@
 //! - `mig`: MIG mode, MIG device handles and instance ids.
 //! - `memory`: memory info (v1, v2) and utilization.
 //! - `processes`: process lists, and the symbols probed to pick their `_v3` layout.
+//! - `telemetry`: what monitors (nvtop, nvitop) also ask: clocks, temperatures, fans, power,
+//!   PCIe link, encoder/decoder, modes; NOT_SUPPORTED, as for a board without the sensor.
 
 #![allow(non_snake_case, unsafe_code, clippy::missing_safety_doc)]
 // Older-driver variants compile out the symbols that use some of the ABI items.
@@ -51,3 +55,4 @@ mod processes;
 mod scenario;
 mod state;
 mod system;
+mod telemetry;

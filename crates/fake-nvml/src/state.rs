@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::ffi::{OsString, c_char, c_uint, c_ulonglong};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Mutex, MutexGuard};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::abi::NvmlReturn;
 use crate::entry::read_cstr;
@@ -62,6 +64,8 @@ pub(crate) struct Global {
     pub(crate) init_count: u32,
     /// Calls per exported function so far.
     pub(crate) calls: BTreeMap<&'static str, u64>,
+    /// When `FAKE_NVML_CALL_LOG`'s file was last written.
+    pub(crate) logged_at: Option<Instant>,
 }
 
 static GLOBAL: Mutex<Global> = Mutex::new(Global {
@@ -69,7 +73,45 @@ static GLOBAL: Mutex<Global> = Mutex::new(Global {
     loaded: None,
     init_count: 0,
     calls: BTreeMap::new(),
+    logged_at: None,
 });
+
+/// Environment variable naming the file the call counts are written to (unset: none).
+const CALL_LOG_ENV: &str = "FAKE_NVML_CALL_LOG";
+
+/// The `FAKE_NVML_CALL_LOG` file, read once.
+fn call_log() -> Option<&'static PathBuf> {
+    static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PATH.get_or_init(|| std::env::var_os(CALL_LOG_ENV).map(PathBuf::from))
+        .as_ref()
+}
+
+/// Writes the call counts to the `FAKE_NVML_CALL_LOG` file when one is named and a second
+/// has passed since the last write (the first call writes at once). Errors are ignored: the
+/// log is for a benchmark's eyes, never a reason for a call to fail.
+pub(crate) fn log_calls(g: &mut Global) {
+    let Some(path) = call_log() else {
+        return;
+    };
+    let now = Instant::now();
+    if g.logged_at
+        .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+    {
+        return;
+    }
+    g.logged_at = Some(now);
+    let text: String = g
+        .calls
+        .iter()
+        .map(|(name, n)| format!("{name} {n}\n"))
+        .collect();
+    // Written aside and renamed, so a reader never sees half a file.
+    let mut aside = path.clone().into_os_string();
+    aside.push(".tmp");
+    if std::fs::write(&aside, text).is_ok() {
+        let _ = std::fs::rename(&aside, path);
+    }
+}
 
 pub(crate) fn lock() -> MutexGuard<'static, Global> {
     GLOBAL
