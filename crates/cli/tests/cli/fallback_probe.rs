@@ -13,6 +13,10 @@ use support::FakeVariant;
 
 const MIB: u64 = 1 << 20;
 
+/// A fake NVML whose init fails every time (the library tries again each second).
+const NVML_NEVER_STARTS: &str =
+    r#"{"devices": [], "fail": [{"function": "nvmlInit_v2", "code": 9, "times": 1000000}]}"#;
+
 /// One H200, no process.
 fn h200() -> String {
     format!(
@@ -161,14 +165,14 @@ fn the_fallback_is_probed_again_at_its_interval() {
     );
 }
 
-/// NVML fails (its library refuses to start): each measurement takes the figures from
-/// nvidia-smi, and its health with them.
+/// NVML fails (its library refuses to start, however often tried): each measurement takes the
+/// figures from nvidia-smi, and its health with them.
 #[test]
 fn where_nvml_fails_the_fallback_measures_each_time() {
     let smi = CountingSmi::new("nvml-fails", Smi::Answers);
     let mut c = serve_command(
         FakeVariant::Modern,
-        r#"{"devices": [], "fail": [{"function": "nvmlInit_v2", "code": 9}]}"#,
+        NVML_NEVER_STARTS,
         &["--listen", "127.0.0.1:0", "--min-interval", "1ms"],
     );
     c.env("PATH", &smi.dir);
@@ -206,7 +210,7 @@ fn where_nvml_fails_a_failing_fallback_fails_the_scrape() {
     let smi = CountingSmi::new("both-fail", Smi::Fails);
     let mut c = serve_command(
         FakeVariant::Modern,
-        r#"{"devices": [], "fail": [{"function": "nvmlInit_v2", "code": 9}]}"#,
+        NVML_NEVER_STARTS,
         &["--listen", "127.0.0.1:0", "--min-interval", "1ms"],
     );
     c.env("PATH", &smi.dir);
