@@ -24,6 +24,8 @@ from procstat import status_kib as rss_kib  # noqa: E402
 
 
 HMN = os.path.join(TARGET, "release", "hmn")
+#: The exporters' PATH: no nvidia-smi unless a caller puts a stand-in there (scrape_cost.py).
+PATH = "/nonexistent"
 MIB = 1 << 20
 
 
@@ -35,7 +37,7 @@ class Exporter:
         with open(self.scenario, "w") as f:
             f.write(scenario_text)
         env = dict(os.environ, HYPOMNESIS_NVML_LIBRARY=lib, FAKE_NVML_SCENARIO=self.scenario,
-                   HYPOMNESIS_SYSFS=os.path.join(workdir, "no-sysfs"), PATH="/nonexistent")
+                   HYPOMNESIS_SYSFS=os.path.join(workdir, "no-sysfs"), PATH=PATH)
         self.proc = subprocess.Popen([HMN, "serve", "--listen", "127.0.0.1:0", *args], env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)

@@ -3,7 +3,9 @@
 //! - `cli`: each command end to end through the built `hmn` (`basics`: devices and ps against
 //!   both fakes; `run_watch`, `run_signals`, `watch_edges`, `serve`, `fleet`, `top` in tmux,
 //!   `stalls`, `hidden_memory`, `hostile_names`, `impossible_figures`, `kubelet` (pod names
-//!   from a node's log layout), the first-contact `surface`, and the README's transcripts);
+//!   from a node's log layout), the first-contact `surface`, the README's transcripts, and how
+//!   often `nvidia-smi` runs while NVML answers: `fallback_probe` for serve, `quiet_fallback`
+//!   for the other long-running commands);
 //! - `backends`: the sources `hmn` and the library share, end to end (`drm` fixture trees, `mig`);
 //! - `deploy`: the deploy kit against hmn (manifests, alert rules, the Grafana dashboard);
 //! - `platform`: Windows checks, run under Wine in CI;
@@ -29,15 +31,19 @@ mod util {
     pub mod hmn;
     #[cfg(all(feature = "serve", target_os = "linux"))]
     pub mod serve;
+    #[cfg(target_os = "linux")]
+    pub mod smi;
 }
 
 mod cli {
     mod basics;
+    mod fallback_probe;
     mod fleet;
     mod hidden_memory;
     mod hostile_names;
     mod impossible_figures;
     mod kubelet;
+    mod quiet_fallback;
     mod readme;
     mod run_signals;
     mod run_watch;

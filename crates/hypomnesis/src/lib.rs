@@ -75,7 +75,7 @@ pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{
     adapter_residency, device_count, device_info, device_utilization, dropped_process_rows,
     gpu_processes, gpu_processes_unnamed, is_spill_measurable, mig_gpu_instances, mig_instance,
-    mig_instances, mig_state, process_gpu_info, sources,
+    mig_instances, mig_state, probe_source, process_gpu_info, sources, sources_where,
 };
 pub use host::kube::kubelet_logs;
 pub use host::memory::host::{HostMemory, host_memory};

@@ -2,8 +2,9 @@
 //!
 //! A scrape that finds a measurement younger than `--min-interval` gets it as it is; otherwise
 //! one measurement is made for every scrape waiting (`exporter.rs`), and a measurement stalled
-//! in a driver call answers with the last figures marked stale. SIGTERM and Ctrl-C stop the
-//! server gracefully.
+//! in a driver call answers with the last figures marked stale. While NVML answers, the
+//! `nvidia-smi` fallback's health is probed on a thread of its own (`probe.rs`), not at each
+//! measurement. SIGTERM and Ctrl-C stop the server gracefully.
 
 mod allocation;
 mod check;
@@ -13,6 +14,7 @@ mod exposition;
 mod http;
 mod measure;
 mod model;
+mod probe;
 
 use std::future::Future;
 use std::io::{self, Write};
@@ -52,6 +54,11 @@ pub struct ServeArgs {
     /// however many scrapers there are, the GPUs are measured at most once per interval.
     #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = args::duration)]
     pub min_interval: Duration,
+    /// How often the nvidia-smi fallback is probed while NVML answers (its up series; it is
+    /// probed at start too, and at each measurement NVML does not answer): measurements leave
+    /// it alone, as a run of it costs tens of milliseconds to seconds.
+    #[arg(long, default_value = "5m", value_name = "DURATION", value_parser = args::duration)]
+    pub fallback_probe_interval: Duration,
     /// Allow a --listen address that is not loopback. The metrics name the GPUs and the
     /// processes using them (pid and name): anyone who can reach the address can read them.
     #[arg(long)]
@@ -136,6 +143,13 @@ async fn serve(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
     };
     let addr = listener.local_addr()?;
     allocation::configure(args.pod_resources_socket.as_deref());
+    if let Err(e) = probe::start(args.fallback_probe_interval) {
+        writeln!(
+            err,
+            "hmn: cannot start probing the nvidia-smi fallback: {e}"
+        )?;
+        return Ok(Outcome::Code(1));
+    }
     let app = router(Exporter::new(
         args.min_interval,
         Some(args.max_process_series),
@@ -343,6 +357,7 @@ mod tests {
         let w = Wrap::try_parse_from(["serve"]).unwrap();
         assert_eq!(w.args.listen, "127.0.0.1:10466".parse().unwrap());
         assert_eq!(w.args.min_interval, Duration::from_secs(1));
+        assert_eq!(w.args.fallback_probe_interval, Duration::from_secs(300));
         assert!(!w.args.allow_remote);
         let w = Wrap::try_parse_from([
             "serve",
@@ -356,6 +371,10 @@ mod tests {
         assert_eq!(w.args.min_interval, Duration::from_millis(250));
         assert!(w.args.allow_remote);
         assert!(Wrap::try_parse_from(["serve", "--min-interval", "soon"]).is_err());
+        let w = Wrap::try_parse_from(["serve", "--fallback-probe-interval", "30s"]).unwrap();
+        assert_eq!(w.args.fallback_probe_interval, Duration::from_secs(30));
+        assert!(Wrap::try_parse_from(["serve", "--fallback-probe-interval", "0s"]).is_err());
+        assert!(Wrap::try_parse_from(["serve", "--fallback-probe-interval", "often"]).is_err());
         assert!(Wrap::try_parse_from(["serve", "--listen", "localhost"]).is_err());
     }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use hypomnesis::{
     ErrorKind, GpuDeviceInfo, GpuProcessEntry, HypomnesisError, MigGpuInstance, Residency,
-    SourceReport, Utilization,
+    Utilization,
 };
 
 /// What a frame reads, beyond the device count (a refresh reads only what it shows).
@@ -28,8 +28,6 @@ pub struct Want {
     pub mig: bool,
     /// Each device's GPU and memory-controller utilization.
     pub utilization: bool,
-    /// What each source says about itself.
-    pub sources: bool,
 }
 
 /// What a read that failed said, and what kind of failure it was.
@@ -83,7 +81,7 @@ impl DeviceFrame {
 }
 
 /// Everything one tick read.
-// `count` and `sources` are read by `hmn top` alone.
+// `count` is read by `hmn top` alone.
 #[cfg_attr(not(feature = "top"), allow(dead_code))]
 #[derive(Debug, Clone)]
 pub struct Frame {
@@ -95,8 +93,6 @@ pub struct Frame {
     pub devices: Vec<DeviceFrame>,
     /// RSS of each followed pid (`None`: not readable, e.g. exited).
     pub rss: BTreeMap<u32, Option<u64>>,
-    /// The sources' reports, when asked for.
-    pub sources: Option<Vec<SourceReport>>,
 }
 
 impl Frame {
@@ -196,7 +192,6 @@ impl Sampler {
                 .iter()
                 .map(|&p| (p, hypomnesis::process_rss_of(p).ok()))
                 .collect(),
-            sources: self.want.sources.then(hypomnesis::sources),
         }
     }
 
@@ -263,7 +258,6 @@ mod tests {
             rss: [(7, Some(300)), (8, None), (9, Some(20))]
                 .into_iter()
                 .collect(),
-            sources: None,
         }
     }
 

@@ -70,7 +70,6 @@ fn frame(at: u64, devices: Vec<(GpuDeviceInfo, Vec<GpuProcessEntry>)>) -> Frame 
             })
             .collect(),
         rss: BTreeMap::new(),
-        sources: None,
     }
 }
 
@@ -302,7 +301,6 @@ fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
         ]
         .into_iter()
         .collect(),
-        sources: None,
     };
     let contexts: BTreeMap<u32, ProcessContext> = [
         (1, ctx("root", "/sbin/init", 12 * MIB, 0)),

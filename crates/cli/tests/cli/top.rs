@@ -316,6 +316,37 @@ fn a_terminal_that_hangs_up_ends_top() {
     let _ = std::fs::remove_file(scenario);
 }
 
+/// While NVML answers, `hmn top` runs no `nvidia-smi`: a counting one first on `PATH` is not
+/// run over a few seconds of refreshes.
+#[cfg(target_os = "linux")]
+#[test]
+fn top_runs_no_nvidia_smi_while_nvml_answers() {
+    use crate::util::smi::{CountingSmi, Smi};
+    if !tmux_here() {
+        return;
+    }
+    let smi = CountingSmi::new("top", Smi::Answers);
+    let scenario = idle_h200("");
+    let lib = support::fake_nvml(support::FakeVariant::Modern);
+    let tmux = start_top(
+        "smi",
+        120,
+        &[
+            format!("HYPOMNESIS_NVML_LIBRARY={}", lib.display()),
+            format!("FAKE_NVML_SCENARIO={}", scenario.display()),
+            format!("HYPOMNESIS_SYSFS={}", support::empty_dir().display()),
+            format!("PATH={}:/usr/bin:/bin", smi.dir.display()),
+        ],
+    );
+    tmux.wait_for("the view", |s| s.contains("GPU 0  NVIDIA H200"));
+    // Ten refreshes or so at 200 ms.
+    std::thread::sleep(Duration::from_secs(2));
+    quit(&tmux);
+    assert_eq!(smi.runs(), Vec::<String>::new());
+    smi.assert_counts_a_doctor(&lib, &scenario);
+    let _ = std::fs::remove_file(scenario);
+}
+
 /// Not a terminal (a pipe, a file): a usage error that points to the commands for that.
 #[test]
 fn without_a_terminal_top_says_what_to_use_instead() {

@@ -83,7 +83,7 @@ fn prometheus_config_and_alert_rules_pass_promtool() {
     let tests = alerts.join("hypomnesis.rules.test.yml");
     let (ok, said) = promtool(&promtool_path, &["check", "rules"], &rules);
     assert!(
-        ok && said.contains("7 rules found"),
+        ok && said.contains("8 rules found"),
         "promtool check rules:\n{said}"
     );
     let (ok, said) = promtool(&promtool_path, &["test", "rules"], &tests);
@@ -101,8 +101,27 @@ fn prometheus_config_and_alert_rules_pass_promtool() {
             "hypomnesis_gpu_memory_reserved_bytes * 0 or",
         ),
         ("up{job=\"hmn\"} == 0", "up == 0"),
-        ("hypomnesis_up == 0\n", "hypomnesis_up == 1\n"),
-        (" unless on (job, instance) (hypomnesis_up == 0)", ""),
+        (
+            "          hypomnesis_up{source!=\"nvidia-smi\"} == 0\n            or",
+            "          hypomnesis_up{source!=\"nvidia-smi\"} == 1\n            or",
+        ),
+        (
+            "\n            or (hypomnesis_up{source=\"nvidia-smi\"} == 0 unless",
+            "\n            or (hypomnesis_up{source=\"nvidia-smi\"} == 0 and",
+        ),
+        (
+            "hypomnesis_scrape_success == 0\n            unless on",
+            "hypomnesis_scrape_success == 0\n            and on",
+        ),
+        (
+            "                or (hypomnesis_up{source=\"nvidia-smi\"} == 0 unless on (job, instance) hypomnesis_up{source=\"nvml\"} == 1)\n",
+            "                or hypomnesis_up{source=\"nvidia-smi\"} == 0\n",
+        ),
+        (
+            " == 0 and on (job, instance) hypomnesis_up{source=\"nvml\"} == 1\n",
+            " == 0\n",
+        ),
+        ("        for: 30m\n", "        for: 20m\n"),
         (
             "hypomnesis_gpu_devices < max_over_time",
             "hypomnesis_gpu_devices > max_over_time",

@@ -8,7 +8,7 @@
 use super::pci::PciAddress;
 use crate::{
     GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
-    ProcessGpuInfo, Result, SourceReport, Utilization,
+    ProcessGpuInfo, Result, SourceReport, SourceState, Utilization,
 };
 
 /// Whether a backend's source exists on this host.
@@ -61,6 +61,12 @@ pub(crate) trait Backend: Send + Sync {
     }
     /// What the source says about itself, for `hmn doctor`.
     fn report(&self) -> SourceReport;
+    /// Whether the source is present and answers, asked as cheaply as it can be: the state of
+    /// [`Self::report`] without the questions its details take. Sources whose report is cheap
+    /// give that report's state.
+    fn state(&self) -> SourceState {
+        self.report().state
+    }
     /// Process rows left out of the devices' latest lists (implausible or unknown figures),
     /// without asking the source anything.
     fn dropped_process_rows(&self) -> u64 {

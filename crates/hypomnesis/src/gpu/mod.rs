@@ -204,6 +204,71 @@ pub fn is_spill_measurable() -> bool {
 /// and its details (library path, driver and library versions, optional features).
 #[must_use]
 pub fn sources() -> Vec<SourceReport> {
+    sources_where(|_| true)
+}
+
+/// What the GPU sources `keep` takes say about themselves, as [`sources`] has it; the others
+/// are not asked anything. For a caller that learns of a costly source another way: an
+/// exporter that asks for reports at every measurement leaves `nvidia-smi` out (four or more
+/// runs of it) and asks [`probe_source`] about it now and then.
+#[must_use]
+pub fn sources_where(keep: impl Fn(GpuQuerySource) -> bool) -> Vec<SourceReport> {
+    let reports = backends()
+        .iter()
+        .filter(|b| keep(b.source()))
+        .map(|b| {
+            // The report first: making it may read the process lists whose rows it counts.
+            let report = b.report();
+            SourceReport {
+                dropped_process_rows: b.dropped_process_rows(),
+                ..report
+            }
+        })
+        .collect();
+    let wanted: Vec<_> = built_sources()
+        .into_iter()
+        .filter(|(s, _)| keep(*s))
+        .collect();
+    dispatch::merge_reports(reports, &wanted)
+}
+
+/// Whether GPU source `source` is present and answers, asked as cheaply as it can be: the
+/// state [`sources`] gives it, without the questions its details take (for `nvidia-smi`, one
+/// `--query-gpu` run instead of `--version`, the process list and the MIG modes as well). The
+/// report has no details; a source this build does not have is absent.
+#[must_use]
+pub fn probe_source(source: GpuQuerySource) -> SourceReport {
+    let reports = backends()
+        .iter()
+        .filter(|b| b.source() == source)
+        .map(|b| SourceReport {
+            source,
+            state: b.state(),
+            details: Vec::new(),
+            dropped_process_rows: b.dropped_process_rows(),
+        })
+        .collect();
+    let wanted: Vec<_> = built_sources()
+        .into_iter()
+        .filter(|(s, _)| *s == source)
+        .collect();
+    let merged = dispatch::merge_reports(reports, &wanted);
+    merged.into_iter().next().unwrap_or_else(|| SourceReport {
+        source,
+        state: crate::SourceState::Absent(format!(
+            "{}: a build for {} has no {} source",
+            crate::error::NOT_BUILT_IN,
+            std::env::consts::OS,
+            source.as_str()
+        )),
+        details: Vec::new(),
+        dropped_process_rows: 0,
+    })
+}
+
+/// The sources every build of this platform reports, with the cargo feature of each (a
+/// source not built in is reported absent).
+fn built_sources() -> Vec<(GpuQuerySource, &'static str)> {
     let mut wanted = vec![
         (GpuQuerySource::Nvml, "nvml"),
         (GpuQuerySource::NvidiaSmi, "nvidia-smi-fallback"),
@@ -217,18 +282,7 @@ pub fn sources() -> Vec<SourceReport> {
     if cfg!(target_os = "linux") {
         wanted.push((GpuQuerySource::Drm, "drm"));
     }
-    let reports = backends()
-        .iter()
-        .map(|b| {
-            // The report first: making it may read the process lists whose rows it counts.
-            let report = b.report();
-            SourceReport {
-                dropped_process_rows: b.dropped_process_rows(),
-                ..report
-            }
-        })
-        .collect();
-    dispatch::merge_reports(reports, &wanted)
+    wanted
 }
 
 /// Process rows the GPU sources left out of their latest process lists: rows without a memory

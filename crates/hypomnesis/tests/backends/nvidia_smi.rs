@@ -53,6 +53,8 @@ fn child() {
         "mig_ids_when_needed" => mig_ids_when_needed(),
         "reject_mig" => reject_mig(),
         "lost_gpu" => lost_gpu(),
+        "probe" => probe(),
+        "probe_failing" => probe_failing(),
         other => panic!("unknown case {other}"),
     }
 }
@@ -268,6 +270,48 @@ fn hang() {
         "one run, then none while paused: {:?}",
         runs()
     );
+}
+
+/// `probe_source` asks nvidia-smi one `--query-gpu`; `sources_where` leaving it out asks it
+/// nothing, and `sources` (the doctor's) asks it for its details too.
+fn probe() {
+    let others = hypomnesis::sources_where(|s| s != GpuQuerySource::NvidiaSmi);
+    assert!(others.iter().all(|r| r.source != GpuQuerySource::NvidiaSmi));
+    assert!(
+        others.iter().any(|r| r.source == GpuQuerySource::Nvml),
+        "{others:?}"
+    );
+    assert_eq!(runs(), Vec::<String>::new(), "left out: not run");
+    let r = hypomnesis::probe_source(GpuQuerySource::NvidiaSmi);
+    assert_eq!(r.state, SourceState::Answered, "{r:?}");
+    assert!(r.details.is_empty(), "{r:?}");
+    let ran = runs();
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert!(ran[0].starts_with("--query-gpu="), "{ran:?}");
+    let full = hypomnesis::sources();
+    let smi = full
+        .iter()
+        .find(|r| r.source == GpuQuerySource::NvidiaSmi)
+        .unwrap();
+    assert_eq!(smi.state, r.state, "the same state as the full report");
+    assert!(runs().len() > 2, "the full report asks more: {:?}", runs());
+    // A source this build or platform does not have is absent, and nothing is run for it.
+    let before = runs().len();
+    let metal = hypomnesis::probe_source(GpuQuerySource::Metal);
+    if !cfg!(target_os = "macos") {
+        assert!(matches!(metal.state, SourceState::Absent(_)), "{metal:?}");
+    }
+    assert_eq!(runs().len(), before);
+}
+
+/// A failing nvidia-smi: its probe says failed, with its exit status, after one run.
+fn probe_failing() {
+    let r = hypomnesis::probe_source(GpuQuerySource::NvidiaSmi);
+    let SourceState::Failed(why) = &r.state else {
+        panic!("{r:?}")
+    };
+    assert!(why.contains("exit status: 9"), "{why}");
+    assert_eq!(runs().len(), 1, "{:?}", runs());
 }
 
 fn garbage() {
@@ -623,6 +667,23 @@ fn a_driver_without_mig_fields() {
 #[test]
 fn garbage_output_is_an_error() {
     run_child("garbage", &l40s(), &[("FAKE_SMI_MODE", "garbage")]);
+}
+
+#[test]
+fn a_probe_of_nvidia_smi_runs_it_once() {
+    run_child("probe", &l40s(), &[("FAKE_SMI_LOG", &log_file("probe"))]);
+}
+
+#[test]
+fn a_probe_of_a_failing_nvidia_smi_says_it_failed() {
+    run_child(
+        "probe_failing",
+        &l40s(),
+        &[
+            ("FAKE_SMI_MODE", "exit-fail"),
+            ("FAKE_SMI_LOG", &log_file("probe-failing")),
+        ],
+    );
 }
 
 #[test]

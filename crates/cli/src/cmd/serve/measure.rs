@@ -1,11 +1,13 @@
 //! One measurement of the host for the exporter: a frame of the one sampler, as the exposition
-//! sees it. Who each process is (name, owner, container) is read once per process lifetime:
-//! a fresh measurement reads each listed process's start time, and the rest only for a
-//! process it has not seen.
+//! sees it, and the sources' reports: every source's but the fallback's, whose health is
+//! probed apart while NVML answers (`super::probe`). Who each process is (name, owner,
+//! container) is read once per process lifetime: a fresh measurement reads each listed
+//! process's start time, and the rest only for a process it has not seen.
 
 use std::sync::{Mutex, PoisonError};
 
-use super::model::Sample;
+use super::model::{FALLBACK, Sample};
+use super::probe;
 use crate::collect::known::Known;
 use crate::collect::sampler::{Frame, Sampler, Want};
 
@@ -18,20 +20,27 @@ pub const WANT: Want = Want {
     residency: false,
     mig: true,
     utilization: false,
-    sources: true,
 };
 
 /// The processes the exporter has seen, across measurements (one runs at a time).
 static KNOWN: Mutex<Option<Known>> = Mutex::new(None);
 
-/// Measures every device and process list, then asks each source for its report. Blocking: it
-/// loads libraries and may run `nvidia-smi`.
+/// Measures every device and process list, then asks each source but the fallback for its
+/// report; the fallback's is the latest probe's, or one made now when NVML did not answer.
+/// Blocking: it loads libraries, and runs `nvidia-smi` only where NVML fails.
 pub fn measure() -> Sample {
     let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
     let mut sample = sample_of(
         Sampler::new(WANT).frame(&[]),
         known.get_or_insert_with(Known::default),
     );
+    sample.sources = hypomnesis::sources_where(|s| s != FALLBACK);
+    if sample.needs_fallback() {
+        let (at, report) = probe::now();
+        sample.add_probed(report, at, false);
+    } else if let Some((at, report)) = probe::last() {
+        sample.add_probed(report, at, true);
+    }
     sample.kube = super::allocation::read(&sample.devices);
     sample
 }
@@ -41,7 +50,6 @@ pub fn measure() -> Sample {
 pub fn sample_of(frame: Frame, known: &mut Known) -> Sample {
     let mut s = Sample {
         counted: frame.count.ok(),
-        sources: frame.sources.unwrap_or_default(),
         ..Sample::default()
     };
     for (i, d) in (0_u32..).zip(frame.devices) {

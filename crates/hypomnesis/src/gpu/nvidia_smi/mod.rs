@@ -168,13 +168,25 @@ impl Backend for SmiBackend {
         self.dropped_rows.total()
     }
 
+    /// One `--query-gpu` run (none when there is no executable to run), where the report takes
+    /// several (`--version`, the process list, the MIG modes).
+    fn state(&self) -> SourceState {
+        let s = self.setup();
+        match &s.exe {
+            Err(why) => not_runnable(why, s.explicit),
+            Ok(_) => match self.gpus() {
+                Ok(_) => SourceState::Answered,
+                Err(e) => SourceState::Failed(e.tagged_text()),
+            },
+        }
+    }
+
     fn report(&self) -> SourceReport {
         let mut details = Vec::new();
         let s = self.setup();
-        let state = match (&s.exe, s.explicit) {
-            (Err(why), false) => SourceState::Absent(why.text.clone()),
-            (Err(why), true) => SourceState::Failed(why.tagged()),
-            (Ok(exe), _) => {
+        let state = match &s.exe {
+            Err(why) => not_runnable(why, s.explicit),
+            Ok(exe) => {
                 details.push(("executable".into(), exe.display().to_string()));
                 match &s.timeout {
                     Ok(t) => details.push(("timeout".into(), format_duration(*t))),
@@ -242,6 +254,16 @@ impl Backend for SmiBackend {
             details,
             dropped_process_rows: 0,
         }
+    }
+}
+
+/// The state of a source without an executable to run: absent when none was found on `PATH`,
+/// failed when `HYPOMNESIS_NVIDIA_SMI` (`explicit`) names one that cannot be used.
+fn not_runnable(why: &crate::error::Reason, explicit: bool) -> SourceState {
+    if explicit {
+        SourceState::Failed(why.tagged())
+    } else {
+        SourceState::Absent(why.text.clone())
     }
 }
 

@@ -609,15 +609,39 @@ impl Exposition {
         gauges(
             e,
             "up",
-            "Whether a GPU source this host has answered at the last measurement (1) or not (0); a source the host does not have has no series.",
+            "Whether a GPU source this host has answered at the last measurement (1) or not (0); the nvidia-smi fallback, while NVML answers, as of its last probe (see source_probe_age_seconds). A source the host does not have has no series.",
             None,
             &up,
+        )?;
+        let ages: Vec<(Labels<1>, f64)> = self
+            .sample
+            .probes
+            .iter()
+            .filter(|p| {
+                self.sample
+                    .sources
+                    .iter()
+                    .any(|r| r.source == p.source && present(r))
+            })
+            .map(|p| {
+                (
+                    [("source", p.source.as_str().to_string())],
+                    p.at.elapsed().as_secs_f64(),
+                )
+            })
+            .collect();
+        gauges(
+            e,
+            "source_probe_age",
+            "How old the probe is that a source's up comes from: the nvidia-smi fallback is probed at start and every --fallback-probe-interval while NVML answers, and at each measurement NVML does not answer.",
+            Some(&Unit::Seconds),
+            &ages,
         )?;
         self.encode_reads(e)?;
         single(
             e,
             "scrape_success",
-            "Whether the last measurement counted the GPUs, read every one, and every GPU source this host has answered (1) or not (0, also while a newer one is stalled).",
+            "Whether the last measurement counted the GPUs, read every one, and every GPU source this host has answered (1) or not (0, also while a newer one is stalled); the nvidia-smi fallback counts only when NVML did not answer, and is otherwise in up alone.",
             None,
             i64::from(self.sample.success() && self.stalled.is_none()),
         )?;

@@ -74,6 +74,7 @@ fn sample() -> Sample {
             ),
             report(GpuQuerySource::Drm, SourceState::Failed("no".into())),
         ],
+        probes: Vec::new(),
         mig: Vec::new(),
         kube: None,
     }
@@ -298,7 +299,7 @@ hypomnesis_gpu_pod_memory_bytes{{gpu="0",uuid="GPU-0",pod="6a2b5c3d-1e2f-4a5b-8c
 # UNIT hypomnesis_gpu_process_memory_bytes bytes
 hypomnesis_gpu_process_memory_bytes{{gpu="0",uuid="GPU-0",pid="20",process="python3",user="alice",pod="6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d",container="9e8d7c6b5a4938271605f4e3d2c1b0a99e8d7c6b5a4938271605f4e3d2c1b0a9"}} 106954752
 hypomnesis_gpu_process_memory_bytes{{gpu="1",pid="7"}} 1048576
-# HELP hypomnesis_up Whether a GPU source this host has answered at the last measurement (1) or not (0); a source the host does not have has no series.
+# HELP hypomnesis_up Whether a GPU source this host has answered at the last measurement (1) or not (0); the nvidia-smi fallback, while NVML answers, as of its last probe (see source_probe_age_seconds). A source the host does not have has no series.
 # TYPE hypomnesis_up gauge
 hypomnesis_up{{source="nvml"}} 1
 hypomnesis_up{{source="drm"}} 0
@@ -314,7 +315,7 @@ hypomnesis_gpu_unreadable{{gpu="2",kind="gpu_lost"}} 1
 # HELP hypomnesis_gpu_process_read_errors Counted GPUs whose process list could not be read at the last measurement.
 # TYPE hypomnesis_gpu_process_read_errors gauge
 hypomnesis_gpu_process_read_errors 1
-# HELP hypomnesis_scrape_success Whether the last measurement counted the GPUs, read every one, and every GPU source this host has answered (1) or not (0, also while a newer one is stalled).
+# HELP hypomnesis_scrape_success Whether the last measurement counted the GPUs, read every one, and every GPU source this host has answered (1) or not (0, also while a newer one is stalled); the nvidia-smi fallback counts only when NVML did not answer, and is otherwise in up alone.
 # TYPE hypomnesis_scrape_success gauge
 hypomnesis_scrape_success 0
 # HELP hypomnesis_measurement_stalled_seconds How long the measurement in progress has run without finishing (a blocked driver call); 0 when none is stalled. While it is not 0 the figures are those of the last measurement that finished.
@@ -397,6 +398,54 @@ fn success_and_failure() {
         "{text}"
     );
     assert!(text.ends_with("\n# EOF\n"));
+}
+
+/// The fallback probed apart while NVML answered: its up says it failed, the scrape is still a
+/// success, and the probe's age is there to see.
+#[test]
+fn a_fallback_probed_apart_is_in_up_and_its_age_alone() {
+    let mut s = sample();
+    s.unreadable.clear();
+    s.sources = vec![report(GpuQuerySource::Nvml, SourceState::Answered)];
+    let at = std::time::Instant::now()
+        .checked_sub(Duration::from_secs(90))
+        .unwrap();
+    s.add_probed(
+        report(
+            GpuQuerySource::NvidiaSmi,
+            SourceState::Failed("exit 9".into()),
+        ),
+        at,
+        true,
+    );
+    let text = render(s.clone(), Duration::ZERO, 1, None);
+    let up_smi = r#"hypomnesis_up{source="nvidia-smi"} 0"#;
+    assert!(text.contains(&format!("\n{up_smi}\n")), "{text}");
+    assert!(text.contains("\nhypomnesis_scrape_success 1\n"), "{text}");
+    let age: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(r#"hypomnesis_source_probe_age_seconds{source="nvidia-smi"} "#)
+        })
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((90.0..120.0).contains(&age), "{age}: {text}");
+    assert!(
+        text.contains("# TYPE hypomnesis_source_probe_age_seconds gauge\n"),
+        "{text}"
+    );
+    // Probed by a measurement NVML did not answer: its failure fails the scrape.
+    s.probes[0].apart = false;
+    let text = render(s.clone(), Duration::ZERO, 1, None);
+    assert!(text.contains("\nhypomnesis_scrape_success 0\n"), "{text}");
+    // Absent (not on PATH): neither up nor age.
+    s.sources[1] = report(GpuQuerySource::NvidiaSmi, SourceState::Absent("no".into()));
+    let text = render(s, Duration::ZERO, 1, None);
+    assert!(
+        !text.contains(r#"{source="nvidia-smi"}"#),
+        "no series: {text}"
+    );
 }
 
 #[test]
