@@ -201,54 +201,48 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
     let mut dirty = true;
     // Where the table was drawn: its height bounds the selection's moves, a click maps to a row.
     let mut table = Rect::default();
-    let room = |t: &ratatui::DefaultTerminal| t.size().map_or(50, |s| s.height);
-    control.set_view(&state, room(&terminal));
+    // The terminal's height, kept from resize events (asking the terminal opens /dev/tty).
+    let mut height = terminal.size().map_or(50, |s| s.height);
+    control.set_view(&state, height);
     while !stop.requested() {
         if jobs.stop_requested() {
             jobs.suspend(&mut terminal)?;
             (fresh.expected_since, dirty) = (Instant::now(), true);
-            control.set_view(&state, room(&terminal));
+            control.set_view(&state, height);
         } else if jobs.continued() {
             // Stopped by a signal nobody can catch (SIGSTOP), then continued: the shell may
             // have put the terminal back in cooked mode and written over the view.
             suspend::resume(&mut terminal)?;
             (fresh.expected_since, dirty) = (Instant::now(), true);
-            control.set_view(&state, room(&terminal));
+            control.set_view(&state, height);
         }
-        let mut refreshed = false;
-        while let Ok(r) = rx.try_recv() {
-            screen = r.screen;
-            fresh.taken = Some(r.taken);
-            (dirty, refreshed) = (true, true);
-        }
-        if refreshed {
+        if let Some(r) = rx.try_iter().last() {
+            (screen, fresh.taken, dirty) = (r.screen, Some(r.taken), true);
             let before = (state.top, state.selected);
             state.follow(&screen.procs, usize::from(table.height));
             if (state.top, state.selected) != before {
-                control.set_view(&state, room(&terminal));
+                control.set_view(&state, height);
             }
         }
         let now_late = fresh.late(Instant::now(), interval, state.paused);
-        if now_late != late {
-            late = now_late;
-            dirty = true;
-        }
+        (dirty, late) = (dirty || now_late != late, now_late);
         if dirty {
             terminal.draw(|f| table = draw::draw(f, &screen, &state, interval, late.as_ref()))?;
             dirty = false;
         }
-        let wait = if state.paused {
-            Duration::from_millis(250)
-        } else {
-            poll_for(interval, fresh.taken, Instant::now())
-        };
-        if !event::poll(wait)? {
+        if !event::poll(poll_for(
+            interval,
+            fresh.taken,
+            state.paused,
+            Instant::now(),
+        ))? {
             continue;
         }
         let action = match event::read()? {
             Event::Key(key) => state.on_key(key, screen.gpu_count()),
             Event::Mouse(m) => on_mouse(m, &state, table),
-            Event::Resize(_, height) => {
+            Event::Resize(_, rows) => {
+                height = rows;
                 control.set_view(&state, height);
                 dirty = true;
                 Action::None
@@ -270,7 +264,7 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
             After::Nothing => {}
         }
         if !matches!(action, Action::None | Action::Quit) {
-            control.set_view(&state, room(&terminal));
+            control.set_view(&state, height);
         }
     }
     Ok(stop.signal())
@@ -278,8 +272,12 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
 
 /// How long the terminal thread waits for a key before it looks for a refresh again: until
 /// the next one is due (an interval after the last was measured), at least 10 ms and at most
-/// 250 ms, then every 20 ms until it comes. A key wakes it at once whatever the wait.
-fn poll_for(interval: Duration, taken: Option<Instant>, now: Instant) -> Duration {
+/// 250 ms, then every 20 ms until it comes (250 ms while paused). A key wakes it at once
+/// whatever the wait.
+fn poll_for(interval: Duration, taken: Option<Instant>, paused: bool, now: Instant) -> Duration {
+    if paused {
+        return Duration::from_millis(250);
+    }
     let due = taken.map(|t| t + interval);
     match due {
         Some(due) if due > now => {
@@ -501,7 +499,7 @@ impl Screen {
             gpus: Err("reading the GPUs…".into()),
             ram: Err("reading…".into()),
             me: model::Footprint::default(),
-            procs: Vec::new(),
+            procs: std::sync::Arc::default(),
             focus: None,
         }
     }

@@ -4,6 +4,7 @@
 //! reads a [`Screen`] and nothing else.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hypomnesis::{
@@ -25,8 +26,9 @@ pub struct Screen {
     pub ram: Result<HostMemory, String>,
     /// This view's own resident set and CPU share (percent of one core).
     pub me: Footprint,
-    /// The processes holding GPU memory (and those that just stopped), by pid.
-    pub procs: Vec<Proc>,
+    /// The processes holding GPU memory (and those that just stopped), by pid; shared with
+    /// the sampling thread, which compares the next refresh with it.
+    pub procs: Arc<Vec<Proc>>,
     /// The history of the GPU memory of the process the view asked about (the selected one).
     pub focus: Option<Focus>,
 }
@@ -48,7 +50,7 @@ pub struct Focus {
 
 /// Points of GPU memory history kept per process: when full, neighbours merge pairwise, each
 /// keeping its maximum, so a process's whole session stays in a fixed room.
-pub const PROC_HISTORY: usize = 64;
+pub const PROC_HISTORY: usize = 32;
 
 /// One process's GPU memory over the session, in KiB (a `u32` holds 4 TiB).
 #[derive(Debug, Clone, Default)]
@@ -71,13 +73,19 @@ impl ProcHistory {
             return;
         }
         self.pending = None;
+        if self.points.capacity() == 0 {
+            self.points.reserve_exact(PROC_HISTORY);
+        }
         self.points.push(max);
         if self.points.len() >= PROC_HISTORY {
-            self.points = self
+            // In place: the room stays the one allocation of PROC_HISTORY points.
+            let merged: Vec<u32> = self
                 .points
                 .chunks(2)
                 .map(|c| c.iter().copied().max().unwrap_or(0))
                 .collect();
+            self.points.clear();
+            self.points.extend(merged);
             self.per_point *= 2;
         }
     }
@@ -187,7 +195,7 @@ pub struct Proc {
     pub user: Option<String>,
     pub kind: Option<GpuContextKind>,
     /// GPU memory per device index.
-    pub gpu: BTreeMap<u32, u64>,
+    pub gpu: PerGpu,
     pub rss: Option<u64>,
     /// CPU share since the last refresh, percent of one core; `None` at the first.
     pub cpu: Option<f64>,
@@ -197,8 +205,9 @@ pub struct Proc {
     pub outside: bool,
     /// Whether it is the MPS server (its clients' contexts are its).
     pub mps_server: bool,
-    /// Its container and pod, when read (grouping or filtering needs them).
-    pub container: Option<hypomnesis::Container>,
+    /// Its container and pod, when read (grouping or filtering needs them); boxed, as most
+    /// rows have none and a table may hold thousands.
+    pub container: Option<Box<hypomnesis::Container>>,
     /// When it started (clock ticks after boot), read when it was first seen; `None` where it
     /// cannot be read (another PID namespace, another system).
     pub start: Option<u64>,
@@ -212,7 +221,7 @@ impl Proc {
             pid,
             user: None,
             kind: None,
-            gpu: BTreeMap::new(),
+            gpu: PerGpu::default(),
             rss: None,
             cpu: None,
             command: None,
@@ -227,6 +236,58 @@ impl Proc {
     /// Its GPU memory on every device.
     pub fn gpu_total(&self) -> u64 {
         self.gpu.values().fold(0, |a, &b| a.saturating_add(b))
+    }
+}
+
+/// A process's GPU memory per device index: a process is on one GPU or a few, so a short list
+/// sorted by index (a map would cost a node of eleven entries a process).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PerGpu(Vec<(u32, u64)>);
+
+impl PerGpu {
+    pub fn get(&self, gpu: u32) -> Option<&u64> {
+        self.0.iter().find(|(g, _)| *g == gpu).map(|(_, b)| b)
+    }
+
+    pub fn contains_key(&self, gpu: u32) -> bool {
+        self.get(gpu).is_some()
+    }
+
+    /// Sets `gpu`'s figure.
+    pub fn insert(&mut self, gpu: u32, bytes: u64) {
+        match self.0.binary_search_by_key(&gpu, |(g, _)| *g) {
+            Ok(i) => {
+                if let Some(e) = self.0.get_mut(i) {
+                    e.1 = bytes;
+                }
+            }
+            Err(i) => self.0.insert(i, (gpu, bytes)),
+        }
+    }
+
+    /// Adds `bytes` to `gpu`'s figure.
+    pub fn add(&mut self, gpu: u32, bytes: u64) {
+        let now = self.get(gpu).copied().unwrap_or(0);
+        self.insert(gpu, now.saturating_add(bytes));
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &u64> {
+        self.0.iter().map(|(_, b)| b)
+    }
+
+    /// `(index, bytes)` in index order.
+    pub fn iter(&self) -> impl Iterator<Item = (&u32, &u64)> {
+        self.0.iter().map(|(g, b)| (g, b))
+    }
+}
+
+impl FromIterator<(u32, u64)> for PerGpu {
+    fn from_iter<I: IntoIterator<Item = (u32, u64)>>(it: I) -> Self {
+        let mut out = Self::default();
+        for (g, b) in it {
+            out.insert(g, b);
+        }
+        out
     }
 }
 
@@ -247,7 +308,8 @@ pub struct Builder {
     history: BTreeMap<u32, VecDeque<u64>>,
     cpu: BTreeMap<u32, (Duration, Duration)>,
     own_cpu: Option<(Duration, Duration)>,
-    last: BTreeMap<u32, Proc>,
+    /// The last refresh's rows, by pid (the screen's own, not a copy).
+    last: Arc<Vec<Proc>>,
     /// Each listed process's start time (read once) and GPU memory history, by pid.
     seen: HashMap<u32, (Option<u64>, ProcHistory)>,
 }
@@ -340,7 +402,7 @@ impl Builder {
         &mut self,
         frame: &Frame,
         read: impl FnOnce(&[Proc]) -> BTreeMap<u32, ProcessContext>,
-    ) -> Vec<Proc> {
+    ) -> Arc<Vec<Proc>> {
         let mut now: BTreeMap<u32, Proc> = BTreeMap::new();
         for d in &frame.devices {
             for r in d.processes().unwrap_or_default() {
@@ -351,8 +413,7 @@ impl Builder {
                 });
                 p.kind = union(p.kind, r.context);
                 p.mps_server |= r.mps_server;
-                let e = p.gpu.entry(r.device_index).or_insert(0);
-                *e = e.saturating_add(r.used_bytes);
+                p.gpu.add(r.device_index, r.used_bytes);
             }
         }
         // Without a GPU: the host's processes the frame followed, with their RSS.
@@ -364,13 +425,20 @@ impl Builder {
                 });
             }
         }
-        let listed: Vec<Proc> = now.values().cloned().collect();
-        let contexts = read(&listed);
+        // By pid, as the map kept them: the last refresh's rows are searched by pid.
+        let mut now: Vec<Proc> = now.into_values().collect();
+        let contexts = read(&now);
         let mut cpu = BTreeMap::new();
-        for p in now.values_mut() {
+        let last = Arc::clone(&self.last);
+        let listed_before = |pid: u32| {
+            last.binary_search_by_key(&pid, |p| p.pid)
+                .is_ok_and(|i| last.get(i).is_some_and(|p| p.change != Change::Gone))
+        };
+        let first = last.is_empty();
+        for p in &mut now {
             if let Some(ctx) = contexts.get(&p.pid) {
                 p.user.clone_from(&ctx.user);
-                p.container.clone_from(&ctx.container);
+                p.container = ctx.container.clone().map(Box::new);
                 p.rss = ctx.rss_bytes.or(p.rss);
                 if ctx.command.is_some() {
                     p.command.clone_from(&ctx.command);
@@ -380,7 +448,7 @@ impl Builder {
                     p.cpu = share(self.cpu.get(&p.pid).copied(), Some((frame.at, c)));
                 }
             }
-            if !self.last.is_empty() && !self.last.contains_key(&p.pid) {
+            if !first && !listed_before(p.pid) {
                 p.change = Change::New;
             }
             let outside = p.outside;
@@ -395,11 +463,11 @@ impl Builder {
             p.start = *start;
             history.push(p.gpu_total());
         }
-        self.seen.retain(|pid, _| now.contains_key(pid));
-        let gone: Vec<Proc> = self
-            .last
-            .values()
-            .filter(|p| p.change != Change::Gone && !now.contains_key(&p.pid))
+        let here = |pid: u32| now.binary_search_by_key(&pid, |p| p.pid).is_ok();
+        self.seen.retain(|&pid, _| here(pid));
+        let gone: Vec<Proc> = last
+            .iter()
+            .filter(|p| p.change != Change::Gone && !here(p.pid))
             .map(|p| Proc {
                 change: Change::Gone,
                 cpu: None,
@@ -407,8 +475,10 @@ impl Builder {
             })
             .collect();
         self.cpu = cpu;
-        self.last.clone_from(&now);
-        now.into_values().chain(gone).collect()
+        now.extend(gone);
+        now.sort_unstable_by_key(|p| p.pid);
+        self.last = Arc::new(now);
+        Arc::clone(&self.last)
     }
 }
 

@@ -254,7 +254,7 @@ impl ViewState {
         let needle = self.filter.to_lowercase();
         let mut rows: Vec<&Proc> = procs
             .iter()
-            .filter(|p| self.gpu.is_none_or(|g| p.gpu.contains_key(&g)))
+            .filter(|p| self.gpu.is_none_or(|g| p.gpu.contains_key(g)))
             .filter(|p| needle.is_empty() || matches(p, &needle))
             .collect();
         rows.sort_by(|a, b| {
@@ -305,7 +305,7 @@ impl ViewState {
             if p.change == Change::Gone {
                 continue;
             }
-            let key = key_from(p.outside, p.user.clone(), p.container.as_ref(), by);
+            let key = key_from(p.outside, p.user.clone(), p.container.as_deref(), by);
             let g = sums.entry(key.clone()).or_insert_with(|| TopGroup {
                 key,
                 processes: 0,
@@ -327,7 +327,7 @@ impl ViewState {
     /// The memory of `p` the GPU column shows: on the picked GPU, else on all.
     pub fn gpu_bytes(&self, p: &Proc) -> u64 {
         match self.gpu {
-            Some(g) => p.gpu.get(&g).copied().unwrap_or(0),
+            Some(g) => p.gpu.get(g).copied().unwrap_or(0),
             None => p.gpu_total(),
         }
     }
@@ -362,7 +362,7 @@ pub struct TopGroup {
 
 /// Whether `p`'s pid, user, command, or pod's namespace or name contains `needle` (lowercase).
 fn matches(p: &Proc, needle: &str) -> bool {
-    let pod = p.container.as_ref();
+    let pod = p.container.as_deref();
     let lower = |v: Option<&String>| v.is_some_and(|v| v.to_lowercase().contains(needle));
     lower(pod.and_then(|c| c.namespace.as_ref()))
         || lower(pod.and_then(|c| c.pod.as_ref()))
@@ -378,8 +378,6 @@ fn matches(p: &Proc, needle: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     fn key(c: KeyCode) -> KeyEvent {
@@ -391,7 +389,7 @@ mod tests {
             pid,
             user: Some(user.into()),
             kind: None,
-            gpu: gpu.iter().copied().collect::<BTreeMap<_, _>>(),
+            gpu: gpu.iter().copied().collect(),
             rss: Some(u64::from(pid)),
             cpu: None,
             command: Some(command.into()),

@@ -689,13 +689,15 @@ fn a_long_table_says_which_rows_it_shows_and_scrolls_to_the_last() {
 
     let mut screen = Screen::waiting();
     screen.gpus = Ok(Vec::new());
-    screen.procs = (1..=2000)
-        .map(|pid| {
-            let mut p = Proc::bare(pid);
-            p.gpu.insert(0, u64::from(pid) * MIB);
-            p
-        })
-        .collect();
+    screen.procs = std::sync::Arc::new(
+        (1..=2000)
+            .map(|pid| {
+                let mut p = Proc::bare(pid);
+                p.gpu.insert(0, u64::from(pid) * MIB);
+                p
+            })
+            .collect(),
+    );
     let mut s = ViewState::default();
     // The table's height at 100x30: the view draws it, the loop keeps it.
     let table = {
@@ -731,16 +733,36 @@ fn the_terminal_thread_sleeps_until_the_next_refresh_is_due() {
     let now = Instant::now();
     let second = Duration::from_secs(1);
     // Just measured: wait long (at most 250 ms), not a poll every 100 ms.
-    assert_eq!(poll_for(second, Some(now), now), Duration::from_millis(250));
+    assert_eq!(
+        poll_for(second, Some(now), false, now),
+        Duration::from_millis(250)
+    );
     // Due in 40 ms: until then.
     let taken = now.checked_sub(Duration::from_millis(960)).unwrap();
-    assert_eq!(poll_for(second, Some(taken), now), Duration::from_millis(40));
+    assert_eq!(
+        poll_for(second, Some(taken), false, now),
+        Duration::from_millis(40)
+    );
     // Due now or past, or none yet: look every 20 ms until it comes.
     let late = now.checked_sub(Duration::from_secs(2)).unwrap();
-    assert_eq!(poll_for(second, Some(late), now), Duration::from_millis(20));
-    assert_eq!(poll_for(second, None, now), Duration::from_millis(20));
+    assert_eq!(
+        poll_for(second, Some(late), false, now),
+        Duration::from_millis(20)
+    );
+    assert_eq!(
+        poll_for(second, None, false, now),
+        Duration::from_millis(20)
+    );
     // A fast interval: never below 10 ms.
     let fast = Duration::from_millis(100);
     let taken = now.checked_sub(Duration::from_millis(95)).unwrap();
-    assert_eq!(poll_for(fast, Some(taken), now), Duration::from_millis(10));
+    assert_eq!(
+        poll_for(fast, Some(taken), false, now),
+        Duration::from_millis(10)
+    );
+    // Paused: nothing comes; a slow look for keys.
+    assert_eq!(
+        poll_for(second, None, true, now),
+        Duration::from_millis(250)
+    );
 }

@@ -88,7 +88,7 @@ pub(super) fn detail_lines<'a>(
 fn container_lines<'a>(p: &Proc) -> Vec<Line<'a>> {
     let field = |name: &str, value: String| Line::raw(format!("  {name:<10} {value}"));
     let mut lines = Vec::new();
-    match p.container.as_ref() {
+    match p.container.as_deref() {
         None => lines.push(field("container", "none known".into())),
         Some(c) => {
             let short: String = c.id.chars().take(12).collect();

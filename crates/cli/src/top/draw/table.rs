@@ -173,10 +173,9 @@ fn proc_line<'a>(p: &Proc, cols: &[Col], state: &ViewState, theme: &Theme) -> Li
                     .as_deref()
                     .map_or_else(|| "?".into(), |u| printable(u).into_owned()),
                 (Column::Type, _) => crate::view::ps::type_cell(p.kind).to_string(),
-                (Column::Gpu, Some(g)) => p
-                    .gpu
-                    .get(&g)
-                    .map_or_else(|| "-".into(), |&b| format_size(b)),
+                (Column::Gpu, Some(g)) => {
+                    p.gpu.get(g).map_or_else(|| "-".into(), |&b| format_size(b))
+                }
                 (Column::Gpu, None) => format_size(state.gpu_bytes(p)),
                 (Column::Rss, _) => p.rss.map_or_else(|| "?".into(), format_size),
                 (Column::Cpu, _) => p.cpu.map_or_else(|| "-".into(), |c| format!("{c:.1}")),
