@@ -2,7 +2,7 @@
 //!
 //! - `cli`: each command end to end through the built `hmn` (`basics`: devices and ps against
 //!   both fakes; `run_watch`, `run_signals`, `watch_edges`, `serve`, `fleet`, `top` in tmux,
-//!   `stalls`, `hidden_memory`, `hostile_names`, `impossible_figures`, `kubelet` (pod names
+//!   `stalls`, `hidden_memory`, `hidepid` (a real procfs mount with `hidepid`), `hostile_names`, `impossible_figures`, `kubelet` (pod names
 //!   from a node's log layout), the first-contact `surface`, and the README's transcripts);
 //! - `backends`: the sources `hmn` and the library share, end to end (`drm` fixture trees, `mig`);
 //! - `deploy`: the deploy kit against hmn (manifests, alert rules, the Grafana dashboard);
@@ -35,6 +35,7 @@ mod cli {
     mod basics;
     mod fleet;
     mod hidden_memory;
+    mod hidepid;
     mod hostile_names;
     mod impossible_figures;
     mod kubelet;
