@@ -138,6 +138,12 @@ pub mod __parsers {
         ContainerLogLink, PodLogDir, parse_container_log_link, parse_pod_log_dir,
     };
     pub use crate::host::parse::memory::{meminfo, statm_resident_bytes, status_vmrss_bytes};
+    /// The mountinfo parsers: a line, the mount a path is on, a procfs mount's options, and
+    /// the credentials of a `status` file that decide whether `hidepid` applies.
+    pub use crate::host::parse::mountinfo::{
+        Credentials, MountLine, credentials as status_credentials, hides_other_users, mount_of,
+        parse_line as parse_mountinfo_line, procfs_options, unescape as unescape_mountinfo,
+    };
     pub use crate::host::parse::stat::parse_stat_cpu_ticks;
     /// The process tree below a pid through `children` files (`None` where the kernel has
     /// none), and through a scan of every process's `stat` (what `process_tree` did before).

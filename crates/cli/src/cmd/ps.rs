@@ -108,7 +108,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         "{}",
         render::ps_summary(&rows, args.pid, args.device, args.user.as_deref())
     )?;
-    for line in unseen::rows_line(&rows, &causes) {
+    for line in unseen::rows_line(rows.iter().map(|r| &r.entry), &causes) {
         writeln!(err, "{line}")?;
     }
     if !hidden.is_empty() {

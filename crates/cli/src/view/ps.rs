@@ -80,21 +80,7 @@ pub fn sort_rows(rows: &mut [PsRow], key: SortKey) {
     }
 }
 
-/// Memory of one GPU that no listed process accounts for, beyond the driver's own overhead:
-/// held by processes the driver does not show to this caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hidden {
-    pub device_index: u32,
-    pub device_name: Option<String>,
-    pub device_vendor: Option<hypomnesis::GpuVendor>,
-    pub bytes: u64,
-    /// Whether the GPU runs MPS (its server or a client is listed): its clients, not another
-    /// PID namespace, are then the likely holders.
-    pub mps: bool,
-    /// The procfs mount's `hidepid` option (`hidepid=invisible`) when it hides processes
-    /// from hmn: the row names it.
-    pub hidepid: Option<String>,
-}
+pub use super::unseen::Hidden;
 
 fn device_cell(index: u32, name: Option<&str>, vendor: Option<hypomnesis::GpuVendor>) -> String {
     match (name, vendor) {

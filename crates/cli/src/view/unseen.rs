@@ -3,10 +3,25 @@
 //! namespace, hidden by the procfs mount's `hidepid`, exited since the list, or not readable;
 //! memory of no listed process is held by processes the driver does not list here.
 
-use hypomnesis::{ProcfsMount, UnreadableReason};
+use hypomnesis::{GpuProcessEntry, ProcfsMount, UnreadableReason};
 
 use super::format_size;
-use super::ps::{Hidden, PsRow};
+
+/// Memory of one GPU that no listed process accounts for, beyond the driver's own overhead:
+/// held by processes the driver does not show to this caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hidden {
+    pub device_index: u32,
+    pub device_name: Option<String>,
+    pub device_vendor: Option<hypomnesis::GpuVendor>,
+    pub bytes: u64,
+    /// Whether the GPU runs MPS (its server or a client is listed): its clients, not another
+    /// PID namespace, are then the likely holders.
+    pub mps: bool,
+    /// The procfs mount's `hidepid` option (`hidepid=invisible`) when it hides processes
+    /// from hmn: the row names it.
+    pub hidepid: Option<String>,
+}
 
 /// What hmn knows of why processes may be unseen here: the procfs mount's `hidepid` and the
 /// PID namespace it runs in.
@@ -55,7 +70,7 @@ pub fn mark(why: UnreadableReason) -> &'static str {
 }
 
 /// The reason of a row: its typed reason, else `outside` for a row that only says that.
-pub fn reason_of(e: &hypomnesis::GpuProcessEntry) -> Option<UnreadableReason> {
+pub fn reason_of(e: &GpuProcessEntry) -> Option<UnreadableReason> {
     e.unreadable.or(e
         .outside_pid_namespace
         .then_some(UnreadableReason::OutsidePidNamespace))
@@ -72,11 +87,15 @@ pub fn not_visible_cell(h: &Hidden) -> String {
 
 /// The lines on listed rows hmn cannot read, by reason, each with what to do; empty when
 /// every row was read.
-pub fn rows_line(rows: &[PsRow], causes: &Causes) -> Vec<String> {
+pub fn rows_line<'a>(
+    rows: impl IntoIterator<Item = &'a GpuProcessEntry>,
+    causes: &Causes,
+) -> Vec<String> {
+    let rows: Vec<&GpuProcessEntry> = rows.into_iter().collect();
     let count = |why| {
         rows.iter()
-            .filter(|r| reason_of(&r.entry) == Some(why))
-            .map(|r| r.entry.pid)
+            .filter(|e| reason_of(e) == Some(why))
+            .map(|e| e.pid)
             .collect::<std::collections::BTreeSet<u32>>()
             .len()
     };
@@ -170,7 +189,7 @@ fn hidden_other_line(hidden: &[&Hidden], causes: &Causes) -> String {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use hypomnesis::{GpuProcessEntry, Hidepid, ProcessContext};
+    use hypomnesis::Hidepid;
 
     fn mount(hidepid: Hidepid, gid: Option<u32>, hides: Option<bool>) -> ProcfsMount {
         ProcfsMount::builder()
@@ -220,17 +239,12 @@ mod tests {
         assert_eq!(Causes::of(None, None), Causes::default());
     }
 
-    fn row(pid: u32, why: Option<UnreadableReason>) -> PsRow {
-        PsRow {
-            entry: GpuProcessEntry::builder()
-                .pid(pid)
-                .unreadable(why)
-                .outside_pid_namespace(why == Some(UnreadableReason::OutsidePidNamespace))
-                .build(),
-            ctx: ProcessContext::default(),
-            device_name: None,
-            device_vendor: None,
-        }
+    fn row(pid: u32, why: Option<UnreadableReason>) -> GpuProcessEntry {
+        GpuProcessEntry::builder()
+            .pid(pid)
+            .unreadable(why)
+            .outside_pid_namespace(why == Some(UnreadableReason::OutsidePidNamespace))
+            .build()
     }
 
     #[test]

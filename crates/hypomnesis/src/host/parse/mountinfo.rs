@@ -48,7 +48,9 @@ pub fn unescape(s: &str) -> String {
 /// the fields or the `-` separator.
 #[must_use]
 pub fn parse_line(line: &str) -> Option<MountLine> {
-    let mut fields = line.split_ascii_whitespace();
+    // Fields are separated by one space; a path's own spaces, tabs and newlines are escaped,
+    // but any other byte (a form feed, a carriage return) is printed as it is.
+    let mut fields = line.split(' ').filter(|f| !f.is_empty());
     let mount_point = fields.nth(4)?;
     let _mount_options = fields.next()?;
     // Optional fields (zero or more), then `-`.
@@ -217,6 +219,11 @@ mod tests {
         assert_eq!(unescape("trailing\\"), "trailing\\");
         assert_eq!(unescape("\\999 \\04"), "\\999 \\04");
         assert_eq!(unescape("\\400"), "\\400", "not a byte");
+        // A form feed or a carriage return in a path is printed as it is.
+        assert_eq!(
+            parse_line("40 27 0:33 / /tmp/a\x0cb\r rw - proc proc rw").map(|m| m.mount_point),
+            Some("/tmp/a\x0cb\r".into())
+        );
     }
 
     #[test]

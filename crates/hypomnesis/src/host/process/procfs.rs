@@ -145,14 +145,6 @@ impl PidView {
     }
 }
 
-/// The `NSpid:` values of a `status` file: the pid in each namespace, outermost (the procfs
-/// mount's) first.
-pub(crate) fn parse_nspid(status: &str) -> Option<Vec<u32>> {
-    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
-    let v: Option<Vec<u32>> = line.split_whitespace().map(|p| p.parse().ok()).collect();
-    v.filter(|v| !v.is_empty())
-}
-
 fn ns_link(path: &Path) -> Option<std::ffi::OsString> {
     std::fs::read_link(path)
         .ok()
@@ -181,7 +173,7 @@ pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
     let theirs = ns_link(&dir.join("ns").join("pid"));
     match (mine, theirs) {
         (Some(m), Some(t)) if m == t => {
-            match parse_nspid(&status).and_then(|v| v.last().copied()) {
+            match super::visibility::parse_nspid(&status).and_then(|v| v.last().copied()) {
                 Some(local) if local == pid => PidView::Here(pid),
                 Some(local) => PidView::Mapped { local, host: pid },
                 None => PidView::Outside(pid),
@@ -318,17 +310,6 @@ mod tests {
             "a context stays known"
         );
         assert_eq!(scans, 3);
-    }
-
-    #[test]
-    fn nspid() {
-        assert_eq!(
-            parse_nspid("Name:\tpython\nNSpid:\t48213\t7\n"),
-            Some(vec![48213, 7])
-        );
-        assert_eq!(parse_nspid("NSpid:\t1\n"), Some(vec![1]));
-        assert_eq!(parse_nspid("Name:\tx\n"), None);
-        assert_eq!(parse_nspid("NSpid:\tx\n"), None);
     }
 
     #[cfg(unix)]

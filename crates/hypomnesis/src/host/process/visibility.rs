@@ -48,6 +48,14 @@ impl Facts {
     }
 }
 
+/// The `NSpid:` values of a `status` file: the pid in each namespace, outermost (the procfs
+/// mount's) first.
+pub(crate) fn parse_nspid(status: &str) -> Option<Vec<u32>> {
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    let v: Option<Vec<u32>> = line.split_whitespace().map(|p| p.parse().ok()).collect();
+    v.filter(|v| !v.is_empty())
+}
+
 /// How the root answered for a pid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lookup {
@@ -206,7 +214,7 @@ mod linux {
             mount,
             same_numbers: status
                 .as_deref()
-                .and_then(crate::host::process::procfs::parse_nspid)
+                .and_then(super::parse_nspid)
                 .map(|v| v.len() == 1),
             initial: ns.map(|l| l.as_os_str() == INITIAL_PID_NS),
             pid_max,
@@ -290,6 +298,17 @@ mod tests {
             classify(&Facts::default(), 1, Lookup::Denied, live),
             NotReadable
         );
+    }
+
+    #[test]
+    fn nspid() {
+        assert_eq!(
+            parse_nspid("Name:\tpython\nNSpid:\t48213\t7\n"),
+            Some(vec![48213, 7])
+        );
+        assert_eq!(parse_nspid("NSpid:\t1\n"), Some(vec![1]));
+        assert_eq!(parse_nspid("Name:\tx\n"), None);
+        assert_eq!(parse_nspid("NSpid:\tx\n"), None);
     }
 
     #[test]
