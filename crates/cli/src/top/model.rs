@@ -266,8 +266,8 @@ impl Builder {
             for r in d.processes().unwrap_or_default() {
                 let p = now.entry(r.pid).or_insert_with(|| Proc {
                     command: r.name.clone(),
-                    outside: crate::view::unseen::reason_of(&r).is_some(),
-                    unreadable: crate::view::unseen::reason_of(&r),
+                    outside: crate::view::unseen::reason_of(r).is_some(),
+                    unreadable: crate::view::unseen::reason_of(r),
                     ..Proc::bare(r.pid)
                 });
                 p.kind = union(p.kind, r.context);

@@ -30,15 +30,12 @@ pub fn unescape(s: &str) -> String {
         let octal = b.get(i + 1..i + 4).filter(|d| {
             d.iter().all(|x| (b'0'..=b'7').contains(x)) && d.first().is_some_and(|x| *x <= b'3')
         });
-        match (c, octal) {
-            (b'\\', Some(d)) => {
-                out.push(d.iter().fold(0_u8, |v, x| v * 8 + (x - b'0')));
-                i += 4;
-            }
-            _ => {
-                out.push(c);
-                i += 1;
-            }
+        if let (b'\\', Some(d)) = (c, octal) {
+            out.push(d.iter().fold(0_u8, |v, x| v * 8 + (x - b'0')));
+            i += 4;
+        } else {
+            out.push(c);
+            i += 1;
         }
     }
     String::from_utf8_lossy(&out).into_owned()

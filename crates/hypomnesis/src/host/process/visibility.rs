@@ -39,6 +39,7 @@ impl Facts {
     }
 
     /// Whether other users' directories are listed but their files refused (`noaccess`).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux reads a procfs
     pub(crate) fn refuses_files(&self) -> bool {
         self.hiding()
             && self
