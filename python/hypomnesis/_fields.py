@@ -58,6 +58,7 @@ FIELDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
         ("context", "Optional[str]"),
         ("host_pid", "Optional[int]"),
         ("outside_pid_namespace", "bool"),
+        ("unreadable", "Optional[str]"),
         ("gpu_instance_id", "Optional[int]"),
         ("compute_instance_id", "Optional[int]"),
         ("mps_server", "bool"),

@@ -81,6 +81,7 @@ class _GpuProcess(TypedDict):
     context: str | None
     host_pid: int | None
     outside_pid_namespace: bool
+    unreadable: str | None
     gpu_instance_id: int | None
     compute_instance_id: int | None
     mps_server: bool

@@ -110,7 +110,12 @@ class GpuProcess:
     host_pid: Optional[int]
     """Its pid in the host's PID namespace, when the source mapped it."""
     outside_pid_namespace: bool
-    """True when the process is not visible from this PID namespace (another container)."""
+    """True when the process is known to be outside this PID namespace (another container)."""
+    unreadable: Optional[str]
+    """Why its files (owner, command line…) cannot be read here: ``outside_pid_namespace``,
+    ``hidden_by_hidepid`` (the procfs mount's ``hidepid`` hides another user's process: run as
+    root or in the mount's ``gid=`` group), ``exited`` (since the driver listed it),
+    ``not_readable``; ``None`` when they can be."""
     gpu_instance_id: Optional[int]
     """The MIG GPU instance it runs in."""
     compute_instance_id: Optional[int]
@@ -118,7 +123,8 @@ class GpuProcess:
     mps_server: bool
     """True for the MPS server (``nvidia-cuda-mps-server``), which holds its clients' contexts."""
     process_context: Optional[ProcessContext]
-    """Owner, command line, container…; ``None`` for a process outside this PID namespace."""
+    """Owner, command line, container…; ``None`` for a process whose files cannot be read
+    (see :attr:`unreadable`)."""
 
     @property
     def user(self) -> Optional[str]:
@@ -148,6 +154,8 @@ class GpuProcess:
             parts.append("MPS server")
         if self.outside_pid_namespace:
             parts.append("outside this PID namespace")
+        elif self.unreadable is not None:
+            parts.append(f"unreadable={self.unreadable!r}")
         if self.user is not None:
             parts.append(f"user={self.user!r}")
         if self.command is not None:

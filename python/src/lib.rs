@@ -6,7 +6,7 @@
 //! become the exceptions of `hypomnesis.errors`, chosen by the error's [`ErrorKind`], with the
 //! library's message unchanged.
 
-use hypomnesis::{ErrorKind, HypomnesisError};
+use hypomnesis::{ErrorKind, HypomnesisError, UnreadableReason};
 use pyo3::prelude::*;
 use pythonize::pythonize;
 use serde::Serialize;
@@ -165,7 +165,7 @@ fn process_gpu_info(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
 
 /// The processes holding memory on device `index`, each with its context (owner, command line,
 /// container…) when its files can be read from here (`None` for a process of another PID
-/// namespace).
+/// namespace, hidden by the procfs mount's `hidepid`, or exited: its `unreadable` says which).
 #[pyfunction]
 fn gpu_processes(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
     let index = index_arg(py, index)?;
@@ -175,7 +175,17 @@ fn gpu_processes(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
         let readable: Vec<(usize, u32)> = rows
             .iter()
             .enumerate()
-            .filter(|(_, r)| !r.outside_pid_namespace)
+            .filter(|(_, r)| {
+                !r.outside_pid_namespace
+                    && !matches!(
+                        r.unreadable,
+                        Some(
+                            UnreadableReason::OutsidePidNamespace
+                                | UnreadableReason::HiddenByHidepid
+                                | UnreadableReason::Exited
+                        )
+                    )
+            })
             .map(|(i, r)| (i, r.host_pid.unwrap_or(r.pid)))
             .collect();
         let pids: Vec<u32> = readable.iter().map(|&(_, pid)| pid).collect();

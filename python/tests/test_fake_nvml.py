@@ -71,6 +71,9 @@ def test_r510_device_figures_processes_and_their_context() -> None:
     assert ctx["uid"] == r["uid"] and ctx["user"]
     assert "HMN-RESULT" in ctx["command"] and ctx["rss_bytes"] > 0
     assert ghost["outside_pid_namespace"] is True and ghost["process_context"] is None
+    # Beyond any pid_max: a number no process of this namespace can have.
+    assert ghost["unreadable"] == "outside_pid_namespace"
+    assert me["unreadable"] is None
     assert ghost["used_bytes"] == 3 * GIB and ghost["context"] == "compute"
     assert r["procs"][1] == []
 

@@ -2,10 +2,11 @@
 //!
 //! - `cli`: each command end to end through the built `hmn` (`basics`: devices and ps against
 //!   both fakes; `run_watch`, `run_signals`, `watch_edges`, `serve`, `fleet`, `top` in tmux,
-//!   `stalls`, `hidden_memory`, `hostile_names`, `impossible_figures`, `kubelet` (pod names
-//!   from a node's log layout), the first-contact `surface`, the README's transcripts, and how
-//!   often `nvidia-smi` runs while NVML answers: `fallback_probe` for serve, `quiet_fallback`
-//!   for the other long-running commands);
+//!   `stalls`, `hidden_memory`, `hidepid` (a real procfs mount with `hidepid`), `hostile_names`,
+//!   `impossible_figures`, `kubelet` (pod names from a node's log layout), the first-contact
+//!   `surface`, the README's transcripts, `top_keys` (selecting, inspecting and signalling in
+//!   `hmn top`), and how often `nvidia-smi` runs while NVML answers: `fallback_probe` for serve,
+//!   `quiet_fallback` for the other long-running commands);
 //! - `backends`: the sources `hmn` and the library share, end to end (`drm` fixture trees, `mig`);
 //! - `deploy`: the deploy kit against hmn (manifests, alert rules, the Grafana dashboard);
 //! - `platform`: Windows checks, run under Wine in CI;
@@ -40,6 +41,7 @@ mod cli {
     mod fallback_probe;
     mod fleet;
     mod hidden_memory;
+    mod hidepid;
     mod hostile_names;
     mod impossible_figures;
     mod kubelet;

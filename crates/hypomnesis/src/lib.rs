@@ -84,6 +84,7 @@ pub use host::process::context::{
     Container, ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd,
     process_context, process_contexts, process_contexts_with,
 };
+pub use host::process::visibility::{in_initial_pid_namespace, procfs_mount};
 pub use host::process::{
     TreeWalker, descendants, parse_stat, process_name, process_rss_of, process_start_time,
     process_tree,
@@ -96,15 +97,16 @@ pub use snapshot::Snapshot;
 #[cfg(feature = "test-helpers")]
 pub use snapshot::SnapshotBuilder;
 pub use types::{
-    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, KubeletDirState,
-    KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo, Residency, Root,
-    RootOrigin, Roots, SourceReport, SourceState, Utilization, driver_overhead_allowance,
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, Hidepid,
+    KubeletDirState, KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo,
+    ProcfsMount, Residency, Root, RootOrigin, Roots, SourceReport, SourceState, UnreadableReason,
+    Utilization, driver_overhead_allowance,
 };
 #[cfg(feature = "test-helpers")]
 pub use types::{
     GpuDeviceInfoBuilder, GpuProcessEntryBuilder, KubeletLogsBuilder, MigGpuInstanceBuilder,
-    MigInstanceBuilder, MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder,
-    RootsBuilder, SourceReportBuilder,
+    MigInstanceBuilder, MigStateBuilder, ProcessGpuInfoBuilder, ProcfsMountBuilder,
+    ResidencyBuilder, RootBuilder, RootsBuilder, SourceReportBuilder,
 };
 
 /// Pure parsers, exposed for property tests, fuzzing and the live cross-checks. Not part of the
@@ -136,6 +138,12 @@ pub mod __parsers {
         ContainerLogLink, PodLogDir, parse_container_log_link, parse_pod_log_dir,
     };
     pub use crate::host::parse::memory::{meminfo, statm_resident_bytes, status_vmrss_bytes};
+    /// The mountinfo parsers: a line, the mount a path is on, a procfs mount's options, and
+    /// the credentials of a `status` file that decide whether `hidepid` applies.
+    pub use crate::host::parse::mountinfo::{
+        Credentials, MountLine, credentials as status_credentials, hides_other_users, mount_of,
+        parse_line as parse_mountinfo_line, procfs_options, unescape as unescape_mountinfo,
+    };
     pub use crate::host::parse::stat::parse_stat_cpu_ticks;
     /// The process tree below a pid through `children` files (`None` where the kernel has
     /// none), and through a scan of every process's `stat` (what `process_tree` did before).

@@ -1,4 +1,4 @@
-//! `hmn doctor`: the roots in use, whether the kubelet's logs can be read under the rootfs,
+//! `hmn doctor`: the roots in use (and the procfs mount's `hidepid`), whether the kubelet's logs can be read under the rootfs,
 //! each source, whether it answered, and why not.
 
 use std::io::{self, Write};
@@ -24,12 +24,13 @@ pub fn run(args: &DoctorArgs, out: &mut impl Write) -> io::Result<Outcome> {
     let json = args.output.json;
     let rss = hypomnesis::process_rss().map_err(|e| e.to_string());
     let roots = hypomnesis::roots().map_err(|e| e.to_string());
+    let mount = hypomnesis::procfs_mount();
     let kubelet = hypomnesis::kubelet_logs().map_err(|e| e.to_string());
     let reports = hypomnesis::sources();
     if json {
-        render::doctor_json(out, &rss, &roots, &kubelet, &reports)?;
+        render::doctor_json(out, &rss, &roots, mount.as_ref(), &kubelet, &reports)?;
     } else {
-        render::doctor(out, &rss, &roots, &kubelet, &reports)?;
+        render::doctor(out, &rss, &roots, mount.as_ref(), &kubelet, &reports)?;
     }
     Ok(Outcome::Success)
 }

@@ -13,6 +13,7 @@ use crate::outcome::Outcome;
 use crate::view::devices::no_gpu_sentence;
 use crate::view::groups::{self, GroupBy};
 use crate::view::ps::{self as render, Hidden, PsRow, SortKey};
+use crate::view::unseen::{self, Causes};
 
 /// Options of `hmn ps`.
 #[derive(Debug, Clone, Args)]
@@ -63,6 +64,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         (Some(d), Ok(_)) => vec![d],
         (None, Ok(n)) => (0..n).collect(),
     };
+    let causes = Causes::here();
     let mut rows = Vec::new();
     let mut hidden = Vec::new();
     let mut failures = 0;
@@ -74,7 +76,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
                 let device_vendor = info.as_ref().and_then(|d| d.vendor);
                 if args.pid.is_none()
                     && args.user.is_none()
-                    && let Some(h) = info.as_ref().and_then(|d| hidden_of(d, &list))
+                    && let Some(h) = info.as_ref().and_then(|d| hidden_of(d, &list, &causes))
                 {
                     hidden.push(h);
                 }
@@ -106,8 +108,11 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         "{}",
         render::ps_summary(&rows, args.pid, args.device, args.user.as_deref())
     )?;
+    for line in unseen::rows_line(rows.iter().map(|r| &r.entry), &causes) {
+        writeln!(err, "{line}")?;
+    }
     if !hidden.is_empty() {
-        writeln!(err, "{}", render::hidden_line(&hidden))?;
+        writeln!(err, "{}", unseen::hidden_line(&hidden, &causes))?;
     }
     let dropped = hypomnesis::dropped_process_rows();
     if dropped > 0 {
@@ -141,7 +146,7 @@ fn print(args: &PsArgs, rows: &[PsRow], hidden: &[Hidden], out: &mut impl Write)
 
 /// The memory of `device` its process rows do not account for, when it is more than the
 /// driver's own overhead for that many processes.
-fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry]) -> Option<Hidden> {
+fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry], causes: &Causes) -> Option<Hidden> {
     let bytes = device.unattributed_bytes(list)?;
     (bytes > hypomnesis::driver_overhead_allowance(list.len())).then(|| Hidden {
         device_index: device.index,
@@ -151,6 +156,7 @@ fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry]) -> Option<Hidden>
         mps: list
             .iter()
             .any(|p| p.mps_server || p.context.is_some_and(GpuContextKind::mps)),
+        hidepid: causes.hidepid_option.clone(),
     })
 }
 

@@ -3,14 +3,24 @@
 
 use std::collections::BTreeMap;
 
-use hypomnesis::{ContextParts, GpuProcessEntry, ProcessContext};
+use hypomnesis::{ContextParts, GpuProcessEntry, ProcessContext, UnreadableReason};
 
 /// Listed pid → the pid its files are read under (the host's, when the procfs root in use is
-/// a host's). A process outside this PID namespace has no files to read and is left out; a
-/// pid listed on several GPUs appears once.
+/// a host's). A process outside this PID namespace, hidden by the procfs mount's `hidepid` or
+/// exited has no files to read and is left out; a pid listed on several GPUs appears once.
 pub fn readable<'a>(rows: impl IntoIterator<Item = &'a GpuProcessEntry>) -> BTreeMap<u32, u32> {
     rows.into_iter()
-        .filter(|r| !r.outside_pid_namespace)
+        .filter(|r| {
+            !r.outside_pid_namespace
+                && !matches!(
+                    r.unreadable,
+                    Some(
+                        UnreadableReason::OutsidePidNamespace
+                            | UnreadableReason::HiddenByHidepid
+                            | UnreadableReason::Exited
+                    )
+                )
+        })
         .map(|r| (r.pid, r.host_pid.unwrap_or(r.pid)))
         .collect()
 }
@@ -36,11 +46,16 @@ mod tests {
                 .outside_pid_namespace(outside)
                 .build()
         };
+        let hidden = GpuProcessEntry::builder()
+            .pid(10)
+            .unreadable(Some(UnreadableReason::HiddenByHidepid))
+            .build();
         let rows = [
             row(7, None, false),
             row(8, Some(4008), false),
             row(9, None, true),
             row(7, None, false),
+            hidden,
         ];
         let want: BTreeMap<u32, u32> = [(7, 7), (8, 4008)].into_iter().collect();
         assert_eq!(readable(&rows), want);

@@ -201,8 +201,11 @@ pub struct Proc {
     pub cpu: Option<f64>,
     /// The command line, else the short name, else `None`.
     pub command: Option<String>,
-    /// Whether the process is in another PID namespace (its files cannot be read from here).
+    /// Whether its files cannot be read from here (another PID namespace, the procfs mount's
+    /// `hidepid`, exited since the list): its owner and container are unknown.
     pub outside: bool,
+    /// Why its files cannot be read, as `hmn ps` marks it.
+    pub unreadable: Option<hypomnesis::UnreadableReason>,
     /// Whether it is the MPS server (its clients' contexts are its).
     pub mps_server: bool,
     /// Its container and pod, when read (grouping or filtering needs them); boxed, as most
@@ -226,6 +229,7 @@ impl Proc {
             cpu: None,
             command: None,
             outside: false,
+            unreadable: None,
             mps_server: false,
             container: None,
             start: None,
@@ -408,7 +412,8 @@ impl Builder {
             for r in d.processes().unwrap_or_default() {
                 let p = now.entry(r.pid).or_insert_with(|| Proc {
                     command: r.name.clone(),
-                    outside: r.outside_pid_namespace,
+                    outside: crate::view::unseen::reason_of(r).is_some(),
+                    unreadable: crate::view::unseen::reason_of(r),
                     ..Proc::bare(r.pid)
                 });
                 p.kind = union(p.kind, r.context);

@@ -394,6 +394,7 @@ mod tests {
             cpu: None,
             command: Some(command.into()),
             outside: false,
+            unreadable: None,
             mps_server: false,
             container: None,
             start: None,

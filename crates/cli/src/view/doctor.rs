@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use hypomnesis::{
-    ErrorKind, GpuQuerySource, KubeletDirState, KubeletLogs, Root, RootOrigin, Roots, SourceReport,
-    SourceState,
+    ErrorKind, GpuQuerySource, Hidepid, KubeletDirState, KubeletLogs, ProcfsMount, Root,
+    RootOrigin, Roots, SourceReport, SourceState,
 };
 use serde::Serialize;
 
@@ -127,11 +127,45 @@ fn kubelet_lines(out: &mut impl Write, k: &KubeletLogs) -> io::Result<()> {
     )
 }
 
+/// The line on the procfs mount, when its options change which processes hmn sees
+/// (`hidepid`, `subset=pid`): what they hide from hmn and what to do, or that hmn is exempt.
+pub fn procfs_mount_line(m: &ProcfsMount) -> Option<String> {
+    let mut opts = Vec::new();
+    match m.hidepid {
+        Some(Hidepid::Off) => {}
+        Some(h) => opts.push(format!("hidepid={h}")),
+        None => opts.push("hidepid (a value hmn does not know)".into()),
+    }
+    if let Some(g) = m.gid {
+        opts.push(format!("gid={g}"));
+    }
+    if m.subset_pid {
+        opts.push("subset=pid".into());
+    }
+    if opts.is_empty() {
+        return None;
+    }
+    let what = match (m.advice(), m.hides_other_users) {
+        (Some(a), Some(true)) => format!("hides processes from hmn: {a}"),
+        (Some(a), _) => format!("may hide processes from hmn: {a}"),
+        (None, _) if m.hidepid.is_some_and(|h| h != Hidepid::Off) => {
+            "hmn is exempt (root, or a member of the exempt group)".into()
+        }
+        (None, _) => "every process is visible".into(),
+    };
+    Some(format!(
+        "    procfs mount: {} with {}: {what}",
+        m.mount_point.display(),
+        opts.join(",")
+    ))
+}
+
 /// The `hmn doctor` report.
 pub fn doctor(
     out: &mut impl Write,
     rss: &Result<u64, String>,
     roots: &Result<Roots, String>,
+    mount: Option<&ProcfsMount>,
     kubelet: &Result<KubeletLogs, String>,
     reports: &[SourceReport],
 ) -> io::Result<()> {
@@ -146,6 +180,9 @@ pub fn doctor(
     match roots {
         Ok(r) => {
             writeln!(out, "procfs: {}", root_line(&r.procfs))?;
+            if let Some(line) = mount.and_then(procfs_mount_line) {
+                writeln!(out, "{line}")?;
+            }
             writeln!(out, "sysfs: {}", root_line(&r.sysfs))?;
             writeln!(out, "rootfs: {}", root_line(&r.rootfs))?;
             if let Ok(k) = kubelet {
@@ -178,6 +215,7 @@ struct DoctorJson<'a> {
     rss_error: Option<&'a str>,
     roots: Option<&'a Roots>,
     roots_error: Option<&'a str>,
+    procfs_mount: Option<&'a ProcfsMount>,
     kubelet_logs: Option<&'a KubeletLogs>,
     sources: &'a [SourceReport],
 }
@@ -186,6 +224,7 @@ pub fn doctor_json(
     out: &mut impl Write,
     rss: &Result<u64, String>,
     roots: &Result<Roots, String>,
+    mount: Option<&ProcfsMount>,
     kubelet: &Result<KubeletLogs, String>,
     reports: &[SourceReport],
 ) -> io::Result<()> {
@@ -196,6 +235,7 @@ pub fn doctor_json(
             rss_error: rss.as_ref().err().map(String::as_str),
             roots: roots.as_ref().ok(),
             roots_error: roots.as_ref().err().map(String::as_str),
+            procfs_mount: mount,
             kubelet_logs: kubelet.as_ref().ok(),
             sources: reports,
         },
@@ -332,7 +372,7 @@ mod tests {
             ])
             .build();
         assert_eq!(
-            text(|w| doctor(w, &Ok(12 * MIB + 5), &Ok(roots()), &Ok(kubelet()), &r)),
+            text(|w| doctor(w, &Ok(12 * MIB + 5), &Ok(roots()), None, &Ok(kubelet()), &r)),
             "\
 RAM: answered, this process has 12 MiB resident
 procfs: /host/proc (from --procfs)
@@ -363,7 +403,14 @@ nvidia-smi: answered
         ));
         assert_eq!(hint(&off), Some("rebuild hmn with that cargo feature"));
         let v: serde_json::Value = serde_json::from_str(&text(|w| {
-            doctor_json(w, &Err("no statm".into()), &Ok(roots()), &Ok(kubelet()), &r)
+            doctor_json(
+                w,
+                &Err("no statm".into()),
+                &Ok(roots()),
+                None,
+                &Ok(kubelet()),
+                &r,
+            )
         }))
         .unwrap();
         assert_eq!(v["roots"]["rootfs"]["path"], "/host");
@@ -379,6 +426,7 @@ nvidia-smi: answered
                 w,
                 &Ok(0),
                 &Err("rootfs root …".into()),
+                None,
                 &Err("x".into()),
                 &[],
             )
@@ -391,5 +439,57 @@ nvidia-smi: answered
         assert_eq!(v["rss_error"], "no statm");
         assert_eq!(v["sources"][0]["state"]["state"], "absent");
         assert_eq!(v["sources"][1]["details"][1][1], "595.80");
+    }
+
+    #[test]
+    fn procfs_mount_lines() {
+        let m = |h: Option<Hidepid>, gid: Option<u32>, subset: bool, hides: Option<bool>| {
+            ProcfsMount::builder()
+                .mount_point("/tmp/p".into())
+                .hidepid(h)
+                .gid(gid)
+                .subset_pid(subset)
+                .hides_other_users(hides)
+                .build()
+        };
+        assert_eq!(
+            procfs_mount_line(&m(Some(Hidepid::Off), None, false, Some(false))),
+            None
+        );
+        assert_eq!(
+            procfs_mount_line(&m(Some(Hidepid::Invisible), Some(27), false, Some(true))).unwrap(),
+            "    procfs mount: /tmp/p with hidepid=invisible,gid=27: hides processes from hmn: \
+             /tmp/p is mounted with hidepid=invisible: other users' processes are hidden; run as \
+             root or as a member of group 27"
+        );
+        assert_eq!(
+            procfs_mount_line(&m(Some(Hidepid::Invisible), Some(27), false, Some(false))).unwrap(),
+            "    procfs mount: /tmp/p with hidepid=invisible,gid=27: hmn is exempt (root, or a \
+             member of the exempt group)"
+        );
+        assert_eq!(
+            procfs_mount_line(&m(Some(Hidepid::Off), None, true, Some(false))).unwrap(),
+            "    procfs mount: /tmp/p with subset=pid: every process is visible"
+        );
+        assert!(
+            procfs_mount_line(&m(None, None, false, None))
+                .unwrap()
+                .contains(
+                    "hidepid (a value hmn does not know): may hide processes from hmn: \
+                           /tmp/p is mounted with an unknown hidepid"
+                ),
+        );
+        let with = m(Some(Hidepid::NoAccess), None, false, Some(true));
+        let t = text(|w| doctor(w, &Ok(0), &Ok(roots()), Some(&with), &Ok(kubelet()), &[]));
+        assert!(
+            t.contains("procfs: /host/proc (from --procfs)\n    procfs mount: /tmp/p with hidepid=noaccess: "),
+            "{t}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&text(|w| {
+            doctor_json(w, &Ok(0), &Ok(roots()), Some(&with), &Ok(kubelet()), &[])
+        }))
+        .unwrap();
+        assert_eq!(v["procfs_mount"]["hidepid"], "noaccess");
+        assert_eq!(v["procfs_mount"]["hides_other_users"], true);
     }
 }

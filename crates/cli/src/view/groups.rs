@@ -98,15 +98,15 @@ pub fn key_of(r: &PsRow, by: GroupBy) -> Key {
         .clone()
         .or_else(|| r.ctx.uid.map(|u| u.to_string()));
     key_from(
-        r.entry.outside_pid_namespace,
+        super::unseen::reason_of(&r.entry).is_some(),
         user,
         r.ctx.container.as_ref(),
         by,
     )
 }
 
-/// The group of a process by `by`, from its owner and container; a process `outside` this PID
-/// namespace has no files to tell: unknown.
+/// The group of a process by `by`, from its owner and container; a process whose files cannot
+/// be read (`outside` this PID namespace, hidden by `hidepid`, exited) has none to tell: unknown.
 pub fn key_from(
     outside: bool,
     user: Option<String>,

@@ -10,6 +10,7 @@ pub mod printable;
 pub mod ps;
 pub mod run;
 pub mod spill;
+pub mod unseen;
 pub mod watch;
 
 use std::io::{self, Write};

@@ -1,6 +1,7 @@
 //! `hmn ps`: the rows, their order, the table, the stderr summary and the JSON.
 
 use super::printable::printable;
+use super::unseen;
 use std::cmp::Reverse;
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -79,18 +80,7 @@ pub fn sort_rows(rows: &mut [PsRow], key: SortKey) {
     }
 }
 
-/// Memory of one GPU that no listed process accounts for, beyond the driver's own overhead:
-/// held by processes the driver does not show to this caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hidden {
-    pub device_index: u32,
-    pub device_name: Option<String>,
-    pub device_vendor: Option<hypomnesis::GpuVendor>,
-    pub bytes: u64,
-    /// Whether the GPU runs MPS (its server or a client is listed): its clients, not another
-    /// PID namespace, are then the likely holders.
-    pub mps: bool,
-}
+pub use super::unseen::Hidden;
 
 fn device_cell(index: u32, name: Option<&str>, vendor: Option<hypomnesis::GpuVendor>) -> String {
     match (name, vendor) {
@@ -150,10 +140,10 @@ pub fn type_cell(kind: Option<GpuContextKind>) -> &'static str {
 /// The cells of a process row, in the table's column order.
 fn row_cells(r: &PsRow) -> [String; 11] {
     let id = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-    let pid = match (r.entry.host_pid, r.entry.outside_pid_namespace) {
+    let pid = match (r.entry.host_pid, unseen::reason_of(&r.entry)) {
         (Some(h), _) => format!("{} (host {h})", r.entry.pid),
-        (None, true) => format!("{} (outside)", r.entry.pid),
-        (None, false) => r.entry.pid.to_string(),
+        (None, Some(why)) => format!("{} ({})", r.entry.pid, unseen::mark(why)),
+        (None, None) => r.entry.pid.to_string(),
     };
     // The command line; the short name where it cannot be read.
     let command = r
@@ -202,12 +192,13 @@ fn hidden_cells(h: &Hidden) -> [String; 11] {
         dash(),
         device_cell(h.device_index, h.device_name.as_deref(), h.device_vendor),
         dash(),
-        "(not visible from here)".into(),
+        unseen::not_visible_cell(h),
     ]
 }
 
 /// The `PID  USER  TYPE  VRAM  SHARED  RSS  DEVICE  COMMAND` table (nothing when there are no
-/// rows), then one `(not visible from here)` row per GPU in `hidden`. When a row has MIG
+/// rows), then one `(not visible from here)` row per GPU in `hidden`. A row whose files cannot
+/// be read has its reason after its pid: `(outside)`, `(hidden)`, `(exited)`, `(unreadable)`. When a row has MIG
 /// instance ids, `GI  CI` columns come before `DEVICE`; when a row runs in a Kubernetes pod the
 /// kubelet's logs name, `NAMESPACE/POD` comes before `COMMAND`. With `width` (a terminal's),
 /// COMMAND is cut so that each line fits; without it, it is whole.
@@ -273,49 +264,6 @@ fn vendor_label(v: hypomnesis::GpuVendor) -> &'static str {
     }
 }
 
-/// Why memory is not visible from here and what to do, for the GPUs in `hidden`: MPS GPUs
-/// first (their clients, not a PID namespace, are the likely holders), then the others.
-pub fn hidden_line(hidden: &[Hidden]) -> String {
-    let (mps, other): (Vec<&Hidden>, Vec<&Hidden>) = hidden.iter().partition(|h| h.mps);
-    let mut lines = Vec::new();
-    if !mps.is_empty() {
-        lines.push(hidden_mps_line(&mps));
-    }
-    if !other.is_empty() {
-        lines.push(hidden_namespace_line(&other));
-    }
-    lines.join("\n")
-}
-
-/// The total and the GPUs' indices, `0, 2`.
-fn total_and_gpus(hidden: &[&Hidden]) -> (u64, String) {
-    let total = hidden.iter().map(|h| h.bytes).fold(0, u64::saturating_add);
-    let gpus: Vec<String> = hidden.iter().map(|h| h.device_index.to_string()).collect();
-    (total, gpus.join(", "))
-}
-
-fn hidden_mps_line(hidden: &[&Hidden]) -> String {
-    let (total, gpus) = total_and_gpus(hidden);
-    format!(
-        "hmn: {} on GPU {gpus} is held by no listed process. MPS runs there: the likely \
-         holders are MPS clients the driver lists without a memory figure or not at all, not \
-         another PID namespace; `hmn doctor` says whether this driver has the MPS client list.",
-        format_size(total),
-    )
-}
-
-fn hidden_namespace_line(hidden: &[&Hidden]) -> String {
-    let (total, gpus) = total_and_gpus(hidden);
-    format!(
-        "hmn: {} on GPU {} is held by processes not visible from here: the driver lists only \
-         the processes of this PID namespace (and, on some systems, of this user). To see them, \
-         run hmn in the host's PID namespace (docker run --pid=host, Kubernetes hostPID: \
-         true), with --procfs /host/proc where the container mounts a /proc of its own.",
-        format_size(total),
-        gpus
-    )
-}
-
 /// `hmn: <N> GPU processes found[ matching pid=<p> device=<d> user=<u>][ (<total> committed total)].`
 pub fn ps_summary(
     rows: &[PsRow],
@@ -357,6 +305,7 @@ struct PsJson<'a> {
     pid: u32,
     host_pid: Option<u32>,
     outside_pid_namespace: bool,
+    unreadable: Option<hypomnesis::UnreadableReason>,
     name: Option<&'a str>,
     used_bytes: u64,
     shared_used_bytes: u64,
@@ -381,6 +330,7 @@ pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
             pid: r.entry.pid,
             host_pid: r.entry.host_pid,
             outside_pid_namespace: r.entry.outside_pid_namespace,
+            unreadable: r.entry.unreadable,
             name: r.entry.name.as_deref(),
             used_bytes: r.entry.used_bytes,
             shared_used_bytes: r.entry.shared_used_bytes,
@@ -519,6 +469,7 @@ PID      USER  TYPE     VRAM  SHARED  RSS  DEVICE         COMMAND
             device_vendor: None,
             bytes: 2 * GIB,
             mps: false,
+            hidepid: None,
         }];
         assert_eq!(
             text(|w| ps_table(w, &rows, &hidden, None)),

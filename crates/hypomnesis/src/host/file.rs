@@ -13,6 +13,8 @@ use std::path::Path;
 pub(crate) const STAT: u64 = 4 << 10;
 /// `/proc/<pid>/status` (real ones: about 1.5 KiB).
 pub(crate) const STATUS: u64 = 64 << 10;
+/// `/proc/self/mountinfo` (a node with thousands of container mounts: a few MiB).
+pub(crate) const MOUNTINFO: u64 = 16 << 20;
 /// `/proc/meminfo` (real ones: about 1.5 KiB).
 pub(crate) const MEMINFO: u64 = 64 << 10;
 /// `/proc/<pid>/task/<tid>/children`: pids of up to 7 digits and a space, 500,000 children.

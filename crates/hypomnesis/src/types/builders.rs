@@ -4,9 +4,9 @@
 #![cfg(feature = "test-helpers")]
 
 use super::{
-    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, KubeletDirState,
-    KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo, Residency, Root,
-    RootOrigin, Roots, SourceReport, SourceState,
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, Hidepid,
+    KubeletDirState, KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo,
+    ProcfsMount, Residency, Root, RootOrigin, Roots, SourceReport, SourceState, UnreadableReason,
 };
 
 /// Generates a consuming builder for a non-exhaustive struct (feature `test-helpers`).
@@ -92,6 +92,7 @@ builder! {
         context: Option<GpuContextKind> = None,
         host_pid: Option<u32> = None,
         outside_pid_namespace: bool = false,
+        unreadable: Option<UnreadableReason> = None,
         gpu_instance_id: Option<u32> = None,
         compute_instance_id: Option<u32> = None,
         mps_server: bool = false,
@@ -153,6 +154,19 @@ builder! {
         state: SourceState = SourceState::Answered,
         details: Vec<(String, String)> = Vec::new(),
         dropped_process_rows: u64 = 0,
+    }
+}
+
+builder! {
+    /// Builds a [`ProcfsMount`] for tests.
+    ProcfsMountBuilder => ProcfsMount {
+        mount_point: std::path::PathBuf = std::path::PathBuf::from("/proc"),
+        fs_type: String = "proc".to_string(),
+        options: String = String::new(),
+        hidepid: Option<Hidepid> = Some(Hidepid::Off),
+        gid: Option<u32> = None,
+        subset_pid: bool = false,
+        hides_other_users: Option<bool> = None,
     }
 }
 

@@ -10,12 +10,13 @@ mod process;
 mod source;
 #[cfg(test)]
 mod tests;
+mod visibility;
 
 #[cfg(feature = "test-helpers")]
 pub use builders::{
     GpuDeviceInfoBuilder, GpuProcessEntryBuilder, KubeletLogsBuilder, MigGpuInstanceBuilder,
-    MigInstanceBuilder, MigStateBuilder, ProcessGpuInfoBuilder, ResidencyBuilder, RootBuilder,
-    RootsBuilder, SourceReportBuilder,
+    MigInstanceBuilder, MigStateBuilder, ProcessGpuInfoBuilder, ProcfsMountBuilder,
+    ResidencyBuilder, RootBuilder, RootsBuilder, SourceReportBuilder,
 };
 pub use device::{GpuDeviceInfo, Residency, Utilization, driver_overhead_allowance};
 pub use mig::{MigGpuInstance, MigInstance, MigState};
@@ -23,6 +24,7 @@ pub use process::{GpuContextKind, GpuProcessEntry, ProcessGpuInfo};
 pub use source::{
     KubeletDirState, KubeletLogs, Root, RootOrigin, Roots, SourceReport, SourceState,
 };
+pub use visibility::{Hidepid, ProcfsMount, UnreadableReason};
 
 /// One mebibyte and one gibibyte, in bytes: the units every figure of this crate is converted
 /// from (`nvidia-smi`'s MiB, DXGI's) and tested in.

@@ -1,6 +1,6 @@
 //! GPU memory of processes: the calling one, and each one a device lists.
 
-use super::GpuQuerySource;
+use super::{GpuQuerySource, UnreadableReason};
 
 /// GPU memory of the calling process on one device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +144,11 @@ pub struct GpuProcessEntry {
     /// another container, or the caller's container does not share the host's pids): `pid` is
     /// then the source's number for it, and its memory is still counted.
     pub outside_pid_namespace: bool,
+    /// Why the process's files (owner, command line, resident set) cannot be read from here:
+    /// outside this PID namespace (then [`Self::outside_pid_namespace`] is `true`), hidden by
+    /// the procfs mount's `hidepid`, exited since the list, or not readable; `None` when they
+    /// can be (or the platform has no procfs to read).
+    pub unreadable: Option<UnreadableReason>,
     /// The MIG GPU instance the process runs in; `None` when MIG is off or the source does not
     /// say (NVML reports `0xFFFFFFFF` then).
     pub gpu_instance_id: Option<u32>,
@@ -170,6 +175,7 @@ impl GpuProcessEntry {
             context: None,
             host_pid: None,
             outside_pid_namespace: false,
+            unreadable: None,
             gpu_instance_id: None,
             compute_instance_id: None,
             mps_server: false,

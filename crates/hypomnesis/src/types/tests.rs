@@ -109,6 +109,7 @@ fn every_builder_sets_every_field() {
         .context(Some(GpuContextKind::Graphics))
         .host_pid(Some(70))
         .outside_pid_namespace(true)
+        .unreadable(Some(UnreadableReason::OutsidePidNamespace))
         .gpu_instance_id(Some(2))
         .compute_instance_id(Some(4))
         .mps_server(true)
@@ -125,6 +126,7 @@ fn every_builder_sets_every_field() {
             context: Some(GpuContextKind::Graphics),
             host_pid: Some(70),
             outside_pid_namespace: true,
+            unreadable: Some(UnreadableReason::OutsidePidNamespace),
             gpu_instance_id: Some(2),
             compute_instance_id: Some(4),
             mps_server: true,

@@ -45,6 +45,12 @@ fn corpus() -> &'static Vec<String> {
         v.push("4242 (my (odd) name) S 4200 4242 4200 0 -1 4194560 120 0 0 0 1 2 0 0 20 0 1 0 98765 1 300\n".into());
         v.push("DRIVER=amdgpu\nPCI_SLOT_NAME=0000:03:00.0\n".into());
         v.push("pid_12444_luid_0x00000000_0x0000D1C2_phys_0".into());
+        v.push(
+            "22 27 0:21 / /proc rw,relatime - proc proc rw\n\
+             40 27 0:33 / /tmp/hmn\\040proc rw shared:9 - proc proc rw,hidepid=invisible,gid=27\n"
+                .into(),
+        );
+        v.push("Gid:\t1\t1\t1\t100\nGroups:\t27 44\nCapEff:\t000001ffffffffff\n".into());
         v
     })
 }
@@ -168,6 +174,7 @@ fn all_parsers(s: &str) {
     let _ = p::region_kind(s);
     check(p::parse_pdh_instance(s).map(drop));
     check(hypomnesis::parse_stat(s).map(drop));
+    mountinfo_invariants(s);
     kubelet_names(s);
 }
 
@@ -200,7 +207,48 @@ fn kubelet_names(s: &str) {
     }
 }
 
+/// The mountinfo parsers on any text: a mount point is absolute, the mount of a path contains
+/// it, options and credentials parse or are unknown, and none panics.
+fn mountinfo_invariants(s: &str) {
+    for line in s.lines() {
+        if let Some(m) = p::parse_mountinfo_line(line) {
+            assert!(m.mount_point.starts_with('/'), "{line:?}");
+        }
+    }
+    for path in ["/", "/proc", "/tmp/hmn proc/1"] {
+        if let Some(m) = p::mount_of(s, path) {
+            assert!(path.starts_with(&m.mount_point), "{path} on {m:?}");
+        }
+    }
+    let (hidepid, _, _) = p::procfs_options(s);
+    if let Some(c) = p::status_credentials(s) {
+        assert!(!c.groups.is_empty());
+        let _ = p::hides_other_users(hidepid, None, Some(&c));
+    }
+    let _ = p::unescape_mountinfo(s);
+}
+
 proptest! {
+    /// A mount point with any characters, escaped as the kernel escapes it, is read back.
+    #[test]
+    fn mountinfo_mount_points_round_trip(dir in "[^\\x00]{1,40}", hidepid in 0_u8..5) {
+        let escaped: String = dir
+            .chars()
+            .map(|c| match c {
+                ' ' | '\t' | '\n' | '\\' => format!("\\{:03o}", c as u32),
+                c => c.to_string(),
+            })
+            .collect();
+        let text = format!(
+            "22 27 0:21 / /proc rw - proc proc rw\n40 22 0:33 / /proc/x/{escaped} rw - proc proc rw,hidepid={hidepid}\n"
+        );
+        let path = format!("/proc/x/{dir}");
+        let m = p::mount_of(&text, &path).unwrap();
+        prop_assert_eq!(&m.mount_point, &path);
+        let (mode, _, _) = p::procfs_options(&m.options);
+        prop_assert_eq!(mode.is_some(), hidepid != 3);
+    }
+
     #[test]
     fn arbitrary_text(s in "\\PC*") {
         all_parsers(&s);

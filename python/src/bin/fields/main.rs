@@ -91,6 +91,7 @@ fn process() -> GpuProcessEntry {
         .used_bytes(GIB)
         .context(Some(GpuContextKind::ComputeAndGraphics))
         .host_pid(Some(4242))
+        .unreadable(Some(hypomnesis::UnreadableReason::HiddenByHidepid))
         .gpu_instance_id(Some(2))
         .compute_instance_id(Some(0))
         .build()

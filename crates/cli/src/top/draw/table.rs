@@ -189,6 +189,11 @@ fn proc_line<'a>(p: &Proc, cols: &[Col], state: &ViewState, theme: &Theme) -> Li
                     } else {
                         c
                     };
+                    // Why its owner and command are unknown, as `hmn ps` marks it.
+                    let c = match p.unreadable {
+                        Some(why) => format!("{c} ({})", crate::view::unseen::mark(why)),
+                        None => c,
+                    };
                     if p.change == Change::Gone {
                         format!("(exited) {c}")
                     } else {

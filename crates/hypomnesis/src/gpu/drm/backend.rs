@@ -236,6 +236,7 @@ impl Backend for DrmBackend {
                     shared_used_bytes: shared,
                     host_pid: view.host_pid(),
                     outside_pid_namespace: view.is_outside(),
+                    unreadable: view.reason(),
                     ..GpuProcessEntry::blank(GpuQuerySource::Drm)
                 }
             })

@@ -293,6 +293,7 @@ fn entry(
         context: Some(GpuContextKind::Compute),
         host_pid: view.host_pid(),
         outside_pid_namespace: view.is_outside(),
+        unreadable: view.reason(),
         gpu_instance_id,
         compute_instance_id,
         ..GpuProcessEntry::blank(GpuQuerySource::NvidiaSmi)
@@ -330,10 +331,26 @@ mod tests {
             (e.source, e.context),
             (GpuQuerySource::NvidiaSmi, Some(GpuContextKind::Compute))
         );
-        let e = entry(0, PidView::Outside(4007), row, (None, None));
+        let e = entry(0, PidView::Outside(4007), row.clone(), (None, None));
         assert_eq!(
-            (e.pid, e.host_pid, e.outside_pid_namespace),
-            (4007, None, true)
+            (e.pid, e.host_pid, e.outside_pid_namespace, e.unreadable),
+            (
+                4007,
+                None,
+                true,
+                Some(crate::UnreadableReason::OutsidePidNamespace)
+            )
+        );
+        // Hidden by hidepid: in this namespace, not outside it.
+        let e = entry(
+            0,
+            PidView::Unseen(4007, crate::UnreadableReason::HiddenByHidepid),
+            row,
+            (None, None),
+        );
+        assert_eq!(
+            (e.pid, e.outside_pid_namespace, e.unreadable),
+            (4007, false, Some(crate::UnreadableReason::HiddenByHidepid))
         );
     }
 }

@@ -86,6 +86,7 @@ impl NvmlBackend {
                         context: Some(r.context),
                         host_pid: view.host_pid(),
                         outside_pid_namespace: view.is_outside(),
+                        unreadable: view.reason(),
                         gpu_instance_id: r.gpu_instance,
                         compute_instance_id: r.compute_instance,
                         ..GpuProcessEntry::blank(GpuQuerySource::Nvml)

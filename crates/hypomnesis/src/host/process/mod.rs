@@ -9,6 +9,9 @@
 
 pub(crate) mod context;
 pub(crate) mod procfs;
+#[cfg(target_os = "linux")]
+mod signal;
+pub(crate) mod visibility;
 
 use crate::Result;
 #[cfg(target_os = "linux")]

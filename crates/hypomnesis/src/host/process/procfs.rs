@@ -10,6 +10,9 @@
 
 use std::path::Path;
 
+use super::visibility::Lookup;
+use crate::UnreadableReason;
+
 /// The procfs root in use (see [`crate::host::roots`]).
 pub(crate) fn root() -> crate::Result<&'static Path> {
     crate::host::roots::procfs()
@@ -95,13 +98,27 @@ pub(crate) enum PidView {
     Mapped { local: u32, host: u32 },
     /// Not visible from the caller's namespace; the number is the source's.
     Outside(u32),
+    /// In the caller's namespace as far as is known, but its files cannot be read, for the
+    /// reason given (hidden by `hidepid`, exited, not readable; never outside).
+    Unseen(u32, UnreadableReason),
 }
 
 impl PidView {
+    /// The view of a pid that cannot be read, for `why`.
+    pub(crate) fn unreadable(pid: u32, why: UnreadableReason) -> Self {
+        match why {
+            UnreadableReason::OutsidePidNamespace => Self::Outside(pid),
+            _ => Self::Unseen(pid, why),
+        }
+    }
+
     /// The pid to show: the caller's number when it has one, else the source's.
     pub(crate) fn pid(self) -> u32 {
         match self {
-            Self::Here(p) | Self::Outside(p) | Self::Mapped { local: p, .. } => p,
+            Self::Here(p)
+            | Self::Outside(p)
+            | Self::Unseen(p, _)
+            | Self::Mapped { local: p, .. } => p,
         }
     }
 
@@ -109,7 +126,7 @@ impl PidView {
     pub(crate) fn host_pid(self) -> Option<u32> {
         match self {
             Self::Mapped { host, .. } => Some(host),
-            Self::Here(_) | Self::Outside(_) => None,
+            Self::Here(_) | Self::Outside(_) | Self::Unseen(..) => None,
         }
     }
 
@@ -117,14 +134,15 @@ impl PidView {
     pub(crate) fn is_outside(self) -> bool {
         matches!(self, Self::Outside(_))
     }
-}
 
-/// The `NSpid:` values of a `status` file: the pid in each namespace, outermost (the procfs
-/// mount's) first.
-pub(crate) fn parse_nspid(status: &str) -> Option<Vec<u32>> {
-    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
-    let v: Option<Vec<u32>> = line.split_whitespace().map(|p| p.parse().ok()).collect();
-    v.filter(|v| !v.is_empty())
+    /// Why the process's files cannot be read; `None` when they can.
+    pub(crate) fn reason(self) -> Option<UnreadableReason> {
+        match self {
+            Self::Outside(_) => Some(UnreadableReason::OutsidePidNamespace),
+            Self::Unseen(_, why) => Some(why),
+            Self::Here(_) | Self::Mapped { .. } => None,
+        }
+    }
 }
 
 fn ns_link(path: &Path) -> Option<std::ffi::OsString> {
@@ -135,25 +153,27 @@ fn ns_link(path: &Path) -> Option<std::ffi::OsString> {
 
 /// Where `pid` (a number in `root`'s namespace) is from the caller's point of view. With the
 /// caller's own `/proc`, visibility decides. With another procfs (a host's, mounted in a
-/// container), `NSpid` and the `ns/pid` links map host pids to the caller's numbers.
+/// container), `NSpid` and the `ns/pid` links map host pids to the caller's numbers. A pid that
+/// cannot be read gets its reason (see [`super::visibility::classify`]).
 pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
     let dir = root.join(pid.to_string());
     if root_is_own {
-        return if dir.is_dir() {
-            PidView::Here(pid)
-        } else {
-            PidView::Outside(pid)
+        return match std::fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => here_unless_refused(root, &dir, pid),
+            Ok(_) => unseen(root, pid, Lookup::Missing),
+            Err(e) => unseen(root, pid, Lookup::of(&e)),
         };
     }
-    let Ok(status) = crate::host::file::read_capped(&dir.join("status"), crate::host::file::STATUS)
-    else {
-        return PidView::Outside(pid);
-    };
+    let status =
+        match crate::host::file::read_capped(&dir.join("status"), crate::host::file::STATUS) {
+            Ok(status) => status,
+            Err(e) => return unseen(root, pid, Lookup::of(&e)),
+        };
     let mine = ns_link(Path::new("/proc/self/ns/pid"));
     let theirs = ns_link(&dir.join("ns").join("pid"));
     match (mine, theirs) {
         (Some(m), Some(t)) if m == t => {
-            match parse_nspid(&status).and_then(|v| v.last().copied()) {
+            match super::visibility::parse_nspid(&status).and_then(|v| v.last().copied()) {
                 Some(local) if local == pid => PidView::Here(pid),
                 Some(local) => PidView::Mapped { local, host: pid },
                 None => PidView::Outside(pid),
@@ -171,6 +191,38 @@ pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
         // The links cannot be read: the relation is unknown, so the pid is shown as `root` has it.
         _ => PidView::Here(pid),
     }
+}
+
+/// The view of a pid `root` does not show (`lookup`), with its reason.
+fn unseen(root: &Path, pid: u32, lookup: Lookup) -> PidView {
+    #[cfg(target_os = "linux")]
+    let why = super::visibility::classify(
+        &super::visibility::facts(root),
+        pid,
+        lookup,
+        super::visibility::alive,
+    );
+    #[cfg(not(target_os = "linux"))]
+    let why = {
+        let _ = root;
+        super::visibility::classify(&super::visibility::Facts::default(), pid, lookup, |_| None)
+    };
+    PidView::unreadable(pid, why)
+}
+
+/// `Here`, unless the mount's `hidepid=noaccess` lists the directory of another user's process
+/// and refuses its files (its `comm` is tried, only under that option).
+fn here_unless_refused(root: &Path, dir: &Path, pid: u32) -> PidView {
+    #[cfg(target_os = "linux")]
+    if super::visibility::facts(root).refuses_files()
+        && let Err(e) = std::fs::File::open(dir.join("comm"))
+        && Lookup::of(&e) == Lookup::Denied
+    {
+        return unseen(root, pid, Lookup::Denied);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (root, dir);
+    PidView::Here(pid)
 }
 
 /// A source's pid placed in the caller's view, through the procfs root in use.
@@ -258,17 +310,6 @@ mod tests {
             "a context stays known"
         );
         assert_eq!(scans, 3);
-    }
-
-    #[test]
-    fn nspid() {
-        assert_eq!(
-            parse_nspid("Name:\tpython\nNSpid:\t48213\t7\n"),
-            Some(vec![48213, 7])
-        );
-        assert_eq!(parse_nspid("NSpid:\t1\n"), Some(vec![1]));
-        assert_eq!(parse_nspid("Name:\tx\n"), None);
-        assert_eq!(parse_nspid("NSpid:\tx\n"), None);
     }
 
     #[cfg(unix)]

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
-use hypomnesis::{ErrorKind, GpuContextKind, GpuDeviceInfo, GpuVendor, MigGpuInstance};
+use hypomnesis::{
+    ErrorKind, GpuContextKind, GpuDeviceInfo, GpuVendor, MigGpuInstance, UnreadableReason,
+};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -135,6 +137,8 @@ struct Held<'a> {
     name: &'a str,
     kind: Option<GpuContextKind>,
     mps_server: bool,
+    /// Why the process's files cannot be read (its owner, container unknown).
+    unreadable: Option<UnreadableReason>,
 }
 
 /// A sample turned into metric families, in a stable order.
@@ -312,6 +316,7 @@ impl Exposition {
                 name: p.name.as_deref().unwrap_or_default(),
                 kind: None,
                 mps_server: false,
+                unreadable: None,
             });
             row.used = row.used.saturating_add(p.used_bytes);
             row.kind = match (row.kind, p.context) {
@@ -319,8 +324,30 @@ impl Exposition {
                 (a, b) => a.or(b),
             };
             row.mps_server |= p.mps_server;
+            row.unreadable = row.unreadable.or(p.unreadable).or(p
+                .outside_pid_namespace
+                .then_some(UnreadableReason::OutsidePidNamespace));
         }
         rows
+    }
+
+    /// One series per (device, pid) row of [`Self::process_rows`] whose files cannot be read:
+    /// the GPU's index and UUID, the pid, and the reason (`hidden_by_hidepid`, …).
+    fn unreadable(&self, rows: &[ProcessRow<'_>]) -> Vec<(Known, i64)> {
+        rows.iter()
+            .filter_map(|((gpu, pid), held)| {
+                let why = held.unreadable?;
+                Some((
+                    known([
+                        ("gpu", gpu.to_string()),
+                        ("uuid", self.uuid_of(*gpu)),
+                        ("pid", pid.to_string()),
+                        ("reason", why.as_str().to_string()),
+                    ]),
+                    1,
+                ))
+            })
+            .collect()
     }
 
     /// The (device, pid) rows, their memory added up, the largest first (then by device and
@@ -532,12 +559,20 @@ impl Exposition {
             }
         }
         let (rows, dropped) = self.process_rows();
+        let unreadable = self.unreadable(&rows);
         gauges(
             e,
             "gpu_process_memory",
             "GPU memory a process holds on a GPU; type: its contexts as nvidia-smi prints them (C compute, G graphics, M an MPS client: M+C, C+G), and role mps-server on the MPS server.",
             bytes,
             &self.processes(rows),
+        )?;
+        gauges(
+            e,
+            "gpu_process_unreadable_info",
+            "One series per process series whose process's files this exporter cannot read (its user, pod and container unknown), always 1; reason: outside_pid_namespace (another PID namespace: run in the host's), hidden_by_hidepid (the procfs mount's hidepid hides another user's process: run as root or in the mount's gid= group), exited, not_readable. Joins the process series on gpu and pid.",
+            None,
+            &unreadable,
         )?;
         if self.sample.max_process_series.is_some() {
             single(

@@ -719,3 +719,38 @@ fn memory_outside_the_kubelets_allocation_is_its_own_series() {
     assert!(!text.contains("outside_allocation_bytes{"), "{text}");
     assert!(!text.contains("allocation_unknown_devices "), "{text}");
 }
+
+/// A process whose files cannot be read has an info series with the reason, beside its memory
+/// series (the label budget of that one unchanged); one only said to be outside gets
+/// `outside_pid_namespace`; a capped-out process has neither.
+#[test]
+fn unreadable_processes_have_an_info_series_with_the_reason() {
+    let mut s = sample();
+    let mut hidden = process(40, None, 50 * MIB, 0);
+    hidden.unreadable = Some(hypomnesis::UnreadableReason::HiddenByHidepid);
+    let mut outside = process(41, None, 40 * MIB, 1);
+    outside.outside_pid_namespace = true;
+    s.processes.extend([hidden, outside]);
+    let text = render(s.clone(), Duration::ZERO, 1, None);
+    let info: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("hypomnesis_gpu_process_unreadable_info{"))
+        .collect();
+    assert_eq!(
+        info,
+        [
+            "hypomnesis_gpu_process_unreadable_info{gpu=\"0\",uuid=\"GPU-0\",pid=\"40\",reason=\"hidden_by_hidepid\"} 1",
+            "hypomnesis_gpu_process_unreadable_info{gpu=\"1\",pid=\"41\",reason=\"outside_pid_namespace\"} 1",
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "hypomnesis_gpu_process_memory_bytes{gpu=\"0\",uuid=\"GPU-0\",pid=\"40\"} 52428800"
+        ),
+        "{text}"
+    );
+    s.max_process_series = Some(0);
+    let text = render(s, Duration::ZERO, 1, None);
+    assert!(!text.contains("unreadable_info{"), "{text}");
+}

@@ -88,7 +88,11 @@ fn read_open(path: &Path) -> Option<(std::fs::File, Vec<u8>)> {
 
 /// User names of the system whose processes `procfs` shows (see the module's notes).
 pub fn user_names(procfs: &Path) -> BTreeMap<u32, String> {
-    let passwd = if procfs == Path::new("/proc") {
+    // A procfs of this process's own PID namespace (`--procfs` on a second mount of it, one
+    // with `hidepid`) is this system's: its `passwd` is ours.
+    let own = procfs == Path::new("/proc")
+        || crate::host::process::visibility::facts(procfs).same_numbers == Some(true);
+    let passwd = if own {
         Path::new("/etc/passwd").to_path_buf()
     } else {
         procfs.join("1/root/etc/passwd")

@@ -8,7 +8,7 @@
 //! (the effective user, as `ps` shows it; a process that is not dumpable, like a setuid one,
 //! shows as root's), from the procfs root in use (so `HYPOMNESIS_PROCFS=/host/proc` gives a host's processes their owners and containers)
 //! and user names from `/etc/passwd` (the host's, `<procfs>/1/root/etc/passwd`, when the procfs
-//! root is not this process's own; a name that cannot be read from there is left out rather
+//! root is not of this process's own PID namespace; a name that cannot be read from there is left out rather
 //! than taken from the container's own `passwd`). A container in a Kubernetes pod gets its
 //! namespace, pod and container names from the kubelet's logs under the rootfs in use
 //! (`<rootfs>/var/log/pods`, `<rootfs>/var/log/containers`; see [`Container`]), read once per

@@ -1,0 +1,345 @@
+//! Why a process a GPU source listed cannot be read through the procfs root in use: outside
+//! this PID namespace, hidden by the mount's `hidepid`, exited since the list, or not readable.
+//!
+//! What decides it is read once per procfs root (Linux): the mount the root is on
+//! (`/proc/self/mountinfo`) and its `hidepid` and `gid` options, whether they apply to this
+//! process (its groups and `CAP_SYS_PTRACE`, from `<root>/self/status`), whether the root
+//! numbers processes as this process's PID namespace does (`NSpid`), whether that namespace is
+//! the initial one (whose numbers NVML reports), and `pid_max`. A pid the root does not show is
+//! then asked about with `kill(pid, 0)`, which tells a live process from a gone one without
+//! touching it.
+
+use crate::{Hidepid, ProcfsMount, UnreadableReason};
+
+/// The highest pid Linux gives (`PID_MAX_LIMIT` on 64-bit): the bound when `pid_max` cannot
+/// be read.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+const PID_MAX_LIMIT: u32 = 1 << 22;
+
+/// What is known of this process's view through one procfs root.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Facts {
+    /// The mount the root is on; `None` when `mountinfo` cannot be read or has no such mount.
+    pub mount: Option<ProcfsMount>,
+    /// Whether the root numbers processes as this process's PID namespace does.
+    pub same_numbers: Option<bool>,
+    /// Whether this process runs in the initial PID namespace.
+    pub initial: Option<bool>,
+    /// The highest pid of this namespace (0: unknown, every pid taken as beyond it).
+    pub pid_max: u32,
+}
+
+impl Facts {
+    /// Whether the mount's `hidepid` may hide other users' processes from this process (on,
+    /// and this process not known to be exempt).
+    pub(crate) fn hiding(&self) -> bool {
+        self.mount
+            .as_ref()
+            .is_some_and(|m| m.hidepid != Some(Hidepid::Off) && m.hides_other_users != Some(false))
+    }
+
+    /// Whether other users' directories are listed but their files refused (`noaccess`).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux reads a procfs
+    pub(crate) fn refuses_files(&self) -> bool {
+        self.hiding()
+            && self
+                .mount
+                .as_ref()
+                .is_some_and(|m| m.hidepid == Some(Hidepid::NoAccess))
+    }
+}
+
+/// The `NSpid:` values of a `status` file: the pid in each namespace, outermost (the procfs
+/// mount's) first.
+pub(crate) fn parse_nspid(status: &str) -> Option<Vec<u32>> {
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    let v: Option<Vec<u32>> = line.split_whitespace().map(|p| p.parse().ok()).collect();
+    v.filter(|v| !v.is_empty())
+}
+
+/// How the root answered for a pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// No such entry (`ENOENT`, what `hidepid=invisible` answers too).
+    Missing,
+    /// The entry is there, its files refused (`EACCES`, `hidepid=noaccess`).
+    Denied,
+}
+
+impl Lookup {
+    /// The lookup an I/O error means.
+    pub(crate) fn of(e: &std::io::Error) -> Self {
+        match e.kind() {
+            std::io::ErrorKind::PermissionDenied => Self::Denied,
+            _ => Self::Missing,
+        }
+    }
+}
+
+/// Why `pid` is not readable, from `facts` and the `lookup`; `alive` says (`kill(pid, 0)`)
+/// whether a process of this namespace has that number (`None`: cannot tell), and is asked
+/// only when the root's numbers are this namespace's.
+///
+/// - refused: hidden when `hidepid` applies, else not readable;
+/// - missing, beyond `pid_max` or numbered by another namespace: outside;
+/// - missing, yet alive: hidden when `hidepid` applies, else not readable;
+/// - missing and not alive: exited in the initial namespace (every process has a number there),
+///   outside in another (the source's number may be the host's).
+pub(crate) fn classify(
+    facts: &Facts,
+    pid: u32,
+    lookup: Lookup,
+    alive: impl FnOnce(u32) -> Option<bool>,
+) -> UnreadableReason {
+    let hidden_or_not_readable = || {
+        if facts.hiding() {
+            UnreadableReason::HiddenByHidepid
+        } else {
+            UnreadableReason::NotReadable
+        }
+    };
+    if lookup == Lookup::Denied {
+        return hidden_or_not_readable();
+    }
+    if pid > facts.pid_max || facts.same_numbers != Some(true) {
+        return UnreadableReason::OutsidePidNamespace;
+    }
+    match alive(pid) {
+        Some(true) => hidden_or_not_readable(),
+        _ if facts.initial == Some(true) => UnreadableReason::Exited,
+        _ => UnreadableReason::OutsidePidNamespace,
+    }
+}
+
+#[cfg(target_os = "linux")]
+pub(crate) use linux::{alive, facts};
+
+/// The mount of the procfs root in use and what its options mean for this process; `None`
+/// where there is no procfs, or `mountinfo` cannot be read.
+#[must_use]
+pub fn procfs_mount() -> Option<ProcfsMount> {
+    #[cfg(target_os = "linux")]
+    {
+        facts(crate::host::roots::procfs().ok()?).mount
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// Whether this process runs in the initial PID namespace, whose numbers NVML reports (a
+/// container's own PID namespace is not); `None` where that cannot be told (not Linux).
+#[must_use]
+pub fn in_initial_pid_namespace() -> Option<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        facts(crate::host::roots::procfs().ok()?).initial
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    use super::{Facts, PID_MAX_LIMIT};
+    use crate::host::file::{MOUNTINFO, STATUS, read_capped};
+    use crate::host::parse::mountinfo::{credentials, hides_other_users, mount_of, procfs_options};
+    use crate::{Hidepid, ProcfsMount};
+
+    /// The inode of the initial PID namespace (`PROC_PID_INIT_INO`), as `ns/pid` links name it.
+    const INITIAL_PID_NS: &str = "pid:[4026531836]";
+
+    /// The facts of `root`, read at its first use and kept (the roots are fixed once used).
+    pub(crate) fn facts(root: &Path) -> Facts {
+        static LAST: Mutex<Option<(PathBuf, Facts)>> = Mutex::new(None);
+        let mut last = LAST
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((at, f)) = last.as_ref()
+            && at == root
+        {
+            return f.clone();
+        }
+        let f = read(root);
+        *last = Some((root.to_path_buf(), f.clone()));
+        f
+    }
+
+    /// A file of `<root>/self`, else of this process's own `/proc/self`.
+    fn own_file(root: &Path, name: &str, cap: u64) -> Option<String> {
+        read_capped(&root.join("self").join(name), cap)
+            .or_else(|_| read_capped(&Path::new("/proc/self").join(name), cap))
+            .ok()
+    }
+
+    fn read(root: &Path) -> Facts {
+        let status = read_capped(&root.join("self/status"), STATUS).ok();
+        let creds = own_file(root, "status", STATUS)
+            .as_deref()
+            .and_then(credentials);
+        let mount = std::fs::canonicalize(root).ok().and_then(|path| {
+            let text = own_file(root, "mountinfo", MOUNTINFO)?;
+            let m = mount_of(&text, &path.to_string_lossy())?;
+            let (hidepid, gid, subset_pid) = if m.fs_type == "proc" {
+                procfs_options(&m.options)
+            } else {
+                (Some(Hidepid::Off), None, false)
+            };
+            Some(ProcfsMount {
+                mount_point: PathBuf::from(m.mount_point),
+                fs_type: m.fs_type,
+                options: m.options,
+                hidepid,
+                gid,
+                subset_pid,
+                hides_other_users: hides_other_users(hidepid, gid, creds.as_ref()),
+            })
+        });
+        let ns = std::fs::read_link(root.join("self/ns/pid"))
+            .or_else(|_| std::fs::read_link("/proc/self/ns/pid"))
+            .ok();
+        let pid_max = [
+            root.join("sys/kernel/pid_max"),
+            "/proc/sys/kernel/pid_max".into(),
+        ]
+        .iter()
+        .find_map(|p| read_capped(p, 64).ok()?.trim().parse().ok())
+        .unwrap_or(PID_MAX_LIMIT);
+        Facts {
+            mount,
+            same_numbers: status
+                .as_deref()
+                .and_then(super::parse_nspid)
+                .map(|v| v.len() == 1),
+            initial: ns.map(|l| l.as_os_str() == INITIAL_PID_NS),
+            pid_max,
+        }
+    }
+
+    /// Whether a process numbered `pid` in this PID namespace exists (`kill(pid, 0)`: done,
+    /// or refused, means it does); `None` for a pid that is not one (0, above `i32::MAX`).
+    pub(crate) fn alive(pid: u32) -> Option<bool> {
+        crate::host::process::signal::exists(pid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(hidepid: Hidepid, hides: Option<bool>, initial: bool) -> Facts {
+        Facts {
+            mount: Some(ProcfsMount {
+                mount_point: "/proc".into(),
+                fs_type: "proc".into(),
+                options: String::new(),
+                hidepid: Some(hidepid),
+                gid: None,
+                subset_pid: false,
+                hides_other_users: hides,
+            }),
+            same_numbers: Some(true),
+            initial: Some(initial),
+            pid_max: 32768,
+        }
+    }
+
+    #[test]
+    fn each_reason_from_the_mount_the_namespace_and_the_process() {
+        use UnreadableReason::{Exited, HiddenByHidepid, NotReadable, OutsidePidNamespace};
+        let inv = facts(Hidepid::Invisible, Some(true), true);
+        let live = |_| Some(true);
+        let gone = |_| Some(false);
+        assert_eq!(classify(&inv, 1, Lookup::Missing, live), HiddenByHidepid);
+        assert_eq!(classify(&inv, 1, Lookup::Missing, gone), Exited);
+        assert_eq!(classify(&inv, 1, Lookup::Denied, gone), HiddenByHidepid);
+        // Beyond pid_max: no process of this namespace; `alive` is not asked.
+        assert_eq!(
+            classify(&inv, 40_000, Lookup::Missing, |_| unreachable!()),
+            OutsidePidNamespace
+        );
+        // Exempt (root, the gid group), or hidepid off: not hidden.
+        for f in [
+            facts(Hidepid::Invisible, Some(false), true),
+            facts(Hidepid::Off, Some(false), true),
+        ] {
+            assert_eq!(classify(&f, 1, Lookup::Missing, live), NotReadable);
+            assert_eq!(classify(&f, 1, Lookup::Denied, live), NotReadable);
+            assert_eq!(classify(&f, 1, Lookup::Missing, gone), Exited);
+        }
+        // Unknown whether it applies: taken as applying.
+        let unknown = facts(Hidepid::NoAccess, None, true);
+        assert_eq!(classify(&unknown, 1, Lookup::Denied, live), HiddenByHidepid);
+        assert!(unknown.refuses_files() && !inv.refuses_files());
+        // In a child namespace, a number with no process here may be the host's.
+        let child = facts(Hidepid::Invisible, Some(true), false);
+        assert_eq!(
+            classify(&child, 1, Lookup::Missing, gone),
+            OutsidePidNamespace
+        );
+        assert_eq!(classify(&child, 1, Lookup::Missing, live), HiddenByHidepid);
+        // A root numbered by another namespace (a host's procfs), or nothing known.
+        let mut other = inv.clone();
+        other.same_numbers = Some(false);
+        assert_eq!(
+            classify(&other, 1, Lookup::Missing, |_| unreachable!()),
+            OutsidePidNamespace
+        );
+        assert_eq!(
+            classify(&Facts::default(), 1, Lookup::Missing, live),
+            OutsidePidNamespace
+        );
+        assert_eq!(
+            classify(&Facts::default(), 1, Lookup::Denied, live),
+            NotReadable
+        );
+    }
+
+    #[test]
+    fn nspid() {
+        assert_eq!(
+            parse_nspid("Name:\tpython\nNSpid:\t48213\t7\n"),
+            Some(vec![48213, 7])
+        );
+        assert_eq!(parse_nspid("NSpid:\t1\n"), Some(vec![1]));
+        assert_eq!(parse_nspid("Name:\tx\n"), None);
+        assert_eq!(parse_nspid("NSpid:\tx\n"), None);
+    }
+
+    #[test]
+    fn lookups_of_errors() {
+        let e = |k| std::io::Error::from(k);
+        assert_eq!(
+            Lookup::of(&e(std::io::ErrorKind::PermissionDenied)),
+            Lookup::Denied
+        );
+        assert_eq!(
+            Lookup::of(&e(std::io::ErrorKind::NotFound)),
+            Lookup::Missing
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn this_process_and_a_gone_one() {
+        let me = std::process::id();
+        assert_eq!(alive(me), Some(true));
+        assert_eq!(alive(0), None);
+        assert_eq!(alive(u32::MAX), None);
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert_eq!(alive(pid), Some(false), "reaped");
+        let f = super::facts(std::path::Path::new("/proc"));
+        assert_eq!(f.same_numbers, Some(true));
+        assert!(f.pid_max >= 300, "{f:?}");
+        let m = f.mount.expect("/proc is a mount");
+        assert_eq!(m.fs_type, "proc");
+    }
+}
