@@ -110,6 +110,14 @@ mod tests {
             .spawn()
             .unwrap();
         let (me, other) = (std::process::id(), sleeper.id());
+        // Until the child has become `sleep` (between fork and exec it is this test).
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::fs::read(format!("/proc/{other}/cmdline"))
+            .map_or(true, |c| c != b"sleep\x0030\x00")
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let rows = [row(me), row(other), row(me)];
         let mut known = Known::default();
         let first = known.who(&rows, parts());

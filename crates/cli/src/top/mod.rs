@@ -41,8 +41,8 @@ use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
 use draw::Late;
 use model::{Builder, Screen};
-use select::{Nav, Pick};
 use state::{Action, Confirm, ViewState};
+use state::{Nav, Pick, Sig};
 
 /// Options of `hmn top`.
 #[derive(Debug, Clone, Args)]
@@ -345,7 +345,7 @@ fn ask_signal(state: &mut ViewState, screen: &Screen) {
             state.confirm = Some(Confirm {
                 pick: Pick::of(p),
                 command: p.command.clone().unwrap_or_else(|| "?".into()),
-                sig: signal::Sig::Term,
+                sig: Sig::Term,
             });
         }
         Some(p) => state.message = Some(Err(format!("pid {} has exited", p.pid))),

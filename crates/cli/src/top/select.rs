@@ -2,43 +2,7 @@
 //! process (by pid and start time) across refreshes and re-sorts, and always in view.
 
 use super::model::Proc;
-use super::state::ViewState;
-
-/// A process as it was when selected: its pid, and its start time (clock ticks after boot)
-/// where it could be read, which tells it from a later process that reuses the pid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pick {
-    pub pid: u32,
-    pub start: Option<u64>,
-}
-
-impl Pick {
-    pub fn of(p: &Proc) -> Self {
-        Self {
-            pid: p.pid,
-            start: p.start,
-        }
-    }
-
-    /// Whether `p` is this process: the same pid, and the same start time where both are known.
-    fn is(&self, p: &Proc) -> bool {
-        p.pid == self.pid && (self.start.is_none() || p.start.is_none() || self.start == p.start)
-    }
-}
-
-/// A move of the selection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Nav {
-    Up(usize),
-    Down(usize),
-    /// A page up or down: the rows in view, less one.
-    PageUp,
-    PageDown,
-    Home,
-    End,
-    /// The row at this position among those in view (a click).
-    InView(usize),
-}
+use super::state::{Nav, Pick, ViewState};
 
 /// Which rows the table shows: the first, how many, and of how many.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

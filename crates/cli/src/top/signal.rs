@@ -5,32 +5,15 @@
 // pidfd_open(2), pidfd_send_signal(2) and kill(2) have no safe wrapper in std or libc.
 #![allow(unsafe_code)]
 
-use super::select::Pick;
+use super::state::{Pick, Sig};
 
-/// The signals `k` offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sig {
-    Term,
-    Int,
-    Kill,
-}
-
-impl Sig {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Term => "SIGTERM",
-            Self::Int => "SIGINT",
-            Self::Kill => "SIGKILL",
-        }
-    }
-
-    #[cfg(target_os = "linux")]
-    fn number(self) -> libc::c_int {
-        match self {
-            Self::Term => libc::SIGTERM,
-            Self::Int => libc::SIGINT,
-            Self::Kill => libc::SIGKILL,
-        }
+/// The signal's number.
+#[cfg(target_os = "linux")]
+fn number(sig: Sig) -> libc::c_int {
+    match sig {
+        Sig::Term => libc::SIGTERM,
+        Sig::Int => libc::SIGINT,
+        Sig::Kill => libc::SIGKILL,
     }
 }
 
@@ -74,10 +57,10 @@ fn send_here(pick: Pick, sig: Sig) -> Result<String, String> {
         None => return Err(format!("nothing sent: pid {} has exited", pick.pid)),
     }
     let sent = if let Ok(fd) = &fd {
-        fd.signal(sig.number())
+        fd.signal(number(sig))
     } else {
         // SAFETY: kill(2) with a positive pid and a valid signal number.
-        let rc = unsafe { libc::kill(pid, sig.number()) };
+        let rc = unsafe { libc::kill(pid, number(sig)) };
         if rc == 0 {
             Ok(())
         } else {

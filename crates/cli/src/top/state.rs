@@ -4,9 +4,61 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::model::{Change, Proc};
-use super::select::{Nav, Pick};
-use super::signal::Sig;
 use crate::view::groups::{GroupBy, Key, key_from};
+
+/// A process as it was when selected: its pid, and its start time (clock ticks after boot)
+/// where it could be read, which tells it from a later process that reuses the pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pick {
+    pub pid: u32,
+    pub start: Option<u64>,
+}
+
+impl Pick {
+    pub fn of(p: &Proc) -> Self {
+        Self {
+            pid: p.pid,
+            start: p.start,
+        }
+    }
+
+    /// Whether `p` is this process: the same pid, and the same start time where both are known.
+    pub(super) fn is(&self, p: &Proc) -> bool {
+        p.pid == self.pid && (self.start.is_none() || p.start.is_none() || self.start == p.start)
+    }
+}
+
+/// A move of the selection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nav {
+    Up(usize),
+    Down(usize),
+    /// A page up or down: the rows in view, less one.
+    PageUp,
+    PageDown,
+    Home,
+    End,
+    /// The row at this position among those in view (a click).
+    InView(usize),
+}
+
+/// The signals `k` offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sig {
+    Term,
+    Int,
+    Kill,
+}
+
+impl Sig {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Term => "SIGTERM",
+            Self::Int => "SIGINT",
+            Self::Kill => "SIGKILL",
+        }
+    }
+}
 
 /// A column of the process table, in display order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

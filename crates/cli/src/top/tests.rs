@@ -613,9 +613,9 @@ fn grouped_by_pod_and_filtered_by_namespace() {
 #[test]
 fn the_selected_row_its_details_and_the_signal_question() {
     use super::model::Focus;
-    use super::select::Nav;
-    use super::signal::Sig;
     use super::state::Confirm;
+    use super::state::Nav;
+    use super::state::Sig;
     use ratatui::style::Modifier;
 
     let mut screen = two_gpus();
@@ -685,7 +685,7 @@ fn the_selected_row_its_details_and_the_signal_question() {
 #[test]
 fn a_long_table_says_which_rows_it_shows_and_scrolls_to_the_last() {
     use super::model::Proc;
-    use super::select::Nav;
+    use super::state::Nav;
 
     let mut screen = Screen::waiting();
     screen.gpus = Ok(Vec::new());
