@@ -6,7 +6,7 @@
 //! become the exceptions of `hypomnesis.errors`, chosen by the error's [`ErrorKind`], with the
 //! library's message unchanged.
 
-use hypomnesis::{ErrorKind, HypomnesisError, UnreadableReason};
+use hypomnesis::{ErrorKind, HypomnesisError};
 use pyo3::prelude::*;
 use pythonize::pythonize;
 use serde::Serialize;
@@ -175,18 +175,7 @@ fn gpu_processes(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
         let readable: Vec<(usize, u32)> = rows
             .iter()
             .enumerate()
-            .filter(|(_, r)| {
-                !r.outside_pid_namespace
-                    && !matches!(
-                        r.unreadable,
-                        Some(
-                            UnreadableReason::OutsidePidNamespace
-                                | UnreadableReason::HiddenByHidepid
-                                | UnreadableReason::Exited
-                        )
-                    )
-            })
-            .map(|(i, r)| (i, r.host_pid.unwrap_or(r.pid)))
+            .filter_map(|(i, r)| Some((i, r.readable_pid()?)))
             .collect();
         let pids: Vec<u32> = readable.iter().map(|&(_, pid)| pid).collect();
         let mut contexts: Vec<Option<ProcessContext>> = vec![None; rows.len()];

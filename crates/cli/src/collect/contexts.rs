@@ -3,25 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use hypomnesis::{ContextParts, GpuProcessEntry, ProcessContext, UnreadableReason};
+use hypomnesis::{ContextParts, GpuProcessEntry, ProcessContext};
 
 /// Listed pid → the pid its files are read under (the host's, when the procfs root in use is
 /// a host's). A process outside this PID namespace, hidden by the procfs mount's `hidepid` or
 /// exited has no files to read and is left out; a pid listed on several GPUs appears once.
 pub fn readable<'a>(rows: impl IntoIterator<Item = &'a GpuProcessEntry>) -> BTreeMap<u32, u32> {
     rows.into_iter()
-        .filter(|r| {
-            !r.outside_pid_namespace
-                && !matches!(
-                    r.unreadable,
-                    Some(
-                        UnreadableReason::OutsidePidNamespace
-                            | UnreadableReason::HiddenByHidepid
-                            | UnreadableReason::Exited
-                    )
-                )
-        })
-        .map(|r| (r.pid, r.host_pid.unwrap_or(r.pid)))
+        .filter_map(|r| Some((r.pid, r.readable_pid()?)))
         .collect()
 }
 
@@ -36,6 +25,7 @@ pub fn read(pids: BTreeMap<u32, u32>, parts: ContextParts) -> BTreeMap<u32, Proc
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hypomnesis::UnreadableReason;
 
     #[test]
     fn outside_processes_are_left_out_and_host_pids_are_read() {

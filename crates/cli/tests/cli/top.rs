@@ -212,7 +212,19 @@ pub(super) fn start(what: &str, scenario: &std::path::Path) -> Tmux {
 /// A tmux session of `width` columns running `hmn top --interval 200ms` with `env` (`NAME=value`
 /// each), after a marker line on the main screen; the shell prints `TOP-EXIT=<status>` after.
 pub(super) fn start_top(what: &str, width: u16, env: &[String]) -> Tmux {
-    let tmux = Tmux::start(
+    let tmux = shell(what, width);
+    let line = format!(
+        "echo BEFORE-TOP; {} {} top --interval 200ms; echo TOP-EXIT=$?",
+        env.join(" "),
+        env!("CARGO_BIN_EXE_hmn"),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    tmux
+}
+
+/// A tmux session of `width` columns running a bare bash (no rc files, a clean environment).
+pub(super) fn shell(what: &str, width: u16) -> Tmux {
+    Tmux::start(
         what,
         width,
         &[
@@ -225,14 +237,7 @@ pub(super) fn start_top(what: &str, width: u16, env: &[String]) -> Tmux {
             "--norc",
             "--noprofile",
         ],
-    );
-    let line = format!(
-        "echo BEFORE-TOP; {} {} top --interval 200ms; echo TOP-EXIT=$?",
-        env.join(" "),
-        env!("CARGO_BIN_EXE_hmn"),
-    );
-    tmux.keys(&[&line, "Enter"]);
-    tmux
+    )
 }
 
 /// `q`, then the exit status 0 and the terminal as it was.

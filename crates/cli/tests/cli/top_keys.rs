@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::top::{Tmux, quit, sleeper, start, start_top, tmux_here};
+use super::top::{Tmux, quit, shell, sleeper, start, start_top, tmux_here};
 
 const MIB: u64 = 1 << 20;
 
@@ -230,20 +230,7 @@ fn a_pid_that_a_later_process_reuses_is_never_signalled() {
         fake_env(&scenario).join(" "),
         env!("CARGO_BIN_EXE_hmn"),
     );
-    let tmux = Tmux::start(
-        "keys-reuse",
-        120,
-        &[
-            "env",
-            "-i",
-            "PS1=$ ",
-            "TERM=xterm-256color",
-            "PATH=/usr/bin:/bin",
-            "bash",
-            "--norc",
-            "--noprofile",
-        ],
-    );
+    let tmux = shell("keys-reuse", 120);
     tmux.keys(&[&line, "Enter"]);
     let s = tmux.wait_for("the first sleep", |s| {
         s.contains("sleep 600") || s.contains("TOP-EXIT=")

@@ -181,4 +181,18 @@ impl GpuProcessEntry {
             mps_server: false,
         }
     }
+
+    /// The pid under which this process's files can be read here (the host's, where the
+    /// source mapped it), or `None` when they cannot be: outside this PID namespace, hidden by
+    /// the procfs mount's `hidepid`, or exited since it was listed.
+    #[must_use]
+    pub fn readable_pid(&self) -> Option<u32> {
+        use crate::UnreadableReason as R;
+        let unreadable = self.outside_pid_namespace
+            || matches!(
+                self.unreadable,
+                Some(R::OutsidePidNamespace | R::HiddenByHidepid | R::Exited)
+            );
+        (!unreadable).then_some(self.host_pid.unwrap_or(self.pid))
+    }
 }

@@ -170,8 +170,15 @@ fn draw_confirm(f: &mut Frame<'_>, area: Rect, c: &super::state::Confirm) {
         Line::raw(" t SIGTERM · i SIGINT · 9 SIGKILL"),
         Line::raw(" Enter or y: send   Esc or n: cancel"),
     ];
-    let width = area.width.min(70);
-    let height = 7.min(area.height);
+    draw_box(f, area, 70, " hmn top: signal ", lines);
+}
+
+/// `lines` in a bordered box titled `title`, at most `width` wide, over the middle of `area`.
+fn draw_box(f: &mut Frame<'_>, area: Rect, width: u16, title: &str, lines: Vec<Line<'_>>) {
+    let height = u16::try_from(lines.len() + 2)
+        .unwrap_or(u16::MAX)
+        .min(area.height);
+    let width = area.width.min(width);
     let rect = Rect {
         x: area.x + (area.width - width) / 2,
         y: area.y + (area.height - height) / 2,
@@ -180,7 +187,7 @@ fn draw_confirm(f: &mut Frame<'_>, area: Rect, c: &super::state::Confirm) {
     };
     f.render_widget(Clear, rect);
     f.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(" hmn top: signal ")),
+        Paragraph::new(lines).block(Block::bordered().title(title.to_string())),
         rect,
     );
 }
@@ -289,19 +296,5 @@ fn draw_help(f: &mut Frame<'_>, area: Rect) {
         .iter()
         .map(|(k, what)| Line::raw(format!(" {k:<15} {what}")))
         .collect();
-    let height = u16::try_from(lines.len() + 2)
-        .unwrap_or(u16::MAX)
-        .min(area.height);
-    let width = area.width.min(80);
-    let rect = Rect {
-        x: area.x + (area.width - width) / 2,
-        y: area.y + (area.height - height) / 2,
-        width,
-        height,
-    };
-    f.render_widget(Clear, rect);
-    f.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(" hmn top: keys ")),
-        rect,
-    );
+    draw_box(f, area, 80, " hmn top: keys ", lines);
 }
