@@ -345,3 +345,27 @@ fn allocated_leaves_the_reservation_out_and_unattributed_the_listed_rows() {
     assert_eq!(driver_overhead_allowance(3), 88 * MIB);
     assert_eq!(driver_overhead_allowance(usize::MAX), u64::MAX);
 }
+
+#[test]
+fn a_rows_files_are_read_under_its_host_pid_unless_it_cannot_be_read_here() {
+    let row = |host: Option<u32>, outside: bool, why: Option<UnreadableReason>| {
+        let mut r = GpuProcessEntry::blank(GpuQuerySource::Nvml);
+        (r.pid, r.host_pid, r.outside_pid_namespace, r.unreadable) = (7, host, outside, why);
+        r
+    };
+    assert_eq!(row(None, false, None).readable_pid(), Some(7));
+    assert_eq!(row(Some(4007), false, None).readable_pid(), Some(4007));
+    assert_eq!(row(None, true, None).readable_pid(), None);
+    for why in [
+        UnreadableReason::OutsidePidNamespace,
+        UnreadableReason::HiddenByHidepid,
+        UnreadableReason::Exited,
+    ] {
+        assert_eq!(row(None, false, Some(why)).readable_pid(), None, "{why:?}");
+    }
+    // Refused for another reason (permission): its files are still tried.
+    assert_eq!(
+        row(None, false, Some(UnreadableReason::NotReadable)).readable_pid(),
+        Some(7)
+    );
+}
