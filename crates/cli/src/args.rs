@@ -17,7 +17,7 @@ pub struct JsonArg {
 #[derive(Debug, Clone, Copy, Default, Args)]
 pub struct DeadlineArg {
     /// Give up when the answer takes longer than this (a GPU driver call that does not return),
-    /// with a message, exit 1 [default: 30s].
+    /// with a message, exit 2 [default: 30s].
     #[arg(long, value_parser = duration, value_name = "DURATION")]
     pub deadline: Option<Duration>,
 }
@@ -59,6 +59,59 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     hypomnesis::parse_duration(s)
 }
 
+/// A size: a bare number of bytes (`1048576`), or a decimal number with `B`, `KiB`, `MiB`,
+/// `GiB` or `TiB` (`1.5GiB`, `512 MiB`; the unit in any case), rounded up to a whole byte. The
+/// decimal units (`GB`, `MB`) are refused rather than guessed at.
+pub fn size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(digits);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "kib" | "k" => 10,
+        "mib" | "m" => 20,
+        "gib" | "g" => 30,
+        "tib" | "t" => 40,
+        "kb" | "mb" | "gb" | "tb" => {
+            return Err(format!(
+                "{s:?}: {unit} is ambiguous (1000 or 1024?); write KiB, MiB, GiB or TiB"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "{s:?} is not a size such as 12GiB, 1.5GiB, 512MiB or 1048576 (bytes)"
+            ));
+        }
+    };
+    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
+    let not_a_number = || format!("{s:?} does not start with a number such as 12 or 1.5");
+    if whole.is_empty() && frac.is_empty() || frac.contains('.') || frac.len() > 12 {
+        return Err(not_a_number());
+    }
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| not_a_number())?
+    };
+    let scale = 10_u128.pow(u32::try_from(frac.len()).unwrap_or(0));
+    let frac_value: u128 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().map_err(|_| not_a_number())?
+    };
+    // (whole + frac / scale) << shift, rounded up, in exact integers.
+    let bytes = whole
+        .checked_mul(scale)
+        .and_then(|w| w.checked_add(frac_value))
+        .and_then(|v| v.checked_mul(1_u128 << shift))
+        .map(|v| v.div_ceil(scale));
+    bytes
+        .and_then(|b| u64::try_from(b).ok())
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
 /// A fraction in (0, 1]; NaN, infinities and anything outside are refused.
 pub fn fraction(s: &str) -> Result<f64, String> {
     let v: f64 = s
@@ -83,6 +136,32 @@ mod tests {
         for bad in ["NaN", "nan", "inf", "1e308", "0", "-0.5", "1.01", "x", ""] {
             assert!(fraction(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(size("1048576"), Ok(1 << 20));
+        assert_eq!(size("12GiB"), Ok(12 << 30));
+        assert_eq!(size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(size("512 MiB"), Ok(512 << 20));
+        assert_eq!(size("0.5kib"), Ok(512));
+        assert_eq!(size(".5KiB"), Ok(512));
+        assert_eq!(size("1.1KiB"), Ok(1127), "1126.4 bytes rounds up");
+        assert_eq!(size("2TiB"), Ok(2 << 40));
+        assert_eq!(size("0"), Ok(0));
+        assert_eq!(size("7B"), Ok(7));
+        for bad in [
+            "", "GiB", "-1GiB", "1..5GiB", "1.5.1GiB", "12 GB", "12gb", "x", "1e9", "nan",
+        ] {
+            assert!(size(bad).is_err(), "{bad}");
+        }
+        assert!(size("12GB").unwrap_err().contains("ambiguous"));
+        assert!(size("99999999999TiB").unwrap_err().contains("too large"));
+        assert_eq!(
+            size("16777215.999999999999TiB").ok(),
+            Some(u64::MAX),
+            "rounded up to the last byte"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::args::{DeadlineArg, JsonArg, RootArgs};
 #[cfg(feature = "serve")]
 use crate::cmd::serve;
-use crate::cmd::{devices, doctor, ps, run, spill, watch};
+use crate::cmd::{devices, doctor, fits, ps, run, spill, watch};
 use crate::help::{LONG_ABOUT, after_help};
 use crate::outcome::Outcome;
 use crate::view;
@@ -51,6 +51,11 @@ pub enum Command {
     Ps(ps::PsArgs),
     /// Say, for each GPU source, whether it answered and why not.
     Doctor(doctor::DoctorArgs),
+    /// Whether SIZE fits in a GPU's free memory now: exit 0 it fits, 1 it does not, 2 the
+    /// question cannot be answered (no GPU, a bad device); one line on stderr either way.
+    ///
+    /// For a script that checks before it starts a job: `hmn fits 12GiB || exit 1`.
+    Fits(fits::FitsArgs),
     /// Run a command and report the peak RAM and GPU memory of its whole process tree.
     ///
     /// The command keeps this terminal (stdin, stdout, stderr); the summary goes to stderr (or one
@@ -84,6 +89,7 @@ impl Command {
         match self {
             Self::Ps(_) => "ps",
             Self::Doctor(_) => "doctor",
+            Self::Fits(_) => "fits",
             Self::Run(_) => "run",
             Self::Watch(_) => "watch",
             #[cfg(feature = "top")]
@@ -101,6 +107,7 @@ impl Command {
         match self {
             Self::Ps(a) => Some(&mut a.output),
             Self::Doctor(a) => Some(&mut a.output),
+            Self::Fits(_) => None,
             Self::Run(a) => Some(&mut a.output),
             Self::Watch(a) => Some(&mut a.output),
             #[cfg(feature = "top")]
@@ -117,6 +124,7 @@ impl Command {
         match self {
             Self::Ps(a) => Some(&mut a.deadline),
             Self::Doctor(a) => Some(&mut a.deadline),
+            Self::Fits(a) => Some(&mut a.deadline),
             _ => None,
         }
     }
@@ -126,6 +134,7 @@ impl Command {
         match self {
             Self::Ps(a) => Some(&mut a.roots),
             Self::Doctor(a) => Some(&mut a.roots),
+            Self::Fits(a) => Some(&mut a.roots),
             Self::Run(a) => Some(&mut a.roots),
             Self::Watch(a) => Some(&mut a.roots),
             #[cfg(feature = "top")]
@@ -282,6 +291,12 @@ pub fn main() -> ExitCode {
             let args = args.clone();
             within(args.deadline.get(), &mut out, &mut err, move |o, _| {
                 doctor::run(&args, o)
+            })
+        }
+        Some(Command::Fits(args)) => {
+            let args = args.clone();
+            within(args.deadline.get(), &mut out, &mut err, move |_, e| {
+                fits::run(&args, e)
             })
         }
         Some(Command::Run(args)) => run::run(args, &mut out, &mut err),

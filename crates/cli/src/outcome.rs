@@ -7,7 +7,9 @@ use std::process::ExitCode;
 pub enum Outcome {
     /// Exit 0.
     Success,
-    /// A source exists but a GPU (or its process list) could not be read: exit 1.
+    /// A source exists but a GPU (or its process list) could not be read, or the answer did
+    /// not come in time: exit 2, as every failure of `hmn`'s own query (1 is the answer "no"
+    /// of `fits`, `ps --exit-status` and `watch`).
     MeasurementFailed,
     /// Exit with this status (a usage error's 2, a command's, passed through).
     Code(u8),
@@ -24,7 +26,7 @@ impl Outcome {
     pub fn exit_code(self) -> ExitCode {
         match self {
             Self::Success => ExitCode::SUCCESS,
-            Self::MeasurementFailed => ExitCode::from(1),
+            Self::MeasurementFailed => ExitCode::from(2),
             Self::Code(c) => ExitCode::from(c),
         }
     }

@@ -471,7 +471,9 @@ fn layer_of(m: &Module) -> Option<(u8, &'static str)> {
             "backend" | "pci" | "winparse" | "nvidia" | "mig" | "nvml" | "nvidia_smi" | "drm"
             | "windows" | "metal",
         ) => (1, "backends"),
-        ("gpu", "" | "dispatch") | ("snapshot" | "report" | "spill", _) => (2, "dispatcher"),
+        ("gpu", "" | "dispatch") | ("snapshot" | "report" | "spill" | "ram", _) => {
+            (2, "dispatcher")
+        }
         _ => return None,
     })
 }

@@ -46,19 +46,17 @@ pub enum HypomnesisError {
         "no GPU source is available on this host (no GPU library or tool was found; `hmn doctor` lists where each was looked for)"
     )]
     NoGpuSource,
-    /// The system refused to let this process read the other processes' GPU memory, so no
-    /// list of who holds it can be given (macOS: a sandbox that lets a process read only
-    /// itself). Returned by [`crate::gpu_processes`] alone (device figures report it as their
-    /// source's error); its kind is [`ErrorKind::NoPermission`].
+    /// The process table was enumerated but no process other than the caller's could be read
+    /// (macOS: a sandbox, or a user who may read only their own processes), so no list of who
+    /// holds GPU memory can be given. Returned by [`crate::gpu_processes`] and
+    /// [`crate::gpu_process_listing`] alone (device figures report it as their source's
+    /// error); its kind is [`ErrorKind::NoPermission`].
     #[error(
-        "the system refused to list the processes holding GPU memory: {refused} process(es) could not be read ({})",
-        shown(reason)
+        "the system refused to list the processes holding GPU memory: {denied} process(es) could not be read"
     )]
     ProcessListDenied {
         /// How many of the listed processes could not be read.
-        refused: u32,
-        /// What the system answered, in words.
-        reason: String,
+        denied: u32,
     },
     /// An operating-system I/O call failed; the message names the path involved.
     #[error("I/O error: {0}")]

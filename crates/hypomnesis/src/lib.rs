@@ -58,13 +58,14 @@
 //!   does the same from code.
 
 mod duration;
-mod error;
-mod gpu;
+pub mod error;
+pub mod gpu;
 mod host;
 mod inflight;
+pub mod ram;
 #[cfg(feature = "report")]
-mod report;
-mod snapshot;
+pub mod report;
+pub mod snapshot;
 pub mod spill;
 mod types;
 
@@ -74,8 +75,9 @@ pub use error::{ErrorKind, HypomnesisError, Result};
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{
     adapter_residency, device_count, device_info, device_utilization, dropped_process_rows,
-    gpu_processes, gpu_processes_unnamed, is_spill_measurable, mig_gpu_instances, mig_instance,
-    mig_instances, mig_state, probe_source, process_gpu_info, sources, sources_where,
+    gpu_process_listing, gpu_processes, gpu_processes_unnamed, is_spill_measurable,
+    mig_gpu_instances, mig_instance, mig_instances, mig_state, probe_source, process_gpu_info,
+    sources, sources_where,
 };
 pub use host::kube::kubelet_logs;
 pub use host::memory::host::{HostMemory, host_memory};
@@ -86,8 +88,8 @@ pub use host::process::context::{
 };
 pub use host::process::visibility::{in_initial_pid_namespace, procfs_mount};
 pub use host::process::{
-    TreeWalker, descendants, parse_stat, process_name, process_rss_of, process_start_time,
-    process_tree,
+    TreeWalker, descendants, parse_stat, process_exists, process_name, process_rss_of,
+    process_start_time, process_tree,
 };
 pub use host::roots::{roots, set_rootfs, set_roots};
 pub use inflight::{InFlight, in_flight};
@@ -96,17 +98,20 @@ pub use report::MemoryReport;
 pub use snapshot::Snapshot;
 #[cfg(feature = "test-helpers")]
 pub use snapshot::SnapshotBuilder;
+#[cfg(feature = "test-helpers")]
+pub use spill::SpillReportBuilder;
+pub use spill::{SpillEpisode, SpillReport, SpillTracker, snapshot_is_spilling};
 pub use types::{
-    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, Hidepid,
-    KubeletDirState, KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo,
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, GpuQuerySource, GpuVendor,
+    Hidepid, KubeletDirState, KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo,
     ProcfsMount, Residency, Root, RootOrigin, Roots, SourceReport, SourceState, UnreadableReason,
     Utilization, driver_overhead_allowance,
 };
 #[cfg(feature = "test-helpers")]
 pub use types::{
-    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, KubeletLogsBuilder, MigGpuInstanceBuilder,
-    MigInstanceBuilder, MigStateBuilder, ProcessGpuInfoBuilder, ProcfsMountBuilder,
-    ResidencyBuilder, RootBuilder, RootsBuilder, SourceReportBuilder,
+    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, GpuProcessListingBuilder, KubeletLogsBuilder,
+    MigGpuInstanceBuilder, MigInstanceBuilder, MigStateBuilder, ProcessGpuInfoBuilder,
+    ProcfsMountBuilder, ResidencyBuilder, RootBuilder, RootsBuilder, SourceReportBuilder,
 };
 
 /// Pure parsers, exposed for property tests, fuzzing and the live cross-checks. Not part of the
@@ -137,7 +142,9 @@ pub mod __parsers {
     pub use crate::host::parse::kube::{
         ContainerLogLink, PodLogDir, parse_container_log_link, parse_pod_log_dir,
     };
-    pub use crate::host::parse::memory::{meminfo, statm_resident_bytes, status_vmrss_bytes};
+    pub use crate::host::parse::memory::{
+        meminfo, statm_resident_bytes, status_tgid, status_vmrss_bytes,
+    };
     /// The mountinfo parsers: a line, the mount a path is on, a procfs mount's options, and
     /// the credentials of a `status` file that decide whether `hidepid` applies.
     pub use crate::host::parse::mountinfo::{

@@ -3,6 +3,7 @@
 
 pub mod devices;
 pub mod doctor;
+pub mod fits;
 pub mod ps;
 pub mod run;
 #[cfg(feature = "serve")]

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use clap::Args;
-use hypomnesis::spill::{SpillSample, SpillThresholds, SpillTracker};
+use hypomnesis::spill::{SpillMachine, SpillSample, SpillThresholds};
 
 use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::child::{self, Child};
@@ -49,10 +49,10 @@ fn not_measurable(frame: &Frame) -> Option<String> {
 }
 
 /// Each GPU's tracker fed one frame (a tracker starts at the GPU's first reading).
-fn observe(trackers: &mut [Option<SpillTracker>], frame: &Frame, thresholds: SpillThresholds) {
+fn observe(trackers: &mut [Option<SpillMachine>], frame: &Frame, thresholds: SpillThresholds) {
     for (slot, d) in trackers.iter_mut().zip(&frame.devices) {
         if let Some(Ok(r)) = &d.residency {
-            let t = slot.get_or_insert_with(|| SpillTracker::new(r.capacity_bytes, thresholds));
+            let t = slot.get_or_insert_with(|| SpillMachine::new(r.capacity_bytes, thresholds));
             t.observe(SpillSample::new(
                 frame.at,
                 r.dedicated_bytes,
@@ -83,7 +83,7 @@ pub fn run(args: &SpillArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         Ok(c) => c,
         Err(code) => return Ok(Outcome::Code(code)),
     };
-    let mut trackers: Vec<Option<SpillTracker>> = vec![None; first.devices.len()];
+    let mut trackers: Vec<Option<SpillMachine>> = vec![None; first.devices.len()];
     let mut ticker = Ticker::new(args.interval, None, Stop::on_signals());
     let status = loop {
         if let Some(s) = child.try_wait()? {

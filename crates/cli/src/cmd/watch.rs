@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use hypomnesis::spill::{SpillSample, SpillThresholds, SpillTracker};
+use hypomnesis::spill::{SpillMachine, SpillSample, SpillThresholds};
 
 use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::sampler::{Frame, Sampler, Want, max_opt};
@@ -130,7 +130,7 @@ fn top_holders(frame: &Frame, n: u32) -> Vec<u32> {
 
 /// The SPILL column: one tracker per GPU whose residency is measurable (Windows WDDM).
 struct Spill {
-    trackers: Vec<Option<SpillTracker>>,
+    trackers: Vec<Option<SpillMachine>>,
 }
 
 impl Spill {
@@ -139,7 +139,7 @@ impl Spill {
             .devices
             .iter()
             .map(|d| match &d.residency {
-                Some(Ok(r)) => Some(SpillTracker::new(
+                Some(Ok(r)) => Some(SpillMachine::new(
                     r.capacity_bytes,
                     SpillThresholds::default(),
                 )),

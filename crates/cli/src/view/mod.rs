@@ -3,6 +3,7 @@
 
 pub mod devices;
 pub mod doctor;
+pub mod fits;
 pub mod groups;
 pub mod man;
 pub mod plot;

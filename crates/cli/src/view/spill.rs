@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use hypomnesis::spill::SpillTracker;
+use hypomnesis::spill::SpillMachine;
 use serde::Serialize;
 
 use super::format_size;
@@ -40,12 +40,12 @@ pub struct ReportJson {
 }
 
 /// One GPU's part of the JSON report.
-pub fn device_json(index: u32, t: &SpillTracker, now: Duration) -> DeviceJson {
+pub fn device_json(index: u32, t: &SpillMachine, now: Duration) -> DeviceJson {
     let (ded, shared) = t.peaks();
     DeviceJson {
         index,
         episodes: t
-            .episodes()
+            .spans()
             .iter()
             .map(|e| EpisodeJson {
                 start_s: e.start.as_secs_f64(),
@@ -61,17 +61,17 @@ pub fn device_json(index: u32, t: &SpillTracker, now: Duration) -> DeviceJson {
 }
 
 /// The end-of-run report of one GPU.
-pub fn render_episodes(index: u32, t: &SpillTracker, now: Duration) -> String {
+pub fn render_episodes(index: u32, t: &SpillMachine, now: Duration) -> String {
     let (ded, shared) = t.peaks();
     let mut s = format!(
         "  GPU {index}: {} spill episode(s), {:.1} s spilling; peak dedicated {}, peak shared {} (baseline {})\n",
-        t.episodes().len(),
+        t.spans().len(),
         t.total_spill_time().as_secs_f64(),
         format_size(ded),
         format_size(shared),
         format_size(t.baseline_shared_bytes().unwrap_or(0)),
     );
-    for e in t.episodes() {
+    for e in t.spans() {
         let _ = writeln!(
             s,
             "    from {:.1} s for {:.1} s: shared up to {}",
@@ -91,7 +91,7 @@ mod tests {
 
     #[test]
     fn json_report_of_a_tracker() {
-        let mut t = SpillTracker::new(8 << 30, SpillThresholds::default());
+        let mut t = SpillMachine::new(8 << 30, SpillThresholds::default());
         t.observe(SpillSample::new(Duration::ZERO, 1 << 30, 100 << 20));
         t.observe(SpillSample::new(Duration::from_secs(1), 7 << 30, 600 << 20));
         let d = device_json(1, &t, Duration::from_secs(4));
@@ -105,7 +105,7 @@ mod tests {
 
     #[test]
     fn episode_report() {
-        let mut t = SpillTracker::new(8 << 30, SpillThresholds::default());
+        let mut t = SpillMachine::new(8 << 30, SpillThresholds::default());
         t.observe(SpillSample::new(Duration::ZERO, 1 << 30, 100 << 20));
         t.observe(SpillSample::new(Duration::from_secs(1), 7 << 30, 600 << 20));
         t.observe(SpillSample::new(Duration::from_secs(3), 1 << 30, 600 << 20));

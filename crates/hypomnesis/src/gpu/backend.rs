@@ -59,6 +59,11 @@ pub(crate) trait Backend: Send + Sync {
     fn gpu_processes_unnamed(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
         self.gpu_processes(index)
     }
+    /// [`Self::gpu_processes`] and the pids of the processes the system refused to let this
+    /// one read (sorted, no duplicates): empty but where the platform refuses (macOS).
+    fn gpu_process_listing(&self, index: u32) -> Result<(Vec<GpuProcessEntry>, Vec<u32>)> {
+        self.gpu_processes(index).map(|rows| (rows, Vec::new()))
+    }
     /// What the source says about itself, for `hmn doctor`.
     fn report(&self) -> SourceReport;
     /// Whether the source is present and answers, asked as cheaply as it can be: the state of

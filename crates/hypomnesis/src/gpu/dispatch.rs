@@ -241,13 +241,39 @@ impl<'a> Dispatcher<'a> {
 
     /// Device `index`'s processes, named when `names` (see [`Backend::gpu_processes_unnamed`]).
     pub(super) fn gpu_processes(&self, index: u32, names: bool) -> Result<Vec<GpuProcessEntry>> {
-        let list = |b: &dyn Backend, i: u32| {
+        self.listing(index, |b, i| {
             if names {
                 b.gpu_processes(i)
             } else {
                 b.gpu_processes_unnamed(i)
             }
-        };
+        })
+    }
+
+    /// Device `index`'s processes, and the pids the platform refused to let this process read.
+    pub(super) fn gpu_process_listing(
+        &self,
+        index: u32,
+    ) -> Result<(Vec<GpuProcessEntry>, Vec<u32>)> {
+        // Only the backend that answers sets it (the list's rows pass through `listing`).
+        let denied = std::cell::Cell::new(Vec::new());
+        let rows = self.listing(index, |b, i| {
+            b.gpu_process_listing(i).map(|(rows, d)| {
+                denied.set(d);
+                rows
+            })
+        })?;
+        let denied = denied.into_inner();
+        Ok((rows, denied))
+    }
+
+    /// The rows `list` gives for device `index`, from the backend that answers it, with the
+    /// combined list's index in each row.
+    fn listing(
+        &self,
+        index: u32,
+        list: impl Fn(&dyn Backend, u32) -> Result<Vec<GpuProcessEntry>>,
+    ) -> Result<Vec<GpuProcessEntry>> {
         match self.locate(index)? {
             Target::Nvidia(i) => {
                 first_ok(self.list, Scope::Nvidia, Op::GpuProcesses, |b| list(b, i))

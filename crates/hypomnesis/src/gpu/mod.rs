@@ -27,26 +27,48 @@ pub(crate) mod winparse;
 use dispatch::{backends, dispatcher};
 pub use mig::mig_gpu_instances;
 
-#[allow(unused_imports)] // unused only where spill is measurable
 use crate::HypomnesisError;
 use crate::{
-    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, MigInstance, MigState, ProcessGpuInfo,
-    Residency, Result, SourceReport, Utilization,
+    GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, GpuQuerySource, MigInstance, MigState,
+    ProcessGpuInfo, Residency, Result, SourceReport, Utilization,
 };
 
 /// Number of GPUs this host can measure.
 ///
 /// # Errors
 ///
-/// [`HypomnesisError::NoGpuSource`] when no GPU source exists on this host; otherwise the
-/// failing source's error (e.g. [`HypomnesisError::Nvml`] naming the NVML return code).
+/// [`HypomnesisError::NoGpuSource`] when there is no GPU to measure: no GPU source exists on
+/// this host, or the ones that exist find none (the NVIDIA driver is not loaded,
+/// `NVML_ERROR_GPU_NOT_FOUND`; [`crate::sources`] still says which). Otherwise the failing
+/// source's error: [`HypomnesisError::Nvml`] naming the call and the return code when the NVML
+/// library loads but `nvmlInit_v2` or the count fails (`NVML_ERROR_LIB_RM_VERSION_MISMATCH`
+/// after a driver upgrade without a reboot, say).
 ///
 /// # Platform-specific behaviour
 ///
 /// Linux and Windows: NVIDIA GPUs through NVML, or `nvidia-smi` when NVML cannot be loaded;
 /// other vendors' devices follow the NVIDIA ones.
 pub fn device_count() -> Result<u32> {
-    dispatcher().device_count()
+    no_gpu_is_no_source(dispatcher().device_count())
+}
+
+/// A failure that means there is no GPU here, rather than one that cannot be measured: the
+/// driver is not loaded, or NVML finds no GPU. Such a failure reads as
+/// [`HypomnesisError::NoGpuSource`] (what 0.2.x programs test for).
+fn means_no_gpu(e: &HypomnesisError) -> bool {
+    e.kind() == crate::ErrorKind::DriverNotLoaded
+        || matches!(e, HypomnesisError::Nvml(m) if m.contains("NVML_ERROR_GPU_NOT_FOUND"))
+}
+
+/// `r`, with a failure that means no GPU made [`HypomnesisError::NoGpuSource`].
+fn no_gpu_is_no_source<T>(r: Result<T>) -> Result<T> {
+    match r {
+        Err(e) if means_no_gpu(&e) => {
+            crate::debug_log!("no GPU: {e}");
+            Err(HypomnesisError::NoGpuSource)
+        }
+        r => r,
+    }
 }
 
 /// Device-wide memory of GPU `index`: total, free, used (= total − free) and, where the source
@@ -57,7 +79,7 @@ pub fn device_count() -> Result<u32> {
 /// [`HypomnesisError::DeviceIndexOutOfRange`] for an index past the last device,
 /// [`HypomnesisError::NoGpuSource`] when no source exists, or the source's own error.
 pub fn device_info(index: u32) -> Result<GpuDeviceInfo> {
-    dispatcher().device_info(index)
+    no_gpu_is_no_source(dispatcher().device_info(index))
 }
 
 /// The calling process's GPU memory on device `device_index`.
@@ -70,7 +92,7 @@ pub fn device_info(index: u32) -> Result<GpuDeviceInfo> {
 ///
 /// As [`device_info`].
 pub fn process_gpu_info(device_index: u32) -> Result<ProcessGpuInfo> {
-    dispatcher().process_gpu_info(device_index)
+    no_gpu_is_no_source(dispatcher().process_gpu_info(device_index))
 }
 
 /// Every process holding memory on device `device_index`, sorted by pid.
@@ -84,7 +106,24 @@ pub fn process_gpu_info(device_index: u32) -> Result<ProcessGpuInfo> {
 ///
 /// As [`device_info`].
 pub fn gpu_processes(device_index: u32) -> Result<Vec<GpuProcessEntry>> {
-    dispatcher().gpu_processes(device_index, true)
+    no_gpu_is_no_source(dispatcher().gpu_processes(device_index, true))
+}
+
+/// [`gpu_processes`] and the pids of the processes the system refused to let the caller read
+/// ([`GpuProcessListing::denied_pids`]): always empty on Linux and Windows; on macOS other
+/// users' processes, whose memory cannot be read.
+///
+/// # Errors
+///
+/// As [`gpu_processes`]; [`HypomnesisError::ProcessListDenied`] when no process but the
+/// caller's could be read.
+pub fn gpu_process_listing(device_index: u32) -> Result<GpuProcessListing> {
+    let (entries, denied_pids) =
+        no_gpu_is_no_source(dispatcher().gpu_process_listing(device_index))?;
+    Ok(GpuProcessListing {
+        entries,
+        denied_pids,
+    })
 }
 
 /// [`gpu_processes`] without each process's name where reading it costs a file per process
@@ -96,7 +135,7 @@ pub fn gpu_processes(device_index: u32) -> Result<Vec<GpuProcessEntry>> {
 ///
 /// As [`gpu_processes`].
 pub fn gpu_processes_unnamed(device_index: u32) -> Result<Vec<GpuProcessEntry>> {
-    dispatcher().gpu_processes(device_index, false)
+    no_gpu_is_no_source(dispatcher().gpu_processes(device_index, false))
 }
 
 /// How busy GPU `device_index` is: GPU and memory-controller utilization, percent, as the
@@ -161,7 +200,7 @@ pub fn mig_instance(uuid: &str) -> Result<MigInstance> {
 
 /// Dedicated-resident and shared-resident bytes of GPU `index` as a whole (Windows WDDM, from
 /// PDH's `GPU Adapter Memory` counters), and the adapter's dedicated capacity. What
-/// [`crate::spill::SpillTracker`] observes.
+/// [`crate::SpillTracker`] observes.
 ///
 /// # Errors
 ///
@@ -183,7 +222,7 @@ pub fn adapter_residency(index: u32) -> Result<Residency> {
 
 /// Whether spill of GPU memory into shared system memory can be measured on this system:
 /// `true` only on Windows, in a build with the `pdh` feature, where PDH's `GPU Adapter Memory`
-/// counter set is registered (what [`adapter_residency`] and [`crate::spill::SpillTracker`]
+/// counter set is registered (what [`adapter_residency`] and [`crate::SpillTracker`]
 /// read); `false` on Linux, macOS, and Windows without that counter set. A capability of the
 /// platform, not an observation: it says nothing of whether a GPU spills now. Asked of PDH
 /// once per process.

@@ -1,9 +1,16 @@
 //! `Snapshot`: RAM (mandatory) and GPU memory (optional) of the calling process at one moment,
-//! defined, built and formatted here.
+//! defined, built and formatted here. The module also names the data types a snapshot and the
+//! GPU functions return, as the 0.2.x paths (`hypomnesis::snapshot::GpuDeviceInfo`, …) do.
 
-use crate::{
-    GpuDeviceInfo, ProcessGpuInfo, Result, device_count, device_info, process_gpu_info, process_rss,
+pub use crate::types::{
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, GpuQuerySource, GpuVendor,
+    ProcessGpuInfo,
 };
+#[cfg(feature = "test-helpers")]
+pub use crate::types::{
+    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, GpuProcessListingBuilder, ProcessGpuInfoBuilder,
+};
+use crate::{HypomnesisError, Result, device_count, device_info, process_gpu_info, process_rss};
 
 /// RAM and GPU memory of the calling process at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,8 +29,8 @@ pub struct Snapshot {
 crate::types::builders::builder! {
     /// Builds a [`Snapshot`] for tests.
     SnapshotBuilder => Snapshot {
-        ram_bytes: u64 = 0,
-        gpu: Option<ProcessGpuInfo> = None,
+        @const ram_bytes: u64 = 0,
+        @const gpu: Option<ProcessGpuInfo> = None,
         gpu_device: Option<GpuDeviceInfo> = None,
     }
 }
@@ -44,21 +51,23 @@ impl Snapshot {
         })
     }
 
-    /// One snapshot per GPU (in index order); a single RAM-only snapshot when there is no GPU
-    /// or the device count cannot be read.
+    /// One snapshot per GPU, in index order; an **empty** list when there is no GPU (no GPU
+    /// source at all, or one that finds no device: the driver not loaded, no GPU found).
     ///
     /// # Errors
     ///
-    /// Only when the RAM measurement fails.
+    /// When the RAM measurement fails, and when a GPU source exists but cannot count its
+    /// devices (NVML loads but `nvmlInit_v2` or the count fails, e.g.
+    /// `NVML_ERROR_LIB_RM_VERSION_MISMATCH` after a driver upgrade without a reboot): that
+    /// source's error, never an empty list that would read as "no GPU".
     pub fn all() -> Result<Vec<Self>> {
-        let count = device_count().unwrap_or(0);
-        if count == 0 {
-            return Ok(vec![Self {
-                ram_bytes: process_rss()?,
-                gpu: None,
-                gpu_device: None,
-            }]);
-        }
+        let count = match device_count() {
+            Ok(n) => n,
+            Err(HypomnesisError::NoGpuSource) => 0,
+            Err(e) => return Err(e),
+        };
+        // RAM is measured whatever the GPUs say: its failure is the one error of a GPU-less host.
+        process_rss()?;
         (0..count).map(Self::now).collect()
     }
 }
@@ -68,21 +77,24 @@ impl Snapshot {
 impl Snapshot {
     /// Resident RAM in MiB.
     #[must_use]
-    pub fn ram_mb(&self) -> f64 {
+    pub const fn ram_mb(&self) -> f64 {
         mb(self.ram_bytes)
     }
 
     /// This process's GPU memory in MiB (`gpu.used_bytes`); `None` when unknown.
     #[must_use]
-    pub fn vram_mb(&self) -> Option<f64> {
-        self.gpu.map(|g| mb(g.used_bytes))
+    pub const fn vram_mb(&self) -> Option<f64> {
+        match self.gpu {
+            Some(g) => Some(mb(g.used_bytes)),
+            None => None,
+        }
     }
 }
 
 /// Bytes in MiB, the unit of the `report` feature's figures.
 #[cfg(feature = "report")]
 #[allow(clippy::cast_precision_loss)] // display figures: exact below 2^53 bytes
-pub(crate) fn mb(bytes: u64) -> f64 {
+pub(crate) const fn mb(bytes: u64) -> f64 {
     const MIB: f64 = 1_048_576.0;
     bytes as f64 / MIB
 }

@@ -4,14 +4,14 @@
 #![cfg(feature = "test-helpers")]
 
 use super::{
-    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, Hidepid,
-    KubeletDirState, KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo,
+    GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, GpuQuerySource, GpuVendor,
+    Hidepid, KubeletDirState, KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo,
     ProcfsMount, Residency, Root, RootOrigin, Roots, SourceReport, SourceState, UnreadableReason,
 };
 
 /// Generates a consuming builder for a non-exhaustive struct (feature `test-helpers`).
 macro_rules! builder {
-    ($(#[$meta:meta])* $builder:ident => $target:ident { $($field:ident : $ty:ty = $default:expr),* $(,)? }) => {
+    ($(#[$meta:meta])* $builder:ident => $target:ident { $($(@$konst:ident)? $field:ident : $ty:ty = $default:expr),* $(,)? }) => {
         $(#[$meta])*
         #[cfg(feature = "test-helpers")]
         #[derive(Debug, Clone)]
@@ -31,11 +31,7 @@ macro_rules! builder {
         #[cfg(feature = "test-helpers")]
         impl $builder {
             $(
-                #[doc = concat!("Sets `", stringify!($field), "`.")]
-                pub fn $field(mut self, value: $ty) -> Self {
-                    self.inner.$field = value;
-                    self
-                }
+                $crate::types::builders::setter!($(@$konst)? $field: $ty);
             )*
 
             #[doc = concat!("The finished [`", stringify!($target), "`].")]
@@ -49,111 +45,131 @@ macro_rules! builder {
 // For the types defined beside what builds them (`Snapshot`).
 pub(crate) use builder;
 
+/// One setter of a builder: `const fn` for a field marked `@const` (a `Copy` type, whose old
+/// value needs no drop), a plain `fn` for the others.
+macro_rules! setter {
+    (@const $field:ident: $ty:ty) => {
+        #[doc = concat!("Sets `", stringify!($field), "`.")]
+        pub const fn $field(mut self, value: $ty) -> Self {
+            self.inner.$field = value;
+            self
+        }
+    };
+    ($field:ident: $ty:ty) => {
+        #[doc = concat!("Sets `", stringify!($field), "`.")]
+        pub fn $field(mut self, value: $ty) -> Self {
+            self.inner.$field = value;
+            self
+        }
+    };
+}
+pub(crate) use setter;
+
 builder! {
     /// Builds a [`GpuDeviceInfo`] for tests.
     GpuDeviceInfoBuilder => GpuDeviceInfo {
-        index: u32 = 0,
+        @const index: u32 = 0,
         name: Option<String> = None,
-        total_bytes: u64 = 0,
-        free_bytes: u64 = 0,
-        used_bytes: u64 = 0,
-        reserved_bytes: Option<u64> = None,
+        @const total_bytes: u64 = 0,
+        @const free_bytes: u64 = 0,
+        @const used_bytes: u64 = 0,
+        @const reserved_bytes: Option<u64> = None,
         driver_version: Option<String> = None,
         uuid: Option<String> = None,
         pci_bus_id: Option<String> = None,
-        vendor: Option<GpuVendor> = None,
-        source: GpuQuerySource = GpuQuerySource::Nvml,
-        gtt_total_bytes: Option<u64> = None,
-        gtt_used_bytes: Option<u64> = None,
-        visible_vram_total_bytes: Option<u64> = None,
-        visible_vram_used_bytes: Option<u64> = None,
-        mig_enabled: Option<bool> = None,
+        @const vendor: Option<GpuVendor> = None,
+        @const source: GpuQuerySource = GpuQuerySource::Nvml,
+        @const gtt_total_bytes: Option<u64> = None,
+        @const gtt_used_bytes: Option<u64> = None,
+        @const visible_vram_total_bytes: Option<u64> = None,
+        @const visible_vram_used_bytes: Option<u64> = None,
+        @const mig_enabled: Option<bool> = None,
     }
 }
 
 builder! {
     /// Builds a [`ProcessGpuInfo`] for tests.
     ProcessGpuInfoBuilder => ProcessGpuInfo {
-        used_bytes: u64 = 0,
-        is_per_process: bool = false,
-        source: GpuQuerySource = GpuQuerySource::Nvml,
+        @const used_bytes: u64 = 0,
+        @const is_per_process: bool = false,
+        @const source: GpuQuerySource = GpuQuerySource::Nvml,
     }
 }
 
 builder! {
     /// Builds a [`GpuProcessEntry`] for tests.
     GpuProcessEntryBuilder => GpuProcessEntry {
-        pid: u32 = 0,
+        @const pid: u32 = 0,
         name: Option<String> = None,
-        used_bytes: u64 = 0,
-        source: GpuQuerySource = GpuQuerySource::Nvml,
-        device_index: u32 = 0,
-        shared_used_bytes: u64 = 0,
-        context: Option<GpuContextKind> = None,
-        host_pid: Option<u32> = None,
-        outside_pid_namespace: bool = false,
-        unreadable: Option<UnreadableReason> = None,
-        gpu_instance_id: Option<u32> = None,
-        compute_instance_id: Option<u32> = None,
-        mps_server: bool = false,
+        @const used_bytes: u64 = 0,
+        @const source: GpuQuerySource = GpuQuerySource::Nvml,
+        @const device_index: u32 = 0,
+        @const shared_used_bytes: u64 = 0,
+        @const context: Option<GpuContextKind> = None,
+        @const host_pid: Option<u32> = None,
+        @const outside_pid_namespace: bool = false,
+        @const unreadable: Option<UnreadableReason> = None,
+        @const gpu_instance_id: Option<u32> = None,
+        @const compute_instance_id: Option<u32> = None,
+        @const mps_server: bool = false,
     }
 }
 
 builder! {
     /// Builds a [`MigInstance`] for tests.
     MigInstanceBuilder => MigInstance {
-        parent_index: u32 = 0,
-        slot: u32 = 0,
+        @const parent_index: u32 = 0,
+        @const slot: u32 = 0,
         uuid: Option<String> = None,
         name: Option<String> = None,
         profile: Option<String> = None,
-        gpu_instance_id: Option<u32> = None,
-        compute_instance_id: Option<u32> = None,
-        total_bytes: Option<u64> = None,
-        free_bytes: Option<u64> = None,
-        used_bytes: Option<u64> = None,
-        reserved_bytes: Option<u64> = None,
+        @const gpu_instance_id: Option<u32> = None,
+        @const compute_instance_id: Option<u32> = None,
+        @const total_bytes: Option<u64> = None,
+        @const free_bytes: Option<u64> = None,
+        @const used_bytes: Option<u64> = None,
+        @const reserved_bytes: Option<u64> = None,
         memory_error: Option<String> = None,
-        source: GpuQuerySource = GpuQuerySource::Nvml,
+        @const source: GpuQuerySource = GpuQuerySource::Nvml,
     }
 }
 
 builder! {
     /// Builds a [`MigState`] for tests.
     MigStateBuilder => MigState {
-        index: u32 = 0,
+        @const index: u32 = 0,
         name: Option<String> = None,
         uuid: Option<String> = None,
-        enabled: Option<bool> = None,
-        pending: Option<bool> = None,
+        @const enabled: Option<bool> = None,
+        @const pending: Option<bool> = None,
         instances: Vec<MigInstance> = Vec::new(),
         device_memory_error: Option<String> = None,
-        source: GpuQuerySource = GpuQuerySource::Nvml,
+        @const source: GpuQuerySource = GpuQuerySource::Nvml,
     }
 }
 
 builder! {
     /// Builds a [`MigGpuInstance`] for tests.
     MigGpuInstanceBuilder => MigGpuInstance {
-        parent_index: u32 = 0,
-        gpu_instance_id: Option<u32> = None,
+        @const parent_index: u32 = 0,
+        @const gpu_instance_id: Option<u32> = None,
         profile: Option<String> = None,
         slots: Vec<u32> = Vec::new(),
         compute_instance_ids: Vec<u32> = Vec::new(),
-        total_bytes: Option<u64> = None,
-        free_bytes: Option<u64> = None,
-        used_bytes: Option<u64> = None,
-        reserved_bytes: Option<u64> = None,
+        @const total_bytes: Option<u64> = None,
+        @const free_bytes: Option<u64> = None,
+        @const used_bytes: Option<u64> = None,
+        @const reserved_bytes: Option<u64> = None,
     }
 }
 
 builder! {
     /// Builds a [`SourceReport`] for tests.
     SourceReportBuilder => SourceReport {
-        source: GpuQuerySource = GpuQuerySource::Nvml,
+        @const source: GpuQuerySource = GpuQuerySource::Nvml,
         state: SourceState = SourceState::Answered,
         details: Vec<(String, String)> = Vec::new(),
-        dropped_process_rows: u64 = 0,
+        @const dropped_process_rows: u64 = 0,
     }
 }
 
@@ -163,10 +179,10 @@ builder! {
         mount_point: std::path::PathBuf = std::path::PathBuf::from("/proc"),
         fs_type: String = "proc".to_string(),
         options: String = String::new(),
-        hidepid: Option<Hidepid> = Some(Hidepid::Off),
-        gid: Option<u32> = None,
-        subset_pid: bool = false,
-        hides_other_users: Option<bool> = None,
+        @const hidepid: Option<Hidepid> = Some(Hidepid::Off),
+        @const gid: Option<u32> = None,
+        @const subset_pid: bool = false,
+        @const hides_other_users: Option<bool> = None,
     }
 }
 
@@ -174,8 +190,8 @@ builder! {
     /// Builds a [`Root`] for tests.
     RootBuilder => Root {
         path: std::path::PathBuf = std::path::PathBuf::new(),
-        origin: RootOrigin = RootOrigin::Default,
-        variable: &'static str = "",
+        @const origin: RootOrigin = RootOrigin::Default,
+        @const variable: &'static str = "",
     }
 }
 
@@ -201,8 +217,16 @@ builder! {
 builder! {
     /// Builds a [`Residency`] for tests.
     ResidencyBuilder => Residency {
-        dedicated_bytes: u64 = 0,
-        shared_bytes: u64 = 0,
-        capacity_bytes: u64 = 0,
+        @const dedicated_bytes: u64 = 0,
+        @const shared_bytes: u64 = 0,
+        @const capacity_bytes: u64 = 0,
+    }
+}
+
+builder! {
+    /// Builds a [`GpuProcessListing`] for tests.
+    GpuProcessListingBuilder => GpuProcessListing {
+        entries: Vec<GpuProcessEntry> = Vec::new(),
+        denied_pids: Vec<u32> = Vec::new(),
     }
 }

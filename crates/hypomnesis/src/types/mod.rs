@@ -14,13 +14,13 @@ mod visibility;
 
 #[cfg(feature = "test-helpers")]
 pub use builders::{
-    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, KubeletLogsBuilder, MigGpuInstanceBuilder,
-    MigInstanceBuilder, MigStateBuilder, ProcessGpuInfoBuilder, ProcfsMountBuilder,
-    ResidencyBuilder, RootBuilder, RootsBuilder, SourceReportBuilder,
+    GpuDeviceInfoBuilder, GpuProcessEntryBuilder, GpuProcessListingBuilder, KubeletLogsBuilder,
+    MigGpuInstanceBuilder, MigInstanceBuilder, MigStateBuilder, ProcessGpuInfoBuilder,
+    ProcfsMountBuilder, ResidencyBuilder, RootBuilder, RootsBuilder, SourceReportBuilder,
 };
 pub use device::{GpuDeviceInfo, Residency, Utilization, driver_overhead_allowance};
 pub use mig::{MigGpuInstance, MigInstance, MigState};
-pub use process::{GpuContextKind, GpuProcessEntry, ProcessGpuInfo};
+pub use process::{GpuContextKind, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
 pub use source::{
     KubeletDirState, KubeletLogs, Root, RootOrigin, Roots, SourceReport, SourceState,
 };

@@ -196,3 +196,16 @@ impl GpuProcessEntry {
         (!unreadable).then_some(self.host_pid.unwrap_or(self.pid))
     }
 }
+
+/// What [`crate::gpu_process_listing`] gives: the processes holding memory on one device, and
+/// those the platform would not let the caller read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct GpuProcessListing {
+    /// The rows [`crate::gpu_processes`] returns, sorted by pid.
+    pub entries: Vec<GpuProcessEntry>,
+    /// Pids of processes the system refused to let this process read, sorted, no duplicates.
+    /// Always empty on Linux and Windows: only macOS refuses (other users' processes).
+    pub denied_pids: Vec<u32>,
+}

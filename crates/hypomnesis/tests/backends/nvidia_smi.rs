@@ -320,7 +320,16 @@ fn garbage() {
 }
 
 fn exit_fail() {
-    let e = hypomnesis::device_count().unwrap_err().to_string();
+    // nvidia-smi cannot reach the driver: no GPU (as 0.2.x has it), and the source says why.
+    assert!(matches!(
+        hypomnesis::device_count(),
+        Err(HypomnesisError::NoGpuSource)
+    ));
+    let e = hypomnesis::sources()
+        .into_iter()
+        .find(|r| r.source == GpuQuerySource::NvidiaSmi)
+        .map(|r| format!("{:?}", r.state))
+        .unwrap();
     assert!(
         e.contains("exit status: 9") && e.contains("couldn't communicate with the NVIDIA driver"),
         "{e}"
@@ -333,9 +342,9 @@ fn exit_fail() {
         .into_iter()
         .filter(|r| r.starts_with("--query-gpu="))
         .collect();
-    assert_eq!(
-        queries.len(),
-        1,
+    // The count and the report each asked once; neither asked again without the field.
+    assert!(
+        !queries.is_empty() && queries.iter().all(|q| q.contains("memory.reserved")),
         "a failure that is not a rejected field is not retried without memory.reserved: \
          {queries:?}"
     );
@@ -521,9 +530,9 @@ fn no_source() {
         hypomnesis::device_info(0),
         Err(HypomnesisError::NoGpuSource)
     ));
-    let s = Snapshot::all().unwrap();
-    assert_eq!(s.len(), 1);
-    assert!(s[0].ram_bytes > 0 && s[0].gpu.is_none());
+    assert!(Snapshot::all().unwrap().is_empty(), "no GPU: an empty list");
+    let s = Snapshot::now(0).unwrap();
+    assert!(s.ram_bytes > 0 && s.gpu.is_none());
     for r in hypomnesis::sources() {
         assert!(matches!(r.state, SourceState::Absent(_)), "{r:?}");
     }

@@ -55,6 +55,8 @@ struct WalkStats {
     unreadable: u64,
     /// Why the last of those failed.
     last_reason: Option<String>,
+    /// The pids of other users' processes, sorted, without duplicates.
+    denied: Vec<u32>,
 }
 
 /// A process's GPU memory as one walk saw it.
@@ -228,14 +230,16 @@ impl MetalBackend {
     /// Every process this one may read and its `graphics_footprint` (zero included), sorted by
     /// pid. What could not be read is recorded for `report`. The system refusing the walk
     /// (the process table, or every process but none readable) is [`Walk::Refused`].
-    fn walk(&self, slot: Slot) -> std::result::Result<Vec<Row>, Walk> {
+    fn walk(&self, slot: Slot) -> std::result::Result<(Vec<Row>, Vec<u32>), Walk> {
         let pids = ffi::all_pids().map_err(|e| {
             let why = format!("proc_listpids(PROC_ALL_PIDS) failed: {}", errno_text(e));
-            if e == libc::EPERM || e == libc::EACCES {
-                Walk::Refused { refused: 0, why }
+            // The table itself was refused: nothing was enumerated, so no process was denied.
+            let kind = if e == libc::EPERM || e == libc::EACCES {
+                crate::ErrorKind::NoPermission
             } else {
-                Walk::Failed(metal(why))
-            }
+                crate::ErrorKind::Other
+            };
+            Walk::Failed(HypomnesisError::metal(kind, why))
         })?;
         let mut rows = Vec::new();
         let mut stats = WalkStats::default();
@@ -253,6 +257,9 @@ impl MetalBackend {
                 }
                 Err(ffi::LedgerError::Errno(libc::EPERM | libc::EACCES)) => {
                     stats.other_users += 1;
+                    if let Ok(p) = u32::try_from(pid) {
+                        stats.denied.push(p);
+                    }
                 }
                 // The process exited since it was listed: it holds nothing.
                 Err(ffi::LedgerError::Errno(libc::ESRCH)) => {}
@@ -275,10 +282,13 @@ impl MetalBackend {
             stats.unreadable,
             stats.last_reason.as_deref(),
         );
+        stats.denied.sort_unstable();
+        stats.denied.dedup();
+        let denied = stats.denied.clone();
         *self.stats() = Some(stats);
         match refusal {
             Some((refused, why)) => Err(Walk::Refused { refused, why }),
-            None => Ok(rows),
+            None => Ok((rows, denied)),
         }
     }
 }
@@ -308,10 +318,10 @@ impl Walk {
     /// As the process list's error: [`HypomnesisError::ProcessListDenied`] when refused.
     fn for_list(self) -> HypomnesisError {
         match self {
-            Self::Refused { refused, why } => HypomnesisError::ProcessListDenied {
-                refused,
-                reason: why,
-            },
+            Self::Refused { refused, why } => {
+                crate::debug_log!("Metal: process list refused: {why}");
+                HypomnesisError::ProcessListDenied { denied: refused }
+            }
             Self::Failed(e) => e,
         }
     }
@@ -341,7 +351,7 @@ impl Backend for MetalBackend {
         let total = self.total()?;
         let budget = self.budget()?;
         let slot = self.slot()?;
-        let rows = self.walk(slot).map_err(Walk::for_device)?;
+        let (rows, _) = self.walk(slot).map_err(Walk::for_device)?;
         let f = parse::figures(total, budget, rows.iter().map(|r| r.bytes));
         Ok(GpuDeviceInfo {
             index,
@@ -369,11 +379,14 @@ impl Backend for MetalBackend {
     }
 
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
+        self.gpu_process_listing(index).map(|(rows, _)| rows)
+    }
+
+    fn gpu_process_listing(&self, index: u32) -> Result<(Vec<GpuProcessEntry>, Vec<u32>)> {
         self.device(index)?;
         let slot = self.slot()?;
-        let mut out: Vec<GpuProcessEntry> = self
-            .walk(slot)
-            .map_err(Walk::for_list)?
+        let (rows, denied) = self.walk(slot).map_err(Walk::for_list)?;
+        let mut out: Vec<GpuProcessEntry> = rows
             .into_iter()
             .filter(|r| r.bytes > 0)
             .filter_map(|r| {
@@ -392,7 +405,7 @@ impl Backend for MetalBackend {
             })
             .collect();
         out.sort_by_key(|e| e.pid);
-        Ok(out)
+        Ok((out, denied))
     }
 
     fn report(&self) -> SourceReport {

@@ -72,9 +72,28 @@ pub fn status_vmrss_bytes(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("VmRSS {kib} kB overflows when converted to bytes"))
 }
 
+/// The thread-group id (the process's pid) from the text of `/proc/<pid>/status`: its
+/// `Tgid:` line; `None` when there is none or it is not a number.
+#[must_use]
+pub fn status_tgid(text: &str) -> Option<u32> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tgid_of_a_status_file() {
+        let status =
+            "Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\nPid:\t4250\n";
+        assert_eq!(status_tgid(status), Some(4242));
+        assert_eq!(status_tgid("Name:\tx\n"), None);
+        assert_eq!(status_tgid("Tgid:\tlots\n"), None);
+        assert_eq!(status_tgid("Tgid:\t-1\n"), None);
+    }
 
     #[test]
     fn meminfo_total_and_available() {

@@ -101,7 +101,12 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     }
 }
 
-/// The short name of process `pid` (`/proc/<pid>/comm` on Linux); `None` when unknown.
+/// The name of process `pid` as the process lists spell it; `None` when unknown.
+///
+/// Linux: `/proc/<pid>/comm`, and where the kernel cut that at 15 bytes
+/// (`Trainer-Worker-` for `Trainer-Worker-Number-Seven`), the whole name: the file name of the
+/// `exe` link, else of `argv[0]`, when it begins with the cut name. A thread id reads as its
+/// thread's name. Elsewhere `None`.
 #[must_use]
 pub fn process_name(pid: u32) -> Option<String> {
     #[cfg(target_os = "linux")]
@@ -109,6 +114,49 @@ pub fn process_name(pid: u32) -> Option<String> {
         procfs::comm(procfs::root().ok()?, pid)
     }
     #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
+/// Whether process `pid` exists: `Some(true)`, `Some(false)`, or `None` when that cannot be
+/// told. Never an error.
+///
+/// # Platform-specific behaviour
+///
+/// Linux: `<procfs>/<pid>/status` whose `Tgid` is `pid` (a thread id is not a process); a pid
+/// missing from a procfs mounted with `hidepid` that hides other users' processes cannot be
+/// told (`None`). Windows: the process can be opened and has not exited, or opening it is
+/// refused (it exists); no such process is `Some(false)`. macOS: `kill(pid, 0)`, which a
+/// process of another user answers with `EPERM` (it exists).
+#[must_use]
+pub fn process_exists(pid: u32) -> Option<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        let root = crate::host::roots::procfs().ok()?;
+        let path = root.join(pid.to_string()).join("status");
+        match crate::host::file::read_capped(&path, crate::host::file::STATUS) {
+            Ok(text) => crate::host::parse::memory::status_tgid(&text).map(|tgid| tgid == pid),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Under hidepid another user's process is as missing as an exited one.
+                let hidden = visibility::procfs_mount()
+                    .and_then(|m| m.hides_other_users)
+                    .unwrap_or(false);
+                (!hidden).then_some(false)
+            }
+            Err(_) => None,
+        }
+    }
+    #[cfg(windows)]
+    {
+        context::windows_exists(pid)
+    }
+    #[cfg(target_os = "macos")]
+    {
+        context::macos_exists(pid)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
     {
         let _ = pid;
         None

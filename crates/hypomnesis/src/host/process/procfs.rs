@@ -18,19 +18,72 @@ pub(crate) fn root() -> crate::Result<&'static Path> {
     crate::host::roots::procfs()
 }
 
-/// The short name (`comm`) of `pid` under `root`, `None` when the pid is not visible or the
-/// file is unreadable. One read into a stack buffer: the kernel's names are at most 64 bytes,
-/// and this is read for every GPU process.
+/// The name of `pid` under `root`: its `comm`, and where the kernel cut that at 15 bytes
+/// (`TASK_COMM_LEN` less its NUL), the whole name from the file name of its `exe` link, else
+/// from `argv[0]` of its `cmdline`, when that name begins with the cut one (a name set by the
+/// process that has nothing to do with its executable stays as it is). `None` when the pid is
+/// not visible or `comm` is unreadable. One read into a stack buffer for most processes: this
+/// is read for every GPU process.
 pub(crate) fn comm(root: &Path, pid: u32) -> Option<String> {
     use std::io::Read;
     let mut buf = [0_u8; 256];
-    let path = root.join(pid.to_string()).join("comm");
+    let dir = root.join(pid.to_string());
+    let path = dir.join("comm");
     let _waiting = crate::inflight::reading(&path);
     let mut file = std::fs::File::open(&path).ok()?;
     let n = file.read(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(buf.get(..n)?);
-    let name = text.trim_end_matches('\n');
-    (!name.is_empty()).then(|| name.to_string())
+    let raw = buf.get(..n)?;
+    let cut = raw.strip_suffix(b"\n").unwrap_or(raw);
+    if cut.is_empty() {
+        return None;
+    }
+    if cut.len() == COMM_CUT {
+        let exe = std::fs::read_link(dir.join("exe")).ok();
+        let cmdline = head(&dir.join("cmdline"));
+        let argv0 = cmdline.as_deref().and_then(|c| c.split(|&b| b == 0).next());
+        let exe = exe.as_deref().map(|p| p.as_os_str().as_encoded_bytes());
+        if let Some(whole) = whole_name(cut, exe, argv0) {
+            return Some(String::from_utf8_lossy(whole).into_owned());
+        }
+    }
+    Some(String::from_utf8_lossy(cut).into_owned())
+}
+
+/// The length a `comm` is cut at: `TASK_COMM_LEN` (16) less its NUL.
+const COMM_CUT: usize = 15;
+
+/// How much of `cmdline` is read for its `argv[0]`.
+const CMDLINE_HEAD: u64 = 4 << 10;
+
+/// The first [`CMDLINE_HEAD`] bytes of a file, whatever they are.
+fn head(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let _waiting = crate::inflight::reading(path);
+    let mut out = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(CMDLINE_HEAD)
+        .read_to_end(&mut out)
+        .ok()?;
+    Some(out)
+}
+
+/// The whole name of a process whose `comm` is `cut`: the file name of `exe` (its target, a
+/// ` (deleted)` mark dropped), else of `argv0`, the first that begins with `cut` and is longer.
+pub(crate) fn whole_name<'a>(
+    cut: &[u8],
+    exe: Option<&'a [u8]>,
+    argv0: Option<&'a [u8]>,
+) -> Option<&'a [u8]> {
+    let file_name = |p: &'a [u8]| -> &'a [u8] {
+        let p = p.strip_suffix(b" (deleted)").unwrap_or(p);
+        p.rsplit(|&b| b == b'/').next().unwrap_or(p)
+    };
+    [exe, argv0]
+        .into_iter()
+        .flatten()
+        .map(file_name)
+        .find(|name| name.len() > cut.len() && name.starts_with(cut))
 }
 
 /// Whether `pid` has a directory under `root` (is visible in this PID namespace's view).
@@ -258,6 +311,65 @@ pub(crate) fn short_name(s: &str) -> &str {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_cut_name_is_made_whole_from_the_executable_or_argv0() {
+        let cut = b"Trainer-Worker-";
+        let exe: &[u8] = b"/opt/bin/Trainer-Worker-Number-Seven";
+        assert_eq!(
+            whole_name(cut, Some(exe), None),
+            Some(&b"Trainer-Worker-Number-Seven"[..])
+        );
+        // A deleted executable keeps its name; argv[0] is the second choice.
+        assert_eq!(
+            whole_name(cut, Some(b"/x/Trainer-Worker-Number-Seven (deleted)"), None),
+            Some(&b"Trainer-Worker-Number-Seven"[..])
+        );
+        assert_eq!(
+            whole_name(
+                cut,
+                Some(b"/usr/bin/python3.11"),
+                Some(b"./Trainer-Worker-Eight")
+            ),
+            Some(&b"Trainer-Worker-Eight"[..])
+        );
+        // A name that does not begin with the cut one is not the process's: keep comm.
+        assert_eq!(
+            whole_name(cut, Some(b"/usr/bin/python3.11"), Some(b"python3")),
+            None
+        );
+        assert_eq!(whole_name(cut, None, None), None);
+        assert_eq!(whole_name(cut, Some(b"/bin/Trainer-Worker-"), None), None);
+        // Bytes, not characters: a name cut inside a UTF-8 character still matches.
+        let name = "Übungs-Arbeiter-7".as_bytes();
+        assert_eq!(whole_name(&name[..15], Some(name), None), Some(name));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_cut_comm_on_a_fixture_root_is_made_whole() {
+        let dir = std::env::temp_dir().join(format!("hmn-procfs-cut-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("7")).unwrap();
+        std::fs::write(dir.join("7/comm"), "Trainer-Worker-\n").unwrap();
+        std::fs::write(
+            dir.join("7/cmdline"),
+            "/w/Trainer-Worker-Number-Seven\0--rank\x000\0",
+        )
+        .unwrap();
+        assert_eq!(
+            comm(&dir, 7).as_deref(),
+            Some("Trainer-Worker-Number-Seven")
+        );
+        std::os::unix::fs::symlink("/opt/Trainer-Worker-Number-Six", dir.join("7/exe")).unwrap();
+        assert_eq!(comm(&dir, 7).as_deref(), Some("Trainer-Worker-Number-Six"));
+        std::fs::write(dir.join("7/comm"), "short\n").unwrap();
+        assert_eq!(
+            comm(&dir, 7).as_deref(),
+            Some("short"),
+            "an uncut name is comm"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[cfg(unix)]
     #[test]

@@ -30,6 +30,16 @@ pub fn context(pid: u32, parts: ContextParts) -> ProcessContext {
     ctx
 }
 
+/// Whether process `pid` exists (see [`crate::process_exists`]). Pid 0 is the kernel's task,
+/// which always exists; a pid past `pid_t` cannot.
+pub(crate) fn exists(pid: u32) -> Option<bool> {
+    match i32::try_from(pid) {
+        Ok(0) => Some(true),
+        Ok(pid) => ffi::exists(pid),
+        Err(_) => Some(false),
+    }
+}
+
 mod ffi {
     //! The foreign calls of the macOS process context.
     #![allow(unsafe_code)]
@@ -43,6 +53,20 @@ mod ffi {
         // SAFETY: `info` is a writable T of `size` bytes, the structure the flavor asks for.
         let n = unsafe { libc::proc_pidinfo(pid, flavor, 0, (&raw mut info).cast(), size) };
         (n == size).then_some(info)
+    }
+
+    /// `kill(pid, 0)`: 0 or `EPERM` (another user's) is a process; `ESRCH` is none.
+    pub fn exists(pid: i32) -> Option<bool> {
+        // SAFETY: signal 0 sends nothing: the call only checks that `pid` (> 0) can be signalled.
+        let rc = unsafe { libc::kill(pid, 0) };
+        if rc == 0 {
+            return Some(true);
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EPERM) => Some(true),
+            Some(libc::ESRCH) => Some(false),
+            _ => None,
+        }
     }
 
     /// The effective uid.

@@ -164,5 +164,9 @@ pub fn process_context(pid: u32) -> ProcessContext {
 mod linux;
 #[cfg(target_os = "macos")]
 mod macos;
+#[cfg(target_os = "macos")]
+pub(crate) use macos::exists as macos_exists;
 #[cfg(windows)]
 mod windows;
+#[cfg(windows)]
+pub(crate) use windows::exists as windows_exists;

@@ -25,6 +25,11 @@ pub fn context(pid: u32, parts: ContextParts) -> ProcessContext {
     ctx
 }
 
+/// Whether process `pid` exists (see [`crate::process_exists`]).
+pub(crate) fn exists(pid: u32) -> Option<bool> {
+    ffi::exists(pid)
+}
+
 mod ffi {
     //! The foreign calls of the Windows process context.
     #![allow(unsafe_code)]
@@ -54,6 +59,29 @@ mod ffi {
     fn text(buf: &[u16], len: u32) -> Option<String> {
         let units = buf.get(..usize::try_from(len).ok()?)?;
         Some(String::from_utf16_lossy(units)).filter(|s| !s.is_empty())
+    }
+
+    /// Whether process `pid` exists: it opens and has not exited, or opening it is refused
+    /// (only an existing process refuses); no such pid is `Some(false)`.
+    pub fn exists(pid: u32) -> Option<bool> {
+        use windows::Win32::Foundation::{
+            ERROR_ACCESS_DENIED, ERROR_INVALID_PARAMETER, STILL_ACTIVE,
+        };
+        use windows::Win32::System::Threading::GetExitCodeProcess;
+        // SAFETY: OpenProcess takes plain values; the handle it returns is owned by Process.
+        match unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, false, pid) } {
+            Ok(h) => {
+                let process = Process(h);
+                let mut code = 0_u32;
+                // SAFETY: the handle is open for the call; `code` is a writable u32.
+                unsafe { GetExitCodeProcess(process.0, &raw mut code) }.ok()?;
+                // A process that exited with 259 reads as running: Windows cannot tell them apart.
+                Some(i32::try_from(code).ok() == Some(STILL_ACTIVE.0))
+            }
+            Err(e) if e.code() == ERROR_INVALID_PARAMETER.to_hresult() => Some(false),
+            Err(e) if e.code() == ERROR_ACCESS_DENIED.to_hresult() => Some(true),
+            Err(_) => None,
+        }
     }
 
     impl Process {
