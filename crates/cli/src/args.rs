@@ -112,6 +112,26 @@ pub fn size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
+/// An interval in milliseconds as 0.2.x takes it: a bare whole number of milliseconds, at least
+/// 1 (`100`); a duration with its unit (`250ms`, `1s`) is taken too.
+pub fn interval_ms(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return match t.parse::<u64>() {
+            Ok(ms) if (1..=86_400_000).contains(&ms) => Ok(Duration::from_millis(ms)),
+            _ => Err(format!(
+                "{s:?}: a bare number is milliseconds, from 1 to 86400000 (a day)"
+            )),
+        };
+    }
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(format!(
+            "{s:?}: a bare number is whole milliseconds (write 1500, or 1.5s)"
+        ));
+    }
+    duration(t).map_err(|e| format!("{e} (a bare number is milliseconds)"))
+}
+
 /// A fraction in (0, 1]; NaN, infinities and anything outside are refused.
 pub fn fraction(s: &str) -> Result<f64, String> {
     let v: f64 = s
@@ -162,6 +182,17 @@ mod tests {
             Some(u64::MAX),
             "rounded up to the last byte"
         );
+    }
+
+    #[test]
+    fn intervals_in_milliseconds() {
+        assert_eq!(interval_ms("100"), Ok(Duration::from_millis(100)));
+        assert_eq!(interval_ms("1"), Ok(Duration::from_millis(1)));
+        assert_eq!(interval_ms("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(interval_ms("2s"), Ok(Duration::from_secs(2)));
+        for bad in ["0", "", "-5", "1.5", "soon", "99999999999999999999"] {
+            assert!(interval_ms(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -356,11 +356,50 @@ mod tests {
         ] {
             let c = parse(args).unwrap();
             assert!(
-                matches!(c.command, Some(Command::Ps(ref a)) if a.pid == Some(7) && a.device == Some(1) && a.output.json),
+                matches!(c.command, Some(Command::Ps(ref a)) if a.pid == [7] && a.device == Some(1) && a.output.json),
                 "{args:?}"
             );
         }
         assert!(parse(&["hmn", "ps", "--sort", "size"]).is_err());
+        // 0.2.x's forms: --pid repeated, the sort aliases, --min, --filter, --exit-status.
+        let c = parse(&[
+            "hmn",
+            "ps",
+            "--pid",
+            "7",
+            "--pid",
+            "9",
+            "--sort",
+            "vram",
+            "--min",
+            "1.5GiB",
+            "--filter",
+            "py",
+            "--filter",
+            "torch",
+            "--exit-status",
+        ])
+        .unwrap();
+        assert!(
+            matches!(c.command, Some(Command::Ps(ref a)) if a.pid == [7, 9]
+                && a.sort == view::ps::SortKey::Dedicated && a.min == Some(3 << 29)
+                && a.filter == ["py", "torch"] && a.exit_status),
+            "{c:?}"
+        );
+        let c = parse(&["hmn", "ps", "--sort", "committed"]).unwrap();
+        assert!(
+            matches!(c.command, Some(Command::Ps(ref a)) if a.sort == view::ps::SortKey::Total)
+        );
+        let c = parse(&["hmn", "fits", "12GiB", "--device", "1"]).unwrap();
+        assert!(
+            matches!(c.command, Some(Command::Fits(ref a)) if a.size == 12 << 30 && a.device == 1)
+        );
+        assert!(parse(&["hmn", "fits", "12GB"]).is_err(), "GB is ambiguous");
+        assert!(parse(&["hmn", "fits"]).is_err());
+        assert!(
+            parse(&["hmn", "--json", "fits", "1GiB"]).is_err(),
+            "fits prints no JSON"
+        );
         assert!(parse(&["hmn", "frobnicate"]).is_err());
     }
 

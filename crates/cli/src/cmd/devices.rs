@@ -21,7 +21,7 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
             return Ok(Outcome::Success);
         }
         Err(e) => {
-            writeln!(err, "hmn: could not count GPUs: {e}")?;
+            writeln!(err, "hmn: failed to count devices: {e}")?;
             return Ok(Outcome::MeasurementFailed);
         }
     };
@@ -41,7 +41,15 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
             },
         }
     }
-    if json {
+    // A driver that publishes no memory figures at all is a limit of the platform, not a
+    // failure: said on stderr, and the device is listed as such.
+    let limits = failed
+        .iter()
+        .all(|(_, e)| e.kind() == hypomnesis::ErrorKind::NotSupported);
+    let none_readable = ok.is_empty() && !failed.is_empty() && !limits;
+    if none_readable {
+        // Nothing on stdout, JSON included: there is no device to show.
+    } else if json {
         let mut all = ok.clone();
         all.extend(failed.iter().map(|(i, e)| DeviceView::Failed {
             index: *i,
@@ -70,21 +78,15 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
         writeln!(err, "{n}")?;
     }
     for (i, e) in &failed {
-        writeln!(err, "hmn: GPU {i}: {e}")?;
+        let skipped = if ok.is_empty() { "" } else { " (skipped)" };
+        writeln!(err, "hmn: failed to query device {i}: {e}{skipped}")?;
     }
-    if ok.is_empty() && !failed.is_empty() {
+    if none_readable {
         writeln!(err, "{}", render::none_readable_sentence(failed.len()))?;
+        return Ok(Outcome::MeasurementFailed);
     }
-    // A GPU that could not be read is a failed measurement, whatever the others said; one whose
-    // driver does not publish its memory at all is a limit of the platform, said on stderr.
-    if failed
-        .iter()
-        .all(|(_, e)| e.kind() == hypomnesis::ErrorKind::NotSupported)
-    {
-        Ok(Outcome::Success)
-    } else {
-        Ok(Outcome::MeasurementFailed)
-    }
+    // The others are listed: a device that could not be read is skipped, and said.
+    Ok(Outcome::Success)
 }
 
 /// A readable device with its MIG devices when MIG is on. Sources that cannot say whether MIG

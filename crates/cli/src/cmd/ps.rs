@@ -7,30 +7,41 @@ use hypomnesis::{
     ContextParts, GpuContextKind, GpuDeviceInfo, GpuProcessEntry, HypomnesisError, ProcessContext,
 };
 
-use crate::args::{DeadlineArg, JsonArg, RootArgs};
+use crate::args::{self, DeadlineArg, JsonArg, RootArgs};
 use crate::collect::contexts;
 use crate::outcome::Outcome;
-use crate::view::devices::no_gpu_sentence;
 use crate::view::groups::{self, GroupBy};
-use crate::view::ps::{self as render, Hidden, PsRow, SortKey};
+use crate::view::ps::{self as render, Asked, Hidden, PsRow, RowSpill, SortKey};
 use crate::view::unseen::{self, Causes};
 
 /// Options of `hmn ps`.
 #[derive(Debug, Clone, Args)]
 pub struct PsArgs {
-    /// Only this process id.
+    /// Only this process id; repeat it for several (a process matching any is listed).
     #[arg(long, value_name = "PID")]
-    pub pid: Option<u32>,
+    pub pid: Vec<u32>,
     /// Only this GPU (index as in `hmn`); all GPUs by default.
     #[arg(long, value_name = "N")]
     pub device: Option<u32>,
-    /// Order of the rows: dedicated (VRAM, the default), shared, total (VRAM + shared), pid,
-    /// name, user, command, rss (host memory).
+    /// Order of the rows: dedicated (VRAM, the default; also `vram`), shared, total (VRAM +
+    /// shared; also `committed`), pid, name, user, command, rss (host memory).
     #[arg(long, value_enum, default_value_t = SortKey::Dedicated, value_name = "KEY")]
     pub sort: SortKey,
     /// Only the processes of this user (a name, or a uid).
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
+    /// Only processes whose name contains PATTERN, ignoring case; repeat it for several (any
+    /// matches). A process whose name cannot be read cannot match: the summary counts those.
+    #[arg(long, value_name = "PATTERN")]
+    pub filter: Vec<String>,
+    /// Hide processes whose footprint (VRAM + shared) is below SIZE (12GiB, 512MiB, bytes).
+    #[arg(long, value_parser = args::size, value_name = "SIZE")]
+    pub min: Option<u64>,
+    /// Exit 1 when nothing is listed and 0 when something is, as pgrep does; 2 when the answer
+    /// cannot be trusted (a GPU that could not be listed, a process the filters could match
+    /// that could not be read).
+    #[arg(long)]
+    pub exit_status: bool,
     /// Add each GPU's memory up by owner, container, pod or Kubernetes namespace, instead of
     /// listing the processes.
     #[arg(long, value_enum, value_name = "KEY")]
@@ -43,14 +54,40 @@ pub struct PsArgs {
     pub deadline: DeadlineArg,
 }
 
+impl PsArgs {
+    /// Whether any option narrows the rows (the memory no row accounts for is then not shown:
+    /// it is no process, and matches nothing).
+    fn narrows(&self) -> bool {
+        !self.pid.is_empty()
+            || self.user.is_some()
+            || !self.filter.is_empty()
+            || self.min.is_some_and(|m| m > 0)
+    }
+
+    /// Whether `name` matches `--filter` (anything does without it).
+    fn name_matches(&self, name: Option<&str>) -> bool {
+        self.filter.is_empty()
+            || name.is_some_and(|n| {
+                let n = n.to_lowercase();
+                self.filter.iter().any(|f| n.contains(&f.to_lowercase()))
+            })
+    }
+}
+
+/// What the rows left out say about an empty answer.
+#[derive(Debug, Default)]
+struct Undecided {
+    /// Rows whose name could not be read while `--filter` asked for one.
+    unnamed: usize,
+    /// Rows whose owner could not be read while `--user` asked for one.
+    unowned: usize,
+}
+
 pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
     let devices: Vec<u32> = match (args.device, hypomnesis::device_count()) {
-        (_, Err(HypomnesisError::NoGpuSource)) => {
-            writeln!(err, "{}", no_gpu_sentence())?;
-            Vec::new()
-        }
+        (_, Err(HypomnesisError::NoGpuSource)) => Vec::new(),
         (_, Err(e)) => {
-            writeln!(err, "hmn: could not count GPUs: {e}")?;
+            writeln!(err, "hmn: failed to count devices: {e}")?;
             return Ok(Outcome::MeasurementFailed);
         }
         (Some(d), Ok(n)) if d >= n => {
@@ -65,6 +102,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         (None, Ok(n)) => (0..n).collect(),
     };
     let causes = Causes::here();
+    let measurable = hypomnesis::is_spill_measurable();
     let mut rows = Vec::new();
     let mut hidden = Vec::new();
     let mut failures = 0;
@@ -74,16 +112,24 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
                 let info = hypomnesis::device_info(i).ok();
                 let device_name = info.as_ref().and_then(|d| d.name.clone());
                 let device_vendor = info.as_ref().and_then(|d| d.vendor);
-                if args.pid.is_none()
-                    && args.user.is_none()
+                if !args.narrows()
                     && let Some(h) = info.as_ref().and_then(|d| hidden_of(d, &list, &causes))
                 {
                     hidden.push(h);
                 }
+                let spill = if measurable { device_spill(i) } else { None };
                 rows.extend(
                     list.into_iter()
-                        .filter(|e| args.pid.is_none_or(|p| e.pid == p))
+                        .filter(|e| args.pid.is_empty() || args.pid.contains(&e.pid))
+                        .filter(|e| {
+                            args.min.is_none_or(|m| {
+                                e.used_bytes.saturating_add(e.shared_used_bytes) >= m
+                            })
+                        })
                         .map(|entry| PsRow {
+                            spill: spill.map(|(spilling, shared)| {
+                                RowSpill::of(spilling, shared, entry.shared_used_bytes)
+                            }),
                             entry,
                             ctx: ProcessContext::default(),
                             device_name: device_name.clone(),
@@ -93,37 +139,117 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
             }
             Err(e) => {
                 failures += 1;
-                writeln!(err, "hmn: GPU {i}: {e}")?;
+                writeln!(
+                    err,
+                    "hmn: failed to list GPU {i}'s processes: {e} (skipped)"
+                )?;
             }
         }
     }
     with_context(&mut rows);
-    if let Some(user) = &args.user {
-        rows.retain(|r| owned_by(&r.ctx, user));
-    }
+    let undecided = keep_asked(args, &mut rows);
     render::sort_rows(&mut rows, args.sort);
     print(args, &rows, &hidden, out)?;
+    let asked = Asked {
+        pids: &args.pid,
+        device: args.device,
+        user: args.user.as_deref(),
+        filters: &args.filter,
+        min: args.min,
+    };
     writeln!(
         err,
         "{}",
-        render::ps_summary(&rows, args.pid, args.device, args.user.as_deref())
+        render::ps_summary(&rows, &asked, undecided.unnamed, devices.is_empty())
     )?;
-    for line in unseen::rows_line(rows.iter().map(|r| &r.entry), &causes) {
+    notes(&rows, &hidden, &causes, err)?;
+    Ok(outcome(
+        args,
+        &devices,
+        failures,
+        rows.is_empty(),
+        &undecided,
+    ))
+}
+
+/// Keeps the rows `--user` and `--filter` ask for; counts those that cannot be told.
+fn keep_asked(args: &PsArgs, rows: &mut Vec<PsRow>) -> Undecided {
+    let mut undecided = Undecided::default();
+    rows.retain(|r| {
+        // `None`: the owner asked for cannot be read.
+        let owner = args
+            .user
+            .as_ref()
+            .map_or(Some(true), |u| owned_by(&r.ctx, u));
+        let name = args.name_matches(r.entry.name.as_deref());
+        // A row that cannot be read could be one of those asked for: counted, not dropped
+        // silently.
+        if r.entry.name.is_none() && !args.filter.is_empty() && owner != Some(false) {
+            undecided.unnamed += 1;
+        } else if owner.is_none() && name {
+            undecided.unowned += 1;
+        }
+        owner == Some(true) && name
+    });
+    undecided
+}
+
+/// The lines after the summary: rows that could not be read, memory no row accounts for,
+/// rows the sources left out.
+fn notes(
+    rows: &[PsRow],
+    hidden: &[Hidden],
+    causes: &Causes,
+    err: &mut impl Write,
+) -> io::Result<()> {
+    for line in unseen::rows_line(rows.iter().map(|r| &r.entry), causes) {
         writeln!(err, "{line}")?;
     }
     if !hidden.is_empty() {
-        writeln!(err, "{}", unseen::hidden_line(&hidden, &causes))?;
+        writeln!(err, "{}", unseen::hidden_line(hidden, causes))?;
     }
     let dropped = hypomnesis::dropped_process_rows();
     if dropped > 0 {
         writeln!(err, "{}", render::dropped_rows_line(dropped))?;
     }
-    // A GPU whose process list could not be read is a failed measurement, even when the
-    // others' rows are shown.
-    if failures > 0 {
-        return Ok(Outcome::MeasurementFailed);
+    Ok(())
+}
+
+/// The exit status: 2 when the GPU asked for or every GPU could not be listed; with
+/// `--exit-status`, 1 for an empty answer, unless a GPU was skipped or a row the filters could
+/// match could not be read (2: the empty answer cannot be trusted).
+fn outcome(
+    args: &PsArgs,
+    devices: &[u32],
+    failures: usize,
+    empty: bool,
+    undecided: &Undecided,
+) -> Outcome {
+    let all_failed = !devices.is_empty() && failures == devices.len();
+    if all_failed {
+        return Outcome::MeasurementFailed;
     }
-    Ok(Outcome::Success)
+    if !args.exit_status {
+        return Outcome::Success;
+    }
+    match (
+        empty,
+        failures > 0 || undecided.unnamed + undecided.unowned > 0,
+    ) {
+        (false, _) => Outcome::Success,
+        (true, true) => Outcome::MeasurementFailed,
+        (true, false) => Outcome::Code(1),
+    }
+}
+
+/// Whether GPU `i` spills now, and its shared bytes (one sample of its counters); `None` when
+/// they cannot be read.
+fn device_spill(i: u32) -> Option<(bool, u64)> {
+    let r = hypomnesis::adapter_residency(i).ok()?;
+    Some((
+        hypomnesis::spill::is_spilling_now(r.dedicated_bytes, r.shared_bytes, r.capacity_bytes),
+        r.shared_bytes,
+    ))
 }
 
 /// The rows (or their groups) as a table or JSON.
@@ -176,7 +302,10 @@ fn with_context(rows: &mut [PsRow]) {
     }
 }
 
-/// Whether `user` (a name or a uid) owns the process.
-fn owned_by(ctx: &ProcessContext, user: &str) -> bool {
-    ctx.user.as_deref() == Some(user) || ctx.uid.is_some_and(|u| u.to_string() == user)
+/// Whether `user` (a name or a uid) owns the process; `None` when its owner cannot be read.
+fn owned_by(ctx: &ProcessContext, user: &str) -> Option<bool> {
+    if ctx.user.is_none() && ctx.uid.is_none() {
+        return None;
+    }
+    Some(ctx.user.as_deref() == Some(user) || ctx.uid.is_some_and(|u| u.to_string() == user))
 }

@@ -1,38 +1,122 @@
-//! `hmn watch [PID…]`: follow processes' RAM and GPU memory over time.
+//! `hmn watch [PID…]`: follow processes' GPU memory on one GPU (and their RAM) over time.
+//!
+//! Without pids it follows the GPU's largest holders at the start (`--top`, narrowed by
+//! `--filter` and `--min`), or at every sample with `--follow-new`. The exit status says
+//! whether the GPU spilled (Windows WDDM): 0 no spill seen, 1 a spill seen, 2 a hard error.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use clap::Args;
-use hypomnesis::spill::{SpillMachine, SpillSample, SpillThresholds};
+use hypomnesis::spill::{DEFAULT_SHARED_GROWTH_BYTES, SpillSample};
+use hypomnesis::{GpuProcessEntry, HypomnesisError, SpillTracker};
 
 use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::sampler::{Frame, Sampler, Want, max_opt};
 use crate::collect::stop::Stop;
 use crate::collect::ticker::{Tick, Ticker};
 use crate::outcome::Outcome;
-use crate::view::watch::{self as render, Followed, Row, delta};
+use crate::view::format_size;
+use crate::view::spill::{ReportKeys, render_episodes};
+use crate::view::watch::{
+    self as render, Followed, PerPid, Row, Selection, Start, Summary, delta, utc_millis,
+};
 
 /// Options of `hmn watch`.
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// Process ids to follow; without any, the top GPU memory holders.
+    /// Process ids to follow; without any, the largest GPU memory holders.
     #[arg(value_name = "PID")]
     pub pids: Vec<u32>,
-    /// Time between samples.
-    #[arg(long, default_value = "1s", value_parser = args::duration, value_name = "DURATION")]
+    /// Time between samples (a bare number is seconds: 5, 500ms, 2m).
+    #[arg(long, default_value = "5s", value_parser = args::duration, value_name = "DURATION")]
     pub interval: Duration,
-    /// Stop after this long (default: until Ctrl-C or every process has exited).
+    /// Stop after this long (default: until Ctrl-C, or until every process followed has
+    /// exited).
     #[arg(long, value_parser = args::duration, value_name = "DURATION")]
     pub duration: Option<Duration>,
-    /// Without pids, follow this many of the largest GPU memory holders (at least 1); processes
-    /// that start holding memory later are picked up.
+    /// Without pids, follow this many of the GPU's largest holders (by VRAM), at least 1.
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub top: u32,
+    /// Without pids, choose the largest holders again at every sample, so that processes that
+    /// start holding memory later are followed too (else the set chosen at the start is kept).
+    #[arg(long)]
+    pub follow_new: bool,
+    /// Without pids, only processes whose name contains PATTERN, ignoring case; repeat it for
+    /// several (any matches).
+    #[arg(long, value_name = "PATTERN")]
+    pub filter: Vec<String>,
+    /// Without pids, only processes whose footprint (VRAM + shared) is at least SIZE.
+    #[arg(long, value_parser = args::size, value_name = "SIZE")]
+    pub min: Option<u64>,
+    /// The GPU to watch (index as in `hmn`).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub device: u32,
     #[command(flatten)]
     pub output: JsonArg,
     #[command(flatten)]
     pub roots: RootArgs,
+}
+
+/// One pid's memory on one GPU in one frame: its rows added up.
+#[derive(Debug, Clone, Default)]
+struct Held {
+    used: u64,
+    shared: u64,
+    name: Option<String>,
+}
+
+/// The processes of GPU `index` in `frame`, by pid; `None` when its list was not read.
+fn held(frame: &Frame, index: u32) -> Option<BTreeMap<u32, Held>> {
+    let rows: &[GpuProcessEntry] = usize::try_from(index)
+        .ok()
+        .and_then(|i| frame.devices.get(i))?
+        .processes()?;
+    let mut out: BTreeMap<u32, Held> = BTreeMap::new();
+    for r in rows {
+        let h = out.entry(r.pid).or_default();
+        h.used = h.used.saturating_add(r.used_bytes);
+        h.shared = h.shared.saturating_add(r.shared_used_bytes);
+        if h.name.is_none() {
+            h.name.clone_from(&r.name);
+        }
+    }
+    Some(out)
+}
+
+/// Who to pick: `--top`, `--filter`, `--min`.
+struct Rule<'a> {
+    top: u32,
+    filters: &'a [String],
+    min: Option<u64>,
+}
+
+impl Rule<'_> {
+    /// The pids of `held` the rule picks, largest VRAM first.
+    fn pick(&self, held: &BTreeMap<u32, Held>) -> Vec<u32> {
+        let lower: Vec<String> = self.filters.iter().map(|f| f.to_lowercase()).collect();
+        let mut v: Vec<(u32, u64)> = held
+            .iter()
+            .filter(|(_, h)| {
+                lower.is_empty()
+                    || h.name.as_deref().is_some_and(|n| {
+                        let n = n.to_lowercase();
+                        lower.iter().any(|f| n.contains(f))
+                    })
+            })
+            .filter(|(_, h)| {
+                self.min
+                    .is_none_or(|m| h.used.saturating_add(h.shared) >= m)
+            })
+            .map(|(&p, h)| (p, h.used))
+            .collect();
+        v.sort_by_key(|&(p, b)| (std::cmp::Reverse(b), p));
+        v.into_iter()
+            .take(usize::try_from(self.top).unwrap_or(usize::MAX))
+            .map(|(p, _)| p)
+            .collect()
+    }
 }
 
 /// One followed process.
@@ -44,130 +128,123 @@ struct Target {
     user: Option<String>,
     command: Option<String>,
     start: Option<u64>,
-    first: Option<(Option<u64>, Option<u64>)>,
-    last: (Option<u64>, Option<u64>),
-    peak: (Option<u64>, Option<u64>),
+    /// RSS, VRAM and shared memory at the first sample, the previous one, and the peaks.
+    first: Option<[Option<u64>; 3]>,
+    last: [Option<u64>; 3],
+    peak: [Option<u64>; 3],
+    /// Whether it was paged at some sample (`None` while spill is not measured).
+    paged: Option<bool>,
     ended: Option<&'static str>,
     /// Picked up after the start (shown once as `new`).
     new: bool,
 }
 
 impl Target {
-    /// Process `pid`, when it exists (a zombie does not).
-    fn new(pid: u32) -> Option<Self> {
-        let start = hypomnesis::process_start_time(pid)?;
+    /// Process `pid` (it may not exist: it is followed all the same).
+    fn new(pid: u32, listed_name: Option<&str>) -> Self {
         let ctx = hypomnesis::process_context(pid);
-        Some(Self {
+        Self {
             pid,
-            name: hypomnesis::process_name(pid),
+            name: hypomnesis::process_name(pid).or_else(|| listed_name.map(str::to_owned)),
             user: ctx.user,
             command: ctx.command,
-            start: Some(start),
+            start: hypomnesis::process_start_time(pid),
             first: None,
-            last: (None, None),
-            peak: (None, None),
+            last: [None; 3],
+            peak: [None; 3],
+            paged: None,
             ended: None,
             new: false,
-        })
+        }
     }
 
-    /// This tick's row, and the target's state folded forward.
-    fn row(&mut self, frame: &Frame, spill: Option<bool>) -> Row {
+    /// This sample's row, and the target's state folded forward.
+    fn row(&mut self, s: &Sample<'_>) -> Row {
         let start_now = hypomnesis::process_start_time(self.pid);
-        let rss = frame.rss.get(&self.pid).copied().flatten();
+        let rss = s.frame.rss.get(&self.pid).copied().flatten();
         let event = match (self.start, start_now) {
             (Some(a), Some(b)) if a != b => Some("pid reused"),
             (Some(_), None) => Some("exited"),
-            _ if rss.is_none() && self.first.is_some() && self.last.0.is_some() => Some("exited"),
+            _ if rss.is_none() && self.first.is_some() && self.last[0].is_some() => Some("exited"),
             _ => None,
         };
         let shown_event = event.or_else(|| std::mem::take(&mut self.new).then_some("new"));
-        let gpu = frame
-            .gpu_by_pid_all()
-            .map(|m| m.get(&self.pid).copied().unwrap_or(0));
-        let (rss, gpu) = if event.is_some() {
-            (None, None)
+        let on_gpu = s
+            .held
+            .map(|m| m.get(&self.pid).cloned().unwrap_or_default());
+        let now = if event.is_some() {
+            [None; 3]
         } else {
-            (rss, gpu)
+            [
+                rss,
+                on_gpu.as_ref().map(|h| h.used),
+                on_gpu.as_ref().map(|h| h.shared),
+            ]
+        };
+        let paged = match (s.spilling, now[2]) {
+            (Some(sp), Some(shared)) => Some(sp && shared >= DEFAULT_SHARED_GROWTH_BYTES),
+            (Some(_), None) => Some(false),
+            (None, _) => None,
         };
         let row = Row {
-            t_ms: frame.at.as_millis(),
+            kind: "sample",
+            t_ms: s.frame.at.as_millis(),
+            wall_clock: s.wall_clock.to_owned(),
             pid: self.pid,
             name: self.name.clone(),
+            used_bytes: now[1],
+            used_delta: delta(now[1], self.last[1]),
+            shared_bytes: now[2],
+            shared_delta: delta(now[2], self.last[2]),
+            spilling: s.spilling,
+            paged,
             user: self.user.clone(),
             command: self.command.clone(),
-            rss_bytes: rss,
-            rss_delta_bytes: delta(rss, self.last.0),
-            gpu_bytes: gpu,
-            gpu_delta_bytes: delta(gpu, self.last.1),
+            rss_bytes: now[0],
+            rss_delta_bytes: delta(now[0], self.last[0]),
+            gpu_bytes: now[1],
+            gpu_delta_bytes: delta(now[1], self.last[1]),
             event: shown_event.map(String::from),
-            spill,
+            spill: s.spilling,
         };
         if let Some(e) = event {
             self.ended = Some(e);
         } else {
-            self.first.get_or_insert((rss, gpu));
-            self.last = (rss, gpu);
-            self.peak = (max_opt(self.peak.0, rss), max_opt(self.peak.1, gpu));
+            self.first.get_or_insert(now);
+            self.last = now;
+            for (p, n) in self.peak.iter_mut().zip(now) {
+                *p = max_opt(*p, n);
+            }
+            if let Some(p) = paged {
+                self.paged = Some(self.paged.unwrap_or(false) || p);
+            }
         }
         row
     }
-}
 
-/// The largest GPU holders in `frame`, by total across devices.
-fn top_holders(frame: &Frame, n: u32) -> Vec<u32> {
-    let mut v: Vec<(u32, u64)> = frame
-        .gpu_by_pid_all()
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
-    v.sort_by_key(|(p, b)| (std::cmp::Reverse(*b), *p));
-    v.into_iter()
-        .take(usize::try_from(n).unwrap_or(usize::MAX))
-        .map(|(p, _)| p)
-        .collect()
-}
-
-/// The SPILL column: one tracker per GPU whose residency is measurable (Windows WDDM).
-struct Spill {
-    trackers: Vec<Option<SpillMachine>>,
-}
-
-impl Spill {
-    fn new(frame: &Frame) -> Self {
-        let trackers = frame
-            .devices
-            .iter()
-            .map(|d| match &d.residency {
-                Some(Ok(r)) => Some(SpillMachine::new(
-                    r.capacity_bytes,
-                    SpillThresholds::default(),
-                )),
-                _ => None,
-            })
-            .collect();
-        Self { trackers }
-    }
-
-    fn measurable(&self) -> bool {
-        self.trackers.iter().any(Option::is_some)
-    }
-
-    /// Whether any GPU is spilling at this frame; `None` when none is measurable.
-    fn observe(&mut self, frame: &Frame) -> Option<bool> {
-        let mut spilling = None;
-        for (t, d) in self.trackers.iter_mut().zip(&frame.devices) {
-            if let (Some(t), Some(Ok(r))) = (t.as_mut(), &d.residency) {
-                let now = t.observe(SpillSample::new(
-                    frame.at,
-                    r.dedicated_bytes,
-                    r.shared_bytes,
-                ));
-                spilling = Some(spilling.unwrap_or(false) || now);
-            }
+    fn per_pid(&self) -> PerPid {
+        let first = self.first.unwrap_or([None; 3]);
+        PerPid {
+            pid: self.pid,
+            name: self.name.clone(),
+            baseline_used_bytes: first[1],
+            peak_used_bytes: self.peak[1],
+            baseline_shared_bytes: first[2],
+            peak_shared_bytes: self.peak[2],
+            paged: self.paged,
+            baseline_rss_bytes: first[0],
+            peak_rss_bytes: self.peak[0],
+            ended: self.ended,
         }
-        spilling
     }
+}
+
+/// What one interval's rows share.
+struct Sample<'a> {
+    frame: &'a Frame,
+    held: Option<&'a BTreeMap<u32, Held>>,
+    wall_clock: &'a str,
+    spilling: Option<bool>,
 }
 
 fn write_row(out: &mut impl Write, json: bool, row: &Row) -> io::Result<()> {
@@ -180,43 +257,124 @@ fn write_row(out: &mut impl Write, json: bool, row: &Row) -> io::Result<()> {
     out.flush()
 }
 
+/// A hard error: said on stderr, exit 2.
+fn hard(err: &mut impl Write, why: &str) -> io::Result<Outcome> {
+    writeln!(err, "hmn watch: {why}")?;
+    Ok(Outcome::Code(2))
+}
+
+#[allow(clippy::too_many_lines)] // the attach, the loop and the summary, in order
 pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
+    if !args.pids.is_empty() && (args.follow_new || !args.filter.is_empty() || args.min.is_some()) {
+        return hard(
+            err,
+            "--follow-new, --filter and --min choose the processes to follow; they cannot be \
+             given with pids",
+        );
+    }
     let started = Instant::now();
+    let count = match hypomnesis::device_count() {
+        Ok(n) => n,
+        Err(HypomnesisError::NoGpuSource) => 0,
+        Err(e) => return hard(err, &format!("failed to count devices: {e}")),
+    };
+    if count > 0 && args.device >= count {
+        let e = HypomnesisError::DeviceIndexOutOfRange {
+            index: args.device,
+            count,
+        };
+        return hard(err, &e.to_string());
+    }
+    if count == 0 && args.pids.is_empty() && !args.follow_new {
+        return hard(
+            err,
+            "no GPU here, so no process to choose (name pids to follow their RAM)",
+        );
+    }
+    let device_name = hypomnesis::device_info(args.device)
+        .ok()
+        .and_then(|d| d.name);
+    let measurable = hypomnesis::is_spill_measurable();
     let first = Sampler::new(Want {
         processes: true,
-        residency: true,
+        residency: measurable,
         ..Want::default()
     })
     .frame(&[]);
-    let mut targets = Vec::new();
-    for &pid in &args.pids {
-        match Target::new(pid) {
-            Some(t) => targets.push(t),
-            None => writeln!(err, "hmn watch: no process {pid}")?,
+    let first_held = held(&first, args.device);
+    let residency = usize::try_from(args.device)
+        .ok()
+        .and_then(|i| first.devices.get(i))
+        .and_then(|d| d.residency.as_ref())
+        .and_then(|r| r.as_ref().ok())
+        .copied();
+    let spilling_at_attach = residency.map(|r| {
+        hypomnesis::spill::is_spilling_now(r.dedicated_bytes, r.shared_bytes, r.capacity_bytes)
+    });
+    let mut tracker = residency.map(|r| SpillTracker::fed(r.capacity_bytes));
+    let rule = Rule {
+        top: args.top,
+        filters: &args.filter,
+        min: args.min,
+    };
+    let mut targets: Vec<Target> = Vec::new();
+    if args.pids.is_empty() {
+        let picked = first_held
+            .as_ref()
+            .map(|h| rule.pick(h))
+            .unwrap_or_default();
+        if picked.is_empty() && !args.follow_new {
+            return hard(err, &nothing_to_pick(&first, args.device, &rule));
         }
-    }
-    if !args.pids.is_empty() && targets.is_empty() {
-        return Ok(Outcome::MeasurementFailed);
-    }
-    // Without pids, the largest holders now and any that start holding memory later.
-    let discover = args.pids.is_empty();
-    if discover {
-        targets.extend(
-            top_holders(&first, args.top)
-                .into_iter()
-                .filter_map(Target::new),
-        );
-        if targets.is_empty() {
+        if picked.is_empty() {
             writeln!(
                 err,
-                "hmn watch: no process holds GPU memory yet; waiting for one (Ctrl-C stops; or name pids: hmn watch PID…)"
+                "hmn watch: no process on GPU {} is chosen yet; waiting for one (Ctrl-C stops)",
+                args.device
             )?;
         }
+        let names = first_held.clone().unwrap_or_default();
+        targets.extend(
+            picked
+                .into_iter()
+                .map(|p| Target::new(p, names.get(&p).and_then(|h| h.name.as_deref()))),
+        );
+    } else {
+        for &pid in &args.pids {
+            if let Some(line) = missing_line(pid, &first, args.device, first_held.as_ref()) {
+                writeln!(err, "hmn watch: {line}")?;
+            }
+            targets.push(Target::new(pid, None));
+        }
     }
-    let mut spill = Spill::new(&first);
+    if args.output.json {
+        let start = Start {
+            kind: "start",
+            hmn_version: env!("CARGO_PKG_VERSION"),
+            argv: argv(),
+            device: args.device,
+            device_name: device_name.clone(),
+            interval_ms: args.interval.as_millis(),
+            duration_ms: args.duration.map(|d| d.as_millis()),
+            selection: Selection {
+                mode: match (args.pids.is_empty(), args.follow_new) {
+                    (false, _) => "pids",
+                    (true, false) => "top",
+                    (true, true) => "follow_new",
+                },
+                pids: args.pids.clone(),
+                top: args.top,
+                filters: args.filter.clone(),
+                min_bytes: args.min,
+            },
+        };
+        crate::view::json_line(&mut *out, &start)?;
+        writeln!(out)?;
+        out.flush()?;
+    }
     let sampler = Sampler::new(Want {
         processes: true,
-        residency: spill.measurable(),
+        residency: tracker.is_some(),
         ..Want::default()
     });
     let mut ticker = Ticker::new(args.interval, args.duration, Stop::on_signals());
@@ -227,41 +385,160 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
             .map(|t| t.pid)
             .collect();
         let mut frame = sampler.frame(&live);
-        if discover {
-            pick_up(&mut targets, &mut frame, args.top);
+        let now_held = held(&frame, args.device);
+        if args.follow_new
+            && let Some(h) = &now_held
+        {
+            pick_up(&mut targets, &mut frame, &rule.pick(h), h);
         }
-        let spilling = spill.observe(&frame);
+        let spilling = tracker.as_mut().and_then(|t| {
+            let d = usize::try_from(args.device).ok()?;
+            let r = frame.devices.get(d)?.residency.as_ref()?.as_ref().ok()?;
+            let label = format!("{} ms", frame.at.as_millis());
+            Some(t.observe_sample(
+                label,
+                SpillSample::new(frame.at, r.dedicated_bytes, r.shared_bytes),
+            ))
+        });
+        let wall_clock = utc_millis(SystemTime::now());
+        let sample = Sample {
+            frame: &frame,
+            held: now_held.as_ref(),
+            wall_clock: &wall_clock,
+            spilling,
+        };
         for t in targets.iter_mut().filter(|t| t.ended.is_none()) {
-            write_row(out, args.output.json, &t.row(&frame, spilling))?;
+            write_row(out, args.output.json, &t.row(&sample))?;
         }
-        let all_ended = !discover && targets.iter().all(|t| t.ended.is_some());
+        let all_ended = !args.follow_new && targets.iter().all(|t| t.ended.is_some());
         if all_ended || ticker.wait(|| false) != Tick::Due {
             break;
         }
     }
-    closing(&targets, started, err)?;
-    Ok(ticker
-        .stopped_by()
-        .map_or(Outcome::Success, Outcome::stopped_by))
+    let report = tracker.map(SpillTracker::into_report);
+    closing(&targets, started, report.as_ref(), args.device, err)?;
+    if args.output.json {
+        let summary = Summary {
+            kind: "summary",
+            report: ReportKeys::of(report.as_ref()),
+            spilling_at_attach,
+            per_pid: targets.iter().map(Target::per_pid).collect(),
+            duration_ms: started.elapsed().as_millis(),
+        };
+        crate::view::unless_closed(
+            crate::view::json_line(&mut *out, &summary)
+                .and_then(|()| writeln!(out))
+                .and_then(|()| out.flush()),
+        )?;
+    }
+    // Ctrl-C ends the watch as its duration does: the codes say whether it spilled.
+    Ok(
+        if report
+            .as_ref()
+            .is_some_and(hypomnesis::SpillReport::spilled)
+        {
+            Outcome::Code(1)
+        } else {
+            Outcome::Success
+        },
+    )
 }
 
-/// Adds the processes among the `top` largest holders of `frame` not followed yet (their RSS
-/// read into the frame), marked new.
-fn pick_up(targets: &mut Vec<Target>, frame: &mut Frame, top: u32) {
-    for pid in top_holders(frame, top) {
+/// The command line, its program reduced to its file name.
+fn argv() -> Vec<String> {
+    let mut v: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(p) = v.first_mut() {
+        let name = std::path::Path::new(p.as_str())
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        if let Some(n) = name {
+            *p = n;
+        }
+    }
+    v
+}
+
+/// Why nothing was chosen on GPU `device`, and the GPUs where the same rule would choose
+/// something.
+fn nothing_to_pick(first: &Frame, device: u32, rule: &Rule<'_>) -> String {
+    let narrowed = !rule.filters.is_empty() || rule.min.is_some();
+    let what = if narrowed {
+        "no process on GPU {d} holds GPU memory and matches --filter/--min"
+    } else {
+        "no process holds memory on GPU {d}"
+    }
+    .replace("{d}", &device.to_string());
+    let elsewhere: Vec<String> = (0_u32..)
+        .zip(&first.devices)
+        .filter(|(i, _)| *i != device)
+        .filter_map(|(i, _)| {
+            let n = rule.pick(&held(first, i)?).len();
+            (n > 0).then(|| format!("GPU {i} has {n} (re-run with --device {i})"))
+        })
+        .collect();
+    let hint = if elsewhere.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", elsewhere.join(", "))
+    };
+    format!("{what}, so there is nothing to watch (--follow-new waits for one){hint}")
+}
+
+/// The warning for an explicit pid that does not hold memory on the watched GPU: the GPU it
+/// holds memory on, or that it names no running process. `None` when it is on the GPU, or
+/// merely holds none anywhere while it runs.
+fn missing_line(
+    pid: u32,
+    first: &Frame,
+    device: u32,
+    watched: Option<&BTreeMap<u32, Held>>,
+) -> Option<String> {
+    if watched.is_some_and(|h| h.contains_key(&pid)) {
+        return None;
+    }
+    let other = (0_u32..)
+        .zip(&first.devices)
+        .filter(|(i, _)| *i != device)
+        .find_map(|(i, _)| held(first, i)?.get(&pid).map(|h| (i, h.used)));
+    if let Some((i, used)) = other {
+        return Some(format!(
+            "pid {pid} holds no memory on GPU {device} but {} on GPU {i}: re-run with --device {i}",
+            format_size(used)
+        ));
+    }
+    (hypomnesis::process_exists(pid) == Some(false))
+        .then(|| format!("pid {pid} names no running process; following it all the same"))
+}
+
+/// Adds the pids of `picked` not followed yet (their RSS read into the frame), marked new.
+fn pick_up(
+    targets: &mut Vec<Target>,
+    frame: &mut Frame,
+    picked: &[u32],
+    held: &BTreeMap<u32, Held>,
+) {
+    for &pid in picked {
         if targets.iter().any(|t| t.pid == pid && t.ended.is_none()) {
             continue;
         }
-        if let Some(mut t) = Target::new(pid) {
-            t.new = true;
-            frame.rss.insert(pid, hypomnesis::process_rss_of(pid).ok());
-            targets.push(t);
-        }
+        let mut t = Target::new(pid, held.get(&pid).and_then(|h| h.name.as_deref()));
+        t.new = true;
+        frame.rss.insert(pid, hypomnesis::process_rss_of(pid).ok());
+        targets.push(t);
     }
 }
 
-/// The summary on stderr: how many processes over how long, then each one's baseline and peak.
-fn closing(targets: &[Target], started: Instant, err: &mut impl Write) -> io::Result<()> {
+/// The summary on stderr: how many processes over how long, each one's baseline and peak, and
+/// the GPU's spill episodes where spill is measured.
+fn closing(
+    targets: &[Target],
+    started: Instant,
+    report: Option<&hypomnesis::SpillReport>,
+    device: u32,
+    err: &mut impl Write,
+) -> io::Result<()> {
     writeln!(
         err,
         "hmn watch: {} process(es) over {:.1} s",
@@ -269,15 +546,83 @@ fn closing(targets: &[Target], started: Instant, err: &mut impl Write) -> io::Re
         started.elapsed().as_secs_f64()
     )?;
     for t in targets {
+        let first = t.first.unwrap_or([None; 3]);
         let line = render::closing(&Followed {
             pid: t.pid,
             name: t.name.as_deref(),
             command: t.command.as_deref(),
-            baseline: t.first.unwrap_or((None, None)),
-            peak: t.peak,
+            baseline: (first[0], first[1]),
+            peak: (t.peak[0], t.peak[1]),
             ended: t.ended,
         });
         writeln!(err, "{line}")?;
     }
+    if let Some(r) = report {
+        write!(err, "{}", render_episodes(device, r))?;
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held_of(rows: &[(u32, &str, u64, u64)]) -> BTreeMap<u32, Held> {
+        rows.iter()
+            .map(|&(p, n, used, shared)| {
+                (
+                    p,
+                    Held {
+                        used,
+                        shared,
+                        name: (!n.is_empty()).then(|| n.to_string()),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_rule_picks_the_largest_that_match() {
+        let h = held_of(&[
+            (10, "python3", 5 << 30, 0),
+            (11, "Trainer-Worker-Number-Seven", 8 << 30, 0),
+            (12, "", 9 << 30, 0),
+            (13, "python3", 100 << 20, 1 << 30),
+            (14, "ffmpeg", 1 << 30, 0),
+        ]);
+        let no = Rule {
+            top: 2,
+            filters: &[],
+            min: None,
+        };
+        assert_eq!(no.pick(&h), [12, 11]);
+        let f = ["PYTHON".to_string(), "worker-number".to_string()];
+        let named = Rule {
+            top: 5,
+            filters: &f,
+            min: None,
+        };
+        assert_eq!(
+            named.pick(&h),
+            [11, 10, 13],
+            "an unnamed process cannot match"
+        );
+        let min = Rule {
+            top: 5,
+            filters: &f,
+            min: Some(1 << 30),
+        };
+        assert_eq!(
+            min.pick(&h),
+            [11, 10, 13],
+            "shared memory counts toward --min"
+        );
+        let more = Rule {
+            top: 5,
+            filters: &[],
+            min: Some(6 << 30),
+        };
+        assert_eq!(more.pick(&h), [12, 11]);
+    }
 }

@@ -48,11 +48,6 @@ impl Ticker {
         self.stop.requested()
     }
 
-    /// The signal that asked for the stop, when one did.
-    pub fn stopped_by(&self) -> Option<i32> {
-        self.stop.signal()
-    }
-
     /// Waits for the next tick, a stop, the deadline, or `done()` (checked every few ms).
     pub fn wait(&mut self, mut done: impl FnMut() -> bool) -> Tick {
         self.next += self.interval;

@@ -12,11 +12,13 @@ use serde::Serialize;
 
 use super::{MAX_COLUMN, cut, fit, format_size, json};
 
-/// Sort orders of `hmn ps`.
+/// Sort orders of `hmn ps` (`vram` is `dedicated`, `committed` is `total`, as in 0.2.x).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SortKey {
+    #[value(alias = "vram")]
     Dedicated,
     Shared,
+    #[value(alias = "committed")]
     Total,
     Pid,
     Name,
@@ -26,7 +28,7 @@ pub enum SortKey {
 }
 
 /// A process row with the name of its device and what is known about the process.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PsRow {
     pub entry: GpuProcessEntry,
     /// Owner, command line, host memory, container (`Default` where none could be read).
@@ -34,10 +36,53 @@ pub struct PsRow {
     pub device_name: Option<String>,
     /// The device's maker, shown when it has no name.
     pub device_vendor: Option<hypomnesis::GpuVendor>,
+    /// The row's part in its device's spill (Windows WDDM); `None` where spill is not
+    /// measurable.
+    pub spill: Option<RowSpill>,
+}
+
+/// One row's part in its device's spill, from one sample of the adapter's counters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowSpill {
+    /// Whether the device spills now ([`hypomnesis::snapshot_is_spilling`]'s rule).
+    pub spilling: bool,
+    /// The device spills and this row holds at least 256 MiB of shared memory.
+    pub paged: bool,
+    /// This row's fraction of the device's shared bytes (0 when the device has none).
+    pub shared_share: f64,
+}
+
+impl RowSpill {
+    /// The row's part, given whether its device spills and the device's shared bytes.
+    pub fn of(spilling: bool, device_shared: u64, row_shared: u64) -> Self {
+        #[allow(clippy::cast_precision_loss)] // a ratio of byte counts
+        let share = if device_shared == 0 {
+            0.0
+        } else {
+            (row_shared as f64 / device_shared as f64).clamp(0.0, 1.0)
+        };
+        Self {
+            spilling,
+            paged: spilling && row_shared >= hypomnesis::spill::DEFAULT_SHARED_GROWTH_BYTES,
+            shared_share: (share * 10_000.0).round() / 10_000.0,
+        }
+    }
+}
+
+/// The SPILL cell: `paged`, `yes` (the device spills, not this row), `no`, or `n/a` where
+/// spill is not measurable.
+fn spill_cell(s: Option<RowSpill>) -> &'static str {
+    match s {
+        None => "n/a",
+        Some(RowSpill { paged: true, .. }) => "paged",
+        Some(RowSpill { spilling: true, .. }) => "yes",
+        Some(_) => "no",
+    }
 }
 
 impl PsRow {
-    fn total(&self) -> u64 {
+    /// Dedicated plus shared bytes: the row's footprint (`--min`, `--sort total`).
+    pub fn total(&self) -> u64 {
         self.entry
             .used_bytes
             .saturating_add(self.entry.shared_used_bytes)
@@ -82,33 +127,36 @@ pub fn sort_rows(rows: &mut [PsRow], key: SortKey) {
 
 pub use super::unseen::Hidden;
 
-fn device_cell(index: u32, name: Option<&str>, vendor: Option<hypomnesis::GpuVendor>) -> String {
+/// The DEVICE cell: the model, else its maker, else `?`.
+fn device_cell(name: Option<&str>, vendor: Option<hypomnesis::GpuVendor>) -> String {
     match (name, vendor) {
-        (Some(n), _) => format!("{index} {}", printable(n)),
-        (None, Some(v)) => format!("{index} {}", vendor_label(v)),
-        (None, None) => index.to_string(),
+        (Some(n), _) => printable(n).into_owned(),
+        (None, Some(v)) => vendor_label(v).to_string(),
+        (None, None) => "?".to_string(),
     }
 }
 
 /// The table's columns: header, right-aligned. GI and CI are shown only when a row has MIG
 /// instance ids, NAMESPACE/POD only when a row's pod is named; COMMAND, last, is cut to the
 /// terminal's width.
-const COLUMNS: [(&str, bool); 11] = [
+const COLUMNS: [(&str, bool); 13] = [
     ("PID", false),
     ("USER", false),
     ("TYPE", false),
     ("VRAM", true),
     ("SHARED", true),
+    ("SPILL", false),
     ("RSS", true),
     ("GI", true),
     ("CI", true),
+    ("GPU", true),
     ("DEVICE", false),
     ("NAMESPACE/POD", false),
     ("COMMAND", false),
 ];
-const GI: usize = 6;
-const CI: usize = 7;
-const POD: usize = 9;
+const GI: usize = 7;
+const CI: usize = 8;
+const POD: usize = 11;
 
 /// `namespace/pod` of a row's Kubernetes pod: `-` outside any pod, `?` in a pod whose names
 /// the kubelet's logs do not give.
@@ -138,7 +186,7 @@ pub fn type_cell(kind: Option<GpuContextKind>) -> &'static str {
 }
 
 /// The cells of a process row, in the table's column order.
-fn row_cells(r: &PsRow) -> [String; 11] {
+fn row_cells(r: &PsRow) -> [String; 13] {
     let id = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     let pid = match (r.entry.host_pid, unseen::reason_of(&r.entry)) {
         (Some(h), _) => format!("{} (host {h})", r.entry.pid),
@@ -166,20 +214,18 @@ fn row_cells(r: &PsRow) -> [String; 11] {
         type_cell(r.entry.context).into(),
         format_size(r.entry.used_bytes),
         format_size(r.entry.shared_used_bytes),
+        spill_cell(r.spill).into(),
         r.ctx.rss_bytes.map_or_else(|| "?".into(), format_size),
         id(r.entry.gpu_instance_id),
         id(r.entry.compute_instance_id),
-        device_cell(
-            r.entry.device_index,
-            r.device_name.as_deref(),
-            r.device_vendor,
-        ),
+        r.entry.device_index.to_string(),
+        device_cell(r.device_name.as_deref(), r.device_vendor),
         pod_cell(r.ctx.container.as_ref()),
         command,
     ]
 }
 
-fn hidden_cells(h: &Hidden) -> [String; 11] {
+fn hidden_cells(h: &Hidden) -> [String; 13] {
     let dash = || "-".to_string();
     [
         dash(),
@@ -190,16 +236,18 @@ fn hidden_cells(h: &Hidden) -> [String; 11] {
         dash(),
         dash(),
         dash(),
-        device_cell(h.device_index, h.device_name.as_deref(), h.device_vendor),
+        dash(),
+        h.device_index.to_string(),
+        device_cell(h.device_name.as_deref(), h.device_vendor),
         dash(),
         unseen::not_visible_cell(h),
     ]
 }
 
-/// The `PID  USER  TYPE  VRAM  SHARED  RSS  DEVICE  COMMAND` table (nothing when there are no
+/// The `PID  USER  TYPE  VRAM  SHARED  SPILL  RSS  GPU  DEVICE  COMMAND` table (nothing when there are no
 /// rows), then one `(not visible from here)` row per GPU in `hidden`. A row whose files cannot
 /// be read has its reason after its pid: `(outside)`, `(hidden)`, `(exited)`, `(unreadable)`. When a row has MIG
-/// instance ids, `GI  CI` columns come before `DEVICE`; when a row runs in a Kubernetes pod the
+/// instance ids, `GI  CI` columns come before `GPU`; when a row runs in a Kubernetes pod the
 /// kubelet's logs name, `NAMESPACE/POD` comes before `COMMAND`. With `width` (a terminal's),
 /// COMMAND is cut so that each line fits; without it, it is whole.
 pub fn ps_table(
@@ -218,7 +266,7 @@ pub fn ps_table(
     let shown: Vec<usize> = (0..COLUMNS.len())
         .filter(|&c| (mig || (c != GI && c != CI)) && (pods || c != POD))
         .collect();
-    let mut cells: Vec<[String; 11]> = rows.iter().map(row_cells).collect();
+    let mut cells: Vec<[String; 13]> = rows.iter().map(row_cells).collect();
     cells.extend(hidden.iter().map(hidden_cells));
     let mut widths = COLUMNS.map(|(h, _)| h.len());
     for row in &cells {
@@ -233,7 +281,7 @@ pub fn ps_table(
         .map(|&c| widths.get(c).copied().unwrap_or(0) + 2)
         .sum();
     let room = width.map(|w| w.saturating_sub(before_command).max(8));
-    let line = |c: &[String; 11]| {
+    let line = |c: &[String; 13]| {
         let mut s = String::new();
         for &k in &shown {
             let (cell, w) = (c.get(k).map_or("", String::as_str), widths.get(k).copied());
@@ -264,27 +312,44 @@ fn vendor_label(v: hypomnesis::GpuVendor) -> &'static str {
     }
 }
 
-/// `hmn: <N> GPU processes found[ matching pid=<p> device=<d> user=<u>][ (<total> committed total)].`
-pub fn ps_summary(
-    rows: &[PsRow],
-    pid: Option<u32>,
-    device: Option<u32>,
-    user: Option<&str>,
-) -> String {
+/// What `hmn ps` was asked to keep, for its summary line.
+#[derive(Debug, Clone, Default)]
+pub struct Asked<'a> {
+    pub pids: &'a [u32],
+    pub device: Option<u32>,
+    pub user: Option<&'a str>,
+    pub filters: &'a [String],
+    pub min: Option<u64>,
+}
+
+/// `hmn: <N> GPU processes found[ matching pid=<p>,<q> device=<d> user=<u> filter=<f>,<g>
+/// min=<size>][ (<total> committed total)][; <k> without a name could not be matched].`, or
+/// `hmn: 0 GPU processes found (no GPU to list).` when there was no device to ask.
+pub fn ps_summary(rows: &[PsRow], asked: &Asked<'_>, unnamed: usize, no_gpu: bool) -> String {
+    if no_gpu {
+        return "hmn: 0 GPU processes found (no GPU to list).".to_string();
+    }
     let n = rows.len();
     let mut s = format!(
         "hmn: {n} GPU process{} found",
         if n == 1 { "" } else { "es" }
     );
     let mut filters = Vec::new();
-    if let Some(p) = pid {
-        filters.push(format!("pid={p}"));
+    if !asked.pids.is_empty() {
+        let pids: Vec<String> = asked.pids.iter().map(u32::to_string).collect();
+        filters.push(format!("pid={}", pids.join(",")));
     }
-    if let Some(d) = device {
+    if let Some(d) = asked.device {
         filters.push(format!("device={d}"));
     }
-    if let Some(u) = user {
+    if let Some(u) = asked.user {
         filters.push(format!("user={}", printable(u)));
+    }
+    if !asked.filters.is_empty() {
+        filters.push(format!("filter={}", printable(&asked.filters.join(","))));
+    }
+    if let Some(m) = asked.min.filter(|&m| m > 0) {
+        filters.push(format!("min={}", format_size(m)));
     }
     if !filters.is_empty() {
         let _ = write!(s, " matching {}", filters.join(" "));
@@ -295,6 +360,13 @@ pub fn ps_summary(
             .map(|r| r.entry.used_bytes)
             .fold(0, u64::saturating_add);
         let _ = write!(s, " ({} committed total)", format_size(total));
+    }
+    if unnamed > 0 {
+        let _ = write!(
+            s,
+            "; {unnamed} process{} without a readable name could not be matched",
+            if unnamed == 1 { "" } else { "es" }
+        );
     }
     s.push('.');
     s
@@ -321,6 +393,12 @@ struct PsJson<'a> {
     command: Option<&'a str>,
     rss_bytes: Option<u64>,
     container: Option<&'a Container>,
+    /// Whether the device spills now; `null` where spill is not measurable (never `false`).
+    spilling: Option<bool>,
+    /// The device spills and this row holds at least 256 MiB of shared memory.
+    paged: Option<bool>,
+    /// This row's fraction of the device's shared bytes, 0 to 1.
+    shared_share: Option<f64>,
 }
 
 pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
@@ -346,6 +424,9 @@ pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
             command: r.ctx.command.as_deref(),
             rss_bytes: r.ctx.rss_bytes,
             container: r.ctx.container.as_ref(),
+            spilling: r.spill.map(|s| s.spilling),
+            paged: r.spill.map(|s| s.paged),
+            shared_share: r.spill.map(|s| s.shared_share),
         })
         .collect();
     json(out, &v)
@@ -380,6 +461,7 @@ mod tests {
             ctx: ProcessContext::default(),
             device_name: Some("NVIDIA L40S".into()),
             device_vendor: Some(GpuVendor::Nvidia),
+            spill: None,
         }
     }
 
@@ -394,23 +476,47 @@ mod tests {
         assert_eq!(
             text(|w| ps_table(w, &rows, &[], None)),
             "\
-PID      USER  TYPE     VRAM  SHARED  RSS  DEVICE         COMMAND
-4194400  ?     C     2.0 GiB   0 MiB    ?  0 NVIDIA L40S  ?
-20038    ?     C     681 MiB   0 MiB    ?  0 NVIDIA L40S  ffmpeg
-20037    ?     C     538 MiB   0 MiB    ?  0 NVIDIA L40S  ffmpeg
+PID      USER  TYPE     VRAM  SHARED  SPILL  RSS  GPU  DEVICE       COMMAND
+4194400  ?     C     2.0 GiB   0 MiB  n/a      ?    0  NVIDIA L40S  ?
+20038    ?     C     681 MiB   0 MiB  n/a      ?    0  NVIDIA L40S  ffmpeg
+20037    ?     C     538 MiB   0 MiB  n/a      ?    0  NVIDIA L40S  ffmpeg
 "
         );
         assert_eq!(
-            ps_summary(&rows, None, None, None),
+            ps_summary(&rows, &Asked::default(), 0, false),
             "hmn: 3 GPU processes found (3.2 GiB committed total)."
         );
+        let asked = Asked {
+            pids: &[20038, 7],
+            device: Some(0),
+            ..Asked::default()
+        };
         assert_eq!(
-            ps_summary(&rows[1..2], Some(20038), Some(0), None),
-            "hmn: 1 GPU process found matching pid=20038 device=0 (681 MiB committed total)."
+            ps_summary(&rows[1..2], &asked, 0, false),
+            "hmn: 1 GPU process found matching pid=20038,7 device=0 (681 MiB committed total)."
+        );
+        let asked = Asked {
+            device: Some(1),
+            user: Some("alice"),
+            ..Asked::default()
+        };
+        assert_eq!(
+            ps_summary(&[], &asked, 0, false),
+            "hmn: 0 GPU processes found matching device=1 user=alice."
+        );
+        let filters = ["python".to_string(), "Torch".to_string()];
+        let asked = Asked {
+            filters: &filters,
+            min: Some(512 * MIB),
+            ..Asked::default()
+        };
+        assert_eq!(
+            ps_summary(&rows[1..2], &asked, 3, false),
+            "hmn: 1 GPU process found matching filter=python,Torch min=512 MiB (681 MiB committed total); 3 processes without a readable name could not be matched."
         );
         assert_eq!(
-            ps_summary(&[], None, Some(1), Some("alice")),
-            "hmn: 0 GPU processes found matching device=1 user=alice."
+            ps_summary(&[], &Asked::default(), 1, true),
+            "hmn: 0 GPU processes found (no GPU to list)."
         );
         assert_eq!(text(|w| ps_table(w, &[], &[], None)), "");
         sort_rows(&mut rows, SortKey::Pid);
@@ -474,17 +580,17 @@ PID      USER  TYPE     VRAM  SHARED  RSS  DEVICE         COMMAND
         assert_eq!(
             text(|w| ps_table(w, &rows, &hidden, None)),
             "\
-PID    USER   TYPE     VRAM  SHARED      RSS  DEVICE         COMMAND
-20038  bob    C     681 MiB   0 MiB  512 MiB  0 NVIDIA L40S  python3 eval.py
-20037  alice  C     538 MiB   0 MiB  3.0 GiB  0 NVIDIA L40S  python3 train.py --epochs 90 --data /datasets/imagenet?[2J
-7      ?      C+G   200 MiB   0 MiB        ?  0 NVIDIA L40S  Xorg
--      -      -     2.0 GiB       -        -  0 NVIDIA L40S  (not visible from here)
+PID    USER   TYPE     VRAM  SHARED  SPILL      RSS  GPU  DEVICE       COMMAND
+20038  bob    C     681 MiB   0 MiB  n/a    512 MiB    0  NVIDIA L40S  python3 eval.py
+20037  alice  C     538 MiB   0 MiB  n/a    3.0 GiB    0  NVIDIA L40S  python3 train.py --epochs 90 --data /datasets/imagenet?[2J
+7      ?      C+G   200 MiB   0 MiB  n/a          ?    0  NVIDIA L40S  Xorg
+-      -      -     2.0 GiB       -  -            -    0  NVIDIA L40S  (not visible from here)
 "
         );
-        // 72 columns: the command is cut to what is left, every line fits.
-        let narrow = text(|w| ps_table(w, &rows, &hidden, Some(72)));
+        // 82 columns: the command is cut to what is left, every line fits.
+        let narrow = text(|w| ps_table(w, &rows, &hidden, Some(82)));
         for line in narrow.lines() {
-            assert!(line.chars().count() <= 72, "{line:?}");
+            assert!(line.chars().count() <= 82, "{line:?}");
         }
         assert!(narrow.contains("  python3 tr…\n"), "{narrow}");
         // Too narrow for anything: the command keeps 8 characters.
@@ -519,6 +625,42 @@ PID    USER   TYPE     VRAM  SHARED      RSS  DEVICE         COMMAND
         assert_eq!(v[2]["context"], "compute_and_graphics");
     }
 
+    /// Where spill is measurable (Windows), SPILL says whether the device spills and whether
+    /// the row is paged; elsewhere it reads n/a and the JSON keys are null, never false.
+    #[test]
+    fn the_spill_column_and_keys() {
+        let spilled = |pid, shared, spill| {
+            let mut r = entry(pid, Some("p"), GIB, shared, 0);
+            r.spill = spill;
+            r
+        };
+        let rows = [
+            spilled(1, 300 * MIB, Some(RowSpill::of(true, 400 * MIB, 300 * MIB))),
+            spilled(2, 100 * MIB, Some(RowSpill::of(true, 400 * MIB, 100 * MIB))),
+            spilled(3, 0, Some(RowSpill::of(false, 0, 0))),
+            spilled(4, 0, None),
+        ];
+        let cells: Vec<&str> = rows.iter().map(|r| spill_cell(r.spill)).collect();
+        assert_eq!(cells, ["paged", "yes", "no", "n/a"]);
+        let v: serde_json::Value = serde_json::from_str(&text(|w| ps_json(w, &rows))).unwrap();
+        assert_eq!(
+            (v[0]["spilling"].clone(), v[0]["paged"].clone()),
+            (true.into(), true.into())
+        );
+        assert_eq!(v[0]["shared_share"], 0.75);
+        assert_eq!(v[1]["paged"], false);
+        assert_eq!(v[1]["shared_share"], 0.25);
+        assert_eq!(
+            (v[2]["spilling"].clone(), v[2]["shared_share"].clone()),
+            (false.into(), 0.0.into())
+        );
+        for k in ["spilling", "paged", "shared_share"] {
+            assert!(v[3][k].is_null(), "{k}: {}", v[3]);
+        }
+        // Four decimals.
+        assert!((RowSpill::of(true, 3 * MIB, MIB).shared_share - 0.3333).abs() < 1e-12);
+    }
+
     #[test]
     fn ps_json_rows() {
         let rows = vec![entry(7, None, MIB, 0, 1)];
@@ -546,6 +688,7 @@ PID    USER   TYPE     VRAM  SHARED      RSS  DEVICE         COMMAND
             ctx: ProcessContext::default(),
             device_name: Some("NVIDIA H200".into()),
             device_vendor: Some(GpuVendor::Nvidia),
+            spill: None,
         };
         let mut rows = vec![
             row(31337, "python3", 12288 * MIB, Some((2, 1))),
@@ -558,12 +701,12 @@ PID    USER   TYPE     VRAM  SHARED      RSS  DEVICE         COMMAND
         assert_eq!(
             text(|w| ps_table(w, &rows, &[], None)),
             "\
-PID    USER  TYPE      VRAM  SHARED  RSS  GI  CI  DEVICE         COMMAND
-31337  ?     -     12.0 GiB   0 MiB    ?   2   1  0 NVIDIA H200  python3
-31338  ?     -      4.0 GiB   0 MiB    ?   2   1  0 NVIDIA H200  python3
-31600  ?     -      2.0 GiB   0 MiB    ?  10   0  0 NVIDIA H200  trainer
-31401  ?     -      512 MiB   0 MiB    ?   2   1  0 NVIDIA H200  all_reduce_perf
-31500  ?     -      100 MiB   0 MiB    ?   -   -  0 NVIDIA H200  ffmpeg
+PID    USER  TYPE      VRAM  SHARED  SPILL  RSS  GI  CI  GPU  DEVICE       COMMAND
+31337  ?     -     12.0 GiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200  python3
+31338  ?     -      4.0 GiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200  python3
+31600  ?     -      2.0 GiB   0 MiB  n/a      ?  10   0    0  NVIDIA H200  trainer
+31401  ?     -      512 MiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200  all_reduce_perf
+31500  ?     -      100 MiB   0 MiB  n/a      ?   -   -    0  NVIDIA H200  ffmpeg
 "
         );
         let v: serde_json::Value = serde_json::from_str(&text(|w| ps_json(w, &rows))).unwrap();
@@ -574,8 +717,8 @@ PID    USER  TYPE      VRAM  SHARED  RSS  GI  CI  DEVICE         COMMAND
         assert_eq!(
             text(|w| ps_table(w, &rows[4..], &[], None)),
             "\
-PID    USER  TYPE     VRAM  SHARED  RSS  DEVICE         COMMAND
-31500  ?     -     100 MiB   0 MiB    ?  0 NVIDIA H200  ffmpeg
+PID    USER  TYPE     VRAM  SHARED  SPILL  RSS  GPU  DEVICE       COMMAND
+31500  ?     -     100 MiB   0 MiB  n/a      ?    0  NVIDIA H200  ffmpeg
 "
         );
     }
@@ -613,10 +756,10 @@ PID    USER  TYPE     VRAM  SHARED  RSS  DEVICE         COMMAND
         assert_eq!(
             text(|w| ps_table(w, &rows, &[], None)),
             "\
-PID   USER  TYPE     VRAM  SHARED  RSS  DEVICE         NAMESPACE/POD      COMMAND
-4242  ?     C     2.0 GiB   0 MiB    ?  0 NVIDIA L40S  ml-team/trainer-0  python3
-4600  ?     C     1.0 GiB   0 MiB    ?  0 NVIDIA L40S  ?                  python3
-4800  ?     C     100 MiB   0 MiB    ?  0 NVIDIA L40S  -                  Xorg
+PID   USER  TYPE     VRAM  SHARED  SPILL  RSS  GPU  DEVICE       NAMESPACE/POD      COMMAND
+4242  ?     C     2.0 GiB   0 MiB  n/a      ?    0  NVIDIA L40S  ml-team/trainer-0  python3
+4600  ?     C     1.0 GiB   0 MiB  n/a      ?    0  NVIDIA L40S  ?                  python3
+4800  ?     C     100 MiB   0 MiB  n/a      ?    0  NVIDIA L40S  -                  Xorg
 "
         );
         assert!(!text(|w| ps_table(w, &rows[1..], &[], None)).contains("NAMESPACE/POD"));
@@ -644,7 +787,7 @@ PID   USER  TYPE     VRAM  SHARED  RSS  DEVICE         NAMESPACE/POD      COMMAN
         let user = format!("{}…", "u".repeat(MAX_COLUMN - 1));
         assert!(line.contains(&format!("{user}  ")), "{line}");
         assert!(
-            line.contains(&format!("0 {}…", "D".repeat(MAX_COLUMN - 3))),
+            line.contains(&format!("  0  {}…", "D".repeat(MAX_COLUMN - 1))),
             "{line}"
         );
         assert!(line.ends_with("train.py"), "{line}");

@@ -1,82 +1,134 @@
-//! `hmn spill`'s report: each GPU's spill episodes, as text on stderr or one JSON object.
+//! Spill reports (`hmn spill`, `hmn watch`'s summary): each GPU's episodes as text on stderr,
+//! and the keys of a report in JSON, as 0.2.x names them.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use hypomnesis::spill::SpillMachine;
+use hypomnesis::{SpillEpisode, SpillReport};
 use serde::Serialize;
 
 use super::format_size;
 
-/// One spill episode in the JSON report.
-#[derive(Debug, Serialize)]
-pub struct EpisodeJson {
-    start_s: f64,
-    duration_s: f64,
-    peak_shared_bytes: u64,
+/// Milliseconds of a duration, for JSON.
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// One GPU in the JSON report.
+/// One episode in JSON: 0.2.x's keys, then ours.
+#[derive(Debug, Serialize)]
+pub struct EpisodeKeys {
+    start_label: String,
+    end_label: Option<String>,
+    peak_shared_bytes: u64,
+    observations: usize,
+    duration_ms: u64,
+    /// When it started, seconds since the sampling began.
+    start_s: Option<f64>,
+    peak_dedicated_bytes: Option<u64>,
+}
+
+impl EpisodeKeys {
+    fn of(e: &SpillEpisode) -> Self {
+        Self {
+            start_label: e.start_label.clone(),
+            end_label: e.end_label.clone(),
+            peak_shared_bytes: e.peak_shared_bytes,
+            observations: e.observations,
+            duration_ms: ms(e.duration),
+            start_s: e.start.map(|d| d.as_secs_f64()),
+            peak_dedicated_bytes: e.peak_dedicated_bytes,
+        }
+    }
+}
+
+/// The keys of a spill report, as `hmn spill --json` and `hmn watch --json`'s summary give
+/// them. Without a report (spill not measurable) every figure is 0 and `measurable` false.
+#[derive(Debug, Serialize)]
+pub struct ReportKeys {
+    measurable: bool,
+    spilled: bool,
+    observations: usize,
+    baseline_shared_bytes: u64,
+    peak_shared_bytes: u64,
+    peak_dedicated_bytes: u64,
+    dedicated_limit_bytes: u64,
+    total_spill_duration_ms: u64,
+    episodes: Vec<EpisodeKeys>,
+}
+
+impl ReportKeys {
+    pub fn of(r: Option<&SpillReport>) -> Self {
+        match r {
+            Some(r) => Self {
+                measurable: r.measurable,
+                spilled: r.spilled(),
+                observations: r.observations,
+                baseline_shared_bytes: r.baseline_shared_bytes,
+                peak_shared_bytes: r.peak_shared_bytes,
+                peak_dedicated_bytes: r.peak_dedicated_bytes,
+                dedicated_limit_bytes: r.dedicated_limit_bytes,
+                total_spill_duration_ms: ms(r.total_spill_duration()),
+                episodes: r.episodes.iter().map(EpisodeKeys::of).collect(),
+            },
+            None => Self {
+                measurable: false,
+                spilled: false,
+                observations: 0,
+                baseline_shared_bytes: 0,
+                peak_shared_bytes: 0,
+                peak_dedicated_bytes: 0,
+                dedicated_limit_bytes: 0,
+                total_spill_duration_ms: 0,
+                episodes: Vec::new(),
+            },
+        }
+    }
+}
+
+/// One GPU's report in `hmn spill --json`'s `devices`.
 #[derive(Debug, Serialize)]
 pub struct DeviceJson {
-    index: u32,
-    episodes: Vec<EpisodeJson>,
-    spill_s: f64,
-    peak_dedicated_bytes: u64,
-    peak_shared_bytes: u64,
-    baseline_shared_bytes: Option<u64>,
+    pub index: u32,
+    #[serde(flatten)]
+    pub report: ReportKeys,
 }
 
-/// `hmn spill --json`: what ran, whether spill was measurable, and each GPU's episodes.
+/// `hmn spill --json`: the report of the `--device` GPU (0.2.x's keys), then what ran and
+/// every GPU's report.
 #[derive(Debug, Serialize)]
 pub struct ReportJson {
+    #[serde(flatten)]
+    pub report: ReportKeys,
+    pub device: u32,
     pub command: Vec<String>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub duration_s: f64,
-    pub measurable: bool,
     pub not_measurable_reason: Option<String>,
     pub devices: Vec<DeviceJson>,
 }
 
-/// One GPU's part of the JSON report.
-pub fn device_json(index: u32, t: &SpillMachine, now: Duration) -> DeviceJson {
-    let (ded, shared) = t.peaks();
-    DeviceJson {
-        index,
-        episodes: t
-            .spans()
-            .iter()
-            .map(|e| EpisodeJson {
-                start_s: e.start.as_secs_f64(),
-                duration_s: e.duration(now).as_secs_f64(),
-                peak_shared_bytes: e.peak_shared_bytes,
-            })
-            .collect(),
-        spill_s: t.total_spill_time().as_secs_f64(),
-        peak_dedicated_bytes: ded,
-        peak_shared_bytes: shared,
-        baseline_shared_bytes: t.baseline_shared_bytes(),
-    }
-}
-
 /// The end-of-run report of one GPU.
-pub fn render_episodes(index: u32, t: &SpillMachine, now: Duration) -> String {
-    let (ded, shared) = t.peaks();
+pub fn render_episodes(index: u32, r: &SpillReport) -> String {
     let mut s = format!(
-        "  GPU {index}: {} spill episode(s), {:.1} s spilling; peak dedicated {}, peak shared {} (baseline {})\n",
-        t.spans().len(),
-        t.total_spill_time().as_secs_f64(),
-        format_size(ded),
-        format_size(shared),
-        format_size(t.baseline_shared_bytes().unwrap_or(0)),
+        "  GPU {index}: {} spill episode(s), {:.1} s spilling over {} sample(s); peak dedicated {}, peak shared {} (baseline {})\n",
+        r.episodes.len(),
+        r.total_spill_duration().as_secs_f64(),
+        r.observations,
+        format_size(r.peak_dedicated_bytes),
+        format_size(r.peak_shared_bytes),
+        format_size(r.baseline_shared_bytes),
     );
-    for e in t.spans() {
+    for e in &r.episodes {
+        let end = e.end_label.as_deref().map_or_else(
+            || "still spilling at the end".to_string(),
+            |l| format!("until {l}"),
+        );
         let _ = writeln!(
             s,
-            "    from {:.1} s for {:.1} s: shared up to {}",
-            e.start.as_secs_f64(),
-            e.duration(now).as_secs_f64(),
+            "    from {} for {:.1} s ({end}): shared up to {}",
+            e.start_label,
+            e.duration.as_secs_f64(),
             format_size(e.peak_shared_bytes)
         );
     }
@@ -85,33 +137,52 @@ pub fn render_episodes(index: u32, t: &SpillMachine, now: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
-    use hypomnesis::spill::{SpillSample, SpillThresholds};
+    use hypomnesis::SpillTracker;
+    use hypomnesis::spill::SpillSample;
 
     use super::*;
 
+    fn tracked() -> SpillReport {
+        let mut t = SpillTracker::fed(8 << 30);
+        t.observe_sample("0 ms", SpillSample::new(Duration::ZERO, 1 << 30, 100 << 20));
+        t.observe_sample(
+            "1000 ms",
+            SpillSample::new(Duration::from_secs(1), 7 << 30, 600 << 20),
+        );
+        t.observe_sample(
+            "3000 ms",
+            SpillSample::new(Duration::from_secs(3), 1 << 30, 600 << 20),
+        );
+        t.into_report()
+    }
+
     #[test]
-    fn json_report_of_a_tracker() {
-        let mut t = SpillMachine::new(8 << 30, SpillThresholds::default());
-        t.observe(SpillSample::new(Duration::ZERO, 1 << 30, 100 << 20));
-        t.observe(SpillSample::new(Duration::from_secs(1), 7 << 30, 600 << 20));
-        let d = device_json(1, &t, Duration::from_secs(4));
-        let v = serde_json::to_value(&d).unwrap();
-        assert_eq!(v["index"], 1);
-        assert_eq!(v["episodes"][0]["start_s"], 1.0);
-        assert_eq!(v["episodes"][0]["duration_s"], 3.0);
-        assert_eq!(v["peak_dedicated_bytes"], 7_u64 << 30);
+    fn json_keys_of_a_report() {
+        let v = serde_json::to_value(ReportKeys::of(Some(&tracked()))).unwrap();
+        assert_eq!(v["measurable"], true);
+        assert_eq!(v["spilled"], true);
+        assert_eq!(v["observations"], 3);
         assert_eq!(v["baseline_shared_bytes"], 100_u64 << 20);
+        assert_eq!(v["peak_dedicated_bytes"], 7_u64 << 30);
+        assert_eq!(v["dedicated_limit_bytes"], 8_u64 << 30);
+        assert_eq!(v["total_spill_duration_ms"], 2000);
+        let e = &v["episodes"][0];
+        assert_eq!(e["start_label"], "1000 ms");
+        assert_eq!(e["end_label"], "3000 ms");
+        assert_eq!(e["duration_ms"], 2000);
+        assert_eq!(e["observations"], 1);
+        assert_eq!(e["start_s"], 1.0);
+        let none = serde_json::to_value(ReportKeys::of(None)).unwrap();
+        assert_eq!(none["measurable"], false);
+        assert_eq!(none["spilled"], false);
+        assert_eq!(none["episodes"], serde_json::json!([]));
     }
 
     #[test]
     fn episode_report() {
-        let mut t = SpillMachine::new(8 << 30, SpillThresholds::default());
-        t.observe(SpillSample::new(Duration::ZERO, 1 << 30, 100 << 20));
-        t.observe(SpillSample::new(Duration::from_secs(1), 7 << 30, 600 << 20));
-        t.observe(SpillSample::new(Duration::from_secs(3), 1 << 30, 600 << 20));
         assert_eq!(
-            render_episodes(0, &t, Duration::from_secs(4)),
-            "  GPU 0: 1 spill episode(s), 2.0 s spilling; peak dedicated 7.0 GiB, peak shared 600 MiB (baseline 100 MiB)\n    from 1.0 s for 2.0 s: shared up to 600 MiB\n"
+            render_episodes(0, &tracked()),
+            "  GPU 0: 1 spill episode(s), 2.0 s spilling over 3 sample(s); peak dedicated 7.0 GiB, peak shared 600 MiB (baseline 100 MiB)\n    from 1000 ms for 2.0 s (until 3000 ms): shared up to 600 MiB\n"
         );
     }
 }
