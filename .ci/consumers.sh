@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The published projects that use hypomnesis build against this library, unchanged.
 #
-# For each consumer: its source at a pinned version from the crates.io registry (the .crate file,
-# its SHA-256 checked against the registry's index), its Cargo.lock removed, a [patch.crates-io]
+# For each consumer: its source at a pinned version, fetched by cargo (which checks its checksum
+# against the registry's index), its Cargo.lock removed, a [patch.crates-io]
 # pointing hypomnesis at crates/hypomnesis added (and a [workspace] of its own, since target/ is
 # inside this repository's workspace). Then: the patch is what the build uses (`cargo tree -i
 # hypomnesis` names the path, the lock file has no registry source for it, and cargo does not
@@ -34,34 +34,42 @@ if [ -n "$before" ]; then
   exit 1
 fi
 
-# fetch NAME VERSION: the crate's source, fresh, under $work/src/NAME-VERSION.
+# fetch NAME VERSION: the crate's source, fresh, under $work/src/NAME-VERSION. Cargo fetches it
+# (from the registry cargo is configured with, checking its checksum against the index) for a
+# throwaway package that depends on exactly that version, with hypomnesis patched to this
+# repository's: so cargo never fetches the published hypomnesis. The unpacked source is copied
+# from cargo's registry cache.
 fetch() {
   local name="$1" version="$2"
-  local file="$work/$name-$version.crate"
-  local prefix
-  case "${#name}" in
-    1) prefix="1" ;;
-    2) prefix="2" ;;
-    3) prefix="3/${name:0:1}" ;;
-    *) prefix="${name:0:2}/${name:2:2}" ;;
-  esac
-  if [ ! -s "$file" ]; then
-    curl -sfL --retry 3 -o "$file.part" "https://static.crates.io/crates/$name/$name-$version.crate"
-    mv "$file.part" "$file"
-  fi
-  local want
-  want="$(curl -sfL --retry 3 "https://index.crates.io/$prefix/$name" \
-    | python3 -c 'import json,sys; v=sys.argv[1]; print(next(d["cksum"] for d in map(json.loads, sys.stdin) if d["vers"]==v))' "$version")"
-  local got
-  got="$(sha256sum "$file" | cut -d' ' -f1)"
-  if [ "$want" != "$got" ]; then
-    echo "$name $version: the .crate's SHA-256 is $got, the registry's index says $want"
-    rm -f "$file"
+  local getter="$work/fetch-$name-$version"
+  rm -rf "$getter"
+  mkdir -p "$getter/src"
+  : > "$getter/src/lib.rs"
+  cat > "$getter/Cargo.toml" <<TOML
+[package]
+name = "fetch-consumer"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+$name = "=$version"
+
+[patch.crates-io]
+hypomnesis = { path = "$lib" }
+
+[workspace]
+TOML
+  (cd "$getter" && cargo fetch -q) >&2
+  local unpacked
+  unpacked="$(find "$cargo_home/registry/src" -mindepth 2 -maxdepth 2 -type d -name "$name-$version" | head -1)"
+  if [ -z "$unpacked" ] || [ ! -f "$unpacked/Cargo.toml" ]; then
+    echo "cargo fetch did not unpack $name $version under $cargo_home/registry/src"
     exit 1
   fi
   rm -rf "$work/src/$name-$version"
   mkdir -p "$work/src"
-  tar xzf "$file" -C "$work/src"
+  cp -R "$unpacked" "$work/src/$name-$version"
   local dir="$work/src/$name-$version"
   rm -f "$dir/Cargo.lock"
   if grep -q '^\[workspace\]' "$dir/Cargo.toml"; then

@@ -6,7 +6,8 @@
 //!   `impossible_figures`, `kubelet` (pod names from a node's log layout), the first-contact
 //!   `surface`, the README's transcripts, `top_keys` (selecting, inspecting and signalling in
 //!   `hmn top`), and how often `nvidia-smi` runs while NVML answers: `fallback_probe` for serve,
-//!   `quiet_fallback` for the other long-running commands);
+//!   `quiet_fallback` for the other long-running commands; `compat`, the commands as scripts
+//!   written for 0.2.x call them);
 //! - `backends`: the sources `hmn` and the library share, end to end (`drm` fixture trees, `mig`);
 //! - `deploy`: the deploy kit against hmn (manifests, alert rules, the Grafana dashboard);
 //! - `platform`: Windows checks, run under Wine in CI;
@@ -38,6 +39,7 @@ mod util {
 
 mod cli {
     mod basics;
+    mod compat;
     mod fallback_probe;
     mod fleet;
     mod hidden_memory;

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use hypomnesis::{GpuDeviceInfo, GpuVendor, HypomnesisError};
+use hypomnesis::{GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, SourceState};
 
 use crate::outcome::Outcome;
 use crate::view::devices::{self as render, DeviceView};
@@ -11,7 +11,8 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
     let count = match hypomnesis::device_count() {
         Ok(n) => n,
         Err(HypomnesisError::NoGpuSource) => {
-            let sentence = render::no_gpu_sentence();
+            let sentence = why_no_gpu()
+                .map_or_else(render::no_gpu_sentence, |why| render::no_gpu_because(&why));
             if json {
                 writeln!(out, "[]")?;
                 writeln!(err, "{sentence}")?;
@@ -87,6 +88,18 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
     }
     // The others are listed: a device that could not be read is skipped, and said.
     Ok(Outcome::Success)
+}
+
+/// What the NVIDIA source that exists but finds no GPU said (the driver is not loaded, say);
+/// `None` when none exists. Asked as cheaply as each can be.
+fn why_no_gpu() -> Option<String> {
+    [GpuQuerySource::Nvml, GpuQuerySource::NvidiaSmi]
+        .into_iter()
+        .map(hypomnesis::probe_source)
+        .find_map(|r| match r.state {
+            SourceState::Failed(why) => Some(why),
+            _ => None,
+        })
 }
 
 /// A readable device with its MIG devices when MIG is on. Sources that cannot say whether MIG

@@ -102,18 +102,63 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         (None, Ok(n)) => (0..n).collect(),
     };
     let causes = Causes::here();
+    let Listed {
+        mut rows,
+        hidden,
+        failures,
+    } = list(args, &devices, &causes, err)?;
+    with_context(&mut rows);
+    let undecided = keep_asked(args, &mut rows);
+    render::sort_rows(&mut rows, args.sort);
+    print(args, &rows, &hidden, out)?;
+    let asked = Asked {
+        pids: &args.pid,
+        device: args.device,
+        user: args.user.as_deref(),
+        filters: &args.filter,
+        min: args.min,
+    };
+    writeln!(
+        err,
+        "{}",
+        render::ps_summary(&rows, &asked, undecided.unnamed, devices.is_empty())
+    )?;
+    notes(&rows, &hidden, &causes, err)?;
+    Ok(outcome(
+        args,
+        &devices,
+        failures,
+        rows.is_empty(),
+        &undecided,
+    ))
+}
+
+/// What the GPUs listed: the rows `--pid` and `--min` keep, the memory no row accounts for,
+/// and how many GPUs could not be listed (said on `err`).
+struct Listed {
+    rows: Vec<PsRow>,
+    hidden: Vec<Hidden>,
+    failures: usize,
+}
+
+fn list(
+    args: &PsArgs,
+    devices: &[u32],
+    causes: &Causes,
+    err: &mut impl Write,
+) -> io::Result<Listed> {
     let measurable = hypomnesis::is_spill_measurable();
     let mut rows = Vec::new();
     let mut hidden = Vec::new();
     let mut failures = 0;
-    for &i in &devices {
+    for &i in devices {
         match hypomnesis::gpu_processes(i) {
             Ok(list) => {
                 let info = hypomnesis::device_info(i).ok();
                 let device_name = info.as_ref().and_then(|d| d.name.clone());
                 let device_vendor = info.as_ref().and_then(|d| d.vendor);
                 if !args.narrows()
-                    && let Some(h) = info.as_ref().and_then(|d| hidden_of(d, &list, &causes))
+                    && let Some(h) = info.as_ref().and_then(|d| hidden_of(d, &list, causes))
                 {
                     hidden.push(h);
                 }
@@ -146,30 +191,11 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
             }
         }
     }
-    with_context(&mut rows);
-    let undecided = keep_asked(args, &mut rows);
-    render::sort_rows(&mut rows, args.sort);
-    print(args, &rows, &hidden, out)?;
-    let asked = Asked {
-        pids: &args.pid,
-        device: args.device,
-        user: args.user.as_deref(),
-        filters: &args.filter,
-        min: args.min,
-    };
-    writeln!(
-        err,
-        "{}",
-        render::ps_summary(&rows, &asked, undecided.unnamed, devices.is_empty())
-    )?;
-    notes(&rows, &hidden, &causes, err)?;
-    Ok(outcome(
-        args,
-        &devices,
+    Ok(Listed {
+        rows,
+        hidden,
         failures,
-        rows.is_empty(),
-        &undecided,
-    ))
+    })
 }
 
 /// Keeps the rows `--user` and `--filter` ask for; counts those that cannot be told.

@@ -54,8 +54,17 @@ impl Lasting {
         let mut out = if new.is_empty() {
             BTreeMap::new()
         } else {
-            contexts::read(new, whole)
+            contexts::read(new.clone(), whole)
         };
+        // A process with no command line (it cleared its argv) shows and matches its name,
+        // whole (the library makes a name cut at 15 bytes whole).
+        for (listed, ctx) in &mut out {
+            if ctx.command.is_none()
+                && let Some(&read) = new.get(listed)
+            {
+                ctx.command = hypomnesis::process_name(read);
+            }
+        }
         for (&pid, ctx) in &out {
             self.by_pid.insert(
                 pid,

@@ -260,6 +260,12 @@ pub fn no_gpu_sentence() -> String {
     format!("No GPU found ({NO_GPU_NEXT}).")
 }
 
+/// The sentence for a host whose GPU source says there is no GPU to measure (the driver is not
+/// loaded, none is found), with what it said.
+pub fn no_gpu_because(reason: &str) -> String {
+    format!("No GPU found: {reason} (`hmn doctor` says more).")
+}
+
 /// The sentence for a source that answered but counts no device.
 pub fn zero_gpus_sentence() -> String {
     format!("No GPU found: the GPU sources report no device ({NO_GPU_NEXT}).")
@@ -408,6 +414,10 @@ mod tests {
             "No GPU found (`hmn doctor` says why; `scripts/demo/demo.sh` in the source tree runs hmn on a simulated GPU)."
         );
         assert!(no_gpu_sentence().len() < 120, "one short sentence");
+        assert_eq!(
+            no_gpu_because("NVML: nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9)"),
+            "No GPU found: NVML: nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9) (`hmn doctor` says more)."
+        );
         assert_eq!(
             none_readable_sentence(2),
             "hmn: 2 GPUs found, but none could be read (reasons above; `hmn doctor` has details)."

@@ -18,17 +18,22 @@ impl Verdict<'_> {
     }
 }
 
+/// Below 1 MiB in bytes (`1 byte`, `512 bytes`), else as every size.
+fn bytes_or_size(b: u64) -> String {
+    match b {
+        1 => "1 byte".into(),
+        b if b < (1 << 20) => format!("{b} bytes"),
+        b => format_size(b),
+    }
+}
+
 /// `hmn: 12.0 GiB fits on GPU 0 [NVIDIA H200]: 139.8 GiB free` or `… does not fit …: 3.2 GiB
 /// free, 8.8 GiB short`. Sizes below 1 MiB are given in bytes too.
 pub fn verdict_line(v: &Verdict<'_>) -> String {
     let name = v
         .name
         .map_or(String::new(), |n| format!(" [{}]", printable(n)));
-    let size = if v.size < (1 << 20) {
-        format!("{} bytes", v.size)
-    } else {
-        format_size(v.size)
-    };
+    let size = bytes_or_size(v.size);
     if v.fits() {
         format!(
             "hmn: {size} fits on GPU {}{name}: {} free",
@@ -40,7 +45,7 @@ pub fn verdict_line(v: &Verdict<'_>) -> String {
             "hmn: {size} does not fit on GPU {}{name}: {} free, {} short",
             v.index,
             format_size(v.free),
-            format_size(v.size - v.free)
+            bytes_or_size(v.size - v.free)
         )
     }
 }
@@ -76,6 +81,12 @@ mod tests {
         assert_eq!(
             verdict_line(&v),
             "hmn: 512 bytes fits on GPU 0: 3.2 GiB free"
+        );
+        v.size = v.free + 1;
+        assert!(
+            verdict_line(&v).ends_with(", 1 byte short"),
+            "{}",
+            verdict_line(&v)
         );
     }
 }

@@ -67,7 +67,7 @@ fn mixed_host_devices_nvidia_first_then_by_slot() {
     );
     assert_eq!(
         err,
-        "hmn: GPU 1: DRM: card3 (0000:00:02.0): xe publishes no memory figures in sysfs on this kernel (only through an ioctl that needs CAP_PERFMON): total unknown\n"
+        "hmn: failed to query device 1: DRM: card3 (0000:00:02.0): xe publishes no memory figures in sysfs on this kernel (only through an ioctl that needs CAP_PERFMON): total unknown (skipped)\n"
     );
     let v = json(&hmn("mixed", Some(&nvml), &["--json"]).1);
     let a = v.as_array().unwrap();
@@ -160,13 +160,14 @@ fn mixed_host_processes_deduplicated_and_attributed() {
         table,
         vec![
             vec![
-                "PID", "USER", "TYPE", "VRAM", "SHARED", "RSS", "DEVICE", "COMMAND"
+                "PID", "USER", "TYPE", "VRAM", "SHARED", "SPILL", "RSS", "GPU", "DEVICE", "COMMAND"
             ],
             vec![
-                "200", &uid, "-", "4.0", "GiB", "64", "MiB", "?", "2", "AMD", "GPU", "python3"
+                "200", &uid, "-", "4.0", "GiB", "64", "MiB", "n/a", "?", "2", "AMD", "GPU",
+                "python3"
             ],
             vec![
-                "100", &uid, "-", "256", "MiB", "32", "MiB", "?", "2", "AMD", "GPU", "Xorg"
+                "100", &uid, "-", "256", "MiB", "32", "MiB", "n/a", "?", "2", "AMD", "GPU", "Xorg"
             ],
         ],
         "{out}"
@@ -199,7 +200,7 @@ fn without_nvml_the_nvidia_card_is_listed_with_its_limits() {
         .filter_map(|d| d["pci_bus_id"].as_str())
         .collect();
     assert_eq!(slots, vec!["0000:03:00.0", "0000:07:00.0"]);
-    assert!(err.contains("hmn: GPU 3: DRM: card0 (0000:18:00.0): nvidia publishes no memory figures in sysfs: total unknown"), "{err}");
+    assert!(err.contains("hmn: failed to query device 3: DRM: card0 (0000:18:00.0): nvidia publishes no memory figures in sysfs: total unknown (skipped)"), "{err}");
 }
 
 #[test]

@@ -655,10 +655,10 @@ fn hmn_on_the_h100_mig_capture() {
     assert_eq!(
         out,
         "\
-PID              USER  TYPE     VRAM  SHARED  RSS  GI  CI  DEVICE                   COMMAND
-21180 (outside)  ?     C     2.2 GiB   0 MiB    ?   2   0  0 NVIDIA H100 80GB HBM3  memhog
-21181 (outside)  ?     C     1.2 GiB   0 MiB    ?   2   0  0 NVIDIA H100 80GB HBM3  memhog
-21198 (outside)  ?     C     7.3 GiB   0 MiB    ?   2   0  0 NVIDIA H100 80GB HBM3  gpu_burn
+PID              USER  TYPE     VRAM  SHARED  SPILL  RSS  GI  CI  GPU  DEVICE                 COMMAND
+21180 (outside)  ?     C     2.2 GiB   0 MiB  n/a      ?   2   0    0  NVIDIA H100 80GB HBM3  memhog
+21181 (outside)  ?     C     1.2 GiB   0 MiB  n/a      ?   2   0    0  NVIDIA H100 80GB HBM3  memhog
+21198 (outside)  ?     C     7.3 GiB   0 MiB  n/a      ?   2   0    0  NVIDIA H100 80GB HBM3  gpu_burn
 "
     );
     let (_, out, _) = run(with_smi(&capture(H100)), &["doctor"]);
@@ -756,10 +756,11 @@ fn hmn_when_the_whole_gpu_is_refused() {
             "GPU 0 [NVIDIA H200]: MIG on; device-wide memory refused (Insufficient Permissions)\n{H200_MIG_LINES}"
         )
     );
-    // Refused with no instance to show: still a failure, as before.
+    // Refused with no instance to show: still a failure (exit 2, as every failure of hmn's
+    // own query), as before.
     let empty = r#"{"devices": [{"name": "NVIDIA H200", "mig_mode": 1, "aggregate_error": 4}]}"#;
     let (code, out, err) = run(with_fake(empty), &[]);
-    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!((code, out.as_str()), (2, ""));
     assert!(err.contains("NVML_ERROR_NO_PERMISSION"), "{err}");
 }
 
@@ -770,12 +771,12 @@ fn hmn_ps_shows_instance_columns() {
     assert_eq!(
         out,
         "\
-PID                USER  TYPE      VRAM  SHARED  RSS  GI  CI  DEVICE                   COMMAND
-4194400 (outside)  ?     C     12.0 GiB   0 MiB    ?   2   1  0 NVIDIA H200            ?
-4194401 (outside)  ?     C      4.0 GiB   0 MiB    ?   2   1  0 NVIDIA H200            ?
-4194402 (outside)  ?     C      512 MiB   0 MiB    ?   2   1  0 NVIDIA H200            ?
--                  -     -      1.2 GiB       -    -   -   -  1 NVIDIA L40S            (not visible from here)
--                  -     -      920 MiB       -    -   -   -  2 NVIDIA A100-SXM4-80GB  (not visible from here)
+PID                USER  TYPE      VRAM  SHARED  SPILL  RSS  GI  CI  GPU  DEVICE                 COMMAND
+4194400 (outside)  ?     C     12.0 GiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200            ?
+4194401 (outside)  ?     C      4.0 GiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200            ?
+4194402 (outside)  ?     C      512 MiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200            ?
+-                  -     -      1.2 GiB       -  -        -   -   -    1  NVIDIA L40S            (not visible from here)
+-                  -     -      920 MiB       -  -        -   -   -    2  NVIDIA A100-SXM4-80GB  (not visible from here)
 "
     );
     // The scenario's L40S and A100 list no process but have memory allocated.
@@ -797,10 +798,10 @@ PID                USER  TYPE      VRAM  SHARED  RSS  GI  CI  DEVICE            
     assert_eq!(
         out,
         "\
-PID              USER  TYPE      VRAM  SHARED  RSS  GI  CI  DEVICE         COMMAND
-31337 (outside)  ?     C     12.0 GiB   0 MiB    ?   2   1  0 NVIDIA H200  python3
-31338 (outside)  ?     C      4.0 GiB   0 MiB    ?   2   1  0 NVIDIA H200  python3
-31401 (outside)  ?     C      512 MiB   0 MiB    ?   2   1  0 NVIDIA H200  all_reduce_perf
+PID              USER  TYPE      VRAM  SHARED  SPILL  RSS  GI  CI  GPU  DEVICE       COMMAND
+31337 (outside)  ?     C     12.0 GiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200  python3
+31338 (outside)  ?     C      4.0 GiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200  python3
+31401 (outside)  ?     C      512 MiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200  all_reduce_perf
 "
     );
     // Without MIG the table has no GI and CI columns and JSON says null.
@@ -808,7 +809,7 @@ PID              USER  TYPE      VRAM  SHARED  RSS  GI  CI  DEVICE         COMMA
     let (_, out, _) = run(with_fake(plain), &["ps"]);
     assert!(
         out.starts_with(
-            "PID                USER  TYPE   VRAM  SHARED  RSS  DEVICE         COMMAND\n"
+            "PID                USER  TYPE   VRAM  SHARED  SPILL  RSS  GPU  DEVICE       COMMAND\n"
         ),
         "{out}"
     );

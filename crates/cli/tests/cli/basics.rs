@@ -139,11 +139,11 @@ fn ps_lists_every_device_with_stderr_summary() {
     assert_eq!(
         out,
         "\
-PID                USER  TYPE      VRAM  SHARED  RSS  DEVICE         COMMAND
-4194400 (outside)  ?     C     16.0 GiB   0 MiB    ?  0 NVIDIA H200  ?
-4194402 (outside)  ?     C      650 MiB   0 MiB    ?  1 NVIDIA H200  ?
-4194401 (outside)  ?     C      512 MiB   0 MiB    ?  0 NVIDIA H200  ?
--                  -     -     15.1 GiB       -    -  0 NVIDIA H200  (not visible from here)
+PID                USER  TYPE      VRAM  SHARED  SPILL  RSS  GPU  DEVICE       COMMAND
+4194400 (outside)  ?     C     16.0 GiB   0 MiB  n/a      ?    0  NVIDIA H200  ?
+4194402 (outside)  ?     C      650 MiB   0 MiB  n/a      ?    1  NVIDIA H200  ?
+4194401 (outside)  ?     C      512 MiB   0 MiB  n/a      ?    0  NVIDIA H200  ?
+-                  -     -     15.1 GiB       -  -        -    0  NVIDIA H200  (not visible from here)
 "
     );
     // GPU 0 has 32361 MiB allocated (total - reserved - free) and rows for 16.5 GiB of it;
@@ -177,7 +177,7 @@ PID                USER  TYPE      VRAM  SHARED  RSS  DEVICE         COMMAND
         "hmn: 1 GPU process found matching pid=4194401 (512 MiB committed total).\n"
     );
     let (code, _, err) = run(with_fake(&two_gpus()), &["ps", "--device", "7"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(
         err.contains("GPU index 7 is out of range: 2 device(s) present"),
         "{err}"
@@ -220,7 +220,10 @@ fn no_gpu_is_one_sentence_and_exit_zero() {
     assert!(err.starts_with("No GPU found"));
     let (code, out, err) = run(hmn(), &["ps"]);
     assert_eq!((code, out.as_str()), (0, ""));
-    assert!(err.ends_with("hmn: 0 GPU processes found.\n"), "{err}");
+    assert_eq!(err, "hmn: 0 GPU processes found (no GPU to list).\n");
+    // Nothing listed is 1 under --exit-status (there was nothing to skip).
+    let (code, _, _) = run(hmn(), &["ps", "--exit-status"]);
+    assert_eq!(code, 1);
     let (code, out, _) = run(hmn(), &["doctor"]);
     assert_eq!(code, 0);
     assert!(
@@ -237,34 +240,40 @@ fn gpus_found_but_none_readable() {
         h200(r#", "memory_error": 15"#)
     );
     let (code, out, err) = run(with_fake(&s), &[]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert_eq!(out, "");
-    assert!(err.contains("hmn: GPU 0: NVML: nvmlDeviceGetHandleByIndex_v2 for GPU 0 failed: NVML_ERROR_NO_PERMISSION (4"), "{err}");
+    assert!(err.contains("hmn: failed to query device 0: NVML: nvmlDeviceGetHandleByIndex_v2 for GPU 0 failed: NVML_ERROR_NO_PERMISSION (4"), "{err}");
     assert!(
         err.contains(
-            "hmn: GPU 1: NVML: nvmlDeviceGetMemoryInfo for GPU 1 failed: NVML_ERROR_GPU_IS_LOST (15"
+            "hmn: failed to query device 1: NVML: nvmlDeviceGetMemoryInfo for GPU 1 failed: NVML_ERROR_GPU_IS_LOST (15"
         ),
         "{err}"
     );
+    // None readable: nothing on stdout, JSON included (0.2.15).
+    let (code, out, _) = run(with_fake(&s), &["--json"]);
+    assert_eq!((code, out.as_str()), (2, ""));
     assert!(
         err.ends_with(
             "hmn: 2 GPUs found, but none could be read (reasons above; `hmn doctor` has details).\n"
         ),
         "{err}"
     );
-    // One of two readable: its line, the other's reason on stderr, and exit 1: a GPU that
-    // cannot be read is a failed measurement even when another could be.
+    // One of two readable: its line, the other skipped with its reason on stderr, exit 0
+    // (0.2.15).
     let s = format!(
         r#"{{"devices": [{}, {}]}}"#,
         h200(""),
         h200(r#", "memory_error": 15"#)
     );
     let (code, out, err) = run(with_fake(&s), &[]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 0);
     assert_eq!(out.lines().count(), 1);
-    assert!(err.contains("GPU 1"), "{err}");
+    assert!(
+        err.contains("hmn: failed to query device 1: NVML: ") && err.ends_with("(skipped)\n"),
+        "{err}"
+    );
     let (code, out, _) = run(with_fake(&s), &["--json"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v[0]["total_bytes"], 143_771 * MIB);
     assert_eq!(v[1]["index"], 1);
@@ -274,12 +283,29 @@ fn gpus_found_but_none_readable() {
 
 #[test]
 fn init_failure_is_a_measurement_failure() {
+    // A driver that is not loaded: no GPU (0.2.15), and the sentence says what NVML said.
     let s = format!(r#"{{"init_error": 9, "devices": [{}]}}"#, h200(""));
     let (code, out, err) = run(with_fake(&s), &[]);
-    assert_eq!((code, out.as_str()), (1, ""));
-    assert!(err.contains("NVML_ERROR_DRIVER_NOT_LOADED"), "{err}");
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert!(
+        out.starts_with("No GPU found: NVML: ")
+            && out.contains("NVML_ERROR_DRIVER_NOT_LOADED")
+            && out.ends_with("(`hmn doctor` says more).\n"),
+        "{out}"
+    );
     let (_, out, _) = run(with_fake(&s), &["doctor"]);
     assert!(out.contains("modprobe"), "{out}");
+    // A library that loads but cannot start: a failure to count, exit 2, nothing on stdout.
+    let s = format!(r#"{{"init_error": 18, "devices": [{}]}}"#, h200(""));
+    for args in [&[][..], &["--json"], &["ps"], &["ps", "--exit-status"]] {
+        let (code, out, err) = run(with_fake(&s), args);
+        assert_eq!((code, out.as_str()), (2, ""), "{args:?}");
+        assert!(
+            err.starts_with("hmn: failed to count devices: NVML: ")
+                && err.contains("NVML_ERROR_LIB_RM_VERSION_MISMATCH (18"),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 #[test]
@@ -476,7 +502,7 @@ fn stand_in_that_hangs_is_killed_and_reported() {
     let t = std::time::Instant::now();
     let (code, out, err) = run(c, &[]);
     assert!(t.elapsed() < std::time::Duration::from_secs(10));
-    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!((code, out.as_str()), (2, ""));
     assert!(
         err.contains("did not finish within 300ms and was killed"),
         "{err}"
@@ -484,7 +510,8 @@ fn stand_in_that_hangs_is_killed_and_reported() {
 }
 
 /// nvidia-smi with GPU 2 of four fallen off the bus: the others and their processes are shown,
-/// GPU 2 is named lost (text, JSON, doctor), and the exit status says a GPU could not be read.
+/// GPU 2 is named lost (text, JSON, doctor) and skipped, exit 0 (0.2.15); `ps --exit-status`
+/// answers from the others, as something is listed.
 #[test]
 fn a_lost_gpu_of_the_nvidia_smi_fallback_is_named_and_the_others_shown() {
     let capture = support::capture("linux-x86_64__nvidia-l40s__595.80.txt");
@@ -494,15 +521,15 @@ fn a_lost_gpu_of_the_nvidia_smi_fallback_is_named_and_the_others_shown() {
         c
     };
     let (code, out, err) = run(lost(), &[]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 0, "{err}");
     let gpus: Vec<&str> = out.lines().map(|l| l.split(' ').nth(1).unwrap()).collect();
     assert_eq!(gpus, vec!["0", "1", "3"], "{out}");
     assert!(
-        err.contains("hmn: GPU 2: nvidia-smi: GPU 2 is missing from nvidia-smi's list: lost (it lists GPUs 0, 1, 3); nvidia-smi said: Unable to determine the device handle for GPU 0000:5C:00.0: GPU is lost."),
+        err.contains("hmn: failed to query device 2: nvidia-smi: GPU 2 is missing from nvidia-smi's list: lost (it lists GPUs 0, 1, 3); nvidia-smi said: Unable to determine the device handle for GPU 0000:5C:00.0: GPU is lost.") && err.contains("(skipped)"),
         "{err}"
     );
     let (code, out, _) = run(lost(), &["--json"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let kinds: Vec<_> = v
         .as_array()
@@ -515,7 +542,16 @@ fn a_lost_gpu_of_the_nvidia_smi_fallback_is_named_and_the_others_shown() {
         vec![(0, None), (1, None), (2, Some("gpu_lost")), (3, None)]
     );
     let (code, out, err) = run(lost(), &["ps", "--json"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 0, "{err}");
+    let (code, _, _) = run(lost(), &["ps", "--exit-status"]);
+    assert_eq!(code, 0, "something is listed");
+    let (code, _, _) = run(lost(), &["ps", "--exit-status", "--pid", "1"]);
+    assert_eq!(
+        code, 2,
+        "an empty answer that skipped a GPU cannot be trusted"
+    );
+    let (code, _, _) = run(lost(), &["ps", "--device", "2"]);
+    assert_eq!(code, 2, "the GPU asked for cannot be listed");
     let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
     let on: Vec<_> = rows
         .as_array()
@@ -534,7 +570,7 @@ fn a_lost_gpu_of_the_nvidia_smi_fallback_is_named_and_the_others_shown() {
         "GPU 3's processes are listed"
     );
     assert!(
-        err.contains("hmn: GPU 2: nvidia-smi: GPU 2 is missing"),
+        err.contains("hmn: failed to list GPU 2's processes: nvidia-smi: GPU 2 is missing"),
         "{err}"
     );
     let (_, out, _) = run(lost(), &["doctor"]);

@@ -77,7 +77,7 @@ fn memory_of_hidden_processes_is_a_row_of_its_own_with_the_reason() {
     assert!(hidden[0].starts_with("- "), "{out}");
     // 18 GiB of the hidden process and 20 MiB of the driver's own: 18.0 GiB.
     assert!(
-        hidden[0].contains("18.0 GiB") && hidden[0].contains("0 NVIDIA H200"),
+        hidden[0].contains("18.0 GiB") && hidden[0].contains("  0  NVIDIA H200"),
         "{out}"
     );
     assert!(err.contains("hmn: 1 GPU process found"), "{err}");

@@ -353,6 +353,7 @@ fn wait_for_exec(pid: u32, name: &str) {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one scenario, its assertions in order
 fn watch_follows_a_live_pid_and_notices_its_exit() {
     let mut sleeper = Command::new("sleep").arg("0.7").spawn().unwrap();
     let pid = sleeper.id().to_string();
@@ -374,10 +375,16 @@ fn watch_follows_a_live_pid_and_notices_its_exit() {
     reaper.join().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    let rows: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+    let records: Vec<serde_json::Value> = String::from_utf8(o.stdout)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records[0]["kind"], "start");
+    assert_eq!(records.last().unwrap()["kind"], "summary");
+    let rows: Vec<serde_json::Value> = records
+        .into_iter()
+        .filter(|r| r["kind"] == "sample")
         .collect();
     assert!(rows.len() >= 3, "{rows:?}");
     assert!(rows[0]["rss_bytes"].as_u64().unwrap() > 0);
@@ -410,16 +417,36 @@ fn watch_follows_a_live_pid_and_notices_its_exit() {
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.lines().count() >= 2 && text.contains("RSS "), "{text}");
-    // Nothing holds GPU memory: it says so and waits for a holder until its duration ends.
-    let t = Instant::now();
+    // No GPU here, and no pid: nothing to choose, exit 2 at once.
     let o = hmn()
         .args(["watch", "--interval", "100ms", "--duration", "500ms"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no GPU here, so no process to choose"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // With --follow-new it waits for a holder until its duration ends.
+    let t = Instant::now();
+    let o = hmn()
+        .args([
+            "watch",
+            "--interval",
+            "100ms",
+            "--duration",
+            "500ms",
+            "--follow-new",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
     assert!(t.elapsed() >= Duration::from_millis(500));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("no process holds GPU memory yet; waiting")
+        String::from_utf8_lossy(&o.stderr).contains("is chosen yet; waiting"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
     );
 }
 

@@ -452,7 +452,25 @@ fn a_node_whose_driver_fails_is_not_a_successful_scrape() {
         "{t}"
     );
     assert!(!has_series(&t, "hypomnesis_gpu_memory_total_bytes"), "{t}");
-    // The GPUs could not be counted: no count series (an alert on its absence fires too).
+    // A driver that is not loaded counts no GPU (0.2.x's "no GPU"), while up and
+    // scrape_success say the source failed.
+    assert_eq!(value(&t, "hypomnesis_gpu_devices"), Some("0".into()), "{t}");
+    // A library that cannot start (a version mismatch): the GPUs could not be counted, so no
+    // count series (an alert on its absence fires too).
+    let server = Server::start(
+        FakeVariant::Modern,
+        &format!(
+            r#"{{"devices": [{}], "fail": [{{"function": "nvmlInit_v2", "code": 18}}]}}"#,
+            h200("")
+        ),
+        &[],
+    );
+    let t = server.get("/metrics").body;
+    assert_eq!(
+        value(&t, "hypomnesis_scrape_success"),
+        Some("0".into()),
+        "{t}"
+    );
     assert_eq!(value(&t, "hypomnesis_gpu_devices"), None, "{t}");
 }
 

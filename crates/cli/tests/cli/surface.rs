@@ -296,7 +296,8 @@ fn the_man_page_reads_cleanly_in_man() {
         .join(" ");
     for want in [
         "hmn [--json] [--procfs DIR] [--sysfs DIR]",
-        "hmn ps [--pid PID] [--device N] [--sort KEY]",
+        "hmn ps [--pid PID...] [--device N] [--sort KEY]",
+        "hmn fits SIZE [--device N]",
         "-- CMD...",
         "hmn completions SHELL",
     ] {

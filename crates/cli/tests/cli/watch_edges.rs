@@ -1,5 +1,6 @@
-//! `hmn watch` at its edges: pids that do not exist, an exact `--duration`, `--top 0`, an idle
-//! GPU, and a GPU process that appears after the watch started.
+//! `hmn watch` at its edges: pids that do not exist, options that do not go together, an exact
+//! `--duration`, `--top 0`, an idle GPU, a GPU process that appears after the watch started,
+//! and a stop signal.
 #![cfg(target_os = "linux")]
 
 use std::process::{Command, Stdio};
@@ -28,28 +29,49 @@ fn with_pid_file(pid_file: &std::path::Path) -> Command {
     c
 }
 
+/// The JSON Lines of a `hmn watch --json` run, each parsed.
+fn records(o: &std::process::Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The `sample` records alone.
+fn samples(records: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    records
+        .iter()
+        .filter(|r| r["kind"] == "sample")
+        .cloned()
+        .collect()
+}
+
+/// A pid that names no process gets one warning and is followed all the same (0.2.x), until
+/// the duration ends.
 #[test]
-fn pids_that_do_not_exist_are_said_at_once() {
+fn pids_that_do_not_exist_are_said_once_and_still_watched() {
     let mut exited = Command::new("true").spawn().unwrap();
     let gone = exited.id();
     exited.wait().unwrap();
     for pid in ["3999999", "0", &gone.to_string()] {
-        let t = Instant::now();
-        let o = hmn().args(["watch", pid]).output().unwrap();
+        let o = hmn()
+            .args(["watch", pid, "--interval", "100ms", "--duration", "300ms"])
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{pid}: {err}");
+        let warning =
+            format!("hmn watch: pid {pid} names no running process; following it all the same\n");
+        assert_eq!(err.matches(&warning).count(), 1, "{err}");
+        assert!(err.contains("hmn watch: 1 process(es)"), "{err}");
+        let rows = String::from_utf8_lossy(&o.stdout);
         assert!(
-            t.elapsed() < Duration::from_secs(3),
-            "{pid}: took {:?}",
-            t.elapsed()
+            rows.lines().count() >= 3,
+            "{pid}: a row per interval: {rows}"
         );
-        assert_eq!(o.status.code(), Some(1), "{pid}: {err}");
-        assert!(
-            err.contains(&format!("hmn watch: no process {pid}\n")),
-            "{err}"
-        );
-        assert!(o.stdout.is_empty(), "{pid}: no rows");
+        assert!(rows.lines().all(|l| l.contains("RSS unknown")), "{rows}");
     }
-    // One of two exists: it is followed, the other said.
+    // One of two exists: both are followed, the other said.
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
     let o = hmn()
         .args([
@@ -65,10 +87,49 @@ fn pids_that_do_not_exist_are_said_at_once() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    assert!(err.contains("hmn watch: no process 3999999\n"), "{err}");
-    assert!(err.contains("hmn watch: 1 process(es)"), "{err}");
+    assert!(
+        err.contains("hmn watch: pid 3999999 names no running process"),
+        "{err}"
+    );
+    assert!(
+        !err.contains(&format!("pid {} names", sleeper.id())),
+        "{err}"
+    );
+    assert!(err.contains("hmn watch: 2 process(es)"), "{err}");
     let _ = sleeper.kill();
     let _ = sleeper.wait();
+}
+
+/// What chooses processes (`--follow-new`, `--filter`, `--min`) does not go with pids, and a
+/// GPU that is not there is a hard error: exit 2 at once, before any row.
+#[test]
+fn choosing_options_with_pids_and_a_bad_device_exit_2() {
+    for args in [
+        &["watch", "1", "--follow-new"][..],
+        &["watch", "1", "--filter", "python"],
+        &["watch", "1", "--min", "1GiB"],
+    ] {
+        let o = hmn().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("cannot be given with pids"), "{err}");
+        assert!(o.stdout.is_empty());
+    }
+    let pid_file = std::env::temp_dir().join(format!("hmn-watch-dev-{}.pid", std::process::id()));
+    let o = with_pid_file(&pid_file)
+        .args(["watch", "--device", "3", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("GPU index 3 is out of range: 1 device(s) present"),
+        "{err}"
+    );
+    assert!(
+        o.stdout.is_empty(),
+        "no start record for a watch that never began"
+    );
 }
 
 #[test]
@@ -87,13 +148,9 @@ fn a_duration_is_kept_to_one_interval() {
         took >= Duration::from_secs(3) && took < Duration::from_secs(4),
         "--duration 3s took {took:?}"
     );
-    let times: Vec<u64> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["t_ms"]
-                .as_u64()
-                .unwrap()
-        })
+    let times: Vec<u64> = samples(&records(&o))
+        .iter()
+        .map(|r| r["t_ms"].as_u64().unwrap())
         .collect();
     assert_eq!(times.len(), 4, "samples at 0, 1, 2 and 3 s: {times:?}");
     assert!(times[3] >= 3_000 && times[3] < 3_500, "{times:?}");
@@ -106,14 +163,35 @@ fn top_zero_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--top"));
 }
 
-/// No process holds GPU memory when the watch starts: it waits, and follows the one that
-/// appears.
+/// No process holds GPU memory when the watch starts: without `--follow-new` there is nothing
+/// to watch (exit 2, at once); with it, it waits and follows the one that appears.
 #[test]
 fn an_idle_gpu_is_watched_and_a_new_process_picked_up() {
     let pid_file = std::env::temp_dir().join(format!("hmn-watch-new-{}.pid", std::process::id()));
     let _ = std::fs::remove_file(&pid_file);
+    let t = Instant::now();
+    let o = with_pid_file(&pid_file)
+        .args(["watch", "--interval", "200ms", "--duration", "3s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(t.elapsed() < Duration::from_secs(2), "{err}");
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        "hmn watch: no process holds memory on GPU 0, so there is nothing to watch \
+         (--follow-new waits for one)\n"
+    );
     let watch = with_pid_file(&pid_file)
-        .args(["watch", "--interval", "200ms", "--duration", "3s", "--json"])
+        .args([
+            "watch",
+            "--interval",
+            "200ms",
+            "--duration",
+            "3s",
+            "--json",
+            "--follow-new",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -127,37 +205,40 @@ fn an_idle_gpu_is_watched_and_a_new_process_picked_up() {
     let _ = holder.wait();
     let _ = std::fs::remove_file(&pid_file);
     let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(
         t.elapsed() > Duration::from_millis(800),
         "the watch ran on to its duration: {err}"
     );
     assert!(
-        err.starts_with("hmn watch: no process holds GPU memory yet; waiting"),
+        err.starts_with("hmn watch: no process on GPU 0 is chosen yet; waiting"),
         "{err}"
     );
-    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let all = records(&o);
+    assert_eq!(all[0]["kind"], "start");
+    assert_eq!(all[0]["selection"]["mode"], "follow_new");
+    assert_eq!(all.last().unwrap()["kind"], "summary");
+    let rows = samples(&all);
     assert!(!rows.is_empty(), "{err}");
     assert!(rows.iter().all(|r| r["pid"] == holder.id()), "{rows:?}");
     assert_eq!(rows[0]["event"], "new", "{rows:?}");
+    assert_eq!(rows[0]["used_bytes"], 1_073_741_824_u64);
     assert_eq!(rows[0]["gpu_bytes"], 1_073_741_824_u64);
     assert!(rows[1..].iter().all(|r| r["event"].is_null()), "{rows:?}");
     assert!(err.contains("hmn watch: 1 process(es)"), "{err}");
 }
 
-/// A stop signal ends `hmn watch` with 128 + its number, as every hmn command (it exited 0),
-/// after its closing summary.
+/// A stop signal ends `hmn watch` after its closing summary with the codes of its answer (0:
+/// no spill seen), as 0.2.x's Ctrl-C does: not 128 + the signal.
 #[test]
-fn a_stop_signal_ends_watch_with_128_plus_its_number() {
+fn a_stop_signal_ends_watch_with_its_summary_and_its_answer() {
     let pid_file = std::env::temp_dir().join(format!("hmn-watch-signal-{}", std::process::id()));
     let _ = std::fs::remove_file(&pid_file);
-    for (signal, n) in [(libc::SIGTERM, 15), (libc::SIGINT, 2), (libc::SIGHUP, 1)] {
+    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
         let child = with_pid_file(&pid_file)
-            .args(["watch", "--interval", "100ms"])
+            .args(["watch", "--interval", "100ms", "--follow-new", "--json"])
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -168,11 +249,10 @@ fn a_stop_signal_ends_watch_with_128_plus_its_number() {
         let sent = unsafe { libc::kill(pid, signal) };
         assert_eq!(sent, 0);
         let out = child.wait_with_output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(128 + n),
-            "signal {n}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "signal {signal}: {err}");
+        assert!(err.contains("hmn watch: 0 process(es) over "), "{err}");
+        let all = records(&out);
+        assert_eq!(all.last().unwrap()["kind"], "summary", "{all:?}");
     }
 }

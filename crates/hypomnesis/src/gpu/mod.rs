@@ -63,10 +63,7 @@ fn means_no_gpu(e: &HypomnesisError) -> bool {
 /// `r`, with a failure that means no GPU made [`HypomnesisError::NoGpuSource`].
 fn no_gpu_is_no_source<T>(r: Result<T>) -> Result<T> {
     match r {
-        Err(e) if means_no_gpu(&e) => {
-            crate::debug_log!("no GPU: {e}");
-            Err(HypomnesisError::NoGpuSource)
-        }
+        Err(e) if means_no_gpu(&e) => Err(HypomnesisError::NoGpuSource),
         r => r,
     }
 }

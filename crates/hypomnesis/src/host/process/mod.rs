@@ -105,12 +105,15 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
 ///
 /// Linux: `/proc/<pid>/comm`, and where the kernel cut that at 15 bytes
 /// (`Trainer-Worker-` for `Trainer-Worker-Number-Seven`), the whole name: the file name of the
-/// `exe` link, else of `argv[0]`, when it begins with the cut name. A thread id reads as its
-/// thread's name. Elsewhere `None`.
+/// `exe` link, else of `argv[0]`, when it begins with the cut name. A thread id is not a
+/// process: `None` (its `status`'s `Tgid` is another pid). Elsewhere `None`.
 #[must_use]
 pub fn process_name(pid: u32) -> Option<String> {
     #[cfg(target_os = "linux")]
     {
+        if process_exists(pid) == Some(false) {
+            return None;
+        }
         procfs::comm(procfs::root().ok()?, pid)
     }
     #[cfg(not(target_os = "linux"))]
