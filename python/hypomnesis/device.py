@@ -257,8 +257,10 @@ def sources() -> List[SourceReport]:
 def device_count() -> int:
     """Number of GPUs this host can measure.
 
-    Raises :class:`NoGpuSourceError` when there is no GPU source at all (no NVML library, no
-    ``nvidia-smi``, no DRM device), or the failing source's error.
+    Raises :class:`NoGpuSourceError` when there is no GPU to measure: no GPU source at all (no
+    NVML library, no ``nvidia-smi``, no DRM device), or one that finds no GPU (the NVIDIA driver
+    is not loaded: :func:`sources` says so); else the failing source's error (an NVML that
+    loads but cannot start: :class:`DriverVersionMismatchError`, …).
     """
     return _native.device_count()
 

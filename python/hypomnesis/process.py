@@ -94,7 +94,7 @@ class GpuProcess:
     pid: int
     """Process id as the source reports it."""
     name: Optional[str]
-    """Short process name."""
+    """Process name (on Linux ``comm``, made whole where the kernel cut it at 15 bytes)."""
     used_bytes: int
     """Device memory held."""
     source: str

@@ -3,6 +3,15 @@ a child process of its own (NVML is loaded once per process)."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
 from conftest import GHOST, GIB, MIB, h200, run_child
 
 ALL = """
@@ -197,7 +206,6 @@ out({
 
 def test_init_refused() -> None:
     for code, kind, cls in [
-        (9, "driver_not_loaded", "DriverNotLoadedError"),
         (18, "driver_version_mismatch", "DriverVersionMismatchError"),
         (4, "no_permission", "NoPermissionError"),
         (999, "other", "HypomnesisError"),
@@ -205,6 +213,18 @@ def test_init_refused() -> None:
         r = run_child('out(error(hypomnesis.device_count))', {"init_error": code, "devices": [h200()]})
         assert (r["type"], r["kind"], r["source"]) == (cls, kind, "nvml"), r
         assert r["message"].startswith("NVML: nvmlInit_v2 failed: "), r
+    # A driver that is not loaded is no GPU to measure (as the library has it since 0.2.15);
+    # the source says why.
+    r = run_child(
+        """
+out({"count": error(hypomnesis.device_count),
+     "nvml": [s.reason for s in hypomnesis.sources() if s.source == "nvml"]})
+""",
+        {"init_error": 9, "devices": [h200()]},
+    )
+    assert r["count"]["type"] == "NoGpuSourceError", r
+    assert "driver may not be loaded" in r["count"]["message"], r
+    assert r["nvml"] and "NVML_ERROR_DRIVER_NOT_LOADED" in json.dumps(r["nvml"]), r
 
 
 def test_library_that_cannot_be_loaded() -> None:
@@ -314,3 +334,25 @@ def test_sources_say_which_answered_and_why_not() -> None:
     r = run_child(SOURCES, variant=None)
     nvml = {s[0]: s for s in r["sources"]}["nvml"]
     assert nvml[1] == "absent" and "NVML" in nvml[2], nvml
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's 15-byte comm")
+def test_a_name_the_kernel_cut_is_whole(tmp_path: Path) -> None:
+    long = "Trainer-Worker-Number-Seven"
+    exe = tmp_path / long
+    shutil.copy("/bin/sleep", exe)
+    holder = subprocess.Popen([str(exe), "60"])
+    try:
+        started = time.monotonic()
+        comm = Path(f"/proc/{holder.pid}/comm")
+        while comm.read_text().strip() != long[:15]:
+            assert time.monotonic() - started < 5, "it never ran"
+            time.sleep(0.005)
+        r = run_child(
+            "out([p.name for p in hypomnesis.gpu_processes(0)])",
+            {"devices": [h200(compute_processes=[{"pid": holder.pid, "used": GIB}])]},
+        )
+        assert r == [long]
+    finally:
+        holder.kill()
+        holder.wait()

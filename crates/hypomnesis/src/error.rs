@@ -40,10 +40,12 @@ pub enum HypomnesisError {
         /// How many devices there are.
         count: u32,
     },
-    /// No GPU source exists on this host at all (no NVML library, no `nvidia-smi`, …).
-    /// [`crate::sources`] (and `hmn doctor`) tell where each one was looked for.
+    /// There is no GPU to measure here: no GPU source exists on this host (no NVML library,
+    /// no `nvidia-smi`, …), or the ones that exist find no GPU (the NVIDIA driver is not
+    /// loaded, `NVML_ERROR_GPU_NOT_FOUND`). [`crate::sources`] (and `hmn doctor`) tell where
+    /// each one was looked for and what it said.
     #[error(
-        "no GPU source is available on this host (no GPU library or tool was found; `hmn doctor` lists where each was looked for)"
+        "no GPU source is available on this host (no GPU library or tool was found, or none sees a GPU: the driver may not be loaded; `hmn doctor` says which)"
     )]
     NoGpuSource,
     /// The process table was enumerated but no process other than the caller's could be read

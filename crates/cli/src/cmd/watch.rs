@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use clap::Args;
 use hypomnesis::spill::{DEFAULT_SHARED_GROWTH_BYTES, SpillSample};
-use hypomnesis::{GpuProcessEntry, HypomnesisError, SpillTracker};
+use hypomnesis::{GpuProcessEntry, HypomnesisError, SpillReport, SpillTracker};
 
 use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::sampler::{Frame, Sampler, Want, max_opt};
@@ -92,7 +92,15 @@ struct Rule<'a> {
     min: Option<u64>,
 }
 
-impl Rule<'_> {
+impl<'a> Rule<'a> {
+    fn of(args: &'a WatchArgs) -> Self {
+        Self {
+            top: args.top,
+            filters: &args.filter,
+            min: args.min,
+        }
+    }
+
     /// The pids of `held` the rule picks, largest VRAM first.
     fn pick(&self, held: &BTreeMap<u32, Held>) -> Vec<u32> {
         let lower: Vec<String> = self.filters.iter().map(|f| f.to_lowercase()).collect();
@@ -263,41 +271,55 @@ fn hard(err: &mut impl Write, why: &str) -> io::Result<Outcome> {
     Ok(Outcome::Code(2))
 }
 
-#[allow(clippy::too_many_lines)] // the attach, the loop and the summary, in order
-pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
+/// What the watch starts from: the GPU, the processes chosen, the spill tracker.
+struct Attached {
+    device_name: Option<String>,
+    targets: Vec<Target>,
+    tracker: Option<SpillTracker>,
+    spilling_at_attach: Option<bool>,
+}
+
+/// The options that do not go together, and the GPU: `Err` is a hard error's outcome.
+fn check(args: &WatchArgs, err: &mut impl Write) -> io::Result<Result<(), Outcome>> {
     if !args.pids.is_empty() && (args.follow_new || !args.filter.is_empty() || args.min.is_some()) {
         return hard(
             err,
             "--follow-new, --filter and --min choose the processes to follow; they cannot be \
              given with pids",
-        );
+        )
+        .map(Err);
     }
-    let started = Instant::now();
     let count = match hypomnesis::device_count() {
         Ok(n) => n,
         Err(HypomnesisError::NoGpuSource) => 0,
-        Err(e) => return hard(err, &format!("failed to count devices: {e}")),
+        Err(e) => return hard(err, &format!("failed to count devices: {e}")).map(Err),
     };
     if count > 0 && args.device >= count {
         let e = HypomnesisError::DeviceIndexOutOfRange {
             index: args.device,
             count,
         };
-        return hard(err, &e.to_string());
+        return hard(err, &e.to_string()).map(Err);
     }
     if count == 0 && args.pids.is_empty() && !args.follow_new {
         return hard(
             err,
             "no GPU here, so no process to choose (name pids to follow their RAM)",
-        );
+        )
+        .map(Err);
     }
-    let device_name = hypomnesis::device_info(args.device)
-        .ok()
-        .and_then(|d| d.name);
-    let measurable = hypomnesis::is_spill_measurable();
+    Ok(Ok(()))
+}
+
+/// Checks the options and the GPU, takes the first frame and chooses what to follow; `Err`
+/// is the hard error's outcome (said on `err`).
+fn attach(args: &WatchArgs, err: &mut impl Write) -> io::Result<Result<Attached, Outcome>> {
+    if let Err(outcome) = check(args, err)? {
+        return Ok(Err(outcome));
+    }
     let first = Sampler::new(Want {
         processes: true,
-        residency: measurable,
+        residency: hypomnesis::is_spill_measurable(),
         ..Want::default()
     })
     .frame(&[]);
@@ -308,23 +330,15 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         .and_then(|d| d.residency.as_ref())
         .and_then(|r| r.as_ref().ok())
         .copied();
-    let spilling_at_attach = residency.map(|r| {
-        hypomnesis::spill::is_spilling_now(r.dedicated_bytes, r.shared_bytes, r.capacity_bytes)
-    });
-    let mut tracker = residency.map(|r| SpillTracker::fed(r.capacity_bytes));
-    let rule = Rule {
-        top: args.top,
-        filters: &args.filter,
-        min: args.min,
-    };
     let mut targets: Vec<Target> = Vec::new();
     if args.pids.is_empty() {
+        let rule = Rule::of(args);
         let picked = first_held
             .as_ref()
             .map(|h| rule.pick(h))
             .unwrap_or_default();
         if picked.is_empty() && !args.follow_new {
-            return hard(err, &nothing_to_pick(&first, args.device, &rule));
+            return hard(err, &nothing_to_pick(&first, args.device, &rule)).map(Err);
         }
         if picked.is_empty() {
             writeln!(
@@ -333,7 +347,7 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
                 args.device
             )?;
         }
-        let names = first_held.clone().unwrap_or_default();
+        let names = first_held.unwrap_or_default();
         targets.extend(
             picked
                 .into_iter()
@@ -347,31 +361,85 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
             targets.push(Target::new(pid, None));
         }
     }
-    if args.output.json {
-        let start = Start {
-            kind: "start",
-            hmn_version: env!("CARGO_PKG_VERSION"),
-            argv: argv(),
-            device: args.device,
-            device_name: device_name.clone(),
-            interval_ms: args.interval.as_millis(),
-            duration_ms: args.duration.map(|d| d.as_millis()),
-            selection: Selection {
-                mode: match (args.pids.is_empty(), args.follow_new) {
-                    (false, _) => "pids",
-                    (true, false) => "top",
-                    (true, true) => "follow_new",
-                },
-                pids: args.pids.clone(),
-                top: args.top,
-                filters: args.filter.clone(),
-                min_bytes: args.min,
+    Ok(Ok(Attached {
+        device_name: hypomnesis::device_info(args.device)
+            .ok()
+            .and_then(|d| d.name),
+        targets,
+        tracker: residency.map(|r| SpillTracker::fed(r.capacity_bytes)),
+        spilling_at_attach: residency.map(|r| {
+            hypomnesis::spill::is_spilling_now(r.dedicated_bytes, r.shared_bytes, r.capacity_bytes)
+        }),
+    }))
+}
+
+/// The `start` record.
+fn start_record(args: &WatchArgs, device_name: Option<String>) -> Start {
+    Start {
+        kind: "start",
+        hmn_version: env!("CARGO_PKG_VERSION"),
+        argv: argv(),
+        device: args.device,
+        device_name,
+        interval_ms: args.interval.as_millis(),
+        duration_ms: args.duration.map(|d| d.as_millis()),
+        selection: Selection {
+            mode: match (args.pids.is_empty(), args.follow_new) {
+                (false, _) => "pids",
+                (true, false) => "top",
+                (true, true) => "follow_new",
             },
-        };
-        crate::view::json_line(&mut *out, &start)?;
-        writeln!(out)?;
-        out.flush()?;
+            pids: args.pids.clone(),
+            top: args.top,
+            filters: args.filter.clone(),
+            min_bytes: args.min,
+        },
     }
+}
+
+/// One JSON Lines record, flushed.
+fn record(out: &mut impl Write, value: &impl serde::Serialize) -> io::Result<()> {
+    crate::view::json_line(&mut *out, value)?;
+    writeln!(out)?;
+    out.flush()
+}
+
+/// This frame's spill verdict of the watched GPU, folded into the tracker.
+fn spilling(tracker: Option<&mut SpillTracker>, frame: &Frame, device: u32) -> Option<bool> {
+    let t = tracker?;
+    let d = usize::try_from(device).ok()?;
+    let r = frame.devices.get(d)?.residency.as_ref()?.as_ref().ok()?;
+    let label = format!("{} ms", frame.at.as_millis());
+    Some(t.observe_sample(
+        label,
+        SpillSample::new(frame.at, r.dedicated_bytes, r.shared_bytes),
+    ))
+}
+
+/// The exit status: 1 when a spill was seen, else 0 (also after a stop signal).
+fn answer(report: Option<&SpillReport>) -> Outcome {
+    if report.is_some_and(SpillReport::spilled) {
+        Outcome::Code(1)
+    } else {
+        Outcome::Success
+    }
+}
+
+pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
+    let started = Instant::now();
+    let Attached {
+        device_name,
+        mut targets,
+        mut tracker,
+        spilling_at_attach,
+    } = match attach(args, err)? {
+        Ok(a) => a,
+        Err(outcome) => return Ok(outcome),
+    };
+    if args.output.json {
+        record(out, &start_record(args, device_name))?;
+    }
+    let rule = Rule::of(args);
     let sampler = Sampler::new(Want {
         processes: true,
         residency: tracker.is_some(),
@@ -391,21 +459,12 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         {
             pick_up(&mut targets, &mut frame, &rule.pick(h), h);
         }
-        let spilling = tracker.as_mut().and_then(|t| {
-            let d = usize::try_from(args.device).ok()?;
-            let r = frame.devices.get(d)?.residency.as_ref()?.as_ref().ok()?;
-            let label = format!("{} ms", frame.at.as_millis());
-            Some(t.observe_sample(
-                label,
-                SpillSample::new(frame.at, r.dedicated_bytes, r.shared_bytes),
-            ))
-        });
         let wall_clock = utc_millis(SystemTime::now());
         let sample = Sample {
             frame: &frame,
             held: now_held.as_ref(),
             wall_clock: &wall_clock,
-            spilling,
+            spilling: spilling(tracker.as_mut(), &frame, args.device),
         };
         for t in targets.iter_mut().filter(|t| t.ended.is_none()) {
             write_row(out, args.output.json, &t.row(&sample))?;
@@ -425,23 +484,10 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
             per_pid: targets.iter().map(Target::per_pid).collect(),
             duration_ms: started.elapsed().as_millis(),
         };
-        crate::view::unless_closed(
-            crate::view::json_line(&mut *out, &summary)
-                .and_then(|()| writeln!(out))
-                .and_then(|()| out.flush()),
-        )?;
+        crate::view::unless_closed(record(out, &summary))?;
     }
     // Ctrl-C ends the watch as its duration does: the codes say whether it spilled.
-    Ok(
-        if report
-            .as_ref()
-            .is_some_and(hypomnesis::SpillReport::spilled)
-        {
-            Outcome::Code(1)
-        } else {
-            Outcome::Success
-        },
-    )
+    Ok(answer(report.as_ref()))
 }
 
 /// The command line, its program reduced to its file name.
@@ -535,7 +581,7 @@ fn pick_up(
 fn closing(
     targets: &[Target],
     started: Instant,
-    report: Option<&hypomnesis::SpillReport>,
+    report: Option<&SpillReport>,
     device: u32,
     err: &mut impl Write,
 ) -> io::Result<()> {
@@ -580,6 +626,33 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn a_spill_seen_is_exit_1() {
+        let spilled = SpillReport::builder()
+            .measurable(true)
+            .episode("1000 ms", None, 1 << 30, 2, Duration::from_secs(1))
+            .build();
+        let quiet = SpillReport::builder().measurable(true).build();
+        assert_eq!(answer(Some(&spilled)), Outcome::Code(1));
+        assert_eq!(answer(Some(&quiet)), Outcome::Success);
+        assert_eq!(
+            answer(None),
+            Outcome::Success,
+            "not measurable: no spill seen"
+        );
+        // A tracker fed a full adapter whose shared memory grew says the same.
+        let mut t = SpillTracker::fed(8 << 30);
+        let mut frame_at = |ms: u64, ded: u64, shared: u64| {
+            t.observe_sample(
+                format!("{ms} ms"),
+                SpillSample::new(Duration::from_millis(ms), ded, shared),
+            )
+        };
+        assert!(!frame_at(0, 1 << 30, 0));
+        assert!(frame_at(100, 15 << 29, 1 << 30));
+        assert_eq!(answer(Some(&t.into_report())), Outcome::Code(1));
     }
 
     #[test]

@@ -507,3 +507,26 @@ fn watch_names_the_gpu_a_pid_holds_memory_on() {
     );
     stop(s);
 }
+
+/// The exporter names a process whose `comm` the kernel cut by its whole name too.
+#[cfg(feature = "serve")]
+#[test]
+fn the_exporter_names_a_long_named_process_whole() {
+    let p = tmp("serve.pid");
+    let s = long_named(&p);
+    let sc = two_h200(&format!(
+        r#"{{"pid_file": "{}", "used": {GIB}}}"#,
+        p.display()
+    ));
+    let server = crate::util::serve::Server::start(FakeVariant::Modern, &sc, &[]);
+    let t = server.get("/metrics").body;
+    let line = t
+        .lines()
+        .find(|l| {
+            l.starts_with("hypomnesis_gpu_process_memory_bytes{")
+                && l.contains(&format!("pid=\"{}\"", s.id()))
+        })
+        .unwrap_or_else(|| panic!("{t}"));
+    assert!(line.contains(&format!("process=\"{LONG}\"")), "{line}");
+    stop(s);
+}
