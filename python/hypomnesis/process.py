@@ -115,7 +115,8 @@ class GpuProcess:
     """Why its files (owner, command line…) cannot be read here: ``outside_pid_namespace``,
     ``hidden_by_hidepid`` (the procfs mount's ``hidepid`` hides another user's process: run as
     root or in the mount's ``gid=`` group), ``exited`` (since the driver listed it),
-    ``not_readable``; ``None`` when they can be."""
+    ``not_readable``, ``no_such_pid`` (a pid no process here can have: above ``pid_max`` in
+    the initial PID namespace); ``None`` when they can be."""
     gpu_instance_id: Optional[int]
     """The MIG GPU instance it runs in."""
     compute_instance_id: Optional[int]

@@ -32,6 +32,14 @@ GIB = 1 << 30
 #: Above Linux's largest possible pid_max (2^22): never a process here.
 GHOST = 4_194_400
 
+#: Why the ghost (a pid beyond any pid_max) cannot be read: in the initial PID namespace no
+#: process can have its number; in another, it may be the host's.
+GHOST_REASON = (
+    "no_such_pid"
+    if os.path.exists("/proc/self/ns/pid") and os.readlink("/proc/self/ns/pid") == "pid:[4026531836]"
+    else "outside_pid_namespace"
+)
+
 #: Which cargo features make each variant (as FakeVariant::feature_args in crates/testkit).
 VARIANTS: Dict[str, list[str]] = {
     "modern": [],

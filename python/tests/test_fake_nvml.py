@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GHOST, GIB, MIB, h200, run_child
+from conftest import GHOST, GHOST_REASON, GIB, MIB, h200, run_child
 
 ALL = """
 out({
@@ -79,9 +79,11 @@ def test_r510_device_figures_processes_and_their_context() -> None:
     ctx = me["process_context"]
     assert ctx["uid"] == r["uid"] and ctx["user"]
     assert "HMN-RESULT" in ctx["command"] and ctx["rss_bytes"] > 0
-    assert ghost["outside_pid_namespace"] is True and ghost["process_context"] is None
-    # Beyond any pid_max: a number no process of this namespace can have.
-    assert ghost["unreadable"] == "outside_pid_namespace"
+    assert ghost["process_context"] is None
+    # Beyond any pid_max: a number no process of this namespace can have (none at all, in the
+    # initial one).
+    assert ghost["unreadable"] == GHOST_REASON
+    assert ghost["outside_pid_namespace"] is (GHOST_REASON == "outside_pid_namespace")
     assert me["unreadable"] is None
     assert ghost["used_bytes"] == 3 * GIB and ghost["context"] == "compute"
     assert r["procs"][1] == []

@@ -3,7 +3,8 @@
 //! - `cli`: each command end to end through the built `hmn` (`basics`: devices and ps against
 //!   both fakes; `run_watch`, `run_signals`, `watch_edges`, `serve`, `fleet`, `top` in tmux,
 //!   `stalls`, `hidden_memory`, `hidepid` (a real procfs mount with `hidepid`), `hostile_names`,
-//!   `impossible_figures`, `kubelet` (pod names from a node's log layout), the first-contact
+//!   `impossible_figures`, `kubelet` (pod names from a node's log layout), `pid_namespace` (a
+//!   driver pid that a local process also has, in a PID namespace of its own), the first-contact
 //!   `surface`, the README's transcripts, `top_keys` (selecting, inspecting and signalling in
 //!   `hmn top`), and how often `nvidia-smi` runs while NVML answers: `fallback_probe` for serve,
 //!   `quiet_fallback` for the other long-running commands; `compat`, the commands as scripts
@@ -47,6 +48,7 @@ mod cli {
     mod hostile_names;
     mod impossible_figures;
     mod kubelet;
+    mod pid_namespace;
     mod quiet_fallback;
     mod readme;
     mod run_signals;

@@ -59,7 +59,32 @@ pub struct WatchArgs {
     pub roots: RootArgs,
 }
 
-/// One pid's memory on one GPU in one frame: its rows added up.
+/// Who holds memory: a process of this PID namespace, by its pid, or one outside it, by the
+/// driver's number (which a local process may have too: the two are never mixed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Who {
+    Here(u32),
+    Outside(u32),
+}
+
+impl Who {
+    /// The number shown.
+    fn pid(self) -> u32 {
+        match self {
+            Self::Here(p) | Self::Outside(p) => p,
+        }
+    }
+
+    /// The pid of this namespace, when it has one.
+    fn local(self) -> Option<u32> {
+        match self {
+            Self::Here(p) => Some(p),
+            Self::Outside(_) => None,
+        }
+    }
+}
+
+/// One holder's memory on one GPU in one frame: its rows added up.
 #[derive(Debug, Clone, Default)]
 struct Held {
     used: u64,
@@ -67,15 +92,16 @@ struct Held {
     name: Option<String>,
 }
 
-/// The processes of GPU `index` in `frame`, by pid; `None` when its list was not read.
-fn held(frame: &Frame, index: u32) -> Option<BTreeMap<u32, Held>> {
+/// The holders of GPU `index` in `frame`; `None` when its list was not read.
+fn held(frame: &Frame, index: u32) -> Option<BTreeMap<Who, Held>> {
     let rows: &[GpuProcessEntry] = usize::try_from(index)
         .ok()
         .and_then(|i| frame.devices.get(i))?
         .processes()?;
-    let mut out: BTreeMap<u32, Held> = BTreeMap::new();
+    let mut out: BTreeMap<Who, Held> = BTreeMap::new();
     for r in rows {
-        let h = out.entry(r.pid).or_default();
+        let who = r.local_pid().map_or(Who::Outside(r.pid), Who::Here);
+        let h = out.entry(who).or_default();
         h.used = h.used.saturating_add(r.used_bytes);
         h.shared = h.shared.saturating_add(r.shared_used_bytes);
         if h.name.is_none() {
@@ -101,10 +127,10 @@ impl<'a> Rule<'a> {
         }
     }
 
-    /// The pids of `held` the rule picks, largest VRAM first.
-    fn pick(&self, held: &BTreeMap<u32, Held>) -> Vec<u32> {
+    /// The holders the rule picks, largest VRAM first.
+    fn pick(&self, held: &BTreeMap<Who, Held>) -> Vec<Who> {
         let lower: Vec<String> = self.filters.iter().map(|f| f.to_lowercase()).collect();
-        let mut v: Vec<(u32, u64)> = held
+        let mut v: Vec<(Who, u64)> = held
             .iter()
             .filter(|(_, h)| {
                 lower.is_empty()
@@ -117,9 +143,9 @@ impl<'a> Rule<'a> {
                 self.min
                     .is_none_or(|m| h.used.saturating_add(h.shared) >= m)
             })
-            .map(|(&p, h)| (p, h.used))
+            .map(|(&w, h)| (w, h.used))
             .collect();
-        v.sort_by_key(|&(p, b)| (std::cmp::Reverse(b), p));
+        v.sort_by_key(|&(w, b)| (std::cmp::Reverse(b), w.pid(), w));
         v.into_iter()
             .take(usize::try_from(self.top).unwrap_or(usize::MAX))
             .map(|(p, _)| p)
@@ -130,6 +156,7 @@ impl<'a> Rule<'a> {
 /// One followed process.
 #[derive(Debug, Clone)]
 struct Target {
+    who: Who,
     pid: u32,
     name: Option<String>,
     /// Owner and command line, read once when the process is first followed.
@@ -148,15 +175,25 @@ struct Target {
 }
 
 impl Target {
-    /// Process `pid` (it may not exist: it is followed all the same).
-    fn new(pid: u32, listed_name: Option<&str>) -> Self {
-        let ctx = hypomnesis::process_context(pid);
+    /// Process `who` (it may not exist: it is followed all the same). One outside this PID
+    /// namespace has nothing to read here: its name is the listing's, when it has one.
+    fn new(who: Who, listed_name: Option<&str>) -> Self {
+        let listed = || listed_name.map(str::to_owned);
+        let (name, ctx, start) = match who.local() {
+            Some(pid) => (
+                hypomnesis::process_name(pid).or_else(listed),
+                hypomnesis::process_context(pid),
+                hypomnesis::process_start_time(pid),
+            ),
+            None => (listed(), hypomnesis::ProcessContext::default(), None),
+        };
         Self {
-            pid,
-            name: hypomnesis::process_name(pid).or_else(|| listed_name.map(str::to_owned)),
+            who,
+            pid: who.pid(),
+            name,
             user: ctx.user,
             command: ctx.command,
-            start: hypomnesis::process_start_time(pid),
+            start,
             first: None,
             last: [None; 3],
             peak: [None; 3],
@@ -168,8 +205,11 @@ impl Target {
 
     /// This sample's row, and the target's state folded forward.
     fn row(&mut self, s: &Sample<'_>) -> Row {
-        let start_now = hypomnesis::process_start_time(self.pid);
-        let rss = s.frame.rss.get(&self.pid).copied().flatten();
+        let start_now = self.who.local().and_then(hypomnesis::process_start_time);
+        let rss = self
+            .who
+            .local()
+            .and_then(|p| s.frame.rss.get(&p).copied().flatten());
         let event = match (self.start, start_now) {
             (Some(a), Some(b)) if a != b => Some("pid reused"),
             (Some(_), None) => Some("exited"),
@@ -179,7 +219,7 @@ impl Target {
         let shown_event = event.or_else(|| std::mem::take(&mut self.new).then_some("new"));
         let on_gpu = s
             .held
-            .map(|m| m.get(&self.pid).cloned().unwrap_or_default());
+            .map(|m| m.get(&self.who).cloned().unwrap_or_default());
         let now = if event.is_some() {
             [None; 3]
         } else {
@@ -206,6 +246,7 @@ impl Target {
             shared_delta: delta(now[2], self.last[2]),
             spilling: s.spilling,
             paged,
+            outside_pid_namespace: self.who.local().is_none(),
             user: self.user.clone(),
             command: self.command.clone(),
             rss_bytes: now[0],
@@ -250,7 +291,7 @@ impl Target {
 /// What one interval's rows share.
 struct Sample<'a> {
     frame: &'a Frame,
-    held: Option<&'a BTreeMap<u32, Held>>,
+    held: Option<&'a BTreeMap<Who, Held>>,
     wall_clock: &'a str,
     spilling: Option<bool>,
 }
@@ -351,14 +392,14 @@ fn attach(args: &WatchArgs, err: &mut impl Write) -> io::Result<Result<Attached,
         targets.extend(
             picked
                 .into_iter()
-                .map(|p| Target::new(p, names.get(&p).and_then(|h| h.name.as_deref()))),
+                .map(|w| Target::new(w, names.get(&w).and_then(|h| h.name.as_deref()))),
         );
     } else {
         for &pid in &args.pids {
             if let Some(line) = missing_line(pid, &first, args.device, first_held.as_ref()) {
                 writeln!(err, "hmn watch: {line}")?;
             }
-            targets.push(Target::new(pid, None));
+            targets.push(Target::new(Who::Here(pid), None));
         }
     }
     Ok(Ok(Attached {
@@ -450,7 +491,7 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         let live: Vec<u32> = targets
             .iter()
             .filter(|t| t.ended.is_none())
-            .map(|t| t.pid)
+            .filter_map(|t| t.who.local())
             .collect();
         let mut frame = sampler.frame(&live);
         let now_held = held(&frame, args.device);
@@ -539,15 +580,15 @@ fn missing_line(
     pid: u32,
     first: &Frame,
     device: u32,
-    watched: Option<&BTreeMap<u32, Held>>,
+    watched: Option<&BTreeMap<Who, Held>>,
 ) -> Option<String> {
-    if watched.is_some_and(|h| h.contains_key(&pid)) {
+    if watched.is_some_and(|h| h.contains_key(&Who::Here(pid))) {
         return None;
     }
     let other = (0_u32..)
         .zip(&first.devices)
         .filter(|(i, _)| *i != device)
-        .find_map(|(i, _)| held(first, i)?.get(&pid).map(|h| (i, h.used)));
+        .find_map(|(i, _)| held(first, i)?.get(&Who::Here(pid)).map(|h| (i, h.used)));
     if let Some((i, used)) = other {
         return Some(format!(
             "pid {pid} holds no memory on GPU {device} but {} on GPU {i}: re-run with --device {i}",
@@ -558,20 +599,22 @@ fn missing_line(
         .then(|| format!("pid {pid} names no running process; following it all the same"))
 }
 
-/// Adds the pids of `picked` not followed yet (their RSS read into the frame), marked new.
+/// Adds the holders of `picked` not followed yet (their RSS read into the frame), marked new.
 fn pick_up(
     targets: &mut Vec<Target>,
     frame: &mut Frame,
-    picked: &[u32],
-    held: &BTreeMap<u32, Held>,
+    picked: &[Who],
+    held: &BTreeMap<Who, Held>,
 ) {
-    for &pid in picked {
-        if targets.iter().any(|t| t.pid == pid && t.ended.is_none()) {
+    for &who in picked {
+        if targets.iter().any(|t| t.who == who && t.ended.is_none()) {
             continue;
         }
-        let mut t = Target::new(pid, held.get(&pid).and_then(|h| h.name.as_deref()));
+        let mut t = Target::new(who, held.get(&who).and_then(|h| h.name.as_deref()));
         t.new = true;
-        frame.rss.insert(pid, hypomnesis::process_rss_of(pid).ok());
+        if let Some(pid) = who.local() {
+            frame.rss.insert(pid, hypomnesis::process_rss_of(pid).ok());
+        }
         targets.push(t);
     }
 }
@@ -613,11 +656,11 @@ fn closing(
 mod tests {
     use super::*;
 
-    fn held_of(rows: &[(u32, &str, u64, u64)]) -> BTreeMap<u32, Held> {
+    fn held_of(rows: &[(u32, &str, u64, u64)]) -> BTreeMap<Who, Held> {
         rows.iter()
             .map(|&(p, n, used, shared)| {
                 (
-                    p,
+                    Who::Here(p),
                     Held {
                         used,
                         shared,
@@ -626,6 +669,10 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    fn here(pids: &[u32]) -> Vec<Who> {
+        pids.iter().copied().map(Who::Here).collect()
     }
 
     #[test]
@@ -669,7 +716,7 @@ mod tests {
             filters: &[],
             min: None,
         };
-        assert_eq!(no.pick(&h), [12, 11]);
+        assert_eq!(no.pick(&h), here(&[12, 11]));
         let f = ["PYTHON".to_string(), "worker-number".to_string()];
         let named = Rule {
             top: 5,
@@ -678,7 +725,7 @@ mod tests {
         };
         assert_eq!(
             named.pick(&h),
-            [11, 10, 13],
+            here(&[11, 10, 13]),
             "an unnamed process cannot match"
         );
         let min = Rule {
@@ -688,7 +735,7 @@ mod tests {
         };
         assert_eq!(
             min.pick(&h),
-            [11, 10, 13],
+            here(&[11, 10, 13]),
             "shared memory counts toward --min"
         );
         let more = Rule {
@@ -696,6 +743,19 @@ mod tests {
             filters: &[],
             min: Some(6 << 30),
         };
-        assert_eq!(more.pick(&h), [12, 11]);
+        assert_eq!(more.pick(&h), here(&[12, 11]));
+        // A holder outside this PID namespace with the number of a local one is another.
+        let mut both = held_of(&[(7, "sleep", 1 << 30, 0)]);
+        both.insert(
+            Who::Outside(7),
+            Held {
+                used: 29 << 30,
+                shared: 0,
+                name: None,
+            },
+        );
+        assert_eq!(no.pick(&both), [Who::Outside(7), Who::Here(7)]);
+        assert_eq!(Who::Outside(7).local(), None);
+        assert_eq!(Who::Here(7).local(), Some(7));
     }
 }

@@ -96,14 +96,17 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// GPU memory per pid on device `index`, rows of the same pid added up; `None` when the
-    /// device's processes were not read.
+    /// GPU memory per local pid on device `index`, rows of the same pid added up; `None` when
+    /// the device's processes were not read. Rows outside this PID namespace are left out:
+    /// their number is the driver's, which a local process may have too.
     pub fn gpu_by_pid(&self, index: usize) -> Option<BTreeMap<u32, u64>> {
         let rows = self.devices.get(index)?.processes()?;
         let mut out: BTreeMap<u32, u64> = BTreeMap::new();
         for r in rows {
-            let e = out.entry(r.pid).or_insert(0);
-            *e = e.saturating_add(r.used_bytes);
+            if let Some(pid) = r.local_pid() {
+                let e = out.entry(pid).or_insert(0);
+                *e = e.saturating_add(r.used_bytes);
+            }
         }
         Some(out)
     }
@@ -242,6 +245,15 @@ mod tests {
         GpuProcessEntry::builder().pid(pid).used_bytes(used).build()
     }
 
+    /// A row of another PID namespace whose driver number is `pid`.
+    fn outside(pid: u32, used: u64) -> GpuProcessEntry {
+        GpuProcessEntry::builder()
+            .pid(pid)
+            .used_bytes(used)
+            .outside_pid_namespace(true)
+            .build()
+    }
+
     fn frame() -> Frame {
         let dev = |rows: Option<Vec<GpuProcessEntry>>| DeviceFrame {
             processes: rows.map(Ok),
@@ -251,7 +263,12 @@ mod tests {
             at: Duration::ZERO,
             count: Ok(3),
             devices: vec![
-                dev(Some(vec![row(7, 10), row(7, 5), row(9, 1)])),
+                dev(Some(vec![
+                    row(7, 10),
+                    row(7, 5),
+                    row(9, 1),
+                    outside(9, 1000),
+                ])),
                 dev(None),
                 dev(Some(vec![row(7, 100)])),
             ],
@@ -269,6 +286,7 @@ mod tests {
             Some([(7, 15), (9, 1)].into_iter().collect())
         );
         assert_eq!(f.gpu_by_pid(1), None, "not read is not zero");
+        // (The row of pid 9 outside this namespace is not the local pid 9's.)
         assert_eq!(
             f.gpu_by_pid_all(),
             Some([(7, 115), (9, 1)].into_iter().collect())

@@ -77,10 +77,32 @@ impl Lasting {
         }
         let mut changing = ContextParts::NONE;
         (changing.rss, changing.cpu_time) = (true, true);
-        for (pid, now) in contexts::read(known, changing) {
+        let mut reused = BTreeMap::new();
+        for (pid, now) in contexts::read(known.clone(), changing) {
             if let Some(k) = self.by_pid.get(&pid) {
+                // Another start time: the pid now names a later process, whose owner, command
+                // and container are read afresh.
+                if matches!((k.ctx.start_time, now.start_time), (Some(a), Some(b)) if a != b) {
+                    if let Some(&read) = known.get(&pid) {
+                        reused.insert(pid, read);
+                    }
+                    continue;
+                }
                 let mut ctx = k.ctx.clone();
                 (ctx.rss_bytes, ctx.cpu_time) = (now.rss_bytes, now.cpu_time);
+                out.insert(pid, ctx);
+            }
+        }
+        if !reused.is_empty() {
+            for (pid, ctx) in contexts::read(reused, whole) {
+                self.by_pid.insert(
+                    pid,
+                    Kept {
+                        read_at: refresh,
+                        with_container: containers,
+                        ctx: ctx.clone(),
+                    },
+                );
                 out.insert(pid, ctx);
             }
         }

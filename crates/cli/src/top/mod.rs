@@ -341,6 +341,21 @@ fn ask_signal(state: &mut ViewState, screen: &Screen) {
         return;
     }
     match state.selected_proc(&screen.procs) {
+        // The driver's number of a process in another PID namespace: a local process may
+        // have it too, so nothing is offered.
+        Some(p) if p.unreadable == Some(hypomnesis::UnreadableReason::OutsidePidNamespace) => {
+            state.message = Some(Err(format!(
+                "pid {} is outside this PID namespace: the number is the driver's, and hmn \
+                 cannot signal that process from here",
+                p.pid
+            )));
+        }
+        Some(p) if p.outside => {
+            state.message = Some(Err(format!(
+                "pid {} cannot be read from here, so hmn does not signal it",
+                p.pid
+            )));
+        }
         Some(p) if p.change != model::Change::Gone => {
             state.confirm = Some(Confirm {
                 pick: Pick::of(p),

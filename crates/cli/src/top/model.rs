@@ -402,6 +402,30 @@ impl Builder {
         out
     }
 
+    /// `p`'s start time and GPU history: kept from its first refresh, both begun anew when
+    /// the start time read now (`read`) differs, as the pid then names a later process.
+    fn follow_start(&mut self, p: &mut Proc, read: Option<u64>) {
+        let outside = p.outside;
+        let (start, history) = self.seen.entry(p.pid).or_insert_with(|| {
+            let start = if outside {
+                None
+            } else {
+                read.or_else(|| hypomnesis::process_start_time(p.pid))
+            };
+            (start, ProcHistory::default())
+        });
+        if !outside
+            && let (Some(was), Some(now)) = (*start, read)
+            && was != now
+        {
+            *start = Some(now);
+            *history = ProcHistory::default();
+            p.change = Change::New;
+        }
+        p.start = *start;
+        history.push(p.gpu_total());
+    }
+
     fn procs(
         &mut self,
         frame: &Frame,
@@ -456,17 +480,8 @@ impl Builder {
             if !first && !listed_before(p.pid) {
                 p.change = Change::New;
             }
-            let outside = p.outside;
-            let (start, history) = self.seen.entry(p.pid).or_insert_with(|| {
-                let start = if outside {
-                    None
-                } else {
-                    hypomnesis::process_start_time(p.pid)
-                };
-                (start, ProcHistory::default())
-            });
-            p.start = *start;
-            history.push(p.gpu_total());
+            let read_start = contexts.get(&p.pid).and_then(|c| c.start_time);
+            self.follow_start(p, read_start);
         }
         let here = |pid: u32| now.binary_search_by_key(&pid, |p| p.pid).is_ok();
         self.seen.retain(|&pid, _| here(pid));

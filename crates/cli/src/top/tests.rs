@@ -766,3 +766,106 @@ fn the_terminal_thread_sleeps_until_the_next_refresh_is_due() {
         Duration::from_millis(250)
     );
 }
+
+/// `k` on a row outside this PID namespace (the driver's number, which a local process may
+/// have too) offers nothing: no question, a refusal that says why.
+#[test]
+fn k_on_a_process_outside_this_pid_namespace_offers_nothing() {
+    use super::model::Proc;
+
+    let mut screen = Screen::waiting();
+    screen.gpus = Ok(Vec::new());
+    let mut p = Proc::bare(7);
+    p.gpu.insert(0, 29 * GIB);
+    p.outside = true;
+    p.unreadable = Some(hypomnesis::UnreadableReason::OutsidePidNamespace);
+    let mut hidden = Proc::bare(8);
+    hidden.gpu.insert(0, GIB);
+    hidden.outside = true;
+    hidden.unreadable = Some(hypomnesis::UnreadableReason::HiddenByHidepid);
+    screen.procs = std::sync::Arc::new(vec![p, hidden]);
+    let mut s = ViewState::default();
+    s.follow(&screen.procs, 10);
+    assert_eq!(s.selected.map(|p| p.pid), Some(7), "the largest first");
+    super::ask_signal(&mut s, &screen);
+    assert!(s.confirm.is_none(), "no question");
+    let why = s.message.clone().unwrap().unwrap_err();
+    assert!(why.contains("pid 7 is outside this PID namespace"), "{why}");
+    s.navigate(super::state::Nav::Down(1), &screen.procs, 10);
+    s.message = None;
+    super::ask_signal(&mut s, &screen);
+    assert!(s.confirm.is_none());
+    assert!(
+        s.message
+            .clone()
+            .unwrap()
+            .unwrap_err()
+            .contains("pid 8 cannot be read from here"),
+        "{:?}",
+        s.message
+    );
+}
+
+/// A pid that a later process takes (another start time) is that process's row from then
+/// on: new, its own start time, command and history; the first process's are not kept.
+#[test]
+fn a_reused_pid_is_the_later_process_row() {
+    let mut b = Builder::default();
+    let read = |command: &str, start: u64| {
+        let mut c = ctx("alice", command, GIB, 10);
+        c.start_time = Some(start);
+        [(7_u32, c)]
+            .into_iter()
+            .collect::<BTreeMap<u32, ProcessContext>>()
+    };
+    let f = |t| {
+        frame(
+            t,
+            vec![(
+                h200(0, 100 * GIB),
+                vec![row(7, 0, 2 * GIB, GpuContextKind::Compute, "python3")],
+            )],
+        )
+    };
+    for t in 0..3 {
+        b.screen(
+            &f(t),
+            |_| read("python3 first.py", 1000),
+            ram(),
+            &me(t),
+            None,
+        );
+    }
+    let first = b.screen(
+        &f(3),
+        |_| read("python3 first.py", 1000),
+        ram(),
+        &me(3),
+        None,
+    );
+    assert_eq!(first.procs[0].start, Some(1000));
+    let later = b.screen(
+        &f(4),
+        |_| read("python3 later.py", 2000),
+        ram(),
+        &me(4),
+        None,
+    );
+    let p = &later.procs[0];
+    assert_eq!(p.start, Some(2000), "the later process's start time");
+    assert_eq!(p.change, super::model::Change::New);
+    assert_eq!(p.command.as_deref(), Some("python3 later.py"));
+    let focused = b.screen(
+        &f(5),
+        |_| read("python3 later.py", 2000),
+        ram(),
+        &me(5),
+        Some(7),
+    );
+    let history = focused.focus.map(|f| f.history).unwrap_or_default();
+    assert_eq!(
+        history.len(),
+        2,
+        "its history starts at its own first refresh: {history:?}"
+    );
+}

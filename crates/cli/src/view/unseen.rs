@@ -65,6 +65,7 @@ pub fn mark(why: UnreadableReason) -> &'static str {
         UnreadableReason::OutsidePidNamespace => "outside",
         UnreadableReason::HiddenByHidepid => "hidden",
         UnreadableReason::Exited => "exited",
+        UnreadableReason::NoSuchPid => "no such pid",
         _ => "unreadable",
     }
 }
@@ -107,6 +108,23 @@ pub fn rows_line<'a>(
         }
     };
     let mut out = Vec::new();
+    let outside = count(UnreadableReason::OutsidePidNamespace);
+    if outside > 0 {
+        out.push(format!(
+            "hmn: {} outside this PID namespace (memory counted; the pid is the driver's, owner \
+             and command unknown): run hmn in the host's PID namespace, or give it the host's \
+             /proc with --procfs.",
+            n(outside)
+        ));
+    }
+    let bogus = count(UnreadableReason::NoSuchPid);
+    if bogus > 0 {
+        out.push(format!(
+            "hmn: {} listed with a pid no process here can have (above pid_max, and this is the \
+             initial PID namespace): memory counted, the process unknown.",
+            n(bogus)
+        ));
+    }
     let hidden = count(UnreadableReason::HiddenByHidepid);
     if hidden > 0 {
         out.push(format!(
@@ -264,21 +282,28 @@ mod tests {
             row(6, Some(UnreadableReason::NotReadable)),
         ];
         let lines = rows_line(&rows, &causes);
-        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines.len(), 4, "{lines:?}");
         assert_eq!(
             lines[0],
+            "hmn: 1 process is outside this PID namespace (memory counted; the pid is the \
+             driver's, owner and command unknown): run hmn in the host's PID namespace, or give \
+             it the host's /proc with --procfs."
+        );
+        assert_eq!(
+            lines[1],
             "hmn: 2 processes are hidden (memory counted; owner and command unknown): /p is \
              mounted with hidepid=invisible: x; run as root."
         );
         assert!(
-            lines[1].starts_with("hmn: 1 process is gone: exited"),
+            lines[2].starts_with("hmn: 1 process is gone: exited"),
             "{lines:?}"
         );
         assert!(
-            lines[2].starts_with("hmn: 1 process is not readable"),
+            lines[3].starts_with("hmn: 1 process is not readable"),
             "{lines:?}"
         );
-        assert!(rows_line(&rows[3..6], &Causes::default()).len() == 1);
+        assert!(rows_line(&rows[3..6], &Causes::default()).len() == 2);
+        assert!(rows_line(&rows[4..6], &Causes::default()).len() == 1);
         assert_eq!(
             [
                 UnreadableReason::OutsidePidNamespace,

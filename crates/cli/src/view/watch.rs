@@ -27,6 +27,9 @@ pub struct Row {
     pub spilling: Option<bool>,
     /// The GPU spills and this process holds at least 256 MiB of shared memory.
     pub paged: Option<bool>,
+    /// The process is outside this PID namespace: `pid` is the driver's number, and nothing
+    /// of it (RSS, owner, command) can be read here.
+    pub outside_pid_namespace: bool,
     /// The owner (a name, or the uid), `None` when it cannot be read.
     pub user: Option<String>,
     /// The full command line (JSON only; the text row shows the short name).
@@ -225,6 +228,7 @@ mod tests {
             shared_delta: Some(0),
             spilling: None,
             paged: None,
+            outside_pid_namespace: false,
             user: Some("alice".into()),
             command: Some("python3 train.py".into()),
             rss_bytes: Some(300 * MIB),

@@ -333,7 +333,8 @@ fn nvml_refused() {
             (GHOST + 2, 512, Some(2), Some(1)),
         ]
     );
-    assert!(procs.iter().all(|p| p.outside_pid_namespace));
+    // Beyond pid_max: no local process (outside, or no such pid in the initial namespace).
+    assert!(procs.iter().all(|p| p.local_pid().is_none()));
     assert_eq!(
         hypomnesis::mig_instance(MIG_UUIDS[4]).unwrap().memory_error,
         Some("NVML_ERROR_UNKNOWN".into())
@@ -771,18 +772,19 @@ fn hmn_ps_shows_instance_columns() {
     assert_eq!(
         out,
         "\
-PID                USER  TYPE      VRAM  SHARED  SPILL  RSS  GI  CI  GPU  DEVICE                 COMMAND
-4194400 (outside)  ?     C     12.0 GiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200            ?
-4194401 (outside)  ?     C      4.0 GiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200            ?
-4194402 (outside)  ?     C      512 MiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200            ?
--                  -     -      1.2 GiB       -  -        -   -   -    1  NVIDIA L40S            (not visible from here)
--                  -     -      920 MiB       -  -        -   -   -    2  NVIDIA A100-SXM4-80GB  (not visible from here)
+PID                    USER  TYPE      VRAM  SHARED  SPILL  RSS  GI  CI  GPU  DEVICE                 COMMAND
+4194400 (no such pid)  ?     C     12.0 GiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200            ?
+4194401 (no such pid)  ?     C      4.0 GiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200            ?
+4194402 (no such pid)  ?     C      512 MiB   0 MiB  n/a      ?   2   1    0  NVIDIA H200            ?
+-                      -     -      1.2 GiB       -  -        -   -   -    1  NVIDIA L40S            (not visible from here)
+-                      -     -      920 MiB       -  -        -   -   -    2  NVIDIA A100-SXM4-80GB  (not visible from here)
 "
     );
     // The scenario's L40S and A100 list no process but have memory allocated.
     assert!(
         err.starts_with(
             "hmn: 3 GPU processes found (16.5 GiB committed total).\n\
+             hmn: 3 processes are listed with a pid no process here can have (above pid_max, and this is the initial PID namespace): memory counted, the process unknown.\n\
              hmn: 2.1 GiB on GPU 1, 2 is held by processes not visible from here"
         ),
         "{err}"
@@ -809,7 +811,7 @@ PID              USER  TYPE      VRAM  SHARED  SPILL  RSS  GI  CI  GPU  DEVICE  
     let (_, out, _) = run(with_fake(plain), &["ps"]);
     assert!(
         out.starts_with(
-            "PID                USER  TYPE   VRAM  SHARED  SPILL  RSS  GPU  DEVICE       COMMAND\n"
+            "PID                    USER  TYPE   VRAM  SHARED  SPILL  RSS  GPU  DEVICE       COMMAND\n"
         ),
         "{out}"
     );

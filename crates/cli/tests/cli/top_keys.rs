@@ -192,12 +192,13 @@ fn another_users_process_is_refused_and_said_so() {
 }
 
 #[test]
-fn a_pid_that_a_later_process_reuses_is_never_signalled() {
+#[allow(clippy::too_many_lines)] // one scenario, its steps in order
+fn a_reused_pid_is_signalled_only_when_asked_about_its_new_process() {
     if !tmux_here() {
         return;
     }
     if !running_as_root() {
-        require("root, for a PID namespace whose next pid the test sets");
+        require("root, to set the PID namespace's next pid (ns_last_pid)");
         return;
     }
     let dir = tempfile_dir();
@@ -212,12 +213,15 @@ fn a_pid_that_a_later_process_reuses_is_never_signalled() {
         pid_file.display(),
         GIB
     ));
-    // In a PID namespace of its own: a sleep whose pid the fake lists; on the trigger, it is
-    // killed and reaped, the namespace's last pid is set back, and a second sleep gets the
-    // same pid. `ended` appears if the second sleep is ever killed.
+    // A sleep whose pid the fake lists (the driver numbers processes as the initial PID
+    // namespace does, as this test runs); on the trigger, it is killed and reaped, the
+    // namespace's last pid is set back, and a second sleep gets the same pid (again until it
+    // does: another process may take the number first). `ended` appears if the second sleep
+    // is ever killed.
     let controller = format!(
         "( sleep 600 & a=$!; echo $a > {pid}; while [ ! -e {go} ]; do sleep 0.05; done; \
-         kill $a; wait $a; echo $((a - 1)) > /proc/sys/kernel/ns_last_pid; sleep 600 & b=$!; \
+         kill $a; wait $a; for i in $(seq 1 100); do echo $((a - 1)) > /proc/sys/kernel/ns_last_pid; \
+         sleep 600 & b=$!; [ $b = $a ] && break; kill $b; wait $b; done; \
          echo $b > {second}; wait $b; touch {ended} ) &",
         pid = pid_file.display(),
         go = trigger.display(),
@@ -225,23 +229,26 @@ fn a_pid_that_a_later_process_reuses_is_never_signalled() {
         ended = ended.display(),
     );
     let line = format!(
-        "echo BEFORE-TOP; unshare --pid --fork --mount-proc bash -c '{controller} exec env {} {} \
-         top --interval 200ms'; echo TOP-EXIT=$?",
+        "echo BEFORE-TOP; bash -c '{controller} exec env {} {} top --interval 200ms'; \
+         echo TOP-EXIT=$?",
         fake_env(&scenario).join(" "),
         env!("CARGO_BIN_EXE_hmn"),
     );
     let tmux = shell("keys-reuse", 120);
     tmux.keys(&[&line, "Enter"]);
     // The view with the sleep's row (the command typed holds both words, so the view's own
-    // title line is looked for), or the shell's line after a namespace that could not be made.
+    // title line is looked for), or the shell's line after a top that could not start.
     let exited = |s: &str| s.lines().any(|l| l.starts_with("TOP-EXIT="));
     let s = tmux.wait_for("the first sleep", |s| {
         (s.contains("GPU 0  NVIDIA H200") && s.contains("sleep 600")) || exited(s)
     });
     if exited(&s) {
-        require(&format!("a PID namespace (unshare --pid): {s}"));
+        require(&format!("hmn top with the first sleep: {s}"));
         return;
     }
+    // The question is asked about the first sleep; the pid is reused before the answer.
+    tmux.keys(&["k"]);
+    tmux.wait_for("the question", |s| s.contains("Send SIGTERM"));
     let first = std::fs::read_to_string(&pid_file).unwrap();
     std::fs::write(&trigger, "").unwrap();
     let until = Instant::now() + Duration::from_secs(10);
@@ -254,15 +261,27 @@ fn a_pid_that_a_later_process_reuses_is_never_signalled() {
         first.trim(),
         "the second sleep has the first's pid"
     );
-    // A refresh or two with the second sleep in place, then k and Enter.
+    // A refresh or two with the second sleep in place, then the answer: refused.
     std::thread::sleep(Duration::from_millis(600));
-    tmux.keys(&["k"]);
-    tmux.wait_for("the question", |s| s.contains("Send SIGTERM"));
     tmux.keys(&["Enter"]);
     let s = tmux.wait_for("the refusal", |s| s.contains("nothing sent"));
     assert!(s.contains("no longer the process selected"), "{s}");
     std::thread::sleep(Duration::from_millis(500));
     assert!(!ended.exists(), "the second sleep was not signalled");
+    // The row is the second sleep's now: asked about it, the signal reaches it.
+    tmux.keys(&["k"]);
+    tmux.wait_for("the question about the second sleep", |s| {
+        s.contains("Send SIGTERM")
+    });
+    tmux.keys(&["Enter"]);
+    let until = Instant::now() + Duration::from_secs(10);
+    while !ended.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        ended.exists(),
+        "the second sleep, the row's process now, was signalled"
+    );
     quit(&tmux);
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_file(scenario);

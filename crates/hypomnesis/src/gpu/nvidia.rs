@@ -49,12 +49,16 @@ pub(crate) fn own_usage(
 ) -> Result<ProcessGpuInfo> {
     let me = std::process::id();
     let own_root = crate::host::roots::procfs_is_own();
+    let driver = procfs::DriverPids::of(root);
+    // In a PID namespace of its own, this process's number is not the one the driver gives it
+    // (and another process may have that number there): it cannot be found in the rows.
     let mine = rows.iter().find(|(pid, _)| {
-        if own_root {
-            *pid == me
-        } else {
-            procfs::place(root, *pid).pid() == me
-        }
+        !driver.foreign()
+            && if own_root {
+                *pid == me
+            } else {
+                procfs::place(root, *pid).pid() == me
+            }
     });
     if let Some((_, used)) = mine {
         return Ok(ProcessGpuInfo {
@@ -65,7 +69,7 @@ pub(crate) fn own_usage(
     }
     let same_view = rows
         .iter()
-        .all(|(pid, _)| !procfs::place(root, *pid).is_outside());
+        .all(|(pid, _)| !driver.place(root, *pid).is_outside());
     if same_view || procfs::self_has_cuda_context(root) == Some(false) {
         return Ok(ProcessGpuInfo {
             used_bytes: 0,

@@ -191,9 +191,26 @@ impl GpuProcessEntry {
         let unreadable = self.outside_pid_namespace
             || matches!(
                 self.unreadable,
-                Some(R::OutsidePidNamespace | R::HiddenByHidepid | R::Exited)
+                Some(R::OutsidePidNamespace | R::HiddenByHidepid | R::Exited | R::NoSuchPid)
             );
         (!unreadable).then_some(self.host_pid.unwrap_or(self.pid))
+    }
+
+    /// The process's number in the caller's PID namespace (what `kill` or a walk of this
+    /// namespace's process tree names), or `None` when it has none here: outside this PID
+    /// namespace, `pid` is the driver's number, which a local process may have too; a number
+    /// no process here can have is none either.
+    #[must_use]
+    pub fn local_pid(&self) -> Option<u32> {
+        let outside = self.outside_pid_namespace
+            || matches!(
+                self.unreadable,
+                Some(
+                    crate::UnreadableReason::OutsidePidNamespace
+                        | crate::UnreadableReason::NoSuchPid
+                )
+            );
+        (!outside).then_some(self.pid)
     }
 }
 

@@ -22,11 +22,16 @@ pub enum UnreadableReason {
     Exited,
     /// The process is there but its files cannot be read for another reason (permission).
     NotReadable,
+    /// No process here has, or can have, the source's number: it is above `pid_max` while
+    /// this process runs in the initial PID namespace, where every process has a number (a
+    /// driver's bogus row, or a list of another system's processes). Its memory is counted;
+    /// the process is unknown.
+    NoSuchPid,
 }
 
 impl UnreadableReason {
     /// A short stable name: `outside_pid_namespace`, `hidden_by_hidepid`, `exited`,
-    /// `not_readable` (what JSON, the exporter and Python say).
+    /// `not_readable`, `no_such_pid` (what JSON, the exporter and Python say).
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -34,6 +39,7 @@ impl UnreadableReason {
             Self::HiddenByHidepid => "hidden_by_hidepid",
             Self::Exited => "exited",
             Self::NotReadable => "not_readable",
+            Self::NoSuchPid => "no_such_pid",
         }
     }
 }

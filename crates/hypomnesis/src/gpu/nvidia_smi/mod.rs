@@ -125,11 +125,12 @@ impl Backend for SmiBackend {
         let procs = mig::q_of(&q, gpu_count, gpu.pci_bus_id.as_deref())
             .map_or(&[][..], |qg| qg.processes.as_slice());
         let ids = |pid: u32| mig::instance_ids(procs, pid);
+        let driver = procfs::DriverPids::of(root);
         let mut out: Vec<GpuProcessEntry> = rows
             .into_iter()
             .map(|row| {
                 let ids = ids(row.0);
-                entry(index, procfs::place(root, row.0), row, ids)
+                entry(index, driver.place(root, row.0), row, ids)
             })
             .collect();
         out.sort_by_key(|e| e.pid);

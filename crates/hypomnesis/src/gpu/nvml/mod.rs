@@ -50,6 +50,7 @@ impl NvmlBackend {
     fn processes(index: u32, names: bool) -> Result<Vec<GpuProcessEntry>> {
         Self::with(|l| {
             let root = procfs::root()?;
+            let driver = procfs::DriverPids::of(root);
             let rows = l.run(|l| l.raw_processes(index))?;
             // Under MPS the server holds its clients' contexts: it is named as such. Without
             // names that costs one `comm` read per process, only where MPS clients are listed.
@@ -58,15 +59,18 @@ impl NvmlBackend {
                 .into_iter()
                 .map(|r| {
                     let (view, name) = if names {
-                        let (view, name) = procfs::place_named(root, r.pid);
+                        let (view, name) = driver.place_named(root, r.pid);
                         let name = name.or_else(|| match view {
                             procfs::PidView::Here(_) => l.name_of(root, r.pid),
-                            // Mapped, or outside our namespace but visible in a host procfs.
-                            _ => procfs::comm(root, r.pid),
+                            procfs::PidView::Mapped { .. } => procfs::comm(root, r.pid),
+                            // Outside our namespace: named from a host's procfs alone (our
+                            // own has another process, or none, under that number).
+                            _ if driver.names_outside() => procfs::comm(root, r.pid),
+                            _ => None,
                         });
                         (view, name)
                     } else {
-                        (procfs::place(root, r.pid), None)
+                        (driver.place(root, r.pid), None)
                     };
                     let mps_server = if names {
                         name.as_deref().is_some_and(nvidia::is_mps_server)

@@ -278,9 +278,65 @@ fn here_unless_refused(root: &Path, dir: &Path, pid: u32) -> PidView {
     PidView::Here(pid)
 }
 
-/// A source's pid placed in the caller's view, through the procfs root in use.
+/// A pid in `root`'s own numbers (a DRM fdinfo sweep of it) placed in the caller's view.
 pub(crate) fn place(root: &Path, pid: u32) -> PidView {
     view(root, pid, crate::host::roots::procfs_is_own())
+}
+
+/// How the pids a GPU driver reports meet the procfs root in use. NVIDIA's driver numbers
+/// processes as the initial PID namespace does, whoever asks. A caller that reads its own
+/// procfs from a PID namespace of its own (a container without the host's PID namespace)
+/// cannot tell which local process, if any, a reported pid is: a local process with the same
+/// number is another process, so every reported pid is outside. With the host's procfs
+/// mounted (`--procfs`), `NSpid` maps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DriverPids {
+    /// The caller's own procfs, in a PID namespace that is not the initial one.
+    foreign: bool,
+    /// The procfs in use is the caller's own `/proc`.
+    own: bool,
+}
+
+impl DriverPids {
+    /// The relation for the procfs root in use.
+    pub(crate) fn of(root: &Path) -> Self {
+        let own = crate::host::roots::procfs_is_own();
+        #[cfg(target_os = "linux")]
+        let foreign = own && super::visibility::facts(root).initial == Some(false);
+        #[cfg(not(target_os = "linux"))]
+        let foreign = {
+            let _ = root;
+            false
+        };
+        Self { foreign, own }
+    }
+
+    /// Whether a reported pid can never be matched to a process here.
+    pub(crate) fn foreign(self) -> bool {
+        self.foreign
+    }
+
+    /// A reported pid placed in the caller's view.
+    pub(crate) fn place(self, root: &Path, pid: u32) -> PidView {
+        if self.foreign {
+            return PidView::Outside(pid);
+        }
+        place(root, pid)
+    }
+
+    /// [`place_named`] for a reported pid.
+    pub(crate) fn place_named(self, root: &Path, pid: u32) -> (PidView, Option<String>) {
+        if self.foreign {
+            return (PidView::Outside(pid), None);
+        }
+        place_named(root, pid)
+    }
+
+    /// Whether a process outside the caller's namespace may be named from `root` under the
+    /// reported number: only from a host's procfs, where that number is the process's.
+    pub(crate) fn names_outside(self) -> bool {
+        !self.own
+    }
 }
 
 /// [`place`] and the name together, for the rows of a process list. With the caller's own
@@ -461,7 +517,18 @@ mod tests {
             (outside.pid(), outside.host_pid(), outside.is_outside()),
             (50000, None, true)
         );
-        assert_eq!(view(&root, 60000, false), PidView::Outside(60000));
+        // Beyond pid_max: outside, or no process at all when the root's namespace is the
+        // initial one (as a host's procfs read from the host's namespace is).
+        #[cfg(target_os = "linux")]
+        let initial = super::super::visibility::facts(&root).initial;
+        #[cfg(not(target_os = "linux"))]
+        let initial: Option<bool> = None;
+        let beyond = if initial == Some(true) {
+            PidView::Unseen(60000, crate::UnreadableReason::NoSuchPid)
+        } else {
+            PidView::Outside(60000)
+        };
+        assert_eq!(view(&root, 60000, false), beyond);
         let me = std::process::id();
         let here = view(Path::new("/proc"), me, true);
         assert_eq!(here, PidView::Here(me));
@@ -469,10 +536,12 @@ mod tests {
             (here.pid(), here.host_pid(), here.is_outside()),
             (me, None, false)
         );
-        assert_eq!(
-            view(Path::new("/proc"), 4_194_400, true),
+        let beyond = if crate::in_initial_pid_namespace() == Some(true) {
+            PidView::Unseen(4_194_400, crate::UnreadableReason::NoSuchPid)
+        } else {
             PidView::Outside(4_194_400)
-        );
+        };
+        assert_eq!(view(Path::new("/proc"), 4_194_400, true), beyond);
         std::fs::remove_dir_all(&root).unwrap();
     }
 

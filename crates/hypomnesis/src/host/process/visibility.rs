@@ -101,6 +101,11 @@ pub(crate) fn classify(
     if lookup == Lookup::Denied {
         return hidden_or_not_readable();
     }
+    // In the initial PID namespace every process has a number up to pid_max: a larger one
+    // is no process (there is no other namespace it could be of).
+    if pid > facts.pid_max && facts.initial == Some(true) {
+        return UnreadableReason::NoSuchPid;
+    }
     if pid > facts.pid_max || facts.same_numbers != Some(true) {
         return UnreadableReason::OutsidePidNamespace;
     }
@@ -252,16 +257,24 @@ mod tests {
 
     #[test]
     fn each_reason_from_the_mount_the_namespace_and_the_process() {
-        use UnreadableReason::{Exited, HiddenByHidepid, NotReadable, OutsidePidNamespace};
+        use UnreadableReason::{
+            Exited, HiddenByHidepid, NoSuchPid, NotReadable, OutsidePidNamespace,
+        };
         let inv = facts(Hidepid::Invisible, Some(true), true);
         let live = |_| Some(true);
         let gone = |_| Some(false);
         assert_eq!(classify(&inv, 1, Lookup::Missing, live), HiddenByHidepid);
         assert_eq!(classify(&inv, 1, Lookup::Missing, gone), Exited);
         assert_eq!(classify(&inv, 1, Lookup::Denied, gone), HiddenByHidepid);
-        // Beyond pid_max: no process of this namespace; `alive` is not asked.
+        // Beyond pid_max: no process of this namespace (`alive` is not asked); in the initial
+        // one, no process at all.
         assert_eq!(
             classify(&inv, 40_000, Lookup::Missing, |_| unreachable!()),
+            NoSuchPid
+        );
+        let child_ns = facts(Hidepid::Off, Some(false), false);
+        assert_eq!(
+            classify(&child_ns, 40_000, Lookup::Missing, |_| unreachable!()),
             OutsidePidNamespace
         );
         // Exempt (root, the gid group), or hidepid off: not hidden.

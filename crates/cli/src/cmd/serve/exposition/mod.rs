@@ -570,7 +570,7 @@ impl Exposition {
         gauges(
             e,
             "gpu_process_unreadable_info",
-            "One series per process series whose process's files this exporter cannot read (its user, pod and container unknown), always 1; reason: outside_pid_namespace (another PID namespace: run in the host's), hidden_by_hidepid (the procfs mount's hidepid hides another user's process: run as root or in the mount's gid= group), exited, not_readable. Joins the process series on gpu and pid.",
+            "One series per process series whose process's files this exporter cannot read (its user, pod and container unknown), always 1; reason: outside_pid_namespace (another PID namespace: run in the host's), hidden_by_hidepid (the procfs mount's hidepid hides another user's process: run as root or in the mount's gid= group), exited, not_readable, no_such_pid (a pid no process here can have). Joins the process series on gpu and pid.",
             None,
             &unreadable,
         )?;

@@ -141,10 +141,14 @@ pub fn context(
             .uid
             .map(|u| names.get(&u).cloned().unwrap_or_else(|| u.to_string()));
     }
-    if parts.cpu_time {
-        ctx.cpu_time = read_capped(&dir.join("stat"))
-            .and_then(|b| parse_stat_cpu_ticks(&String::from_utf8_lossy(&b)))
-            .and_then(ticks_to_duration);
+    if parts.cpu_time
+        && let Some(b) = read_capped(&dir.join("stat"))
+    {
+        let stat = String::from_utf8_lossy(&b);
+        ctx.cpu_time = parse_stat_cpu_ticks(&stat).and_then(ticks_to_duration);
+        ctx.start_time = crate::host::parse::stat::parse_stat(&stat)
+            .ok()
+            .map(|(_, start)| start);
     }
     if parts.rss {
         // `statm`, not `stat`'s field: the kernel sums its counters exactly for `statm` only.

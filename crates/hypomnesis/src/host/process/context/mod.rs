@@ -46,6 +46,11 @@ pub struct ProcessContext {
         serde(rename = "cpu_seconds", serialize_with = "seconds")
     )]
     pub cpu_time: Option<Duration>,
+    /// When the process started, as [`crate::process_start_time`] gives it (Linux: clock ticks
+    /// since boot), read with `cpu_time` from the same file: two readings that differ are two
+    /// processes that had the same pid. Not in JSON.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub start_time: Option<u64>,
 }
 
 /// A duration as seconds (a JSON number), `null` when unknown.
@@ -80,7 +85,7 @@ pub struct ContextParts {
     pub rss: bool,
     /// `container`.
     pub container: bool,
-    /// `cpu_time`.
+    /// `cpu_time` (and `start_time`, from the same file).
     pub cpu_time: bool,
 }
 
