@@ -54,6 +54,7 @@ mod cli {
     mod run_signals;
     mod run_watch;
     mod serve;
+    mod serve_stalls;
     mod stalls;
     mod surface;
     mod top;

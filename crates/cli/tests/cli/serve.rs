@@ -1014,7 +1014,7 @@ fn the_pod_resources_socket_is_reported_only_where_it_is_in_use() {
         "{}",
         r.body
     );
-    let said = server.stderr.lock().unwrap().clone();
+    let said = server.stderr_with("hmn: pod-resources:", Duration::from_secs(5));
     assert!(
         said.contains("hmn: pod-resources:") && said.contains(missing.to_str().unwrap()),
         "{said}"

@@ -45,6 +45,35 @@ pub fn measure() -> Sample {
     sample
 }
 
+/// What the exporter reads of the devices alone: no process list, nothing per process.
+pub const DEVICES: Want = Want {
+    devices: true,
+    processes: false,
+    unnamed: false,
+    residency: false,
+    mig: true,
+    utilization: false,
+};
+
+/// The devices' figures alone (count, memory, MIG instances), which need no per-process read:
+/// what the exposition shows while a whole measurement is stalled on one.
+pub fn measure_devices() -> Sample {
+    let frame = Sampler::new(DEVICES).frame(&[]);
+    let mut s = Sample {
+        counted: frame.count.ok(),
+        ..Sample::default()
+    };
+    for (i, d) in (0_u32..).zip(frame.devices) {
+        match d.info {
+            Some(Ok(info)) => s.devices.push(info),
+            Some(Err(f)) => s.unreadable.push((i, f.kind)),
+            None => s.unreadable.push((i, hypomnesis::ErrorKind::Other)),
+        }
+        s.mig.extend(d.mig.unwrap_or_default());
+    }
+    s
+}
+
 /// The exposition's view of a frame, the processes named and placed through `known`. A host
 /// without GPUs is not a failed measurement.
 pub fn sample_of(frame: Frame, known: &mut Known) -> Sample {

@@ -89,6 +89,14 @@ impl Sample {
                 .all(|r| self.source_up(r))
     }
 
+    /// The devices' figures of `d` (a measurement of the devices alone) in place of this one's.
+    pub fn devices_from(&mut self, d: Self) {
+        self.counted = d.counted;
+        self.devices = d.devices;
+        self.unreadable = d.unreadable;
+        self.mig = d.mig;
+    }
+
     /// Whether `source`'s report is a probe's made apart from this measurement.
     pub fn probed_apart(&self, source: GpuQuerySource) -> bool {
         self.probes.iter().any(|p| p.source == source && p.apart)

@@ -29,20 +29,17 @@ fn kind_label(kind: ErrorKind) -> String {
 }
 
 /// The `OpenMetrics` text of `sample`, which took `took` to measure and was the `measurements`-th
-/// one, ending with `# EOF`. With `stalled`, a newer measurement has not finished within the
-/// scrape's budget: the figures are stale and the scrape not a success.
-pub fn render(
-    sample: Sample,
-    took: Duration,
-    measurements: u64,
-    stalled: Option<Duration>,
-) -> String {
+/// one, ending with `# EOF`. With `stall`, a newer measurement has not finished within the
+/// scrape's budget: the figures are stale (but the devices', when a measurement of them alone
+/// gave them) and the scrape not a success.
+pub fn render(sample: Sample, took: Duration, measurements: u64, stall: Option<Stall>) -> String {
     let mut registry = Registry::with_prefix("hypomnesis");
     registry.register_collector(Box::new(Exposition {
         sample,
         took,
         measurements,
-        stalled,
+        stalled: stall.as_ref().map(|s| s.ran),
+        waiting: stall.map(|s| s.waiting).unwrap_or_default(),
     }));
     let mut text = String::new();
     match prometheus_client::encoding::text::encode(&mut text, &registry) {
@@ -149,7 +146,19 @@ struct Exposition {
     measurements: u64,
     /// How long the measurement in progress has run past the scrape's budget, when it has.
     stalled: Option<Duration>,
+    /// What that measurement waits for (`hypomnesis::in_flight`), the longest first.
+    waiting: Vec<String>,
 }
+
+/// A measurement that has run past a scrape's budget: for how long, and what it waits for.
+#[derive(Debug, Clone, Default)]
+pub struct Stall {
+    pub ran: Duration,
+    pub waiting: Vec<String>,
+}
+
+/// The most operations a scrape names in `measurement_waiting_info`.
+const MAX_WAITING: usize = 8;
 
 type Labels<const N: usize> = [(&'static str, String); N];
 
@@ -628,6 +637,30 @@ impl Exposition {
         Ok(())
     }
 
+    /// How long the measurement in progress has run past the budget, and what it waits for.
+    fn encode_stall(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        single(
+            e,
+            "measurement_stalled",
+            "How long the measurement in progress has run without finishing (a blocked driver call or file read: measurement_waiting_info says which); 0 when none is stalled. While it is not 0 the figures are those of the last measurement that finished, but the devices' own, measured apart.",
+            Some(&Unit::Seconds),
+            self.stalled.unwrap_or_default().as_secs_f64(),
+        )?;
+        let waiting: Vec<(Labels<1>, i64)> = self
+            .waiting
+            .iter()
+            .take(MAX_WAITING)
+            .map(|w| ([("on", label_value(w))], 1))
+            .collect();
+        gauges(
+            e,
+            "measurement_waiting_info",
+            "What the stalled measurement waits for, one series per driver call or file read that has not returned (the longest first, at most 8), always 1; none while no measurement is stalled.",
+            None,
+            &waiting,
+        )
+    }
+
     fn encode_status(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
         let up: Vec<(Labels<1>, i64)> = self
             .sample
@@ -680,13 +713,7 @@ impl Exposition {
             None,
             i64::from(self.sample.success() && self.stalled.is_none()),
         )?;
-        single(
-            e,
-            "measurement_stalled",
-            "How long the measurement in progress has run without finishing (a blocked driver call); 0 when none is stalled. While it is not 0 the figures are those of the last measurement that finished.",
-            Some(&Unit::Seconds),
-            self.stalled.unwrap_or_default().as_secs_f64(),
-        )?;
+        self.encode_stall(e)?;
         single(
             e,
             "scrape_duration",

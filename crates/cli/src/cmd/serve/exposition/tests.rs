@@ -318,7 +318,7 @@ hypomnesis_gpu_process_read_errors 1
 # HELP hypomnesis_scrape_success Whether the last measurement counted the GPUs, read every one, and every GPU source this host has answered (1) or not (0, also while a newer one is stalled); the nvidia-smi fallback counts only when NVML did not answer, and is otherwise in up alone.
 # TYPE hypomnesis_scrape_success gauge
 hypomnesis_scrape_success 0
-# HELP hypomnesis_measurement_stalled_seconds How long the measurement in progress has run without finishing (a blocked driver call); 0 when none is stalled. While it is not 0 the figures are those of the last measurement that finished.
+# HELP hypomnesis_measurement_stalled_seconds How long the measurement in progress has run without finishing (a blocked driver call or file read: measurement_waiting_info says which); 0 when none is stalled. While it is not 0 the figures are those of the last measurement that finished, but the devices' own, measured apart.
 # TYPE hypomnesis_measurement_stalled_seconds gauge
 # UNIT hypomnesis_measurement_stalled_seconds seconds
 hypomnesis_measurement_stalled_seconds 0.0
@@ -753,4 +753,36 @@ fn unreadable_processes_have_an_info_series_with_the_reason() {
     s.max_process_series = Some(0);
     let text = render(s, Duration::ZERO, 1, None);
     assert!(!text.contains("unreadable_info{"), "{text}");
+}
+
+/// A stalled measurement names what it waits for, one series each (at most eight), with a
+/// value a label can hold.
+#[test]
+fn a_stall_says_what_it_waits_for() {
+    let waiting: Vec<String> = (0..10)
+        .map(|i| format!("the file /host/proc/60{i}/status \"quoted\"\nnewline"))
+        .collect();
+    let stall = Stall {
+        ran: Duration::from_secs(7),
+        waiting,
+    };
+    let text = render(sample(), Duration::ZERO, 1, Some(stall));
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("hypomnesis_measurement_waiting_info{"))
+        .collect();
+    assert_eq!(series.len(), 8, "{text}");
+    assert!(series[0].contains("/host/proc/600/status"), "{}", series[0]);
+    assert!(
+        !series[0].contains('\n') && series[0].ends_with(" 1"),
+        "{}",
+        series[0]
+    );
+    assert!(
+        text.contains("hypomnesis_measurement_stalled_seconds 7.0"),
+        "{text}"
+    );
+    assert!(text.contains("hypomnesis_scrape_success 0"), "{text}");
+    let calm = render(sample(), Duration::ZERO, 1, None);
+    assert!(!calm.contains("measurement_waiting_info{"), "{calm}");
 }
