@@ -380,7 +380,8 @@ fn no_context() {
     assert_eq!(
         (g.used_bytes, g.is_per_process),
         (0, true),
-        "no CUDA context here: this process holds nothing, whatever NVML lists"
+        "no CUDA context here, or a source that sees every pid does not list this one: this \
+         process holds nothing on the device"
     );
     // The doctor report still says the source answered.
     let nvml = hypomnesis::sources().into_iter().next().unwrap();
@@ -604,15 +605,31 @@ fn v1_and_v2_totals_that_disagree_give_no_reservation() {
     );
 }
 
-/// A procfs whose `self/fd` holds `/dev/nvidia-uvm` (a CUDA context) or not.
-fn procfs_with_context(uvm: bool) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("hmn-shapes-procfs-{}-{uvm}", std::process::id()));
+/// A procfs whose `self/fd` holds `/dev/nvidia-uvm` (a CUDA context) or not, seen from a
+/// container's PID namespace or (`initial`) from the host's.
+fn procfs_with_context(uvm: bool, initial: bool) -> PathBuf {
+    let root = std::env::temp_dir().join(format!(
+        "hmn-shapes-procfs-{}-{uvm}-{initial}",
+        std::process::id()
+    ));
     let fd = root.join("self").join("fd");
     std::fs::create_dir_all(&fd).unwrap();
     let link = fd.join("7");
     let _ = std::fs::remove_file(&link);
     let target = if uvm { "/dev/nvidia-uvm" } else { "/dev/null" };
     std::os::unix::fs::symlink(target, &link).unwrap();
+    // In a container's PID namespace a pid NVML lists that this procfs does not show may be
+    // of a process hidden from here. In the initial namespace a pid above pid_max is no
+    // process at all, and NVML's list holds every pid there is.
+    let ns = root.join("self").join("ns");
+    std::fs::create_dir_all(&ns).unwrap();
+    let _ = std::fs::remove_file(ns.join("pid"));
+    let link = if initial {
+        "pid:[4026531836]"
+    } else {
+        "pid:[4026532999]"
+    };
+    std::os::unix::fs::symlink(link, ns.join("pid")).unwrap();
     root
 }
 
@@ -620,11 +637,15 @@ fn procfs_with_context(uvm: bool) -> PathBuf {
 fn a_cuda_process_nvml_lists_under_another_pid_gets_the_device_wide_figure() {
     let list = procs(&[(GHOST, 4096)]);
     let scenario = h200(&format!(r#", "compute_processes": {list}"#));
-    let with = procfs_with_context(true);
+    let with = procfs_with_context(true, false);
     run_child("fallback", FakeVariant::Modern, &scenario, Some(&with));
-    let without = procfs_with_context(false);
+    let without = procfs_with_context(false, false);
     run_child("no_context", FakeVariant::Modern, &scenario, Some(&without));
-    for d in [with, without] {
+    // On the host, NVML's pids are ours: a listed pid that is no process hides nobody, so
+    // this process (not listed) holds nothing on the device, context or not.
+    let host = procfs_with_context(true, true);
+    run_child("no_context", FakeVariant::Modern, &scenario, Some(&host));
+    for d in [with, without, host] {
         let _ = std::fs::remove_dir_all(d);
     }
 }
