@@ -139,8 +139,11 @@ pub mod __parsers {
     };
     pub use crate::gpu::pci::PciAddress;
     pub use crate::gpu::winparse::{parse_pdh_instance, utf16_until_nul};
+    /// Kubernetes names: a namespace or container name is a DNS-1123 label, a pod name a
+    /// DNS-1123 subdomain (what the kubelet's log layout and its API must hold).
     pub use crate::host::parse::kube::{
-        ContainerLogLink, PodLogDir, parse_container_log_link, parse_pod_log_dir,
+        ContainerLogLink, PodLogDir, is_label as is_dns1123_label,
+        is_subdomain as is_dns1123_subdomain, parse_container_log_link, parse_pod_log_dir,
     };
     pub use crate::host::parse::memory::{
         meminfo, statm_resident_bytes, status_tgid, status_vmrss_bytes,

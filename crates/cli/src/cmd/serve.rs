@@ -67,6 +67,11 @@ pub struct ServeArgs {
     /// how many were left out is `hypomnesis_gpu_process_series_dropped`.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub max_process_series: usize,
+    /// The most allocation series (`gpu_allocation_info`: a GPU and a container the kubelet
+    /// allocated it to) a scrape carries (0: none); how many were left out is
+    /// `hypomnesis_gpu_allocation_series_dropped`.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub max_allocation_series: usize,
     /// Do not serve: ask the server on --listen (0.0.0.0: loopback) for `/` and exit 0 if it
     /// answers, 1 if not (a health check for images without an HTTP client).
     #[arg(long)]
@@ -153,6 +158,7 @@ async fn serve(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
     let app = router(Exporter::new(
         args.min_interval,
         Some(args.max_process_series),
+        Some(args.max_allocation_series),
     ));
     writeln!(err, "hmn: serving metrics on http://{addr}/metrics")?;
     err.flush()?;
@@ -473,7 +479,7 @@ mod tests {
 
     #[tokio::test]
     async fn scrapes_within_the_interval_share_one_measurement() {
-        let exporter = Exporter::new(Duration::from_secs(3600), None);
+        let exporter = Exporter::new(Duration::from_secs(3600), None, None);
         let scrapes: Vec<_> = (0..16)
             .map(|_| {
                 let e = Arc::clone(&exporter);
@@ -491,7 +497,7 @@ mod tests {
             "{text}"
         );
 
-        let quick = Exporter::new(Duration::from_millis(1), None);
+        let quick = Exporter::new(Duration::from_millis(1), None, None);
         quick.current().await;
         tokio::time::sleep(Duration::from_millis(5)).await;
         let text = quick.current().await;

@@ -13,7 +13,7 @@ pub mod podresources;
 #[cfg(all(test, unix))]
 pub(crate) mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub use devices::DeviceRef;
 pub use podresources::{DEFAULT_SOCKET, list_blocking};
@@ -79,34 +79,60 @@ pub struct Assignment {
     /// The allocations naming a device this node does not have (or an id not understood),
     /// reported rather than dropped.
     pub unknown: Vec<Allocation>,
+    /// Allocations whose namespace, pod or container name is not one Kubernetes allows (a
+    /// DNS-1123 label or subdomain, as the kubelet's log layout holds): counted, never put in
+    /// a label.
+    pub invalid: usize,
+}
+
+/// Whether the allocation's names are Kubernetes names: the namespace and the container a
+/// DNS-1123 label, the pod a DNS-1123 subdomain.
+fn named_validly(a: &Allocation) -> bool {
+    use hypomnesis::__parsers::{is_dns1123_label, is_dns1123_subdomain};
+    is_dns1123_label(&a.namespace) && is_dns1123_subdomain(&a.pod) && is_dns1123_label(&a.container)
 }
 
 /// Lays `allocations` onto the node's GPUs: a GPU by its UUID or index, a MIG instance by its
-/// UUID (or, the older form, the GPU UUID within it) or its GPU's index.
+/// UUID (or, the older form, the GPU UUID within it) or its GPU's index. Linear in the
+/// allocations: the node's UUIDs are looked up in maps, each GPU's holders kept in a set.
 pub fn assign(allocations: &[Allocation], node: NodeDevices<'_>) -> Assignment {
     let mut out = Assignment {
         by_gpu: node.gpus.iter().map(|(i, _)| (*i, Vec::new())).collect(),
         unknown: Vec::new(),
+        invalid: 0,
     };
+    let gpus: HashMap<String, u32> = node
+        .gpus
+        .iter()
+        .map(|(i, u)| (u.to_ascii_lowercase(), *i))
+        .collect();
+    let migs: HashMap<String, u32> = node
+        .migs
+        .iter()
+        .map(|(u, i)| (u.to_ascii_lowercase(), *i))
+        .collect();
+    let by_uuid = |uuid: &str| gpus.get(&uuid.to_ascii_lowercase()).copied();
+    let mut seen: HashMap<u32, HashSet<Holder>> = HashMap::new();
     for allocation in allocations {
+        if !named_validly(allocation) {
+            out.invalid += 1;
+            continue;
+        }
         let gpu = match &allocation.device {
-            DeviceRef::Gpu { uuid } => gpu_by_uuid(node, uuid),
-            DeviceRef::Mig { uuid } => node
-                .migs
-                .iter()
-                .find(|(mig, _)| mig.eq_ignore_ascii_case(uuid))
-                .map(|(_, parent)| *parent)
-                .or_else(|| {
+            DeviceRef::Gpu { uuid } => by_uuid(uuid),
+            DeviceRef::Mig { uuid } => {
+                migs.get(&uuid.to_ascii_lowercase()).copied().or_else(|| {
                     let rest = uuid.get("MIG-".len()..)?;
-                    gpu_by_uuid(node, devices::legacy_mig_parent(rest)?)
-                }),
+                    by_uuid(devices::legacy_mig_parent(rest)?)
+                })
+            }
             DeviceRef::Index(i) | DeviceRef::MigIndex { gpu: i, .. } => Some(*i),
             DeviceRef::Other(_) => None,
         };
-        match gpu.and_then(|i| out.by_gpu.get_mut(&i)) {
-            Some(holders) => {
+        match gpu.and_then(|i| out.by_gpu.get_mut(&i).map(|h| (i, h))) {
+            Some((i, holders)) => {
                 let holder = allocation.holder();
-                if !holders.contains(&holder) {
+                if seen.entry(i).or_default().insert(holder.clone()) {
                     holders.push(holder);
                 }
             }
@@ -114,14 +140,6 @@ pub fn assign(allocations: &[Allocation], node: NodeDevices<'_>) -> Assignment {
         }
     }
     out
-}
-
-/// The index of the node's GPU of this UUID (hexadecimal digits of either case).
-fn gpu_by_uuid(node: NodeDevices<'_>, uuid: &str) -> Option<u32> {
-    node.gpus
-        .iter()
-        .find(|(_, u)| u.eq_ignore_ascii_case(uuid))
-        .map(|(i, _)| *i)
 }
 
 #[cfg(test)]
@@ -185,6 +203,53 @@ mod assign_tests {
             ])
         );
         assert_eq!(got.unknown, allocations[7..].to_vec());
+    }
+
+    /// Names no Kubernetes object can have (a 100 KB namespace, a NUL in a container name, a
+    /// capital in a pod name) are counted, never laid onto a GPU (they would become labels).
+    #[test]
+    fn invalid_names_are_counted_not_assigned() {
+        let gpus = [(0, GPU0.to_owned())];
+        let node = NodeDevices {
+            gpus: &gpus,
+            migs: &[],
+        };
+        let mut long = at("a", "c", GPU0);
+        long.namespace = "n".repeat(100_000);
+        let mut nul = at("a", "c\0x", GPU0);
+        nul.container = "c\0x".into();
+        let capital = at("Trainer-0", "c", GPU0);
+        let fine = at("trainer-0.v2", "c-1", GPU0);
+        let got = assign(&[long, nul, capital, fine], node);
+        assert_eq!(got.invalid, 3);
+        assert_eq!(got.by_gpu[&0], vec![holder("trainer-0.v2", "c-1")]);
+        assert!(got.unknown.is_empty());
+    }
+
+    /// 100,000 allocations on a node of 8 GPUs: each container once per GPU, in the kubelet's
+    /// order (the lookups are maps and sets: this was quadratic, minutes at this size).
+    #[test]
+    fn a_hundred_thousand_allocations_each_once() {
+        let gpus: Vec<(u32, String)> = (0..8)
+            .map(|i| (i, format!("GPU-{i:08x}-1111-2222-3333-444444444444")))
+            .collect();
+        let node = NodeDevices {
+            gpus: &gpus,
+            migs: &[],
+        };
+        let allocations: Vec<Allocation> = (0..100_000_u32)
+            .map(|k| {
+                let gpu = &gpus[usize::try_from(k % 8).unwrap()].1;
+                // Every container twice (a replica): 50,000 holders.
+                at(&format!("p{}", k / 32), &format!("c{}", (k / 16) % 2), gpu)
+            })
+            .collect();
+        let got = assign(&allocations, node);
+        let holders: usize = got.by_gpu.values().map(Vec::len).sum();
+        assert_eq!(holders, 100_000 / 2);
+        assert_eq!(got.by_gpu[&3][0], holder("p0", "c0"));
+        assert_eq!(got.by_gpu[&3][1], holder("p0", "c1"));
+        assert_eq!(got.by_gpu[&3][2], holder("p1", "c0"));
     }
 
     #[test]

@@ -617,3 +617,123 @@ fn an_answer_that_does_not_decode_is_malformed() {
     assert!(matches!(&e, PodResourcesError::Malformed { .. }), "{e:?}");
     assert!(e.to_string().contains("is malformed"), "{e}");
 }
+
+/// 100,000 allocations through the stand-in's socket, one pod with a 100 KB namespace and
+/// one with a NUL in a container's name among them: all decoded and laid onto the GPUs, each
+/// container once per GPU, the two invalid ones counted and left out (no label gets them).
+#[test]
+fn a_hundred_thousand_allocations_with_hostile_names() {
+    let gpus: Vec<(u32, String)> = (0..8)
+        .map(|i| (i, format!("GPU-{i:08x}-1111-2222-3333-444444444444")))
+        .collect();
+    let mut pods: Vec<wire::Pod> = (0..100_000_usize)
+        .map(|k| {
+            let gpu = gpus[k % 8].1.as_str();
+            pod(
+                "ml",
+                &format!("job-{k}"),
+                vec![container("worker", vec![devices("nvidia.com/gpu", &[gpu])])],
+            )
+        })
+        .collect();
+    let g0 = gpus[0].1.as_str();
+    pods.push(pod(
+        &"n".repeat(100_000),
+        "long",
+        vec![container("worker", vec![devices("nvidia.com/gpu", &[g0])])],
+    ));
+    pods.push(pod(
+        "ml",
+        "nul",
+        vec![container(
+            "work\0er",
+            vec![devices("nvidia.com/gpu", &[g0])],
+        )],
+    ));
+    let kubelet = Kubelet::start(Reply::Answer(answer(pods)));
+    let allocations = list_blocking(&kubelet.socket(), DEADLINE).unwrap();
+    assert_eq!(allocations.len(), 100_002);
+    let got = assign(
+        &allocations,
+        NodeDevices {
+            gpus: &gpus,
+            migs: &[],
+        },
+    );
+    assert_eq!(got.invalid, 2);
+    assert!(got.unknown.is_empty());
+    let held: usize = got.by_gpu.values().map(Vec::len).sum();
+    assert_eq!(held, 100_000);
+    assert_eq!(got.by_gpu[&0][0], holder("ml", "job-0", "worker"));
+    assert!(
+        got.by_gpu
+            .values()
+            .flatten()
+            .all(|h| h.namespace == "ml" && !h.container.contains('\0'))
+    );
+}
+
+/// The kubelet's part of a measurement at 5,000, 30,000 and 100,000 allocations on 8 GPUs,
+/// through the stand-in's socket: the `List` call and its decoding, [`super::assign`], and,
+/// beside it in the same run, the same assignment with the holder lists searched linearly (as
+/// before: `Vec::contains` per allocation). Figures, not assertions:
+/// `scripts/bench/allocations.sh` runs it.
+#[test]
+#[ignore = "a benchmark: scripts/bench/allocations.sh runs it and prints the figures"]
+fn bench_allocations_at_scale() {
+    use super::{Allocation, Holder, NodeDevices, assign};
+
+    /// The former assignment: each GPU's holders searched one by one.
+    fn searched(allocations: &[Allocation], gpus: &[(u32, String)]) -> usize {
+        let mut by_gpu: Vec<Vec<Holder>> = vec![Vec::new(); gpus.len()];
+        for a in allocations {
+            let super::DeviceRef::Gpu { uuid } = &a.device else {
+                continue;
+            };
+            if let Some(i) = gpus.iter().position(|(_, u)| u.eq_ignore_ascii_case(uuid)) {
+                let h = a.holder();
+                if !by_gpu[i].contains(&h) {
+                    by_gpu[i].push(h);
+                }
+            }
+        }
+        by_gpu.iter().map(Vec::len).sum()
+    }
+
+    let gpus: Vec<(u32, String)> = (0..8)
+        .map(|i| (i, format!("GPU-{i:08x}-1111-2222-3333-444444444444")))
+        .collect();
+    let node = NodeDevices {
+        gpus: &gpus,
+        migs: &[],
+    };
+    for n in [5_000_usize, 30_000, 100_000] {
+        let pods: Vec<wire::Pod> = (0..n)
+            .map(|k| {
+                let gpu = gpus[k % 8].1.as_str();
+                pod(
+                    "ml",
+                    &format!("job-{k}"),
+                    vec![container("worker", vec![devices("nvidia.com/gpu", &[gpu])])],
+                )
+            })
+            .collect();
+        let kubelet = Kubelet::start(Reply::Answer(answer(pods)));
+        let t = Instant::now();
+        let allocations = super::list_blocking(&kubelet.socket(), Duration::from_secs(30)).unwrap();
+        let listed = t.elapsed();
+        let t = Instant::now();
+        let a = assign(&allocations, node);
+        let now = t.elapsed();
+        let t = Instant::now();
+        let before = searched(&allocations, &gpus);
+        let searched_took = t.elapsed();
+        let held: usize = a.by_gpu.values().map(Vec::len).sum();
+        assert_eq!((held, before), (n, n));
+        println!(
+            "{n:>7} allocations: List and decode {listed:>10.2?}; assign {now:>10.2?} (searched \
+             holders, as before: {searched_took:>10.2?}, {:.0}x)",
+            searched_took.as_secs_f64() / now.as_secs_f64().max(1e-9)
+        );
+    }
+}

@@ -105,3 +105,66 @@ fn a_process_list_call_that_does_not_return_holds_back_no_device_figure() {
     );
     stuck_scrape(&server, "nvmlDeviceGetComputeRunningProcesses");
 }
+
+/// A kubelet that takes connections and never answers: the exporter asks it in the
+/// background, so only a scrape before its first answer waits (the call's 2 s deadline); the
+/// others answer at once with the last answer (here: down) and its age.
+#[test]
+fn a_hung_kubelet_stays_off_the_scrape_path() {
+    use std::os::unix::net::UnixListener;
+    let dir = std::env::temp_dir().join(format!("hmn-hung-kubelet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("kubelet.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let server = Server::start(
+        FakeVariant::Modern,
+        &h200(""),
+        &[
+            "--pod-resources-socket",
+            socket.to_str().unwrap(),
+            "--min-interval",
+            "100ms",
+        ],
+    );
+    let first = server.get("/metrics").body;
+    assert!(
+        has_series(&first, "hypomnesis_gpu_memory_total_bytes"),
+        "{first}"
+    );
+    let mut took = Vec::new();
+    let mut body = String::new();
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(300));
+        let t = Instant::now();
+        body = server.get("/metrics").body;
+        took.push(t.elapsed());
+    }
+    eprintln!("scrapes with a hung kubelet, after the first: {took:?}");
+    assert!(
+        took.iter().all(|t| *t < Duration::from_millis(1500)),
+        "a scrape waited on the kubelet: {took:?}"
+    );
+    assert_eq!(
+        value(&body, "hypomnesis_pod_resources_up"),
+        Some("0".into()),
+        "{body}"
+    );
+    assert_eq!(
+        value(&body, "hypomnesis_scrape_success"),
+        Some("1".into()),
+        "{body}"
+    );
+    assert!(
+        value(&body, "hypomnesis_pod_resources_age_seconds").is_some(),
+        "{body}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,17 +1,19 @@
-//! Which pod the kubelet allocated each GPU to, read at each measurement from the kubelet's
-//! pod-resources socket: `--pod-resources-socket`, else `<rootfs>/var/lib/kubelet/pod-resources/
-//! kubelet.sock` when it exists (a node without a kubelet has none, and no series about it).
+//! Which pod the kubelet allocated each GPU to, asked in the background of the kubelet's
+//! pod-resources socket (a measurement uses the latest answer, and says its age):
+//! `--pod-resources-socket`, else `<rootfs>/var/lib/kubelet/pod-resources/kubelet.sock` when it
+//! exists (a node without a kubelet has none, and no series about it).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use hypomnesis::GpuDeviceInfo;
 
-use crate::kube::{self, Assignment, NodeDevices};
+use crate::kube::{self, Allocation, Assignment, NodeDevices};
 use crate::view::printable::printable;
 
-/// How long one `List` call may take: the measurement waits for it.
+/// How long one `List` call may take (no measurement waits for one, but one before the first
+/// answer).
 const DEADLINE: Duration = Duration::from_secs(2);
 
 /// Where the socket is, and whether the user named it (then its absence is an error too).
@@ -43,23 +45,115 @@ pub fn configure(explicit: Option<&Path>) {
             explicit: false,
         },
     };
-    let _ = CONFIG.set(config);
+    if CONFIG.set(config).is_ok()
+        && let Some(config) = CONFIG.get()
+        && (config.explicit || config.socket.exists())
+    {
+        // The first question is on its way before the first scrape.
+        ask_in_background(
+            &mut CACHE.lock().unwrap_or_else(PoisonError::into_inner),
+            config,
+        );
+    }
 }
 
-/// What the kubelet said at one measurement.
+/// What the kubelet said, as one measurement used it.
 #[derive(Debug, Clone)]
 pub struct KubeSample {
     /// The allocations laid onto this node's GPUs, or why they could not be read.
     pub answer: Result<Assignment, String>,
+    /// How old the kubelet's answer was when the measurement used it.
+    pub age: Duration,
+}
+
+/// The kubelet's latest answer: asked on a thread of its own, so that a measurement never
+/// waits for the kubelet. The first question is sent when the exporter starts; only a
+/// measurement before its answer waits (at most the call's deadline).
+#[derive(Debug, Default)]
+struct Cache {
+    latest: Option<(Instant, Arc<Answer>)>,
+    asking: bool,
+}
+
+type Answer = Result<Vec<Allocation>, String>;
+
+static CACHE: Mutex<Cache> = Mutex::new(Cache {
+    latest: None,
+    asking: false,
+});
+
+/// Told when a background question is answered.
+static ANSWERED: Condvar = Condvar::new();
+
+/// How old an answer may be before a measurement asks the kubelet again (in the background).
+const REFRESH_AFTER: Duration = Duration::from_secs(1);
+
+/// Sends a question to the kubelet on a thread of its own, unless one is on its way; its
+/// answer becomes the latest.
+fn ask_in_background(cache: &mut Cache, config: &Config) {
+    if cache.asking {
+        return;
+    }
+    cache.asking = true;
+    let config = config.clone();
+    let spawned = std::thread::Builder::new()
+        .name("hmn-pod-resources".into())
+        .spawn(move || {
+            let answer = ask(&config);
+            let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+            cache.latest = Some((Instant::now(), Arc::new(answer)));
+            cache.asking = false;
+            ANSWERED.notify_all();
+        });
+    if spawned.is_err() {
+        cache.asking = false;
+    }
+}
+
+/// The kubelet's answer to use now, and when it was given: the latest, with a new question sent
+/// in the background when it is older than [`REFRESH_AFTER`]; before the first answer, that
+/// answer, waited for (at most a little over the call's deadline).
+fn latest(config: &Config) -> (Instant, Arc<Answer>) {
+    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((at, answer)) = cache.latest.clone() {
+        if at.elapsed() >= REFRESH_AFTER {
+            ask_in_background(&mut cache, config);
+        }
+        return (at, answer);
+    }
+    ask_in_background(&mut cache, config);
+    let (cache, _) = ANSWERED
+        .wait_timeout_while(cache, DEADLINE + Duration::from_millis(500), |c| {
+            c.latest.is_none()
+        })
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(latest) = cache.latest.clone() {
+        return latest;
+    }
+    // Not kept: the question on its way answers the next measurement.
+    drop(cache);
+    let why = format!(
+        "{} has not answered the first question within {} s",
+        printable(&config.socket.display().to_string()),
+        DEADLINE.as_secs()
+    );
+    (Instant::now(), Arc::new(Err(why)))
+}
+
+/// One question to the kubelet, said on stderr when it starts or stops failing.
+fn ask(config: &Config) -> Result<Vec<Allocation>, String> {
+    let answer = kube::list_blocking(&config.socket, DEADLINE).map_err(|e| e.to_string());
+    report(answer.as_ref().map(|_| ()).map_err(Clone::clone));
+    answer
 }
 
 /// The last failure said on stderr, to say each once (and when it ends).
 static LAST_FAILURE: Mutex<Option<String>> = Mutex::new(None);
 
 /// Says on stderr when the socket starts failing (and why), or answers again.
-fn report(answer: &Result<Assignment, String>) {
+fn report(answer: Result<(), String>) {
     let mut last = LAST_FAILURE.lock().unwrap_or_else(PoisonError::into_inner);
-    let now = answer.as_ref().err().cloned();
+    let now = answer.err();
     if *last == now {
         return;
     }
@@ -70,41 +164,54 @@ fn report(answer: &Result<Assignment, String>) {
     *last = now;
 }
 
-/// Asks the kubelet, when a socket is configured and (unless named) present, and lays its
-/// answer onto the measured `devices`.
+/// The kubelet's latest answer, when a socket is configured and (unless named) present, laid
+/// onto the measured `devices`. The kubelet is asked in the background (see [`latest`]).
 pub fn read(devices: &[GpuDeviceInfo]) -> Option<KubeSample> {
-    read_with(CONFIG.get()?, devices)
+    let config = CONFIG.get()?;
+    if !config.explicit && !config.socket.exists() {
+        return None;
+    }
+    let (at, answer) = latest(config);
+    Some(lay(&answer, devices, at.elapsed()))
 }
 
+/// Asks the kubelet now and lays its answer onto `devices` (what [`read`] does, waiting).
+#[cfg(all(test, unix))]
 fn read_with(config: &Config, devices: &[GpuDeviceInfo]) -> Option<KubeSample> {
     if !config.explicit && !config.socket.exists() {
         return None;
     }
-    let answer = kube::list_blocking(&config.socket, DEADLINE)
-        .map(|allocations| {
-            let gpus: Vec<(u32, String)> = devices
-                .iter()
-                .filter_map(|d| Some((d.index, d.uuid.clone()?)))
-                .collect();
-            let wants_migs = allocations
-                .iter()
-                .any(|a| matches!(a.device, kube::DeviceRef::Mig { .. }));
-            let migs = if wants_migs {
-                mig_uuids(devices)
-            } else {
-                Vec::new()
-            };
-            kube::assign(
-                &allocations,
-                NodeDevices {
-                    gpus: &gpus,
-                    migs: &migs,
-                },
-            )
-        })
-        .map_err(|e| e.to_string());
-    report(&answer);
-    Some(KubeSample { answer })
+    Some(lay(&ask(config), devices, Duration::ZERO))
+}
+
+/// The kubelet's `answer` laid onto the measured `devices`.
+fn lay(
+    answer: &Result<Vec<Allocation>, String>,
+    devices: &[GpuDeviceInfo],
+    age: Duration,
+) -> KubeSample {
+    let answer = answer.as_ref().map_err(Clone::clone).map(|allocations| {
+        let gpus: Vec<(u32, String)> = devices
+            .iter()
+            .filter_map(|d| Some((d.index, d.uuid.clone()?)))
+            .collect();
+        let wants_migs = allocations
+            .iter()
+            .any(|a| matches!(a.device, kube::DeviceRef::Mig { .. }));
+        let migs = if wants_migs {
+            mig_uuids(devices)
+        } else {
+            Vec::new()
+        };
+        kube::assign(
+            allocations,
+            NodeDevices {
+                gpus: &gpus,
+                migs: &migs,
+            },
+        )
+    });
+    KubeSample { answer, age }
 }
 
 /// Each MIG device's UUID and its GPU, for the GPUs in MIG mode.

@@ -34,6 +34,8 @@ pub struct Exporter {
     devices: Arc<Slot>,
     /// The most per-process series an exposition carries (`None`: all).
     max_process_series: Option<usize>,
+    /// The most allocation series an exposition carries (`None`: all).
+    max_allocation_series: Option<usize>,
 }
 
 /// One kind of measurement: its last result, whether one runs, and how it is made.
@@ -145,7 +147,11 @@ impl Slot {
 }
 
 impl Exporter {
-    pub fn new(min_interval: Duration, max_process_series: Option<usize>) -> Arc<Self> {
+    pub fn new(
+        min_interval: Duration,
+        max_process_series: Option<usize>,
+        max_allocation_series: Option<usize>,
+    ) -> Arc<Self> {
         let mut e = Self::with(
             min_interval,
             SCRAPE_BUDGET,
@@ -154,6 +160,7 @@ impl Exporter {
         );
         if let Some(this) = Arc::get_mut(&mut e) {
             this.max_process_series = max_process_series;
+            this.max_allocation_series = max_allocation_series;
         }
         e
     }
@@ -170,6 +177,7 @@ impl Exporter {
             full: Arc::new(Slot::new(full)),
             devices: Arc::new(Slot::new(devices)),
             max_process_series: None,
+            max_allocation_series: None,
         })
     }
 
@@ -229,6 +237,7 @@ impl Exporter {
             None => (Sample::failed(), Duration::ZERO),
         };
         sample.max_process_series = self.max_process_series;
+        sample.max_allocation_series = self.max_allocation_series;
         if stall.is_some()
             && let Some(d) = devices
         {

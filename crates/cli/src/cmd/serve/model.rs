@@ -44,6 +44,8 @@ pub struct Sample {
     pub contexts: BTreeMap<u32, ProcessContext>,
     /// The most per-process series to expose, the largest first (`None`: all; 0: none).
     pub max_process_series: Option<usize>,
+    /// The most allocation series to expose (`None`: all; 0: none).
+    pub max_allocation_series: Option<usize>,
     /// What each GPU source said about itself.
     pub sources: Vec<SourceReport>,
     /// The sources among them whose report is a probe's, and when it was made.

@@ -79,7 +79,8 @@ fn alnum(b: u8) -> bool {
 
 /// A DNS-1123 label: 1 to 63 of `a-z`, `0-9` and `-`, a letter or digit at each end (the form
 /// of namespaces and container names).
-fn is_label(s: &str) -> bool {
+#[must_use]
+pub fn is_label(s: &str) -> bool {
     let b = s.as_bytes();
     (1..=63).contains(&b.len())
         && b.first().copied().is_some_and(alnum)
@@ -88,7 +89,8 @@ fn is_label(s: &str) -> bool {
 }
 
 /// A DNS-1123 subdomain: at most 253 characters, labels joined by `.` (the form of pod names).
-fn is_subdomain(s: &str) -> bool {
+#[must_use]
+pub fn is_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_label)
 }
 

@@ -526,7 +526,61 @@ impl Exposition {
         )
     }
 
-    /// The processes' memory, and how many series the cap left out.
+    /// The kubelet's allocations and the pod-resources socket's health.
+    fn encode_allocations(&self, e: &mut DescriptorEncoder<'_>) -> fmt::Result {
+        let (series, dropped) = self.allocations();
+        gauges(
+            e,
+            "gpu_allocation_info",
+            "One series per GPU and container the kubelet allocated it to (the GPU, a MIG instance or a time-slicing replica of it), always 1; from the pod-resources socket; at most --max-allocation-series of them.",
+            None,
+            &series,
+        )?;
+        let Some(status) = self.pod_resources_status() else {
+            return Ok(());
+        };
+        single(
+            e,
+            "pod_resources_up",
+            "Whether the kubelet's pod-resources socket answered the last question (1) or not (0); absent where none is in use.",
+            None,
+            status.up,
+        )?;
+        single(
+            e,
+            "pod_resources_age",
+            "How old the kubelet's answer is that these series come from: the kubelet is asked in the background, never on a scrape's path, so a hung kubelet shows here as an age that grows.",
+            Some(&Unit::Seconds),
+            status.age.as_secs_f64(),
+        )?;
+        if let Some(n) = status.unknown {
+            single(
+                e,
+                "gpu_allocation_unknown_devices",
+                "Devices the kubelet allocated that this node's GPUs are not (a UUID or index no GPU here has): their pods' allocations are not shown.",
+                None,
+                n,
+            )?;
+            single(
+                e,
+                "gpu_allocation_series_dropped",
+                "Allocation series left out by --max-allocation-series.",
+                None,
+                i64::try_from(dropped).unwrap_or(i64::MAX),
+            )?;
+        }
+        if let Some(n) = status.invalid {
+            single(
+                e,
+                "gpu_allocation_invalid_names",
+                "Allocations whose namespace, pod or container name is not a Kubernetes name (a DNS-1123 label or subdomain): not shown, as no label may hold such a name.",
+                None,
+                n,
+            )?;
+        }
+        Ok(())
+    }
+
     fn encode_processes(&self, e: &mut DescriptorEncoder<'_>, bytes: Option<&Unit>) -> fmt::Result {
         gauges(
             e,
@@ -542,31 +596,8 @@ impl Exposition {
             bytes,
             &self.outside_allocation(),
         )?;
-        gauges(
-            e,
-            "gpu_allocation_info",
-            "One series per GPU and container the kubelet allocated it to (the GPU, a MIG instance or a time-slicing replica of it), always 1; from the pod-resources socket.",
-            None,
-            &self.allocations(),
-        )?;
-        if let Some((up, unknown)) = self.pod_resources_status() {
-            single(
-                e,
-                "pod_resources_up",
-                "Whether the kubelet's pod-resources socket answered at the last measurement (1) or not (0); absent where none is in use.",
-                None,
-                up,
-            )?;
-            if let Some(n) = unknown {
-                single(
-                    e,
-                    "gpu_allocation_unknown_devices",
-                    "Devices the kubelet allocated that this node's GPUs are not (a UUID or index no GPU here has): their pods' allocations are not shown.",
-                    None,
-                    n,
-                )?;
-            }
-        }
+        self.encode_allocations(e)?;
+        // The processes' memory, and how many series the cap left out.
         let (rows, dropped) = self.process_rows();
         let unreadable = self.unreadable(&rows);
         gauges(

@@ -85,12 +85,16 @@ impl Exposition {
     }
 
     /// One series per (GPU, container) the kubelet allocated the GPU (or a MIG instance or a
-    /// replica of it) to, always 1.
-    pub(super) fn allocations(&self) -> Vec<(Known, i64)> {
+    /// replica of it) to, always 1: at most `--max-allocation-series` of them, in GPU order
+    /// and the kubelet's; how many were left out.
+    pub(super) fn allocations(&self) -> (Vec<(Known, i64)>, usize) {
         let Some(a) = self.assignment() else {
-            return Vec::new();
+            return (Vec::new(), 0);
         };
-        a.by_gpu
+        let all: usize = a.by_gpu.values().map(Vec::len).sum();
+        let keep = self.sample.max_allocation_series.unwrap_or(usize::MAX);
+        let series = a
+            .by_gpu
             .iter()
             .flat_map(|(&gpu, holders)| {
                 holders.iter().map(move |h| {
@@ -104,7 +108,9 @@ impl Exposition {
                     (labels, 1)
                 })
             })
-            .collect()
+            .take(keep)
+            .collect();
+        (series, all.saturating_sub(keep))
     }
 
     /// One series per (GPU, pod) for memory a pod holds on a GPU the kubelet did not allocate
@@ -115,27 +121,59 @@ impl Exposition {
         let Some(a) = self.assignment() else {
             return Vec::new();
         };
+        // Each GPU's allocated pods in a set: a lookup per pod, not a scan of the holders.
+        let allocated: std::collections::HashMap<u32, std::collections::HashSet<(&str, &str)>> = a
+            .by_gpu
+            .iter()
+            .map(|(&gpu, holders)| {
+                let pods = holders
+                    .iter()
+                    .map(|h| (h.namespace.as_str(), h.pod.as_str()))
+                    .collect();
+                (gpu, pods)
+            })
+            .collect();
         self.pod_sums()
             .into_iter()
             .filter(|p| {
                 let (Some(ns), Some(name)) = (p.namespace, p.name) else {
                     return false;
                 };
-                a.by_gpu.get(&p.gpu).is_some_and(|holders| {
-                    !holders.iter().any(|h| h.namespace == ns && h.pod == name)
-                })
+                allocated
+                    .get(&p.gpu)
+                    .is_some_and(|pods| !pods.contains(&(ns, name)))
             })
             .map(|p| (self.pod_labels(&p), gauge(p.used)))
             .collect()
     }
 
-    /// Whether the pod-resources socket answered (absent where none is in use), and how many
-    /// allocated devices this node does not have.
-    pub(super) fn pod_resources_status(&self) -> Option<(i64, Option<i64>)> {
+    /// Whether the pod-resources socket answered (absent where none is in use), how old its
+    /// answer is, and, when it answered, how many allocated devices this node does not have
+    /// and how many allocations name no valid pod.
+    pub(super) fn pod_resources_status(&self) -> Option<PodResources> {
         let k = self.sample.kube.as_ref()?;
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         Some(match &k.answer {
-            Ok(a) => (1, Some(i64::try_from(a.unknown.len()).unwrap_or(i64::MAX))),
-            Err(_) => (0, None),
+            Ok(a) => PodResources {
+                up: 1,
+                age: k.age,
+                unknown: Some(count(a.unknown.len())),
+                invalid: Some(count(a.invalid)),
+            },
+            Err(_) => PodResources {
+                up: 0,
+                age: k.age,
+                unknown: None,
+                invalid: None,
+            },
         })
     }
+}
+
+/// What the exposition says of the pod-resources socket.
+pub(super) struct PodResources {
+    pub(super) up: i64,
+    pub(super) age: std::time::Duration,
+    pub(super) unknown: Option<i64>,
+    pub(super) invalid: Option<i64>,
 }

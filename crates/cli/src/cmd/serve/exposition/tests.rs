@@ -66,6 +66,7 @@ fn sample() -> Sample {
         listed: vec![0, 1],
         contexts: [(20, alice_in_a_pod())].into_iter().collect(),
         max_process_series: None,
+        max_allocation_series: None,
         sources: vec![
             report(GpuQuerySource::Nvml, SourceState::Answered),
             report(
@@ -644,8 +645,9 @@ fn pods_are_named_and_added_up_per_gpu() {
 /// The kubelet's allocations: an info series per (GPU, container) it allocated, the memory of a
 /// named pod on a GPU not allocated to it as its own series (not the allocated pod's, not a pod
 /// whose names are unknown), whether the socket answered, and nothing of the kind when it did
-/// not.
+/// not; at most `--max-allocation-series` info series.
 #[test]
+#[allow(clippy::too_many_lines)]
 fn memory_outside_the_kubelets_allocation_is_its_own_series() {
     use crate::cmd::serve::allocation::KubeSample;
     use crate::kube::{Assignment, Holder};
@@ -688,9 +690,13 @@ fn memory_outside_the_kubelets_allocation_is_its_own_series() {
     };
     s.kube = Some(KubeSample {
         answer: Ok(Assignment {
-            by_gpu: [(0, vec![holder]), (1, Vec::new())].into_iter().collect(),
+            by_gpu: [(0, vec![holder.clone()]), (1, Vec::new())]
+                .into_iter()
+                .collect(),
             unknown: Vec::new(),
+            invalid: 2,
         }),
+        age: Duration::from_millis(1500),
     });
     let text = render(s.clone(), Duration::from_millis(10), 1, None);
     for want in [
@@ -701,6 +707,9 @@ fn memory_outside_the_kubelets_allocation_is_its_own_series() {
         ),
         "hypomnesis_pod_resources_up 1\n".to_string(),
         "hypomnesis_gpu_allocation_unknown_devices 0\n".to_string(),
+        "hypomnesis_gpu_allocation_invalid_names 2\n".to_string(),
+        "hypomnesis_gpu_allocation_series_dropped 0\n".to_string(),
+        "hypomnesis_pod_resources_age_seconds 1.5\n".to_string(),
     ] {
         assert!(text.contains(&want), "{want} not in\n{text}");
     }
@@ -710,8 +719,18 @@ fn memory_outside_the_kubelets_allocation_is_its_own_series() {
         1,
         "not the allocated pod, not the unnamed one: {text}"
     );
+    // At most --max-allocation-series of them, and how many were left out.
+    let mut capped = s.clone();
+    capped.max_allocation_series = Some(0);
+    let text = render(capped, Duration::ZERO, 1, None);
+    assert!(!text.contains("hypomnesis_gpu_allocation_info{"), "{text}");
+    assert!(
+        text.contains("hypomnesis_gpu_allocation_series_dropped 1\n"),
+        "{text}"
+    );
     s.kube = Some(KubeSample {
         answer: Err("no kubelet".into()),
+        age: Duration::ZERO,
     });
     let text = render(s, Duration::from_millis(10), 1, None);
     assert!(text.contains("hypomnesis_pod_resources_up 0\n"), "{text}");
