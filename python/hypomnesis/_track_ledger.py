@@ -2,9 +2,12 @@
 
 The sampling thread reads the driver's figures without the GIL; what the frameworks hold can
 only be asked of them in Python. So one Python thread, shared by every block tracked with a
-ledger, reads the imported frameworks (PyTorch, JAX, CuPy: :func:`frameworks.probe`) at the
-sampling interval, at most every :data:`LEDGER_FLOOR` seconds, and each block keeps a bounded
-list of those readings. The tracked thread itself reads them as the block starts and ends. A
+ledger, reads the imported frameworks (PyTorch, JAX, CuPy: :func:`frameworks.read_one`) at the
+sampling interval, at most every :data:`LEDGER_FLOOR` seconds, once for all the blocks then
+running, and each block keeps a bounded list of those readings. The tracked thread itself
+reads them as the block starts and ends. Every reading is waited for at most the tracker's
+deadline (:mod:`hypomnesis._bounded`): a framework whose calls block is a note, and a read
+already past the deadline is not waited for again. A
 sample's ledger is then the sample's driver figures set against the reading nearest to it in
 time, and the ledger at the peak uses the reading taken nearest to the peak, which the thread
 follows while the block runs (it asks the sampler when its peak so far was sampled).
@@ -15,16 +18,19 @@ deadline (a GPU not read in time is a note in each ledger).
 
 from __future__ import annotations
 
+import bisect
+import functools
 import os
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import _native
+from . import _bounded, _native
 from .device import DeviceInfo, device_count, device_info, mig_instances
 from .errors import HypomnesisError
-from .frameworks import FrameworkMemory, cuda_ordinal_uuids, probe
+from .frameworks import FrameworkMemory, cuda_ordinal_uuids
 from .ledger import GpuLedger, Ledger, _entry, _holds, uuid_key
 
 if TYPE_CHECKING:
@@ -121,11 +127,14 @@ def read_gpus(devices: Sequence[int], deadline: float) -> Gpus:
     return Gpus({}, {}, (None, why), (why,), tuple(devices), timed_out=True)
 
 
-def read_frameworks(gpus: Gpus, at: float) -> Reading:
-    """What the imported frameworks hold now (``at``: seconds since the block started)."""
+def read_frameworks(gpus: Gpus, at: float, deadline: float) -> Reading:
+    """What the imported frameworks hold now (``at``: seconds since the block started), waited
+    for at most ``deadline`` seconds."""
     try:
-        fws, notes = probe(None, lambda: gpus.ordinals)
-    except Exception as e:  # noqa: BLE001 - probe keeps the frameworks' errors; any other is said
+        fws, notes = _bounded.frameworks(
+            None, lambda: gpus.ordinals, deadline, time.monotonic() + deadline
+        )
+    except Exception as e:  # noqa: BLE001 - the frameworks' errors are notes; any other is said
         return Reading(at, (), (f"the frameworks could not be read: {type(e).__name__}: {e}",))
     return Reading(at, tuple(fws), tuple(notes))
 
@@ -177,78 +186,110 @@ def _with_note(g: GpuLedger, note: str) -> GpuLedger:
 
 class Recorder:
     """The framework readings of one block: the entry and exit ones (taken on the tracked
-    thread), at most :data:`LEDGER_READINGS` between (taken by the shared thread), and the one
-    taken nearest to the peak so far."""
+    thread), and at most :data:`LEDGER_READINGS` between, the shared thread's readings of its
+    time (handed over as the block ends)."""
 
-    def __init__(self, gpus: Gpus, interval: float, sampler: _native.Sampler) -> None:
+    def __init__(
+        self, gpus: Gpus, interval: float, sampler: _native.Sampler, deadline: float
+    ) -> None:
         self.gpus = gpus
         self.interval = max(interval, LEDGER_FLOOR)
+        self.deadline = deadline
         self._sampler = sampler
         self._start = 0.0
         self._lock = threading.Lock()
         self.entry: Optional[Reading] = None
         self.exit: Optional[Reading] = None
         self.between: List[Reading] = []
-        self.near_peak: Optional[Reading] = None
+        """The shared thread's readings of the block's time (dated on ``time.monotonic()``;
+        :meth:`readings` dates them to the block)."""
+
+    def key(self) -> "Key":
+        """What a reading depends on: blocks of the same key share the shared thread's."""
+        ordinals, why = self.gpus.ordinals
+        return (None if ordinals is None else tuple(ordinals), why, self.deadline)
 
     def begin(self, start: float) -> None:
         """Takes the entry reading; ``start`` is the block's start on ``time.monotonic()``."""
         self._start = start
-        self.entry = read_frameworks(self.gpus, time.monotonic() - start)
+        self.entry = read_frameworks(self.gpus, time.monotonic() - start, self.deadline)
 
-    def take(self) -> None:
-        """One reading between entry and exit (the shared thread's)."""
-        reading = read_frameworks(self.gpus, time.monotonic() - self._start)
-        peak = self._sampler.peak_time()
+    def hand_over(self, shared: List[Reading]) -> None:
+        """The shared thread's readings of the block's time (dated on ``time.monotonic()``),
+        thinned to at most :data:`LEDGER_READINGS` (every k-th, the first kept)."""
+        step = -(-len(shared) // LEDGER_READINGS) if shared else 1
         with self._lock:
-            if self.exit is not None:
-                return  # read as the block ended: the exit reading stands for it
-            self.between.append(reading)
-            if len(self.between) >= LEDGER_READINGS:
-                del self.between[1::2]
-            self._near(reading, peak)
-
-    def _near(self, reading: Reading, peak: Optional[float]) -> None:
-        """Keeps ``reading`` as the one nearest the peak if it is nearer than the one kept
-        (measured to the peak as it is now: a new peak makes the next reading the nearest)."""
-        if peak is None:
-            return
-        if self.near_peak is None or abs(reading.time - peak) < abs(self.near_peak.time - peak):
-            self.near_peak = reading
+            self.between = shared[::step]
 
     def end(self, exit_time: float) -> None:
         """Takes the exit reading, dated as the exit sample."""
-        reading = read_frameworks(self.gpus, exit_time)
+        reading = read_frameworks(self.gpus, exit_time, self.deadline)
         with self._lock:
             self.exit = reading
 
     def readings(self) -> List[Reading]:
         """Every reading kept, in time order."""
         with self._lock:
-            middle = list(self.between)
+            middle = [replace(r, time=r.time - self._start) for r in self.between]
         ends = [r for r in (self.entry, self.exit) if r is not None]
         return sorted(middle + ends, key=lambda r: r.time)
 
     def at_peak(self, peak_time: float) -> Optional[Reading]:
         """The reading nearest to ``peak_time`` (the entry and exit ones among them)."""
-        with self._lock:
-            candidates = [r for r in (self.entry, self.near_peak, self.exit) if r is not None]
+        candidates = self.readings()
         if not candidates:
             return None
-        return min(candidates, key=lambda r: abs(r.time - peak_time))
+        times = [r.time for r in candidates]
+        i = bisect.bisect_left(times, peak_time)
+        near = candidates[max(0, i - 1) : i + 1]
+        return min(near, key=lambda r: abs(r.time - peak_time))
+
+
+Key = Tuple[Optional[Tuple[str, ...]], str, float]
+"""What a reading depends on (:meth:`Recorder.key`)."""
+
+
+class _Journal:
+    """The shared thread's readings for the blocks of one key, in time order (on
+    ``time.monotonic()``), from the start of the oldest block still running."""
+
+    def __init__(self) -> None:
+        self.times: List[float] = []
+        self.readings: List[Reading] = []
+
+    def add(self, reading: Reading, oldest: Callable[[], float]) -> None:
+        self.times.append(reading.time)
+        self.readings.append(reading)
+        if len(self.readings) >= 2 * LEDGER_READINGS:
+            # Long: what no running block needs goes, then, if still long, every other one
+            # (as each block's own list was thinned).
+            cut = bisect.bisect_left(self.times, oldest())
+            del self.times[:cut], self.readings[:cut]
+            if len(self.readings) >= 2 * LEDGER_READINGS:
+                del self.times[1::2], self.readings[1::2]
+
+    def since(self, start: float) -> List[Reading]:
+        return self.readings[bisect.bisect_left(self.times, start) :]
 
 
 class _Shared:
-    """The one thread that takes the readings between entry and exit of every block."""
+    """The one thread that takes the readings between entry and exit of every block: once per
+    tick for every block of a key, into that key's journal; a block takes its part as it ends
+    (so a tick's work does not grow with the number of blocks running)."""
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.recorders: Dict[int, Recorder] = {}
+        self.cond = threading.Condition()  # an RLock: _oldest is called holding it
+        self.by_key: Dict[Key, Dict[int, Recorder]] = {}
+        self.journals: Dict[Key, _Journal] = {}
+        self.intervals: Counter[float] = Counter()
         self.thread: Optional[threading.Thread] = None
 
     def add(self, recorder: Recorder) -> None:
         with self.cond:
-            self.recorders[id(recorder)] = recorder
+            key = recorder.key()
+            self.by_key.setdefault(key, {})[id(recorder)] = recorder
+            self.journals.setdefault(key, _Journal())
+            self.intervals[recorder.interval] += 1
             if self.thread is None:
                 self.thread = threading.Thread(
                     target=self._run, name="hypomnesis-ledger", daemon=True
@@ -257,19 +298,40 @@ class _Shared:
             self.cond.notify_all()
 
     def remove(self, recorder: Recorder) -> None:
+        shared: List[Reading] = []
         with self.cond:
-            self.recorders.pop(id(recorder), None)
+            key = recorder.key()
+            group = self.by_key.get(key, {})
+            if group.pop(id(recorder), None) is not None:
+                self.intervals[recorder.interval] -= 1
+                if self.intervals[recorder.interval] <= 0:
+                    del self.intervals[recorder.interval]
+            journal = self.journals.get(key)
+            if journal is not None:
+                shared = journal.since(recorder._start)
+            if not group:
+                self.by_key.pop(key, None)
+                self.journals.pop(key, None)
+        recorder.hand_over(shared)
+
+    def _oldest(self, key: Key) -> float:
+        with self.cond:
+            starts = [r._start for r in self.by_key.get(key, {}).values()]
+        return min(starts, default=time.monotonic())
 
     def _run(self) -> None:
         while True:
             with self.cond:
-                while not self.recorders:
+                while not self.intervals:
                     self.cond.wait()
-                period = min(r.interval for r in self.recorders.values())
-                self.cond.wait(period)
-                due = list(self.recorders.values())
-            for r in due:
-                r.take()
+                self.cond.wait(min(self.intervals))
+                due = [(key, next(iter(g.values()))) for key, g in self.by_key.items() if g]
+            for key, r in due:
+                reading = read_frameworks(r.gpus, time.monotonic(), r.deadline)
+                with self.cond:
+                    journal = self.journals.get(key)
+                    if journal is not None:
+                        journal.add(reading, functools.partial(self._oldest, key))
 
 
 _SHARED = _Shared()

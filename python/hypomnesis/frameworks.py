@@ -8,6 +8,7 @@ for JAX would preallocate most of a GPU). A figure a framework does not give is 
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from dataclasses import dataclass
@@ -17,6 +18,10 @@ from .units import format_bytes
 
 #: The frameworks :func:`probe` knows, by their module name.
 FRAMEWORKS: Tuple[str, ...] = ("torch", "jax", "cupy")
+
+#: The most devices a framework is believed to have (as the library's ``device_count()``): a
+#: framework that says it has more is not read, rather than asked about each one.
+MAX_DEVICES = 1024
 
 
 @dataclass(frozen=True)
@@ -149,13 +154,27 @@ def cuda_ordinal_uuids(
     return out, ""
 
 
+def _device_total(name: str, value: Any, notes: List[str]) -> Optional[int]:
+    """A framework's device count, if it is one a host can have; else a note and ``None``."""
+    n = int(value)
+    if 0 <= n <= MAX_DEVICES:
+        return n
+    notes.append(
+        f"{name} says it has {n} devices, which no host has (at most {MAX_DEVICES}): not read"
+    )
+    return None
+
+
 def _torch(mod: Any, notes: List[str]) -> List[FrameworkMemory]:
     cuda = getattr(mod, "cuda", None)
     if cuda is None or not cuda.is_initialized():
         notes.append("torch is imported but has not initialised CUDA: nothing to read")
         return []
+    count = _device_total("torch", cuda.device_count(), notes)
+    if count is None:
+        return []
     found = []
-    for d in range(int(cuda.device_count())):
+    for d in range(count):
         props = cuda.get_device_properties(d)
         raw = getattr(props, "uuid", None)
         uuid = uuid_text(raw)
@@ -198,8 +217,14 @@ def _jax(
             "them: not read"
         )
         return []
+    devices = list(itertools.islice(iter(mod.local_devices()), MAX_DEVICES + 1))
+    if len(devices) > MAX_DEVICES:
+        notes.append(
+            f"jax lists more than {MAX_DEVICES} local devices, which no host has: not read"
+        )
+        return []
     found = []
-    for dev in mod.local_devices():
+    for dev in devices:
         if str(getattr(dev, "platform", "")).lower() not in ("gpu", "cuda", "rocm"):
             continue
         stats: Dict[str, Any] = dev.memory_stats() or {}
@@ -240,7 +265,7 @@ def _jax(
 
 def _cupy(mod: Any, notes: List[str]) -> List[FrameworkMemory]:
     runtime = mod.cuda.runtime
-    if int(runtime.getDeviceCount()) == 0:
+    if not _device_total("cupy", runtime.getDeviceCount(), notes):
         return []
     # The default pool answers for the current device; reading another would mean switching
     # to it, which creates a CUDA context there.
@@ -263,31 +288,50 @@ def _cupy(mod: Any, notes: List[str]) -> List[FrameworkMemory]:
     ]
 
 
+def read_one(
+    name: str, ordinal_uuids: Callable[[], Tuple[Optional[List[str]], str]]
+) -> Tuple[List[FrameworkMemory], List[str]]:
+    """What framework ``name`` (one of :data:`FRAMEWORKS`) holds, if it is imported and
+    running, and notes on why not; its own errors are a note, never raised."""
+    notes: List[str] = []
+    mod = sys.modules.get(name)
+    if mod is None:
+        return [], notes
+    try:
+        if name == "torch":
+            return _torch(mod, notes), notes
+        if name == "jax":
+            return _jax(mod, notes, *ordinal_uuids()), notes
+        return _cupy(mod, notes), notes
+    except Exception as e:  # a framework's own failure, not ours: said, not raised
+        notes.append(f"{name} could not be read: {type(e).__name__}: {e}")
+        return [], notes
+
+
+def names(frameworks: Optional[Sequence[str]]) -> Tuple[str, ...]:
+    """``frameworks`` checked (default: all of :data:`FRAMEWORKS`); an unknown one is a
+    ``ValueError``."""
+    out = FRAMEWORKS if frameworks is None else tuple(frameworks)
+    for name in out:
+        if name not in FRAMEWORKS:
+            raise ValueError(f"unknown framework {name!r}: known are {', '.join(FRAMEWORKS)}")
+    return out
+
+
 def probe(
     frameworks: Optional[Sequence[str]],
     ordinal_uuids: Callable[[], Tuple[Optional[List[str]], str]],
 ) -> Tuple[List[FrameworkMemory], List[str]]:
     """The memory of every framework of ``frameworks`` (default: all of :data:`FRAMEWORKS`) that
     is imported and running, and notes on those imported but not read. ``ordinal_uuids`` gives
-    :func:`cuda_ordinal_uuids`'s answer, asked only for a framework without UUIDs (JAX).
+    :func:`cuda_ordinal_uuids`'s answer, asked only for a framework without UUIDs (JAX). Read
+    here, without a bound (:mod:`hypomnesis._framework_reads` bounds them by a deadline).
 
     A framework whose API raises is left out with a note: its error never hides the others."""
-    names = FRAMEWORKS if frameworks is None else tuple(frameworks)
     found: List[FrameworkMemory] = []
     notes: List[str] = []
-    for name in names:
-        if name not in FRAMEWORKS:
-            raise ValueError(f"unknown framework {name!r}: known are {', '.join(FRAMEWORKS)}")
-        mod = sys.modules.get(name)
-        if mod is None:
-            continue
-        try:
-            if name == "torch":
-                found += _torch(mod, notes)
-            elif name == "jax":
-                found += _jax(mod, notes, *ordinal_uuids())
-            else:
-                found += _cupy(mod, notes)
-        except Exception as e:  # a framework's own failure, not ours: said, not raised
-            notes.append(f"{name} could not be read: {type(e).__name__}: {e}")
+    for name in names(frameworks):
+        fws, said = read_one(name, ordinal_uuids)
+        found += fws
+        notes += said
     return found, notes

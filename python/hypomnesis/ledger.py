@@ -10,12 +10,15 @@ driver's GPUs by UUID, never by index.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import sys
+import time
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .device import DeviceInfo, device_count, device_info, mig_instances
+from . import _arguments, _bounded
+from .device import DeviceInfo, MigInstance, device_count, device_info, mig_instances
 from .errors import HypomnesisError
-from .frameworks import FrameworkMemory, cuda_ordinal_uuids, probe
+from .frameworks import FrameworkMemory, cuda_ordinal_uuids, names
 from .process import gpu_processes, process_gpu_info
 from .units import format_bytes
 
@@ -193,20 +196,47 @@ def _holds(driver: Optional[int], fws: List[FrameworkMemory]) -> bool:
     return any(v for v in figures)
 
 
-def _mig_entries(index: int, by_key: Dict[str, List[FrameworkMemory]]) -> List[GpuLedger]:
-    """The MIG devices of GPU ``index`` this process holds memory on: its rows in the driver's
-    process list of that GPU added up per MIG device (GPU and compute instance), and the
-    frameworks' devices whose UUID is the MIG device's (taken out of ``by_key``)."""
+@dataclass
+class _Driver:
+    """What the driver says for a ledger, read in one go (within the deadline)."""
+
+    infos: Dict[int, DeviceInfo] = field(default_factory=dict)
+    own: Dict[int, Tuple[Optional[int], Optional[str]]] = field(default_factory=dict)
+    """Per GPU: this process's figure, or why there is none."""
+    migs: Dict[int, List[Tuple[MigInstance, int]]] = field(default_factory=dict)
+    """Per GPU in MIG mode: each MIG device and this process's memory on it."""
+    notes: List[str] = field(default_factory=list)
+    ordinals: Tuple[Optional[List[str]], str] = (None, "")
+    error: Optional[HypomnesisError] = None
+    """Raised by the caller: no GPU source answers."""
+
+
+def _mig_figures(index: int) -> List[Tuple[MigInstance, int]]:
+    """The MIG devices of GPU ``index``, each with this process's rows in the driver's process
+    list of that GPU added up (GPU and compute instance)."""
     pid = os.getpid()
     rows = [p for p in gpu_processes(index) if p.pid == pid]
-    found = []
-    for m in mig_instances(index):
-        driver = sum(
-            p.used_bytes
-            for p in rows
-            if p.gpu_instance_id == m.gpu_instance_id
-            and p.compute_instance_id in (None, m.compute_instance_id)
+    return [
+        (
+            m,
+            sum(
+                p.used_bytes
+                for p in rows
+                if p.gpu_instance_id == m.gpu_instance_id
+                and p.compute_instance_id in (None, m.compute_instance_id)
+            ),
         )
+        for m in mig_instances(index)
+    ]
+
+
+def _mig_entries(
+    index: int, figures: List[Tuple[MigInstance, int]], by_key: Dict[str, List[FrameworkMemory]]
+) -> List[GpuLedger]:
+    """The MIG devices of GPU ``index`` this process holds memory on, with the frameworks'
+    devices whose UUID is the MIG device's (taken out of ``by_key``)."""
+    found = []
+    for m, driver in figures:
         matched = by_key.pop(uuid_key(m.uuid) or "", [])
         if _holds(driver, matched):
             found.append(
@@ -228,50 +258,87 @@ def _ordinals(infos: Dict[int, DeviceInfo]) -> Tuple[Optional[List[str]], str]:
     return cuda_ordinal_uuids(uuids, any(d is not None and bool(d.mig_enabled) for d in every))
 
 
+def _read_driver(devices: Optional[Tuple[int, ...]], ordinals: bool) -> _Driver:
+    """The driver's part of a ledger for ``devices`` (default: every GPU); with ``ordinals``,
+    the UUID of each CUDA ordinal too (for JAX)."""
+    d = _Driver()
+    try:
+        indices = list(range(device_count())) if devices is None else list(devices)
+        for i in indices:
+            try:
+                d.infos[i] = device_info(i)
+            except HypomnesisError as e:
+                d.notes.append(f"GPU {i} could not be read: {e}")
+        if ordinals:
+            try:
+                d.ordinals = _ordinals(d.infos)
+            except HypomnesisError as e:
+                d.ordinals = (None, f"the GPUs could not be counted: {e}")
+        for i, info in d.infos.items():
+            if info.mig_enabled:
+                try:
+                    d.migs[i] = _mig_figures(i)
+                except HypomnesisError as e:
+                    d.notes.append(f"the MIG devices of GPU {i} could not be read: {e}")
+            try:
+                got = process_gpu_info(i)
+                d.own[i] = (
+                    (got.used_bytes, None)
+                    if got.is_per_process
+                    else (
+                        None,
+                        "the driver does not attribute memory to this process (another PID "
+                        f"namespace?); the whole device uses {format_bytes(got.used_bytes)}",
+                    )
+                )
+            except HypomnesisError as e:
+                d.own[i] = (None, f"the driver's figure could not be read: {e}")
+    except HypomnesisError as e:
+        d.error = e
+    return d
+
+
 def _ledger_now(
-    frameworks: Optional[Sequence[str]] = None, devices: Optional[Sequence[int]] = None
+    frameworks: Optional[Sequence[str]] = None,
+    devices: Optional[Sequence[int]] = None,
+    deadline: float = 5.0,
 ) -> Ledger:
-    """One ledger, as cheaply as it can be read: :func:`explain`'s work, for ``track()`` to
-    take at each sample. ``devices`` limits it to those NVML indices (default: every GPU); a
-    framework's devices on other GPUs are then in ``unmatched``."""
-    indices = list(range(device_count())) if devices is None else list(devices)
-    infos: Dict[int, DeviceInfo] = {}
-    notes: List[str] = []
-    for i in indices:
-        try:
-            infos[i] = device_info(i)
-        except HypomnesisError as e:
-            notes.append(f"GPU {i} could not be read: {e}")
-    fws, fw_notes = probe(frameworks, lambda: _ordinals(infos))
-    notes += fw_notes
+    """One ledger: :func:`explain`'s work. ``devices`` limits it to those NVML indices
+    (default: every GPU); a framework's devices on other GPUs are then in ``unmatched``. The
+    driver and each framework are read at once, each on a thread of its own, waited for at
+    most ``deadline`` seconds in all."""
+    wanted = names(frameworks)
+    until = time.monotonic() + deadline
+    key = (None if devices is None else tuple(devices), "jax" in wanted and "jax" in sys.modules)
+    driver = _bounded.worker(("driver",) + key)
+    number = driver.ask(lambda: _read_driver(*key))
+
+    def ordinals() -> Tuple[Optional[List[str]], str]:
+        answered, d = driver.wait(number, 0.0 if _bounded.overdue(driver, number) else until)
+        if not isinstance(d, _Driver):
+            return None, "the GPUs' details did not come within the deadline"
+        return d.ordinals
+
+    fws, fw_notes = _bounded.frameworks(wanted, ordinals, deadline, until)
+    answered, d = driver.wait(number, 0.0 if _bounded.overdue(driver, number) else until)
+    if not answered or d is None:
+        d = _Driver(notes=[_bounded.late("the driver", driver, deadline)])
+    if d.error is not None:
+        raise d.error
+    notes = list(d.notes) + fw_notes
     by_key: Dict[str, List[FrameworkMemory]] = {}
     for f in fws:
-        key = uuid_key(f.uuid)
-        if key is not None:
-            by_key.setdefault(key, []).append(f)
+        k = uuid_key(f.uuid)
+        if k is not None:
+            by_key.setdefault(k, []).append(f)
     gpus: List[GpuLedger] = []
-    for i, info in infos.items():
+    for i, info in d.infos.items():
         if info.mig_enabled:
-            try:
-                gpus += _mig_entries(i, by_key)
-            except HypomnesisError as e:
-                notes.append(f"the MIG devices of GPU {i} could not be read: {e}")
+            gpus += _mig_entries(i, d.migs.get(i, []), by_key)
         matched = by_key.pop(uuid_key(info.uuid) or "", [])
         if info.mig_enabled and not matched:
             continue
-        driver_note: Optional[str] = None
-        own: Optional[int] = None
-        try:
-            got = process_gpu_info(i)
-            if got.is_per_process:
-                own = got.used_bytes
-            else:
-                driver_note = (
-                    "the driver does not attribute memory to this process (another PID "
-                    f"namespace?); the whole device uses {format_bytes(got.used_bytes)}"
-                )
-        except HypomnesisError as e:
-            driver_note = f"the driver's figure could not be read: {e}"
+        own, driver_note = d.own.get(i, (None, "the driver's figure was not read"))
         if _holds(own, matched):
             gpus.append(
                 _entry(i, None, info.name, info.uuid, own, driver_note, matched,
@@ -283,7 +350,7 @@ def _ledger_now(
     return Ledger(gpus=tuple(gpus), unmatched=tuple(unmatched), notes=tuple(notes))
 
 
-def explain(frameworks: Optional[Sequence[str]] = None) -> Ledger:
+def explain(frameworks: Optional[Sequence[str]] = None, *, deadline: float = 5.0) -> Ledger:
     """Why ``nvidia-smi`` shows more than the framework: for each GPU this process holds memory
     on, the driver's figure for this process = each framework's reserved memory + what is
     outside the frameworks (CUDA context, libraries), with the device's free memory and this
@@ -295,8 +362,15 @@ def explain(frameworks: Optional[Sequence[str]] = None) -> Ledger:
     remapping is followed; JAX gives no UUID, so its devices are matched only when the
     environment says which GPU each ordinal is, else listed in ``unmatched``.
 
+    The driver and each framework are read at once, each on a thread of its own, and waited
+    for at most ``deadline`` seconds in all (as with :func:`track`): one that has not answered
+    by then (a blocked CUDA call, a hung driver) is a note, the others are in the ledger. A
+    framework is believed about at most 1,024 devices.
+
     Raises :class:`NoGpuSourceError` when no GPU source answers (as :func:`device_count`); a
-    GPU, or a framework, that cannot be read is a note in the ledger instead.
+    GPU, or a framework, that cannot be read is a note in the ledger instead. A ``deadline``
+    that is not a number of seconds above 0 and at most a day is a ``TypeError`` or
+    ``ValueError``.
 
     >>> import hypomnesis
     >>> hypomnesis.explain()                  # doctest: +SKIP
@@ -309,4 +383,4 @@ frameworks 768.0 MiB; free 108.2 GiB, headroom 108.8 GiB
     ...     for g in ledger.gpus if g.outside_bytes is not None and g.driver_bytes is not None)
     True
     """
-    return _ledger_now(frameworks)
+    return _ledger_now(frameworks, None, _arguments.seconds("deadline", deadline))

@@ -153,7 +153,7 @@ class Tracking:
         self._readings: List[Tuple[float, Any]] = []
         self._probing: Optional[Tuple[threading.Thread, threading.Event]] = None
         self._sampler = _native.Sampler(interval, list(devices), deadline)
-        self._recorder = None if gpus is None else Recorder(gpus, interval, self._sampler)
+        self._recorder = None if gpus is None else Recorder(gpus, interval, self._sampler, deadline)
         self._raw: Optional[List[Tuple[float, int, List[Optional[int]], List[Optional[int]], bool]]] = None
         self._samples: Optional[List[Sample]] = None
         self._taken = 0
@@ -469,6 +469,10 @@ class Tracking:
         return f"<Tracking {', '.join(parts)}>"
 
 
+#: A block open in a thread or task, and those it is nested in.
+_Open = Tuple["Tracking", Any]
+
+
 class Tracker:
     """What :func:`track` returns: a context manager (each ``with`` gives a new
     :class:`Tracking`) and a decorator (each call of the function is tracked; an ``async def``
@@ -520,8 +524,10 @@ class Tracker:
         """The last :attr:`history_limit` finished :class:`Tracking` of this tracker, in the
         order they ended."""
         self._lock = threading.Lock()
-        self._stack: contextvars.ContextVar[Tuple[Tracking, ...]] = contextvars.ContextVar(
-            f"hypomnesis-tracker-{id(self):x}", default=()
+        # The blocks this thread or task is in, innermost first, as a linked list (the
+        # innermost and the rest): entering and leaving are O(1) however deep the nesting.
+        self._stack: contextvars.ContextVar[Optional[_Open]] = contextvars.ContextVar(
+            f"hypomnesis-tracker-{id(self):x}", default=None
         )
         self._all_devices: Optional[Tuple[int, ...]] = None
         self._gpus: Optional[Gpus] = None
@@ -565,13 +571,15 @@ class Tracker:
             self._ledger_gpus(devices),
         )
         tracking._start()
-        self._stack.set(self._stack.get() + (tracking,))
+        self._stack.set((tracking, self._stack.get()))
         return tracking
 
     def __exit__(self, *exc: object) -> None:
         stack = self._stack.get()
-        tracking = stack[-1]
-        self._stack.set(stack[:-1])
+        if stack is None:
+            raise RuntimeError("this tracker's block was left without being entered")
+        tracking, rest = stack
+        self._stack.set(rest)
         tracking._stop()
         with self._lock:
             self.history.append(tracking)

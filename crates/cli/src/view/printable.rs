@@ -2,26 +2,48 @@
 //! `\x1b[2J…`, and nvidia-smi's and the drivers' words reach the messages. As `ps` does, control
 //! characters are shown as `?`: in a name every one of them (a tab or a newline would break a
 //! table's rows), in the streams hmn writes every one but tab and newline (ESC, the other C0
-//! controls, DEL, and the C1 controls, which some terminals obey too).
+//! controls, DEL, and the C1 controls, which some terminals obey too). So are the invisible
+//! marks that reorder text written right to left (U+202A–U+202E, U+2066–U+2069, U+200E,
+//! U+200F, U+061C): a RIGHT-TO-LEFT OVERRIDE in a user or process name would show the rest of
+//! the row reversed, another pid or figure than the real one.
 
 use std::borrow::Cow;
 use std::io::{self, Write};
 
-/// `s` with every control character as `?`.
+/// Whether `c` is one of the marks that change the order text is shown in (embeddings,
+/// overrides, isolates and the direction marks).
+pub const fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+}
+
+/// Whether `c` is shown as `?` in a name.
+fn hidden(c: char) -> bool {
+    c.is_control() || is_bidi_control(c)
+}
+
+/// `s` with every control character, and every bidirectional mark, as `?`.
 pub fn printable(s: &str) -> Cow<'_, str> {
-    if s.chars().any(char::is_control) {
-        Cow::Owned(
-            s.chars()
-                .map(|c| if c.is_control() { '?' } else { c })
-                .collect(),
-        )
+    if s.chars().any(hidden) {
+        Cow::Owned(s.chars().map(|c| if hidden(c) { '?' } else { c }).collect())
     } else {
         Cow::Borrowed(s)
     }
 }
 
-/// A JSON formatter (`F`: pretty or compact) that also escapes DEL and the C1 controls
-/// (U+007F to U+009F) as `\u00XX`, which `serde_json` writes raw: JSON keeps every name exact, and
+/// How many bytes at the start of `bytes` are one character the stream shows as `?` (a C1
+/// control or a bidirectional mark in UTF-8); `Err(())` when `bytes` is too short to tell;
+/// `Ok(0)` when it is none.
+fn hidden_sequence(bytes: &[u8]) -> Result<usize, ()> {
+    match bytes {
+        [0xC2, 0x80..=0x9F, ..] | [0xD8, 0x9C, ..] => Ok(2),
+        [0xE2, 0x80, 0x8E | 0x8F | 0xAA..=0xAE, ..] | [0xE2, 0x81, 0xA6..=0xA9, ..] => Ok(3),
+        [0xC2 | 0xD8 | 0xE2] | [0xE2, 0x80 | 0x81] => Err(()),
+        _ => Ok(0),
+    }
+}
+
+/// A JSON formatter (`F`: pretty or compact) that also escapes DEL, the C1 controls (U+007F to
+/// U+009F) and the bidirectional marks as `\uXXXX`, which `serde_json` writes raw: JSON keeps every name exact, and
 /// the stream [`Printable`] passes on holds no control character to show as `?`.
 pub struct JsonEscapes<F>(pub F);
 
@@ -58,7 +80,7 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for JsonEscapes<F
         let mut rest = fragment;
         while let Some((at, c)) = rest
             .char_indices()
-            .find(|(_, c)| ('\u{7f}'..='\u{9f}').contains(c))
+            .find(|(_, c)| ('\u{7f}'..='\u{9f}').contains(c) || is_bidi_control(*c))
         {
             let (before, after) = rest.split_at(at);
             writer.write_all(before.as_bytes())?;
@@ -69,17 +91,21 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for JsonEscapes<F
     }
 }
 
-/// A writer that shows control characters other than tab and newline as `?`.
+/// A writer that shows control characters other than tab and newline, and bidirectional
+/// marks, as `?`.
 #[derive(Debug)]
 pub struct Printable<W: Write> {
     inner: W,
-    /// A 0xC2 byte that ended the last write: with the next byte it may be a C1 control.
-    held: bool,
+    /// The start of a character the last write ended in (it may be one to hide).
+    held: Vec<u8>,
 }
 
 impl<W: Write> Printable<W> {
     pub const fn new(inner: W) -> Self {
-        Self { inner, held: false }
+        Self {
+            inner,
+            held: Vec::new(),
+        }
     }
 }
 
@@ -88,40 +114,38 @@ impl<W: Write> Write for Printable<W> {
         if buf.is_empty() {
             return Ok(0);
         }
-        let mut out = Vec::with_capacity(buf.len() + 1);
-        let mut bytes = buf.iter().copied().peekable();
-        if self.held {
-            self.held = false;
-            if bytes.next_if(|b| (0x80..=0x9F).contains(b)).is_some() {
-                out.push(b'?');
-            } else {
-                out.push(0xC2);
-            }
-        }
-        while let Some(b) = bytes.next() {
+        let mut bytes = std::mem::take(&mut self.held);
+        bytes.extend_from_slice(buf);
+        let mut out = Vec::with_capacity(bytes.len() + 1);
+        let mut rest = bytes.as_slice();
+        while let Some((&b, after)) = rest.split_first() {
             match b {
                 b'\n' | b'\t' => out.push(b),
                 0x00..=0x1F | 0x7F => out.push(b'?'),
-                // U+0080 to U+009F, the C1 controls, are 0xC2 0x80 to 0xC2 0x9F in UTF-8.
-                0xC2 => match bytes.peek() {
-                    Some(0x80..=0x9F) => {
-                        bytes.next();
+                0xC2 | 0xD8 | 0xE2 => match hidden_sequence(rest) {
+                    Ok(0) => out.push(b),
+                    Ok(n) => {
                         out.push(b'?');
+                        rest = rest.get(n..).unwrap_or_default();
+                        continue;
                     }
-                    Some(_) => out.push(b),
-                    None => self.held = true,
+                    Err(()) => {
+                        self.held = rest.to_vec();
+                        break;
+                    }
                 },
                 _ => out.push(b),
             }
+            rest = after;
         }
         self.inner.write_all(&out)?;
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        if self.held {
-            self.held = false;
-            self.inner.write_all(&[0xC2])?;
+        if !self.held.is_empty() {
+            let held = std::mem::take(&mut self.held);
+            self.inner.write_all(&held)?;
         }
         self.inner.flush()
     }
@@ -152,6 +176,30 @@ mod tests {
         assert_eq!(through(&[b"x\xc2", b"\xa9y"]), "x©y".as_bytes());
         assert_eq!(through(&["©".as_bytes()]), "©".as_bytes());
         assert_eq!(through(&[b"tail\xc2"]), b"tail\xc2", "held until flushed");
+    }
+
+    /// A RIGHT-TO-LEFT OVERRIDE (and the other reordering marks) in a name, or split
+    /// between two writes of a stream, is `?`; other characters of those first bytes stay.
+    #[test]
+    fn bidirectional_marks_become_question_marks() {
+        assert_eq!(printable("al\u{202e}ecil"), "al?ecil");
+        assert_eq!(
+            printable("\u{2066}a\u{2069}\u{200f}\u{061c}\u{202a}"),
+            "?a????"
+        );
+        assert_eq!(printable("naïve – ok ؛"), "naïve – ok ؛");
+        let rlo = "\u{202e}".as_bytes();
+        assert_eq!(
+            through(&["user ".as_bytes(), rlo, b" 29 GiB"]),
+            b"user ? 29 GiB"
+        );
+        assert_eq!(through(&[b"a\xe2", b"\x80", b"\xaeb"]), b"a?b");
+        assert_eq!(
+            through(&[b"a\xe2\x80", b"\x94b"]),
+            "a—b".as_bytes(),
+            "an em dash stays"
+        );
+        assert_eq!(through(&[b"x\xe2"]), b"x\xe2", "held until flushed");
     }
 
     #[test]

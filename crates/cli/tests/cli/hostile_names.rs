@@ -105,3 +105,53 @@ fn a_hostile_process_name_never_reaches_the_terminal_raw() {
     let _ = p.kill();
     let _ = p.wait();
 }
+
+/// A user name with a RIGHT-TO-LEFT OVERRIDE (U+202E) in a crafted passwd, under `--procfs`:
+/// `hmn ps` shows it with `?`, so the rest of the row is shown in its own order (it reached
+/// the terminal raw before, turning the row's figures around); `--json` keeps the name exact.
+#[test]
+fn a_bidi_override_in_a_user_name_is_shown_as_a_question_mark() {
+    let root = std::env::temp_dir().join(format!("hmn-bidi-procfs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("4242")).unwrap();
+    std::fs::create_dir_all(root.join("1/root/etc")).unwrap();
+    std::fs::write(
+        root.join("4242/status"),
+        "Name:\ttrainer\nPid:\t4242\nUid:\t1234\t1234\t1234\t1234\nGid:\t1234\t1234\t1234\t1234\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("4242/comm"), "trainer\n").unwrap();
+    // The owner is the directory's (as procfs has it): uid 1234 needs root to give; as
+    // another user the directory is the caller's own, and the passwd names that uid.
+    let uid = if std::os::unix::fs::chown(root.join("4242"), Some(1234), Some(1234)).is_ok() {
+        1234
+    } else {
+        std::fs::metadata(root.join("4242"))
+            .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+            .unwrap()
+    };
+    std::fs::write(
+        root.join("1/root/etc/passwd"),
+        format!("daemon:x:1:1::/:/bin/sh\nal\u{202e}ecil:x:{uid}:{uid}::/home/a:/bin/sh\n"),
+    )
+    .unwrap();
+    let ps = hmn(4242)
+        .args(["--procfs", root.to_str().unwrap(), "ps"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&ps.stdout);
+    assert!(
+        ps.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&ps.stderr)
+    );
+    assert!(text.contains("al?ecil"), "{text}");
+    assert!(!text.contains('\u{202e}'), "{text:?}");
+    let json = hmn(4242)
+        .args(["--procfs", root.to_str().unwrap(), "ps", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(v.to_string().contains("al\u{202e}ecil"), "{v}");
+    let _ = std::fs::remove_dir_all(root);
+}
