@@ -34,6 +34,14 @@ pub enum PodResourcesError {
         /// The socket's path.
         path: PathBuf,
     },
+    /// Something other than a socket is at the path (a regular file, a directory, a FIFO: a
+    /// mount of the wrong host path, a socket replaced).
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+        /// What is there: `a regular file`, `a directory`, …
+        what: &'static str,
+    },
     /// The socket could not be connected to for another reason (nothing listens on it, …).
     Connect {
         /// The socket's path.
@@ -94,6 +102,13 @@ impl fmt::Display for PodResourcesError {
                 "permission denied opening the kubelet pod-resources socket {}: the pod needs the \
                  host's /var/lib/kubelet/pod-resources mounted and to run as root or with the \
                  socket's group",
+                path.display()
+            ),
+            Self::NotASocket { path, what } => write!(
+                f,
+                "{} is {what}, not a socket: the kubelet's pod-resources socket is \
+                 /var/lib/kubelet/pod-resources/kubelet.sock on the host (is another path mounted \
+                 there?)",
                 path.display()
             ),
             Self::Connect { path, source } => {
@@ -172,13 +187,52 @@ pub fn code_name(code: i32) -> &'static str {
     }
 }
 
-/// What connecting to `path` failing with `e` means.
+/// What connecting to `path` failing with `e` means. A refusal is looked into: a path that
+/// is no socket (a regular file, a directory, a FIFO) is said to be one, not a socket nothing
+/// listens on.
 pub fn connect_error(path: &Path, e: std::io::Error) -> PodResourcesError {
-    let path = path.to_path_buf();
     match e.kind() {
-        std::io::ErrorKind::NotFound => PodResourcesError::SocketMissing { path },
-        std::io::ErrorKind::PermissionDenied => PodResourcesError::PermissionDenied { path },
-        _ => PodResourcesError::Connect { path, source: e },
+        std::io::ErrorKind::NotFound => PodResourcesError::SocketMissing {
+            path: path.to_path_buf(),
+        },
+        std::io::ErrorKind::PermissionDenied => PodResourcesError::PermissionDenied {
+            path: path.to_path_buf(),
+        },
+        _ => match not_a_socket(path) {
+            Some(what) => PodResourcesError::NotASocket {
+                path: path.to_path_buf(),
+                what,
+            },
+            None => PodResourcesError::Connect {
+                path: path.to_path_buf(),
+                source: e,
+            },
+        },
+    }
+}
+
+/// What is at `path` when it is not a socket (`None`: a socket, or it cannot be told).
+fn not_a_socket(path: &Path) -> Option<&'static str> {
+    let kind = std::fs::metadata(path).ok()?.file_type();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if kind.is_socket() {
+            return None;
+        }
+        if kind.is_fifo() {
+            return Some("a FIFO");
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return Some("a device file");
+        }
+    }
+    if kind.is_dir() {
+        Some("a directory")
+    } else if kind.is_file() {
+        Some("a regular file")
+    } else {
+        None
     }
 }
 

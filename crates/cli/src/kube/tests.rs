@@ -492,6 +492,35 @@ fn a_socket_nothing_listens_on_is_refused() {
     assert!(e.to_string().contains("is the kubelet running?"), "{e}");
 }
 
+/// A regular file, a directory or a FIFO at the socket's path is named for what it is, not a
+/// socket nothing listens on (which it was called before).
+#[test]
+fn what_is_at_the_path_when_it_is_no_socket() {
+    let dir = Dir::new();
+    let at = dir.socket();
+    std::fs::write(&at, b"not a socket").unwrap();
+    let file = list_blocking(&at, DEADLINE).unwrap_err();
+    std::fs::remove_file(&at).unwrap();
+    std::fs::create_dir(&at).unwrap();
+    let directory = list_blocking(&at, DEADLINE).unwrap_err();
+    std::fs::remove_dir(&at).unwrap();
+    hypomnesis_testkit::mkfifo(&at);
+    let fifo = list_blocking(&at, DEADLINE).unwrap_err();
+    for (e, what) in [
+        (file, "a regular file"),
+        (directory, "a directory"),
+        (fifo, "a FIFO"),
+    ] {
+        assert!(
+            matches!(&e, PodResourcesError::NotASocket { what: w, .. } if *w == what),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(text.contains(&format!("is {what}, not a socket")), "{text}");
+        assert!(!text.contains("is the kubelet running?"), "{text}");
+    }
+}
+
 /// Whether this process opens `socket` whatever its modes say (root, `CAP_DAC_OVERRIDE`).
 fn modes_are_ignored(socket: &Path) -> bool {
     std::os::unix::net::UnixStream::connect(socket).is_ok()
