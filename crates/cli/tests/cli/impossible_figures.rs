@@ -235,3 +235,46 @@ fn a_fifo_named_as_the_nvml_library_does_not_block() {
     assert!(out.contains("not a regular file"), "{out}");
     let _ = std::fs::remove_file(fifo);
 }
+
+/// NVML rows whose pid is no process's (0, and 2³²−1 = `NVML_VALUE_NOT_AVAILABLE`) are left
+/// out, and `hmn doctor` says they had no process rather than blaming their memory figure
+/// (which it did: "memory not available or larger than the device").
+#[test]
+fn rows_without_a_process_are_not_blamed_on_memory() {
+    use support::{FakeVariant, fake_nvml, write_scenario};
+    let scenario = r#"{"devices": [{"name": "NVIDIA H200", "total": 150754820096,
+        "compute_processes": [{"pid": 0, "used": 1048576}, {"pid": 4294967295, "used": 1048576},
+                              {"pid": 4242, "used": 1048576}]}]}"#;
+    let out = crate::util::hmn::hmn()
+        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
+        .env("PATH", support::empty_dir())
+        .args(["ps", "--json"])
+        .output()
+        .unwrap();
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pids: Vec<u64> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["pid"].as_u64())
+        .collect();
+    assert_eq!(pids, vec![4242], "{rows}");
+    let doctor = crate::util::hmn::hmn()
+        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
+        .env("PATH", support::empty_dir())
+        .args(["doctor"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    // The doctor lists the processes first, so the rows are counted by then.
+    assert!(
+        text.contains("process rows dropped")
+            && text.contains("2 (pid 0 or 4294967295: no process)"),
+        "{text}"
+    );
+    assert!(!text.contains("memory not available"), "{text}");
+}

@@ -116,7 +116,16 @@ pub(crate) trait Backend: Send + Sync {
 /// Process rows a backend left out of each device's latest list, by device index: each new
 /// list of a device replaces (or adds to, while it is being read in parts) that device's count.
 #[derive(Debug, Default)]
-pub(crate) struct DroppedRows(std::sync::Mutex<std::collections::BTreeMap<u32, u64>>);
+pub(crate) struct DroppedRows(std::sync::Mutex<std::collections::BTreeMap<u32, Dropped>>);
+
+/// The rows left out of one device's list: all of them, and those of them whose pid is no
+/// process's (0, or 2³²−1: `NVML_VALUE_NOT_AVAILABLE`) rather than whose memory figure is not
+/// a real one.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Dropped {
+    pub(crate) rows: u64,
+    pub(crate) no_pid: u64,
+}
 
 impl DroppedRows {
     /// None counted yet.
@@ -124,47 +133,97 @@ impl DroppedRows {
         Self(std::sync::Mutex::new(std::collections::BTreeMap::new()))
     }
 
-    fn counts(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<u32, u64>> {
+    fn counts(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<u32, Dropped>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Device `index`'s latest list left out `n` rows.
-    pub(crate) fn set(&self, index: u32, n: u64) {
+    pub(crate) fn set(&self, index: u32, n: Dropped) {
         self.counts().insert(index, n);
     }
 
     /// `n` more rows left out of device `index`'s list being read.
-    pub(crate) fn add(&self, index: u32, n: u64) {
+    pub(crate) fn add(&self, index: u32, n: Dropped) {
         let mut counts = self.counts();
-        let c = counts.entry(index).or_insert(0);
-        *c = c.saturating_add(n);
+        let c = counts.entry(index).or_default();
+        c.rows = c.rows.saturating_add(n.rows);
+        c.no_pid = c.no_pid.saturating_add(n.no_pid);
     }
 
     /// All devices together.
     pub(crate) fn total(&self) -> u64 {
-        self.counts().values().fold(0, |a, &b| a.saturating_add(b))
+        self.counts()
+            .values()
+            .fold(0, |a, b| a.saturating_add(b.rows))
     }
+
+    /// All devices together, the rows and those without a process's pid.
+    pub(crate) fn parts(&self) -> Dropped {
+        self.counts()
+            .values()
+            .fold(Dropped::default(), |a, b| Dropped {
+                rows: a.rows.saturating_add(b.rows),
+                no_pid: a.no_pid.saturating_add(b.no_pid),
+            })
+    }
+}
+
+/// What a source's doctor says of the rows it left out: `None` when none was.
+pub(crate) fn dropped_detail(d: Dropped) -> Option<String> {
+    if d.rows == 0 {
+        return None;
+    }
+    let figure = d.rows.saturating_sub(d.no_pid);
+    Some(match (d.no_pid, figure) {
+        (0, _) => format!(
+            "{} (no usable memory figure, or more than the GPU has)",
+            d.rows
+        ),
+        (_, 0) => format!("{} (pid 0 or 4294967295: no process)", d.rows),
+        (p, f) => format!(
+            "{} ({p} with pid 0 or 4294967295, no process; {f} with no usable memory figure or \
+             more than the GPU has)",
+            d.rows
+        ),
+    })
 }
 
 #[cfg(test)]
 mod dropped_tests {
-    use super::DroppedRows;
+    use super::{Dropped, DroppedRows, dropped_detail};
 
     #[test]
     fn the_latest_list_of_each_device_counts() {
+        let rows = |rows| Dropped { rows, no_pid: 0 };
         let d = DroppedRows::default();
         assert_eq!(d.total(), 0);
-        d.set(0, 3);
-        d.set(1, 2);
+        d.set(0, rows(3));
+        d.set(1, rows(2));
         assert_eq!(d.total(), 5);
-        d.set(0, 1); // a new list of device 0 replaces its count
+        d.set(0, rows(1)); // a new list of device 0 replaces its count
         assert_eq!(d.total(), 3);
-        d.add(1, 4); // a list read in parts adds up
+        d.add(1, Dropped { rows: 4, no_pid: 4 }); // a list read in parts adds up
         assert_eq!(d.total(), 7);
-        d.set(1, u64::MAX);
-        d.add(1, 1);
+        assert_eq!(d.parts().no_pid, 4);
+        d.set(1, rows(u64::MAX));
+        d.add(1, rows(1));
         assert_eq!(d.total(), u64::MAX, "saturates");
+    }
+
+    /// Rows whose pid is no process's are not blamed on their memory figure.
+    #[test]
+    fn the_detail_says_which_rows_had_no_pid() {
+        assert_eq!(dropped_detail(Dropped::default()), None);
+        let only_pid = dropped_detail(Dropped { rows: 2, no_pid: 2 }).unwrap();
+        assert_eq!(only_pid, "2 (pid 0 or 4294967295: no process)");
+        let both = dropped_detail(Dropped { rows: 3, no_pid: 1 }).unwrap();
+        assert!(
+            both.contains("1 with pid 0 or 4294967295, no process; 2 with no usable memory figure"),
+            "{both}"
+        );
+        let figure = dropped_detail(Dropped { rows: 1, no_pid: 0 }).unwrap();
+        assert!(!figure.contains("pid"), "{figure}");
     }
 }

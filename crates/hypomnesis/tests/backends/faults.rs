@@ -210,7 +210,7 @@ fn garbage_answers_degrade_never_lie() {
         ("process_used_max", "gpu_processes ok rows=0"),
         (
             "process_used_max",
-            "dropped=1 (memory not available or larger than the device)",
+            "dropped=1 (no usable memory figure, or more than the GPU has)",
         ),
     ];
     for (knob, want) in cases {

@@ -204,7 +204,7 @@ fn replay() {
     assert_eq!(
         detail("process rows dropped"),
         (unknown > 0)
-            .then(|| format!("{unknown} (no memory figure, pid 0, or more than the GPU has)")),
+            .then(|| format!("{unknown} (no usable memory figure, or more than the GPU has)")),
         "rows without a memory figure are counted, and only they"
     );
     let nvml = hypomnesis::sources()

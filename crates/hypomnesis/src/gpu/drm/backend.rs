@@ -70,7 +70,13 @@ impl DrmBackend {
                 d.slot
             );
         }
-        self.dropped.set(index, dropped);
+        self.dropped.set(
+            index,
+            crate::gpu::backend::Dropped {
+                rows: dropped,
+                no_pid: 0,
+            },
+        );
         Ok(rows)
     }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use super::SmiBackend;
 use super::parse::{self, APP_FIELDS, Field, GPU_FIELDS, GPU_FIELDS_WITH_RESERVED, SmiApp, SmiGpu};
 use super::{MIB, ROUNDING};
+use crate::gpu::backend::Dropped;
 use crate::gpu::nvidia;
 use crate::{ErrorKind, GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Result};
 
@@ -219,9 +220,13 @@ pub(super) struct Listed {
 /// The rows of `apps` that run on `gpu`, by pid, and how many of them had no usable memory
 /// figure (`[N/A]`, pid 0, more than the GPU's total). A row belongs to `gpu` when their PCI bus ids are equal; on a host of one GPU
 /// (`gpu_count`), a row or GPU without a bus id belongs to it too.
-pub(super) fn select_rows(gpu: &SmiGpu, gpu_count: usize, apps: Vec<SmiApp>) -> (Vec<AppRow>, u64) {
+pub(super) fn select_rows(
+    gpu: &SmiGpu,
+    gpu_count: usize,
+    apps: Vec<SmiApp>,
+) -> (Vec<AppRow>, Dropped) {
     let mut rows = Vec::new();
-    let mut dropped = 0;
+    let mut dropped = Dropped::default();
     for a in apps {
         let mine = match (&a.pci_bus_id, &gpu.pci_bus_id) {
             (Some(a), Some(g)) => a.eq_ignore_ascii_case(g),
@@ -236,7 +241,10 @@ pub(super) fn select_rows(gpu: &SmiGpu, gpu_count: usize, apps: Vec<SmiApp>) -> 
             Some(bytes) if a.pid != 0 && total.is_none_or(|t| bytes <= t) => {
                 rows.push((a.pid, bytes, a.name));
             }
-            _ => dropped += 1,
+            _ => {
+                dropped.rows += 1;
+                dropped.no_pid += u64::from(a.pid == 0);
+            }
         }
     }
     rows.sort_by_key(|r| r.0);
@@ -407,11 +415,15 @@ mod tests {
             ],
             "its own rows, by pid; a row without a bus id is no one's on two GPUs"
         );
-        assert_eq!(dropped, 2, "[N/A] and an overflowing figure");
+        assert_eq!(
+            (dropped.rows, dropped.no_pid),
+            (2, 0),
+            "[N/A] and an overflowing figure"
+        );
         let second = on_bus(Some("00000000:41:00.0"));
         let (rows, dropped) = select_rows(&second, 2, apps());
         assert_eq!(rows, vec![(30, 3 * MIB, Some("p30".into()))]);
-        assert_eq!(dropped, 0);
+        assert_eq!(dropped.rows, 0);
         // Pid 0 and more memory than the GPU has are not rows (the GPU has 10 MiB).
         let (rows, dropped) = select_rows(
             &first,
@@ -422,7 +434,11 @@ mod tests {
                 app(Some("00000000:01:00.0"), 8, Ok(10)),
             ],
         );
-        assert_eq!((rows, dropped), (vec![(8, 10 * MIB, Some("p8".into()))], 2));
+        assert_eq!(
+            (rows, dropped.rows, dropped.no_pid),
+            (vec![(8, 10 * MIB, Some("p8".into()))], 2, 1),
+            "pid 0 is counted as no process, not as its memory"
+        );
         // One GPU: rows without a bus id (or a GPU without one) are its own.
         let (rows, _) = select_rows(&first, 1, vec![app(None, 40, Ok(4))]);
         assert_eq!(rows.len(), 1);

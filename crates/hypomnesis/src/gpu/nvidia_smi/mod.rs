@@ -242,12 +242,8 @@ impl Backend for SmiBackend {
                 format!("{}: {}", lines.len(), lines.join(" / ")),
             ));
         }
-        let dropped = self.dropped_process_rows();
-        if dropped > 0 {
-            details.push((
-                "process rows dropped".into(),
-                format!("{dropped} (no memory figure, pid 0, or more than the GPU has)"),
-            ));
+        if let Some(d) = crate::gpu::backend::dropped_detail(self.dropped_rows.parts()) {
+            details.push(("process rows dropped".into(), d));
         }
         SourceReport {
             source: GpuQuerySource::NvidiaSmi,

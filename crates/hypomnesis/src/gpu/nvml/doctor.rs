@@ -72,12 +72,8 @@ pub(super) fn report() -> SourceReport {
                 details.push(("PCI info".into(), p.into()));
             }
             details.push(("nvmlInit calls".into(), l.lock().init_calls.to_string()));
-            let dropped = l.dropped_rows();
-            if dropped > 0 {
-                details.push((
-                    "process rows dropped".into(),
-                    format!("{dropped} (memory not available or larger than the device)"),
-                ));
+            if let Some(d) = crate::gpu::backend::dropped_detail(l.dropped_parts()) {
+                details.push(("process rows dropped".into(), d));
             }
             state
         }

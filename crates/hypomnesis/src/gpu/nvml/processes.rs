@@ -12,6 +12,7 @@ use super::decode::{ProcessLayout, ProcessRecord, text};
 use super::ffi::{Device, ProcessFn};
 use super::mig::{InstanceIds, instance_id};
 use super::session::{Failure, Loaded};
+use crate::gpu::backend::Dropped;
 use crate::host::process::procfs;
 use crate::{ErrorKind, GpuContextKind, HypomnesisError};
 
@@ -52,7 +53,7 @@ impl Loaded {
         let dev = self.device(index)?;
         let total = self.memory(dev, index).ok().map(|m| m.total);
         // This list's rows left out are counted afresh.
-        self.dropped_rows.set(index, 0);
+        self.dropped_rows.set(index, Dropped::default());
         let parent = self.read_lists(dev, index, total, None);
         if !matches!(self.mig_mode(dev), Some((true, _))) {
             return parent.map(|m| m.into_values().collect());
@@ -120,6 +121,7 @@ impl Loaded {
         }
         let mut merged: BTreeMap<u32, RawProcess> = BTreeMap::new();
         let mut dropped = 0_u64;
+        let mut no_pid = 0_u64;
         // MPS clients listed without a memory figure (drivers differ): their pids, to mark a
         // process the other lists have; alone, such a row is dropped and counted.
         let mut mps_unknown = Vec::new();
@@ -150,6 +152,7 @@ impl Loaded {
                         mps_unknown.push(r.pid);
                     } else {
                         dropped += 1;
+                        no_pid += u64::from(!plausible(r.pid, 0, None));
                     }
                     continue;
                 }
@@ -173,9 +176,16 @@ impl Loaded {
             }
         }
         if dropped > 0 {
-            self.dropped_rows.add(index, dropped);
+            self.dropped_rows.add(
+                index,
+                Dropped {
+                    rows: dropped,
+                    no_pid,
+                },
+            );
             crate::debug_log!(
-                "NVML: GPU {index}: {dropped} process row(s) without a usable memory figure dropped"
+                "NVML: GPU {index}: {dropped} process row(s) dropped ({no_pid} with pid 0 or \
+                 4294967295)"
             );
         }
         Ok(merged)

@@ -183,6 +183,11 @@ impl Loaded {
         self.dropped_rows.total()
     }
 
+    /// [`Self::dropped_rows`], and how many of them had no process's pid.
+    pub(super) fn dropped_parts(&self) -> crate::gpu::backend::Dropped {
+        self.dropped_rows.parts()
+    }
+
     pub(super) fn device_count(&self) -> std::result::Result<u32, Failure> {
         let n = self
             .nvml
