@@ -137,7 +137,7 @@ fn device_cell(name: Option<&str>, vendor: Option<hypomnesis::GpuVendor>) -> Str
 }
 
 /// The table's columns: header, right-aligned. GI and CI are shown only when a row has MIG
-/// instance ids, NAMESPACE/POD only when a row's pod is named; COMMAND, last, is cut to the
+/// instance ids, NAMESPACE/POD only when a row runs in a pod; COMMAND, last, is cut to the
 /// terminal's width.
 const COLUMNS: [(&str, bool); 13] = [
     ("PID", false),
@@ -172,12 +172,13 @@ fn pod_cell(c: Option<&Container>) -> String {
     }
 }
 
-/// Whether a row's pod is named (the NAMESPACE/POD column is then shown).
-fn in_named_pod(r: &PsRow) -> bool {
+/// Whether a row runs in a Kubernetes pod, named or not (the NAMESPACE/POD column is then
+/// shown: `?` for a pod nothing here names, rather than no column at all).
+fn in_a_pod(r: &PsRow) -> bool {
     r.ctx
         .container
         .as_ref()
-        .is_some_and(|c| c.namespace.is_some() && c.pod.is_some())
+        .is_some_and(|c| c.pod_uid.is_some() || (c.namespace.is_some() && c.pod.is_some()))
 }
 
 /// `C`, `G`, `C+G`, `M`, `M+C` (what nvidia-smi prints), `-` when the source does not say.
@@ -247,8 +248,8 @@ fn hidden_cells(h: &Hidden) -> [String; 13] {
 /// The `PID  USER  TYPE  VRAM  SHARED  SPILL  RSS  GPU  DEVICE  COMMAND` table (nothing when there are no
 /// rows), then one `(not visible from here)` row per GPU in `hidden`. A row whose files cannot
 /// be read has its reason after its pid: `(outside)`, `(hidden)`, `(exited)`, `(unreadable)`. When a row has MIG
-/// instance ids, `GI  CI` columns come before `GPU`; when a row runs in a Kubernetes pod the
-/// kubelet's logs name, `NAMESPACE/POD` comes before `COMMAND`. With `width` (a terminal's),
+/// instance ids, `GI  CI` columns come before `GPU`; when a row runs in a Kubernetes pod,
+/// `NAMESPACE/POD` comes before `COMMAND` (`?` for a pod nothing here names). With `width` (a terminal's),
 /// COMMAND is cut so that each line fits; without it, it is whole.
 pub fn ps_table(
     out: &mut impl Write,
@@ -262,7 +263,7 @@ pub fn ps_table(
     let mig = rows
         .iter()
         .any(|r| r.entry.gpu_instance_id.is_some() || r.entry.compute_instance_id.is_some());
-    let pods = rows.iter().any(in_named_pod);
+    let pods = rows.iter().any(in_a_pod);
     let shown: Vec<usize> = (0..COLUMNS.len())
         .filter(|&c| (mig || (c != GI && c != CI)) && (pods || c != POD))
         .collect();
@@ -740,8 +741,9 @@ PID    USER  TYPE     VRAM  SHARED  SPILL  RSS  GPU  DEVICE       COMMAND
     }
 
     /// A row in a named pod shows NAMESPACE/POD before COMMAND: `?` for a pod the kubelet's
-    /// logs do not name, `-` outside any pod; no column when no row's pod is named. `--json`
-    /// has the names in the container object.
+    /// logs do not name (the column is shown for it alone: dropping it hid that the process
+    /// runs in a pod), `-` outside any pod; no column when no row is in a pod. `--json` has the
+    /// names in the container object.
     #[test]
     fn pods_are_named_when_the_kubelet_logs_name_them() {
         let mut rows = vec![
@@ -762,7 +764,12 @@ PID   USER  TYPE     VRAM  SHARED  SPILL  RSS  GPU  DEVICE       NAMESPACE/POD  
 4800  ?     C     100 MiB   0 MiB  n/a      ?    0  NVIDIA L40S  -                  Xorg
 "
         );
-        assert!(!text(|w| ps_table(w, &rows[1..], &[], None)).contains("NAMESPACE/POD"));
+        let unnamed = text(|w| ps_table(w, &rows[1..], &[], None));
+        assert!(
+            unnamed.contains("NAMESPACE/POD") && unnamed.contains("  ?  "),
+            "{unnamed}"
+        );
+        assert!(!text(|w| ps_table(w, &rows[2..], &[], None)).contains("NAMESPACE/POD"));
         let v: serde_json::Value = serde_json::from_str(&text(|w| ps_json(w, &rows))).unwrap();
         let c = &v[0]["container"];
         assert_eq!(c["namespace"], "ml-team");

@@ -149,13 +149,22 @@ fn ps_shows_namespace_slash_pod_and_the_same_from_the_variable() {
     let (_, by_env, _) = run(c, &["ps", "--sort", "pid"]);
     assert_eq!(by_env, out);
 
-    // Without the node's logs (the default `/` here has none), no column, no names.
+    // Without the node's logs (the default `/` here has none), no names: the processes in
+    // pods (their cgroups say so) are `?`, not left without the column (as they were).
     let (code, out, _) = run(hmn(), &["ps", "--sort", "pid"]);
     assert_eq!(code, 0);
     assert!(
-        !out.contains("NAMESPACE/POD") && !out.contains("ml-team"),
+        out.contains("NAMESPACE/POD") && !out.contains("ml-team"),
         "{out}"
     );
+    let line = |pid: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{pid} ")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(line("4242").contains("  ?  "), "{out}");
+    assert!(line("4700").contains("  -  "), "{out}");
 }
 
 #[test]
