@@ -869,3 +869,49 @@ fn a_reused_pid_is_the_later_process_row() {
         "its history starts at its own first refresh: {history:?}"
     );
 }
+
+/// The grouped table has a `(not visible from here)` row for the memory no listed process
+/// accounts for (as `hmn ps --group-by` has), and its help offers no key that needs a selected
+/// process (`k` was offered, then refused).
+#[test]
+fn the_grouped_table_shows_hidden_memory_and_offers_no_signal() {
+    use super::state::ViewState;
+    let mut b = Builder::default();
+    // 44 GiB listed of 61.4 GiB allocated: 17.4 GiB held by processes not visible here.
+    let used = 614 * MIB + 44 * GIB + 17 * GIB + 410 * MIB;
+    let f = frame(
+        0,
+        vec![(
+            h200(0, 143_771 * MIB - used),
+            vec![row(4242, 0, 44 * GIB, GpuContextKind::Compute, "python3")],
+        )],
+    );
+    let screen = b.screen(
+        &f,
+        |_| [(4242, ctx("alice", "python3 x.py", GIB, 0))].into_iter().collect(),
+        ram(),
+        &me(0),
+        None,
+    );
+    let mut state = ViewState::default();
+    state.on_key(
+        ratatui::crossterm::event::KeyEvent::new(
+            ratatui::crossterm::event::KeyCode::Char('G'),
+            ratatui::crossterm::event::KeyModifiers::SHIFT,
+        ),
+        1,
+    );
+    let (text, _) = render(&screen, &state, 100, 20);
+    let hidden = text
+        .lines()
+        .find(|l| l.starts_with("(not visible from here)"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(hidden.contains("17.4 GiB"), "{text}");
+    state.help = true;
+    let (help, _) = render(&screen, &state, 100, 30);
+    assert!(!help.contains("send it TERM"), "{help}");
+    assert!(help.contains("none in the grouped table"), "{help}");
+    state.group = None;
+    let (help, _) = render(&screen, &state, 100, 30);
+    assert!(help.contains("send it TERM"), "{help}");
+}

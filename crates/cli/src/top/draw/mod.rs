@@ -155,7 +155,7 @@ pub fn draw(
         draw_confirm(f, area, c);
     }
     if state.help {
-        draw_help(f, area);
+        draw_help(f, area, state.group.is_some());
     }
     table
 }
@@ -259,8 +259,9 @@ fn ram_line<'a>(screen: &Screen, theme: &Theme) -> Line<'a> {
     ])
 }
 
-/// The keys, in a box over the middle of the view.
-fn draw_help(f: &mut Frame<'_>, area: Rect) {
+/// The keys, in a box over the middle of the view. The grouped table has no process to select,
+/// see or signal: its help says so instead of offering those keys.
+fn draw_help(f: &mut Frame<'_>, area: Rect, grouped: bool) {
     const KEYS: [(&str, &str); 17] = [
         ("q, Esc, Ctrl-C", "quit"),
         (
@@ -292,7 +293,20 @@ fn draw_help(f: &mut Frame<'_>, area: Rect) {
             "a process new since the last refresh, gone since",
         ),
     ];
-    let lines: Vec<Line<'_>> = KEYS
+    const GROUPED: (&str, &str) = (
+        "↑ ↓, Enter, k",
+        "none in the grouped table: G until ungrouped selects, shows, signals a process",
+    );
+    let process_keys = ["↑ ↓, PgUp PgDn", "Home, End", "Enter", "k, F9"];
+    let mut shown: Vec<(&str, &str)> = Vec::with_capacity(KEYS.len());
+    for key in KEYS {
+        match (grouped, process_keys.iter().position(|k| *k == key.0)) {
+            (true, Some(0)) => shown.push(GROUPED),
+            (true, Some(_)) => {}
+            _ => shown.push(key),
+        }
+    }
+    let lines: Vec<Line<'_>> = shown
         .iter()
         .map(|(k, what)| Line::raw(format!(" {k:<15} {what}")))
         .collect();

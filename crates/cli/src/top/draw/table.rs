@@ -258,5 +258,24 @@ fn group_lines<'a>(
             &g.rss.map_or_else(|| "?".into(), format_size),
         )));
     }
+    // The memory no listed process accounts for, as `hmn ps --group-by` shows it (not under
+    // a filter, which it cannot match).
+    let hidden = hidden_bytes(screen, state);
+    if hidden > 0 && state.filter.is_empty() && lines.len() <= room {
+        lines.push(Line::styled(
+            line("(not visible from here)", "-", &format_size(hidden), "-"),
+            theme.hidden(),
+        ));
+    }
     lines
+}
+
+/// The memory the GPUs shown (the picked one, else all) hold for processes not listed here.
+fn hidden_bytes(screen: &Screen, state: &ViewState) -> u64 {
+    screen.gpus.as_ref().map_or(0, |gpus| {
+        gpus.iter()
+            .filter(|g| state.gpu.is_none_or(|i| i == g.index))
+            .filter_map(|g| g.bar.map(|b| b.hidden))
+            .fold(0, u64::saturating_add)
+    })
 }
