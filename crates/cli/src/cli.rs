@@ -239,12 +239,21 @@ fn within(
 /// What a measurement past its deadline says: what it is still waiting on (the longest
 /// waiting of the library's operations in flight), and since when.
 fn no_answer(deadline: Duration, waiting: &[hypomnesis::InFlight]) -> String {
+    format!("hmn: {}", no_answer_text(deadline, waiting))
+}
+
+/// [`no_answer`] without its `hmn: `.
+pub fn no_answer_text(deadline: Duration, waiting: &[hypomnesis::InFlight]) -> String {
     let within = hypomnesis::format_duration(deadline);
     let on = match waiting.first() {
-        Some(op) => format!("still waiting for {op} after {}", view::human(op.age())),
+        Some(op) => format!(
+            "still waiting for {} after {}",
+            view::printable::printable(&op.to_string()),
+            view::human(op.age())
+        ),
         None => "the measurement did not return".to_string(),
     };
-    format!("hmn: no answer within {within}: {on}; giving up (--deadline sets the limit)")
+    format!("no answer within {within}: {on}; giving up (--deadline sets the limit)")
 }
 
 pub fn main() -> ExitCode {
@@ -287,12 +296,8 @@ pub fn main() -> ExitCode {
                 ps::run(&args, o, e)
             })
         }
-        Some(Command::Doctor(args)) => {
-            let args = args.clone();
-            within(args.deadline.get(), &mut out, &mut err, move |o, _| {
-                doctor::run(&args, o)
-            })
-        }
+        // Bounds its sources itself, to say the rest all the same.
+        Some(Command::Doctor(args)) => doctor::run(args, &mut out, &mut err),
         Some(Command::Fits(args)) => {
             let args = args.clone();
             within(args.deadline.get(), &mut out, &mut err, move |_, e| {

@@ -1,13 +1,16 @@
-//! `hmn doctor`: the roots in use (and the procfs mount's `hidepid`), whether the kubelet's logs can be read under the rootfs,
-//! each source, whether it answered, and why not.
+//! `hmn doctor`: the roots in use (and the procfs mount's `hidepid`), whether the kubelet's logs
+//! can be read under the rootfs and its pod-resources socket answers, each source, whether it
+//! answered, and why not. The sources are asked within the deadline: a driver call that does
+//! not return costs their reports (said, with what is waited for), never the rest.
 
 use std::io::{self, Write};
+use std::time::Duration;
 
 use clap::Args;
 
 use crate::args::{DeadlineArg, JsonArg, RootArgs};
 use crate::outcome::Outcome;
-use crate::view::doctor as render;
+use crate::view::doctor::{self as render, DoctorExtra, PodResourcesCheck};
 
 /// Options of `hmn doctor`.
 #[derive(Debug, Clone, Args)]
@@ -20,17 +23,106 @@ pub struct DoctorArgs {
     pub deadline: DeadlineArg,
 }
 
-pub fn run(args: &DoctorArgs, out: &mut impl Write) -> io::Result<Outcome> {
+/// How long the pod-resources socket is given.
+const POD_RESOURCES_DEADLINE: Duration = Duration::from_secs(2);
+
+/// `f` on a thread of its own, its answer waited for until `deadline` has passed.
+fn within<T: Send + 'static>(
+    deadline: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("hmn-doctor".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .ok()?;
+    rx.recv_timeout(deadline).ok()
+}
+
+/// The kubelet's pod-resources socket under the rootfs in use, asked once; `None` where there
+/// is none (not a kubelet node).
+#[cfg(all(unix, feature = "kubernetes"))]
+fn pod_resources() -> Option<PodResourcesCheck> {
+    let root = hypomnesis::roots().ok()?.rootfs.path;
+    let socket = root.join(crate::kube::DEFAULT_SOCKET.trim_start_matches('/'));
+    if std::fs::symlink_metadata(&socket).is_err() {
+        return None;
+    }
+    let shown = crate::view::printable::printable(&socket.display().to_string()).into_owned();
+    Some(
+        match crate::kube::list_blocking(&socket, POD_RESOURCES_DEADLINE) {
+            Ok(list) => PodResourcesCheck {
+                socket: shown,
+                allocations: Some(list.len()),
+                error: None,
+            },
+            Err(e) => PodResourcesCheck {
+                socket: shown,
+                allocations: None,
+                error: Some(crate::view::printable::printable(&e.to_string()).into_owned()),
+            },
+        },
+    )
+}
+
+#[cfg(not(all(unix, feature = "kubernetes")))]
+fn pod_resources() -> Option<PodResourcesCheck> {
+    None
+}
+
+pub fn run(args: &DoctorArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
     let json = args.output.json;
+    let deadline = args.deadline.get();
+    let started = std::time::Instant::now();
+    // The sources first, on their own thread: what else there is to say is gathered meanwhile.
+    let (tx, sources) = std::sync::mpsc::channel();
+    let asked = std::thread::Builder::new()
+        .name("hmn-doctor-sources".into())
+        .spawn(move || {
+            let _ = tx.send(hypomnesis::sources());
+        })
+        .is_ok();
     let rss = hypomnesis::process_rss().map_err(|e| e.to_string());
     let roots = hypomnesis::roots().map_err(|e| e.to_string());
     let mount = hypomnesis::procfs_mount();
     let kubelet = hypomnesis::kubelet_logs().map_err(|e| e.to_string());
-    let reports = hypomnesis::sources();
+    let pods = within(
+        POD_RESOURCES_DEADLINE + Duration::from_millis(500),
+        pod_resources,
+    )
+    .flatten();
+    let left = deadline.saturating_sub(started.elapsed());
+    let reports = if asked {
+        sources.recv_timeout(left).ok()
+    } else {
+        None
+    };
+    let extra = DoctorExtra {
+        pod_resources: pods,
+        sources_error: reports
+            .is_none()
+            .then(|| crate::cli::no_answer_text(deadline, &hypomnesis::in_flight())),
+    };
+    let reports = reports.unwrap_or_default();
     if json {
-        render::doctor_json(out, &rss, &roots, mount.as_ref(), &kubelet, &reports)?;
+        render::doctor_json(
+            out,
+            &rss,
+            &roots,
+            mount.as_ref(),
+            &kubelet,
+            &reports,
+            &extra,
+        )?;
     } else {
         render::doctor(out, &rss, &roots, mount.as_ref(), &kubelet, &reports)?;
+        render::extra_lines(out, &extra)?;
+    }
+    if let Some(e) = &extra.sources_error {
+        writeln!(err, "hmn: {e}")?;
+        return Ok(Outcome::MeasurementFailed);
     }
     Ok(Outcome::Success)
 }

@@ -888,7 +888,11 @@ fn the_grouped_table_shows_hidden_memory_and_offers_no_signal() {
     );
     let screen = b.screen(
         &f,
-        |_| [(4242, ctx("alice", "python3 x.py", GIB, 0))].into_iter().collect(),
+        |_| {
+            [(4242, ctx("alice", "python3 x.py", GIB, 0))]
+                .into_iter()
+                .collect()
+        },
         ram(),
         &me(0),
         None,

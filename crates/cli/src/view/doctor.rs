@@ -218,6 +218,47 @@ struct DoctorJson<'a> {
     procfs_mount: Option<&'a ProcfsMount>,
     kubelet_logs: Option<&'a KubeletLogs>,
     sources: &'a [SourceReport],
+    #[serde(flatten)]
+    extra: &'a DoctorExtra,
+}
+
+/// What `hmn doctor` says beyond the library's reports: the kubelet's pod-resources socket,
+/// and why the sources' reports are missing when they did not come within the deadline.
+#[derive(Debug, Default, Serialize)]
+pub struct DoctorExtra {
+    /// The socket's path and what asking it said (`None`: not a kubelet node).
+    pub pod_resources: Option<PodResourcesCheck>,
+    /// Why `sources` is empty: the reports did not come within the deadline.
+    pub sources_error: Option<String>,
+}
+
+/// The pod-resources socket, asked once.
+#[derive(Debug, Serialize)]
+pub struct PodResourcesCheck {
+    pub socket: String,
+    /// How many GPU allocations it listed.
+    pub allocations: Option<usize>,
+    pub error: Option<String>,
+}
+
+/// The lines of [`DoctorExtra`].
+pub fn extra_lines(out: &mut impl Write, extra: &DoctorExtra) -> io::Result<()> {
+    if let Some(p) = &extra.pod_resources {
+        match (&p.allocations, &p.error) {
+            (Some(n), _) => writeln!(
+                out,
+                "pod-resources: {}: answered, {n} GPU allocation{}",
+                p.socket,
+                if *n == 1 { "" } else { "s" }
+            )?,
+            (None, Some(e)) => writeln!(out, "pod-resources: failed: {e}")?,
+            (None, None) => writeln!(out, "pod-resources: {}: no answer", p.socket)?,
+        }
+    }
+    if let Some(e) = &extra.sources_error {
+        writeln!(out, "GPU sources: {e}")?;
+    }
+    Ok(())
 }
 
 pub fn doctor_json(
@@ -227,6 +268,7 @@ pub fn doctor_json(
     mount: Option<&ProcfsMount>,
     kubelet: &Result<KubeletLogs, String>,
     reports: &[SourceReport],
+    extra: &DoctorExtra,
 ) -> io::Result<()> {
     json(
         out,
@@ -238,6 +280,7 @@ pub fn doctor_json(
             procfs_mount: mount,
             kubelet_logs: kubelet.as_ref().ok(),
             sources: reports,
+            extra,
         },
     )
 }
@@ -410,6 +453,7 @@ nvidia-smi: answered
                 None,
                 &Ok(kubelet()),
                 &r,
+                &DoctorExtra::default(),
             )
         }))
         .unwrap();
@@ -486,7 +530,15 @@ nvidia-smi: answered
             "{t}"
         );
         let v: serde_json::Value = serde_json::from_str(&text(|w| {
-            doctor_json(w, &Ok(0), &Ok(roots()), Some(&with), &Ok(kubelet()), &[])
+            doctor_json(
+                w,
+                &Ok(0),
+                &Ok(roots()),
+                Some(&with),
+                &Ok(kubelet()),
+                &[],
+                &DoctorExtra::default(),
+            )
         }))
         .unwrap();
         assert_eq!(v["procfs_mount"]["hidepid"], "noaccess");

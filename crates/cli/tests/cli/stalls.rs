@@ -154,3 +154,61 @@ fn the_exporter_answers_within_its_budget_while_a_measurement_is_stalled() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `hmn doctor` with a driver call that does not return: at its deadline it still says all
+/// it knows (RAM, the roots, the kubelet's logs, the pod-resources socket: here a regular file
+/// at its path) and which call the sources' reports wait for, and exits 2. Before, it printed
+/// only the deadline's message, and never looked at the pod-resources socket.
+#[test]
+fn doctor_with_a_blocked_driver_call_says_the_rest() {
+    let rootfs = std::env::temp_dir().join(format!("hmn-doctor-rootfs-{}", std::process::id()));
+    let dir = rootfs.join("var/lib/kubelet/pod-resources");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("kubelet.sock"), b"").unwrap();
+    let t = Instant::now();
+    let o = stuck()
+        .args(["doctor", "--deadline", "1500ms", "--rootfs"])
+        .arg(&rootfs)
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{out}{err}");
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+    for want in [
+        "RAM: answered",
+        "procfs: ",
+        "rootfs: ",
+        "is a regular file, not a socket",
+    ] {
+        assert!(out.contains(want), "{want} not in\n{out}");
+    }
+    assert!(
+        out.contains("GPU sources: no answer within 1500ms: still waiting for the NVIDIA driver"),
+        "{out}"
+    );
+    assert!(err.contains("hmn: no answer within 1500ms"), "{err}");
+    let json = stuck()
+        .args(["doctor", "--json", "--deadline", "1500ms", "--rootfs"])
+        .arg(&rootfs)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(
+        v["sources_error"]
+            .as_str()
+            .unwrap()
+            .contains("still waiting"),
+        "{v}"
+    );
+    assert!(
+        v["pod_resources"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("regular file"),
+        "{v}"
+    );
+    assert!(v["rss_bytes"].as_u64().is_some(), "{v}");
+    let _ = std::fs::remove_dir_all(rootfs);
+}
