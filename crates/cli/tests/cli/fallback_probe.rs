@@ -227,3 +227,37 @@ fn where_nvml_fails_a_failing_fallback_fails_the_scrape() {
         "{body}"
     );
 }
+
+/// With NVML down and an `nvidia-smi` that takes 200 ms a run, the probe thread and the
+/// measurements never run it at the same moment (the stand-in logs a run that starts while
+/// another is under way); before, the probe at start, the first measurement and the devices'
+/// own measurement ran it together, and the probe thread's runs fell among the measurements'.
+#[test]
+fn nvidia_smi_runs_one_at_a_time_where_nvml_is_down() {
+    let smi = CountingSmi::new("alone", Smi::SleepsAlone(200));
+    let mut c = serve_command(
+        FakeVariant::Modern,
+        NVML_NEVER_STARTS,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--min-interval",
+            "1ms",
+            "--fallback-probe-interval",
+            "2s",
+        ],
+    );
+    c.env("PATH", &smi.dir);
+    let server = Server::spawn(c);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(8) {
+        let _ = server.get("/metrics");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let runs = smi.runs();
+    assert!(runs.len() >= 3, "{runs:?}");
+    assert!(
+        !runs.iter().any(|r| r.starts_with("OVERLAP")),
+        "nvidia-smi ran twice at once: {runs:?}"
+    );
+}

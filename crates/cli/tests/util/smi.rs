@@ -17,6 +17,9 @@ pub enum Smi {
     Fails,
     /// Answers from the capture after this many milliseconds.
     Sleeps(u32),
+    /// As `Sleeps`, and writes `OVERLAP <arguments>` to the log when another run of it is
+    /// under way as it starts.
+    SleepsAlone(u32),
 }
 
 /// The stand-in's folder and its log, removed when dropped.
@@ -48,6 +51,18 @@ impl CountingSmi {
                            the NVIDIA driver.\"\nexit 9"
                 .to_string(),
             Smi::Sleeps(ms) => format!("FAKE_SMI_MODE=sleep-ms:{ms} {replay}"),
+            Smi::SleepsAlone(ms) => format!(
+                "running={running}\n\
+                 if /bin/mkdir \"$running\" 2>/dev/null; then mine=1; else mine=0; echo \"OVERLAP $*\" >> {log}; fi\n\
+                 FAKE_SMI_MODE=sleep-ms:{ms} FAKE_SMI_CAPTURE={capture} {smi} \"$@\"\n\
+                 rc=$?\n\
+                 [ $mine = 1 ] && /bin/rmdir \"$running\"\n\
+                 exit $rc",
+                running = quoted(&dir.join("running")),
+                log = quoted(&log),
+                capture = quoted(&support::capture("linux-x86_64__nvidia-l40s__595.80.txt")),
+                smi = quoted(&support::fake_smi()),
+            ),
         };
         let script = format!(
             "#!/bin/sh\necho \"$*\" >> {}\nunset FAKE_SMI_MODE FAKE_SMI_LOG\n{then}\n",

@@ -192,16 +192,28 @@ impl Exporter {
         // A measurement already stalled past a budget is not waited for again: each scrape
         // behind it answers as soon as the devices' own measurement does.
         let stalled_before = self.full.view().stalled.is_some_and(|ran| ran >= budget);
-        let (mut a, mut b) = (self.full.start(), self.devices.start());
-        let whole = if stalled_before {
+        // The devices alone are measured only when the whole measurement is late (half the
+        // budget without an answer, or stalled before): a scrape otherwise makes one.
+        let started = tokio::time::Instant::now();
+        let mut a = self.full.start();
+        let first_wait = if stalled_before {
             Duration::ZERO
         } else {
-            budget
+            budget / 2
         };
-        let _ = tokio::join!(
-            tokio::time::timeout(whole, a.changed()),
-            tokio::time::timeout(budget, b.changed())
-        );
+        if tokio::time::timeout(first_wait, a.changed()).await.is_err() {
+            let mut b = self.devices.start();
+            let whole = if stalled_before {
+                Duration::ZERO
+            } else {
+                budget.saturating_sub(started.elapsed())
+            };
+            let rest = budget.saturating_sub(started.elapsed());
+            let _ = tokio::join!(
+                tokio::time::timeout(whole, a.changed()),
+                tokio::time::timeout(rest, b.changed())
+            );
+        }
         let v = self.full.view();
         let stall = v.stalled.map(|ran| {
             let waiting: Vec<String> = hypomnesis::in_flight()

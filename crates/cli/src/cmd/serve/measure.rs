@@ -30,17 +30,24 @@ static KNOWN: Mutex<Option<Known>> = Mutex::new(None);
 /// Blocking: it loads libraries, and runs `nvidia-smi` only where NVML fails.
 pub fn measure() -> Sample {
     let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+    // One `nvidia-smi` at a time: unless NVML answered last time, this measurement holds the
+    // probe's gate throughout (see `probe`).
+    let gate = probe::gate_for_measurement();
     let mut sample = sample_of(
         Sampler::new(WANT).frame(&[]),
         known.get_or_insert_with(Known::default),
     );
     sample.sources = hypomnesis::sources_where(|s| s != FALLBACK);
+    probe::measured(sample.sources.iter().any(|r| {
+        r.source == super::model::PRIMARY && r.state == hypomnesis::SourceState::Answered
+    }));
     if sample.needs_fallback() {
-        let (at, report) = probe::now();
+        let (at, report) = probe::now(gate.as_ref());
         sample.add_probed(report, at, false);
     } else if let Some((at, report)) = probe::last() {
         sample.add_probed(report, at, true);
     }
+    drop(gate);
     sample.kube = super::allocation::read(&sample.devices);
     sample
 }
@@ -58,7 +65,10 @@ pub const DEVICES: Want = Want {
 /// The devices' figures alone (count, memory, MIG instances), which need no per-process read:
 /// what the exposition shows while a whole measurement is stalled on one.
 pub fn measure_devices() -> Sample {
+    // Where NVML is down these come from `nvidia-smi` too: one run at a time.
+    let gate = probe::gate_for_devices();
     let frame = Sampler::new(DEVICES).frame(&[]);
+    drop(gate);
     let mut s = Sample {
         counted: frame.count.ok(),
         ..Sample::default()
