@@ -239,21 +239,7 @@ fn within(
 /// What a measurement past its deadline says: what it is still waiting on (the longest
 /// waiting of the library's operations in flight), and since when.
 fn no_answer(deadline: Duration, waiting: &[hypomnesis::InFlight]) -> String {
-    format!("hmn: {}", no_answer_text(deadline, waiting))
-}
-
-/// [`no_answer`] without its `hmn: `.
-pub fn no_answer_text(deadline: Duration, waiting: &[hypomnesis::InFlight]) -> String {
-    let within = hypomnesis::format_duration(deadline);
-    let on = match waiting.first() {
-        Some(op) => format!(
-            "still waiting for {} after {}",
-            view::printable::printable(&op.to_string()),
-            view::human(op.age())
-        ),
-        None => "the measurement did not return".to_string(),
-    };
-    format!("no answer within {within}: {on}; giving up (--deadline sets the limit)")
+    format!("hmn: {}", view::no_answer_text(deadline, waiting))
 }
 
 pub fn main() -> ExitCode {

@@ -103,7 +103,7 @@ pub fn run(args: &DoctorArgs, out: &mut impl Write, err: &mut impl Write) -> io:
         pod_resources: pods,
         sources_error: reports
             .is_none()
-            .then(|| crate::cli::no_answer_text(deadline, &hypomnesis::in_flight())),
+            .then(|| crate::view::no_answer_text(deadline, &hypomnesis::in_flight())),
     };
     let reports = reports.unwrap_or_default();
     if json {

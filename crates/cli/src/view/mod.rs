@@ -112,6 +112,21 @@ pub fn human(d: Duration) -> String {
     }
 }
 
+/// What a measurement past its deadline says (after `hmn: `): what it is still waiting on
+/// (the longest waiting of the library's operations in flight), and since when.
+pub fn no_answer_text(deadline: Duration, waiting: &[hypomnesis::InFlight]) -> String {
+    let within = hypomnesis::format_duration(deadline);
+    let on = match waiting.first() {
+        Some(op) => format!(
+            "still waiting for {} after {}",
+            printable::printable(&op.to_string()),
+            human(op.age())
+        ),
+        None => "the measurement did not return".to_string(),
+    };
+    format!("no answer within {within}: {on}; giving up (--deadline sets the limit)")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
