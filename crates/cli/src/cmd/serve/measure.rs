@@ -9,7 +9,7 @@ use std::sync::{Mutex, PoisonError};
 use super::model::{FALLBACK, Sample};
 use super::probe;
 use crate::collect::known::Known;
-use crate::collect::sampler::{Frame, Sampler, Want};
+use crate::collect::sampler::{Failure, Frame, Sampler, Want};
 
 /// What the exporter reads each measurement.
 pub const WANT: Want = Want {
@@ -74,11 +74,7 @@ pub fn measure_devices() -> Sample {
         ..Sample::default()
     };
     for (i, d) in (0_u32..).zip(frame.devices) {
-        match d.info {
-            Some(Ok(info)) => s.devices.push(info),
-            Some(Err(f)) => s.unreadable.push((i, f.kind)),
-            None => s.unreadable.push((i, hypomnesis::ErrorKind::Other)),
-        }
+        s.add_device(i, d.info);
         s.mig.extend(d.mig.unwrap_or_default());
     }
     s
@@ -92,11 +88,7 @@ pub fn sample_of(frame: Frame, known: &mut Known) -> Sample {
         ..Sample::default()
     };
     for (i, d) in (0_u32..).zip(frame.devices) {
-        match d.info {
-            Some(Ok(info)) => s.devices.push(info),
-            Some(Err(f)) => s.unreadable.push((i, f.kind)),
-            None => s.unreadable.push((i, hypomnesis::ErrorKind::Other)),
-        }
+        s.add_device(i, d.info);
         match d.processes {
             Some(Ok(list)) => {
                 s.processes.extend(list);
@@ -117,4 +109,15 @@ pub fn sample_of(frame: Frame, known: &mut Known) -> Sample {
     }
     s.contexts = who.contexts;
     s
+}
+
+impl Sample {
+    /// Device `i`'s figures, or why it was not read (a frame's device).
+    fn add_device(&mut self, i: u32, info: Option<Result<hypomnesis::GpuDeviceInfo, Failure>>) {
+        match info {
+            Some(Ok(info)) => self.devices.push(info),
+            Some(Err(f)) => self.unreadable.push((i, f.kind)),
+            None => self.unreadable.push((i, hypomnesis::ErrorKind::Other)),
+        }
+    }
 }

@@ -1,0 +1,177 @@
+//! The exposition's Kubernetes series: pods named and added up per GPU, the kubelet's
+//! allocations, the memory outside them, and the pod-resources socket's health.
+
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use super::*;
+
+/// Kubernetes names: `namespace`, `pod` and `container` labels with the kubelet's names, and one
+/// series per pod and GPU adding its processes up (two processes of a pod on one GPU, one on
+/// another; a second pod whose names are unknown is its UID, never merged with another).
+#[test]
+fn pods_are_named_and_added_up_per_gpu() {
+    let mut s = sample();
+    let named = |user: &str, container: &str, pod_uid: &str, names: Option<(&str, &str, &str)>| {
+        let mut c = ProcessContext::default();
+        c.user = Some(user.into());
+        c.container = hypomnesis::parse_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{container}.scope\n",
+            pod_uid.replace('-', "_")
+        ));
+        if let (Some(k), Some((ns, pod, name))) = (c.container.as_mut(), names) {
+            k.namespace = Some(ns.into());
+            k.pod = Some(pod.into());
+            k.name = Some(name.into());
+        }
+        c
+    };
+    let other_pod = "7b3c6d4e-2f3a-4b6c-9d0e-1f2a3b4c5d6e";
+    let other_container = CONTAINER.replace('9', "8");
+    s.processes = vec![
+        process(20, Some("python3"), 100 * MIB, 0),
+        process(21, Some("python3"), 50 * MIB, 0),
+        process(21, Some("python3"), 25 * MIB, 1),
+        process(22, Some("python3"), 7 * MIB, 0),
+        process(7, None, MIB, 0),
+    ];
+    s.contexts = [
+        (
+            20,
+            named("alice", CONTAINER, POD, Some(("ml", "trainer-0", "worker"))),
+        ),
+        (
+            21,
+            named("alice", CONTAINER, POD, Some(("ml", "trainer-0", "worker"))),
+        ),
+        (22, named("bob", &other_container, other_pod, None)),
+    ]
+    .into_iter()
+    .collect();
+    let text = render(s, Duration::from_millis(10), 1, None);
+    for want in [
+        format!(
+            "hypomnesis_gpu_pod_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",namespace=\"ml\",pod=\"trainer-0\"}} {}\n",
+            150 * MIB
+        ),
+        format!(
+            "hypomnesis_gpu_pod_memory_bytes{{gpu=\"1\",namespace=\"ml\",pod=\"trainer-0\"}} {}\n",
+            25 * MIB
+        ),
+        format!(
+            "hypomnesis_gpu_pod_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",pod=\"{other_pod}\"}} {}\n",
+            7 * MIB
+        ),
+        format!(
+            "hypomnesis_gpu_process_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",pid=\"20\",process=\"python3\",user=\"alice\",namespace=\"ml\",pod=\"trainer-0\",container=\"worker\"}} {}\n",
+            100 * MIB
+        ),
+        format!(
+            "hypomnesis_gpu_process_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",pid=\"22\",process=\"python3\",user=\"bob\",pod=\"{other_pod}\",container=\"{other_container}\"}} {}\n",
+            7 * MIB
+        ),
+    ] {
+        assert!(text.contains(&want), "{want} not in\n{text}");
+    }
+    assert_eq!(
+        text.matches("hypomnesis_gpu_pod_memory_bytes{").count(),
+        3,
+        "no pod series for a process in no pod: {text}"
+    );
+}
+
+/// The kubelet's allocations: an info series per (GPU, container) it allocated, the memory of a
+/// named pod on a GPU not allocated to it as its own series (not the allocated pod's, not a pod
+/// whose names are unknown), whether the socket answered, and nothing of the kind when it did
+/// not; at most `--max-allocation-series` info series.
+#[test]
+#[allow(clippy::too_many_lines)]
+fn memory_outside_the_kubelets_allocation_is_its_own_series() {
+    use crate::cmd::serve::allocation::KubeSample;
+    use crate::kube::{Assignment, Holder};
+    let in_pod = |uid: &str, names: Option<(&str, &str)>| {
+        let mut c = ProcessContext::default();
+        c.container = hypomnesis::parse_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{CONTAINER}.scope\n",
+            uid.replace('-', "_")
+        ));
+        if let (Some(k), Some((ns, pod))) = (c.container.as_mut(), names) {
+            k.namespace = Some(ns.into());
+            k.pod = Some(pod.into());
+        }
+        c
+    };
+    let unnamed = "7b3c6d4e-2f3a-4b6c-9d0e-1f2a3b4c5d6e";
+    let mut s = sample();
+    s.processes = vec![
+        process(20, Some("python3"), 100 * MIB, 0),
+        process(21, Some("python3"), 30 * MIB, 0),
+        process(22, Some("python3"), 5 * MIB, 0),
+    ];
+    s.contexts = [
+        (20, in_pod(POD, Some(("ml", "trainer-0")))),
+        (
+            21,
+            in_pod(
+                "8c4d7e5f-3a4b-4c7d-8e1f-2a3b4c5d6e7f",
+                Some(("ml", "notebook")),
+            ),
+        ),
+        (22, in_pod(unnamed, None)),
+    ]
+    .into_iter()
+    .collect();
+    let holder = Holder {
+        namespace: "ml".into(),
+        pod: "trainer-0".into(),
+        container: "worker".into(),
+    };
+    s.kube = Some(KubeSample {
+        answer: Ok(Assignment {
+            by_gpu: [(0, vec![holder.clone()]), (1, Vec::new())]
+                .into_iter()
+                .collect(),
+            unknown: Vec::new(),
+            invalid: 2,
+        }),
+        age: Duration::from_millis(1500),
+    });
+    let text = render(s.clone(), Duration::from_millis(10), 1, None);
+    for want in [
+        "hypomnesis_gpu_allocation_info{gpu=\"0\",uuid=\"GPU-0\",namespace=\"ml\",pod=\"trainer-0\",container=\"worker\"} 1\n".to_string(),
+        format!(
+            "hypomnesis_gpu_pod_memory_outside_allocation_bytes{{gpu=\"0\",uuid=\"GPU-0\",namespace=\"ml\",pod=\"notebook\"}} {}\n",
+            30 * MIB
+        ),
+        "hypomnesis_pod_resources_up 1\n".to_string(),
+        "hypomnesis_gpu_allocation_unknown_devices 0\n".to_string(),
+        "hypomnesis_gpu_allocation_invalid_names 2\n".to_string(),
+        "hypomnesis_gpu_allocation_series_dropped 0\n".to_string(),
+        "hypomnesis_pod_resources_age_seconds 1.5\n".to_string(),
+    ] {
+        assert!(text.contains(&want), "{want} not in\n{text}");
+    }
+    assert_eq!(
+        text.matches("hypomnesis_gpu_pod_memory_outside_allocation_bytes{")
+            .count(),
+        1,
+        "not the allocated pod, not the unnamed one: {text}"
+    );
+    // At most --max-allocation-series of them, and how many were left out.
+    let mut capped = s.clone();
+    capped.max_allocation_series = Some(0);
+    let text = render(capped, Duration::ZERO, 1, None);
+    assert!(!text.contains("hypomnesis_gpu_allocation_info{"), "{text}");
+    assert!(
+        text.contains("hypomnesis_gpu_allocation_series_dropped 1\n"),
+        "{text}"
+    );
+    s.kube = Some(KubeSample {
+        answer: Err("no kubelet".into()),
+        age: Duration::ZERO,
+    });
+    let text = render(s, Duration::from_millis(10), 1, None);
+    assert!(text.contains("hypomnesis_pod_resources_up 0\n"), "{text}");
+    assert!(!text.contains("hypomnesis_gpu_allocation_info{"), "{text}");
+    assert!(!text.contains("outside_allocation_bytes{"), "{text}");
+    assert!(!text.contains("allocation_unknown_devices "), "{text}");
+}
