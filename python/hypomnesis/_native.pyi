@@ -179,13 +179,15 @@ class Sampler:
     def stop(
         self,
     ) -> tuple[
-        list[tuple[float, int, list[int | None], list[int | None], bool]],
         int,
         int,
         tuple[int, float],
         list[tuple[int, float] | None],
         list[tuple[int, float] | None],
+        tuple[float, int, list[int | None], list[int | None], bool],
+        tuple[float, int, list[int | None], list[int | None], bool],
     ]: ...
+    def samples(self) -> list[tuple[float, int, list[int | None], list[int | None], bool]]: ...
     def peak_time(self) -> float | None: ...
     @property
     def running(self) -> bool: ...

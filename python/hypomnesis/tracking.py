@@ -63,6 +63,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: A peak as the native sampler gives it: (bytes, seconds since the block started).
 _Peak = Tuple[int, float]
+#: A sample as the native sampler gives it: (seconds, RSS, own GPU bytes, device used bytes,
+#: missed deadline).
+_RawSample = Tuple[float, int, List[Optional[int]], List[Optional[int]], bool]
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,8 @@ class Tracking:
         self._probing: Optional[Tuple[threading.Thread, threading.Event]] = None
         self._sampler = _native.Sampler(interval, list(devices), deadline)
         self._recorder = None if gpus is None else Recorder(gpus, interval, self._sampler, deadline)
-        self._raw: Optional[List[Tuple[float, int, List[Optional[int]], List[Optional[int]], bool]]] = None
+        # The entry and exit samples as the sampler gave them; None while running.
+        self._edges: Optional[Tuple[_RawSample, _RawSample]] = None
         self._samples: Optional[List[Sample]] = None
         self._taken = 0
         self._missed = 0
@@ -204,24 +208,24 @@ class Tracking:
             self._probing = None
         if self._recorder is not None:
             _track_ledger.stop(self._recorder)
-        samples, taken, missed, rss, own, used = self._sampler.stop()
+        taken, missed, rss, own, used, first, last = self._sampler.stop()
         if self._recorder is not None:
-            self._recorder.end(samples[-1][0] if samples else 0.0)
+            self._recorder.end(last[0])
         if self._probe is not None:
             self._probes.append(self._probe())
-        self._raw = samples
+        self._edges = (first, last)
         self._taken, self._missed, self._peak_rss = taken, missed, rss
         self._peak_gpu = dict(zip(self.devices, own))
         self._peak_used = dict(zip(self.devices, used))
 
     def _ended(self) -> None:
-        if self._raw is None:
+        if self._edges is None:
             raise RuntimeError("the tracked block has not ended yet: its samples come on exit")
 
     @property
     def running(self) -> bool:
         """Whether the block is still being sampled."""
-        return self._raw is None
+        return self._edges is None
 
     @property
     def samples(self) -> List[Sample]:
@@ -230,21 +234,12 @@ class Tracking:
         keeping each figure's maximum), the exit sample."""
         if self._samples is None:
             self._ended()
-            assert self._raw is not None
-            # Made when first read: a decorated call that nobody inspects costs less.
-            last = len(self._raw) - 1
+            # Made when first read: a decorated call that nobody inspects costs less, and the
+            # timeline stays in the sampler's compact form until then.
+            raw = self._sampler.samples()
+            last = len(raw) - 1
             probes = {0: self._probes[0], last: self._probes[-1]} if self._probes else {}
-            samples = [
-                Sample(
-                    time=t,
-                    rss_bytes=r,
-                    gpu_bytes=dict(zip(self.devices, g)),
-                    device_used_bytes=dict(zip(self.devices, u)),
-                    missed_deadline=m,
-                    probe=probes.get(i),
-                )
-                for i, (t, r, g, u, m) in enumerate(self._raw)
-            ]
+            samples = [self._sample(s, probes.get(i)) for i, s in enumerate(raw)]
             if self._recorder is not None:
                 samples = self._with_ledgers(samples, self._recorder)
             self._samples = samples
@@ -338,15 +333,36 @@ class Tracking:
         self._ended()
         return self._missed
 
+    def _sample(self, raw: _RawSample, probe: Any) -> Sample:
+        t, r, g, u, m = raw
+        return Sample(
+            time=t,
+            rss_bytes=r,
+            gpu_bytes=dict(zip(self.devices, g)),
+            device_used_bytes=dict(zip(self.devices, u)),
+            missed_deadline=m,
+            probe=probe,
+        )
+
+    def _edge(self, last: bool) -> Sample:
+        """The entry or exit sample, without making the whole timeline where it need not
+        (with a ledger, the timeline's own carries its ledger)."""
+        self._ended()
+        assert self._edges is not None
+        if self._samples is None and self._recorder is None:
+            probe = (self._probes[-1] if last else self._probes[0]) if self._probes else None
+            return self._sample(self._edges[1 if last else 0], probe)
+        return self.samples[-1 if last else 0]
+
     @property
     def baseline(self) -> Sample:
         """The sample taken on entry."""
-        return self.samples[0]
+        return self._edge(False)
 
     @property
     def final(self) -> Sample:
         """The sample taken on exit."""
-        return self.samples[-1]
+        return self._edge(True)
 
     @property
     def duration(self) -> float:
@@ -448,7 +464,7 @@ class Tracking:
         return ax
 
     def __repr__(self) -> str:
-        if self._raw is None:
+        if self._edges is None:
             return f"<Tracking running, interval {self.interval} s, devices {list(self.devices)}>"
         parts = [
             f"{self.duration:.3f} s",

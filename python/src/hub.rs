@@ -13,7 +13,9 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::timeline::{RawSample, Record, TIMELINE_POINTS};
+use hypomnesis::sampling::{Journal, SpanId, Spanned};
+
+use crate::timeline::{self, RawSample, Summary, TIMELINE_POINTS};
 
 /// The GPU figures of one device: this process's own memory and the device's used memory.
 pub type GpuFigures = (Option<u64>, Option<u64>);
@@ -118,19 +120,30 @@ impl Reader {
     }
 }
 
-/// One running block.
-struct Subscription {
+/// Blocks sampled alike: the same interval, deadline and devices. Their samples between
+/// entry and exit are taken once, into one journal, each block a span of it.
+type Key = (Duration, Duration, Vec<u32>);
+
+struct Channel {
     interval: Duration,
     deadline: Duration,
     devices: Vec<u32>,
-    start: Instant,
     next_due: Instant,
-    record: Record,
+    journal: Journal<Summary>,
+}
+
+/// One running block: its channel, its span there, when it started and its entry sample.
+struct Block {
+    key: Key,
+    span: SpanId,
+    start: Instant,
+    first: RawSample,
 }
 
 #[derive(Default)]
 struct State {
-    subs: HashMap<u64, Subscription>,
+    channels: HashMap<Key, Channel>,
+    blocks: HashMap<u64, Block>,
     next_id: u64,
     /// Devices whose reading a block's entry or exit asked for, and the shortest deadline.
     wanted: BTreeSet<u32>,
@@ -192,7 +205,8 @@ impl Hub {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Starts sampling a block every `interval` from now, its entry sample `first`.
+    /// Starts sampling a block every `interval` (on the shared cadence of the blocks sampled
+    /// alike), its entry sample `first`.
     pub fn subscribe(
         &self,
         interval: Duration,
@@ -201,34 +215,53 @@ impl Hub {
         start: Instant,
         first: RawSample,
     ) -> u64 {
-        let mut record = Record::new(devices.len(), TIMELINE_POINTS);
-        record.first(first);
+        let key: Key = (interval, deadline, devices.to_vec());
         let mut st = self.lock();
+        let channel = st.channels.entry(key.clone()).or_insert_with(|| Channel {
+            interval,
+            deadline,
+            devices: devices.to_vec(),
+            next_due: Instant::now() + interval,
+            journal: Journal::new(TIMELINE_POINTS),
+        });
+        let span = channel.journal.open();
         let id = st.next_id;
         st.next_id += 1;
-        st.subs.insert(
+        st.blocks.insert(
             id,
-            Subscription {
-                interval,
-                deadline,
-                devices: devices.to_vec(),
+            Block {
+                key,
+                span,
                 start,
-                next_due: Instant::now() + interval,
-                record,
+                first,
             },
         );
         self.wake.notify_all();
         id
     }
 
-    /// Stops sampling block `id` and hands back its record.
-    pub fn unsubscribe(&self, id: u64) -> Option<Record> {
-        self.lock().subs.remove(&id).map(|s| s.record)
+    /// Stops sampling block `id` and hands back its samples between entry and now.
+    pub fn unsubscribe(&self, id: u64) -> Option<Spanned<Summary>> {
+        let mut st = self.lock();
+        let block = st.blocks.remove(&id)?;
+        let channel = st.channels.get_mut(&block.key)?;
+        let spanned = channel.journal.close(block.span);
+        if channel.journal.spans() == 0 {
+            st.channels.remove(&block.key);
+        }
+        spanned
     }
 
-    /// When block `id`'s peak so far was sampled ([`Record::peak_time`]).
+    /// When block `id`'s peak so far was sampled ([`timeline::peak_time`]).
     pub fn peak_time(&self, id: u64) -> Option<f64> {
-        self.lock().subs.get(&id).and_then(|s| s.record.peak_time())
+        let st = self.lock();
+        let block = st.blocks.get(&id)?;
+        let between = st.channels.get(&block.key)?.journal.total(block.span)?;
+        Some(timeline::peak_time(
+            block.start,
+            &block.first,
+            between.as_ref(),
+        ))
     }
 
     /// The readings of `devices` if each is at most `max_age` old.
@@ -278,19 +311,21 @@ impl Hub {
         ready(&st)
     }
 
-    /// The sampling thread: one round per due block or wanted reading, forever.
+    /// The sampling thread: one round per due cadence or wanted reading, forever. A round
+    /// reads RSS once and the GPU figures of every device wanted once, and adds one sample to
+    /// each due channel, whatever the number of blocks in it.
     fn run(&self, reader: &Reader) {
         let mut st = self.lock();
         loop {
             let now = Instant::now();
-            let due: Vec<u64> = st
-                .subs
+            let due: Vec<Key> = st
+                .channels
                 .iter()
-                .filter(|(_, s)| s.next_due <= now)
-                .map(|(&id, _)| id)
+                .filter(|(_, c)| c.next_due <= now)
+                .map(|(k, _)| k.clone())
                 .collect();
             if due.is_empty() && st.wanted.is_empty() {
-                let next = st.subs.values().map(|s| s.next_due).min();
+                let next = st.channels.values().map(|c| c.next_due).min();
                 st = match next {
                     Some(t) => {
                         self.wake
@@ -304,11 +339,11 @@ impl Hub {
             }
             let mut devices = std::mem::take(&mut st.wanted);
             let mut deadline = st.wanted_deadline.take();
-            for id in &due {
-                if let Some(s) = st.subs.get_mut(id) {
-                    devices.extend(&s.devices);
-                    deadline = Some(deadline.map_or(s.deadline, |d| d.min(s.deadline)));
-                    s.next_due = now + s.interval;
+            for key in &due {
+                if let Some(c) = st.channels.get_mut(key) {
+                    devices.extend(&c.devices);
+                    deadline = Some(deadline.map_or(c.deadline, |d| d.min(c.deadline)));
+                    c.next_due = now + c.interval;
                 }
             }
             drop(st);
@@ -330,12 +365,14 @@ impl Hub {
                 };
                 st.latest.insert(d, reading);
             }
-            let State { subs, latest, .. } = &mut *st;
+            let State {
+                channels, latest, ..
+            } = &mut *st;
             if let Some(rss) = rss {
-                for id in &due {
-                    if let Some(s) = subs.get_mut(id) {
-                        let sample = sample_of(s.start, at, rss, &s.devices, latest);
-                        s.record.add(sample);
+                for key in &due {
+                    if let Some(c) = channels.get_mut(key) {
+                        let sample = sample_of(at, rss, &c.devices, latest);
+                        c.journal.push(sample);
                     }
                 }
             }
@@ -344,20 +381,16 @@ impl Hub {
     }
 }
 
-/// A sample at `at` of RSS `rss` and the latest readings of `devices`.
-fn sample_of(
-    start: Instant,
-    at: Instant,
-    rss: u64,
-    devices: &[u32],
-    latest: &HashMap<u32, Reading>,
-) -> RawSample {
+/// The shared sample at `at` of RSS `rss` and the latest readings of `devices`; missed if
+/// any reading missed its deadline or did not come.
+fn sample_of(at: Instant, rss: u64, devices: &[u32], latest: &HashMap<u32, Reading>) -> Summary {
     let readings: Vec<Option<&Reading>> = devices.iter().map(|d| latest.get(d)).collect();
-    raw(
-        at.saturating_duration_since(start).as_secs_f64(),
-        rss,
-        &readings,
-    )
+    let missed = readings.iter().any(|r| r.is_none_or(|r| r.missed));
+    let figures: Vec<GpuFigures> = readings
+        .iter()
+        .map(|r| r.map_or((None, None), |r| r.figures))
+        .collect();
+    Summary::one(at, rss, &figures, missed)
 }
 
 /// A sample of `rss` and `readings`, `None` for a device none came for.

@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::hub::{self, Hub, Reading};
-use crate::timeline::{Finished, RawSample, Record};
+use crate::timeline::{self, Finished, Kept, RawSample};
 
 /// How long one wait for a reading lasts before signals are looked at.
 const SIGNAL_CHECK: Duration = Duration::from_millis(20);
@@ -28,7 +28,8 @@ enum Phase {
         start: Instant,
         first: RawSample,
     },
-    Done,
+    /// Stopped: the timeline, once put together.
+    Done(Option<Box<Kept>>),
 }
 
 /// Samples this process's RSS and GPU memory on the process's one sampling thread, which never
@@ -139,11 +140,10 @@ impl Sampler {
         Ok(())
     }
 
-    /// Stops sampling, takes the last sample, and returns the record: `(samples, taken,
-    /// missed, rss_peak, own_gpu_peaks, device_used_peaks)`, the samples in time order (the
-    /// entry one, at most 2,046 between, the exit one), each `(seconds, rss_bytes, [own GPU
-    /// bytes per device], [device used bytes per device], missed_deadline)`, each peak
-    /// `(bytes, seconds)` or `None`.
+    /// Stops sampling, takes the last sample, and returns the figures: `(taken, missed,
+    /// rss_peak, own_gpu_peaks, device_used_peaks, entry_sample, exit_sample)`, each peak
+    /// `(bytes, seconds)` or `None`, each sample as in [`Sampler::samples`], which gives the
+    /// whole timeline.
     ///
     /// In a child forked while it ran, the samples taken before the fork are out of reach:
     /// the record has the entry sample and the child's exit sample.
@@ -155,7 +155,7 @@ impl Sampler {
                     "this Sampler is not running (never started, or stopped already)",
                 ));
             }
-            std::mem::replace(&mut *phase, Phase::Done)
+            std::mem::replace(&mut *phase, Phase::Done(None))
         };
         let Phase::Running {
             hub,
@@ -167,23 +167,32 @@ impl Sampler {
         else {
             return Err(PyRuntimeError::new_err("this Sampler is not running"));
         };
-        let record = if generation == hub::generation() {
+        let between = if generation == hub::generation() {
             hub.unsubscribe(id)
         } else {
             // Forked: the old hub's lock may be held by a thread the child does not have.
             std::mem::forget(hub);
             None
         };
-        let record = record.unwrap_or_else(|| {
-            let mut r = Record::new(self.devices.len(), 2);
-            r.first(first);
-            r
-        });
         let (current, _) = hub::hub().map_err(|e| {
             PyRuntimeError::new_err(format!("cannot start the sampling thread: {e}"))
         })?;
         let last = self.edge(py, &current, start)?;
-        Ok(record.finish(last))
+        let (kept, figures) = timeline::finish(start, first, between, last);
+        *self.lock()? = Phase::Done(Some(Box::new(kept)));
+        Ok(figures)
+    }
+
+    /// Once stopped: the samples in time order (the entry one, at most 2,046 between, the
+    /// exit one), each `(seconds, rss_bytes, [own GPU bytes per device], [device used bytes
+    /// per device], missed_deadline)`. Made anew at each call.
+    fn samples(&self) -> PyResult<Vec<RawSample>> {
+        match &*self.lock()? {
+            Phase::Done(Some(kept)) => Ok(kept.samples()),
+            _ => Err(PyRuntimeError::new_err(
+                "this Sampler has not stopped: its samples come when it stops",
+            )),
+        }
     }
 
     /// While running: when the peak so far of this process's GPU memory was sampled (of the

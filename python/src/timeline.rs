@@ -1,9 +1,19 @@
-//! What a tracked block keeps of its samples, bounded however long it runs: the exact peaks
-//! (and when they were sampled), how many samples were taken, and a timeline of at most
-//! [`TIMELINE_POINTS`] points between the entry and exit samples. As `hmn run`'s plot
-//! (`crates/cli/src/cmd/run/timeline.rs`) does, a full timeline merges neighbouring points
-//! pairwise, each figure keeping its maximum, and later points then each merge twice as many
-//! samples: every peak survives in it, its time rounded to the merged point's first.
+//! What a tracked block keeps of its samples, bounded however long it runs and however many
+//! blocks run at once: the exact peaks (and when they were sampled), how many samples were
+//! taken, and a timeline of at most [`TIMELINE_POINTS`] points between the entry and exit
+//! samples, each point every figure's maximum over neighbouring samples, its time that of the
+//! first (so every peak survives in it).
+//!
+//! The samples between entry and exit are kept once for all the blocks sampled alike, in the
+//! library's [`Journal`](hypomnesis::sampling::Journal) (see `hub.rs`); this module is what a
+//! sample is made of, and how a block's record is put together from its entry sample, its
+//! span of the journal and its exit sample. A finished block keeps its points as the runs
+//! they are shared with ([`Kept`]); they become Python tuples only when its samples are read.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use hypomnesis::sampling::{Fold, Spanned};
 
 /// Most points kept between the entry sample and the exit sample.
 pub const TIMELINE_POINTS: usize = 2046;
@@ -16,156 +26,182 @@ pub type RawSample = (f64, u64, Vec<Option<u64>>, Vec<Option<u64>>, bool);
 /// A peak value and the time (seconds since the block started) it was first sampled.
 pub type Peak = (u64, f64);
 
-/// A finished block: its samples in time order (entry, the downsampled timeline, exit), how
-/// many samples were taken in all and how many of them missed their GPU deadline, and the
-/// exact peaks (RSS; per device, its own GPU memory and the device's used memory).
+/// A finished block's figures: how many samples were taken in all and how many of them missed
+/// their GPU deadline, the exact peaks (RSS; per device, its own GPU memory and the device's
+/// used memory), and its entry and exit samples.
 pub type Finished = (
-    Vec<RawSample>,
     u64,
     u64,
     Peak,
     Vec<Option<Peak>>,
     Vec<Option<Peak>>,
+    RawSample,
+    RawSample,
 );
 
-/// The larger of two known figures; the known one of one.
-fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.max(y)),
-        (x, None) => x,
-        (None, y) => y,
+/// A finished block's timeline, kept as the shared runs it was drawn from and made into
+/// samples only when asked for: a block nobody inspects costs a count per point.
+#[derive(Debug)]
+pub struct Kept {
+    start: Instant,
+    first: RawSample,
+    points: Vec<Arc<Summary>>,
+    last: RawSample,
+}
+
+impl Kept {
+    /// The samples in time order: entry, the points between, exit.
+    pub fn samples(&self) -> Vec<RawSample> {
+        let mut samples = Vec::with_capacity(self.points.len() + 2);
+        samples.push(self.first.clone());
+        samples.extend(self.points.iter().map(|p| p.sample(self.start)));
+        samples.push(self.last.clone());
+        samples
     }
 }
 
-/// `b` folded into `a`: every figure its maximum, `a` keeps its time; missed if either did.
-fn merge(a: &mut RawSample, b: &RawSample) {
-    a.1 = a.1.max(b.1);
-    for (mine, theirs) in [(&mut a.2, &b.2), (&mut a.3, &b.3)] {
-        for (m, t) in mine.iter_mut().zip(theirs) {
-            *m = max_opt(*m, *t);
-        }
-    }
-    a.4 |= b.4;
+/// A figure's peak over some samples and when it was first reached.
+type At = (u64, Instant);
+
+/// Consecutive samples of the shared thread: when the first was taken, how many there are and
+/// how many missed their GPU deadline, and each figure's peak with its time.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    at: Instant,
+    taken: u64,
+    missed: u64,
+    rss: At,
+    own: Vec<Option<At>>,
+    used: Vec<Option<At>>,
 }
 
 /// A later, larger value replaces the peak; an equal one keeps the earlier time.
-fn raise(peak: &mut Option<Peak>, value: Option<u64>, time: f64) {
-    if let Some(v) = value
+fn raise<T: Copy>(peak: &mut Option<(u64, T)>, later: Option<(u64, T)>) {
+    if let Some((v, t)) = later
         && peak.is_none_or(|(p, _)| v > p)
     {
-        *peak = Some((v, time));
+        *peak = Some((v, t));
     }
 }
 
-/// The samples of one block, kept within bounds.
-#[derive(Debug)]
-pub struct Record {
-    first: Option<RawSample>,
-    points: Vec<RawSample>,
-    /// The point being filled, and how many samples it holds.
-    pending: Option<(RawSample, usize)>,
-    per_point: usize,
-    cap: usize,
-    taken: u64,
-    missed: u64,
-    rss: Option<Peak>,
-    own: Vec<Option<Peak>>,
-    used: Vec<Option<Peak>>,
-}
-
-impl Record {
-    /// When the peak so far of this process's GPU memory was sampled (the device with the
-    /// largest peak), else that of its RSS; seconds since the block started.
-    pub fn peak_time(&self) -> Option<f64> {
-        let gpu = self
-            .own
-            .iter()
-            .flatten()
-            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.total_cmp(&a.1)));
-        gpu.or(self.rss.as_ref()).map(|p| p.1)
-    }
-
-    /// An empty record of a block on `devices` devices, its timeline at most `cap` points.
-    pub fn new(devices: usize, cap: usize) -> Self {
-        Self {
-            first: None,
-            points: Vec::new(),
-            pending: None,
-            per_point: 1,
-            cap: cap.max(2),
-            taken: 0,
-            missed: 0,
-            rss: None,
-            own: vec![None; devices],
-            used: vec![None; devices],
+impl Fold for Summary {
+    fn fold(&mut self, later: &Self) {
+        self.taken += later.taken;
+        self.missed += later.missed;
+        if later.rss.0 > self.rss.0 {
+            self.rss = later.rss;
         }
-    }
-
-    /// Counts `s` in the peaks and totals.
-    fn count(&mut self, s: &RawSample) {
-        self.taken += 1;
-        self.missed += u64::from(s.4);
-        raise(&mut self.rss, Some(s.1), s.0);
-        for (peak, value) in self.own.iter_mut().zip(&s.2) {
-            raise(peak, *value, s.0);
-        }
-        for (peak, value) in self.used.iter_mut().zip(&s.3) {
-            raise(peak, *value, s.0);
-        }
-    }
-
-    /// The entry sample.
-    pub fn first(&mut self, s: RawSample) {
-        self.count(&s);
-        self.first = Some(s);
-    }
-
-    /// A sample between entry and exit.
-    pub fn add(&mut self, s: RawSample) {
-        self.count(&s);
-        let filled = if let Some((q, n)) = &mut self.pending {
-            merge(q, &s);
-            *n += 1;
-            *n
-        } else {
-            self.pending = Some((s, 1));
-            1
-        };
-        if filled < self.per_point {
-            return;
-        }
-        if let Some((q, _)) = self.pending.take() {
-            self.points.push(q);
-        }
-        if self.points.len() >= self.cap {
-            let mut halved = Vec::with_capacity(self.cap / 2 + 1);
-            let mut pairs = std::mem::take(&mut self.points).into_iter();
-            while let Some(mut a) = pairs.next() {
-                if let Some(b) = pairs.next() {
-                    merge(&mut a, &b);
-                }
-                halved.push(a);
+        for (mine, theirs) in [(&mut self.own, &later.own), (&mut self.used, &later.used)] {
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                raise(m, *t);
             }
-            self.points = halved;
-            self.per_point *= 2;
+        }
+    }
+}
+
+impl Summary {
+    /// One sample taken `at`: RSS `rss`, per device its own and used memory, and whether the
+    /// GPU figures missed their deadline.
+    pub fn one(
+        at: Instant,
+        rss: u64,
+        figures: &[(Option<u64>, Option<u64>)],
+        missed: bool,
+    ) -> Self {
+        Self {
+            at,
+            taken: 1,
+            missed: u64::from(missed),
+            rss: (rss, at),
+            own: figures.iter().map(|f| f.0.map(|v| (v, at))).collect(),
+            used: figures.iter().map(|f| f.1.map(|v| (v, at))).collect(),
         }
     }
 
-    /// The record finished with the exit sample `last`.
-    pub fn finish(mut self, last: RawSample) -> Finished {
-        self.count(&last);
-        let mut samples = Vec::with_capacity(self.points.len() + 3);
-        samples.extend(self.first);
-        samples.extend(self.points);
-        samples.extend(self.pending.map(|(q, _)| q));
-        samples.push(last);
+    /// As a sample of a block that started at `start`.
+    fn sample(&self, start: Instant) -> RawSample {
         (
-            samples,
-            self.taken,
-            self.missed,
-            self.rss.unwrap_or((0, 0.0)),
-            self.own,
-            self.used,
+            secs(start, self.at),
+            self.rss.0,
+            self.own.iter().map(|p| p.map(|p| p.0)).collect(),
+            self.used.iter().map(|p| p.map(|p| p.0)).collect(),
+            self.missed > 0,
         )
     }
+}
+
+/// Seconds from `start` to `at`.
+fn secs(start: Instant, at: Instant) -> f64 {
+    at.saturating_duration_since(start).as_secs_f64()
+}
+
+/// A peak in seconds since `start`.
+fn peak(start: Instant, at: Option<At>) -> Option<Peak> {
+    at.map(|(v, t)| (v, secs(start, t)))
+}
+
+/// The peaks of a block that started at `start`: its entry sample `first`, then the shared
+/// samples `between`, then its exit sample `last` if ended.
+fn peaks(
+    start: Instant,
+    first: &RawSample,
+    between: Option<&Summary>,
+    last: Option<&RawSample>,
+) -> (Peak, Vec<Option<Peak>>, Vec<Option<Peak>>) {
+    let mut rss: Peak = (first.1, first.0);
+    let mut own: Vec<Option<Peak>> = first.2.iter().map(|v| v.map(|v| (v, first.0))).collect();
+    let mut used: Vec<Option<Peak>> = first.3.iter().map(|v| v.map(|v| (v, first.0))).collect();
+    if let Some(b) = between {
+        if b.rss.0 > rss.0 {
+            rss = (b.rss.0, secs(start, b.rss.1));
+        }
+        for (mine, theirs) in [(&mut own, &b.own), (&mut used, &b.used)] {
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                raise(m, peak(start, *t));
+            }
+        }
+    }
+    if let Some(l) = last {
+        if l.1 > rss.0 {
+            rss = (l.1, l.0);
+        }
+        for (mine, theirs) in [(&mut own, &l.2), (&mut used, &l.3)] {
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                raise(m, t.map(|v| (v, l.0)));
+            }
+        }
+    }
+    (rss, own, used)
+}
+
+/// When the peak so far of a running block's GPU memory was sampled (the device with the
+/// largest peak; an equal one, the earlier), else that of its RSS; seconds since `start`.
+pub fn peak_time(start: Instant, first: &RawSample, between: Option<&Summary>) -> f64 {
+    let (rss, own, _) = peaks(start, first, between, None);
+    own.iter()
+        .flatten()
+        .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.total_cmp(&a.1)))
+        .map_or(rss.1, |p| p.1)
+}
+
+/// The record of a block that started at `start`: its entry sample, the shared samples of its
+/// span (none in a child forked while it ran), its exit sample.
+pub fn finish(
+    start: Instant,
+    first: RawSample,
+    between: Option<Spanned<Summary>>,
+    last: RawSample,
+) -> (Kept, Finished) {
+    let total = between.as_ref().and_then(|b| b.total.as_ref());
+    let (rss, own, used) = peaks(start, &first, total, Some(&last));
+    let taken = 2 + total.map_or(0, |t| t.taken);
+    let missed = u64::from(first.4) + total.map_or(0, |t| t.missed) + u64::from(last.4);
+    let edges = (first.clone(), last.clone());
+    let kept = Kept {
+        start,
+        first,
+        points: between.map(|b| b.points).unwrap_or_default(),
+        last,
+    };
+    (kept, (taken, missed, rss, own, used, edges.0, edges.1))
 }

@@ -190,8 +190,12 @@ def test_bad_interval() -> None:
     with pytest.raises(RuntimeError, match="runs once"):
         s.start()
     assert s.running
-    samples, taken, missed, _, _, _ = s.stop()
+    with pytest.raises(RuntimeError, match="has not stopped"):
+        s.samples()
+    taken, missed, _, _, _, first, last = s.stop()
+    samples = s.samples()
     assert len(samples) >= 2 and taken >= len(samples) and missed == 0 and not s.running
+    assert samples[0] == first and samples[-1] == last and s.samples() == samples
 
 
 def test_plot_needs_matplotlib_or_draws() -> None:

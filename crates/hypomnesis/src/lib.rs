@@ -40,7 +40,8 @@
 //!
 //! The measuring backends `nvml`, `nvidia-smi-fallback`, `dxgi`, `pdh` (implies `dxgi`), `metal`
 //! and `drm` are on by default, and nothing else: the library pulls no command-line crates.
-//! `report`, `test-helpers`, `serde`, `debug-output` are off. `--no-default-features` builds the
+//! `report`, `sampling` (the `sampling` module: a journal of samples), `test-helpers`, `serde`,
+//! `debug-output` are off. `--no-default-features` builds the
 //! RSS part alone. Platform features are no-ops on other platforms. `cli`, `serve` and `top`
 //! select nothing: the `hmn` command is the `hypomnesis-cli` package, and the names stay so that
 //! a 0.2.x manifest naming them still resolves.
@@ -65,6 +66,8 @@ mod inflight;
 pub mod ram;
 #[cfg(feature = "report")]
 pub mod report;
+#[cfg(feature = "sampling")]
+pub mod sampling;
 pub mod snapshot;
 pub mod spill;
 mod types;

@@ -5,7 +5,8 @@
 //! - `backends`: each GPU source against its stand-in (`nvml`, `nvml_shapes`, `faults` through
 //!   the fake NVML; `nvidia_smi` through the stand-in `nvidia-smi` replaying real captures;
 //!   `live_gpu` on a real GPU, ignored elsewhere);
-//! - `properties`: the parsers on every capture and on arbitrary input (proptest).
+//! - `properties`: the parsers on every capture and on arbitrary input, and the sampling
+//!   journal against a plain fold of every span (proptest).
 //!
 //! `hmn`'s tests are in `crates/cli/tests`. Shared helpers (building the fakes, captures,
 //! fixtures, child processes) are the `hypomnesis-testkit` crate, reached as `support`.
@@ -38,5 +39,6 @@ mod backends {
 
 mod properties {
     mod captures;
+    mod journal;
     mod parsers;
 }
