@@ -234,7 +234,20 @@ fn where_nvml_fails_a_failing_fallback_fails_the_scrape() {
 /// own measurement ran it together, and the probe thread's runs fell among the measurements'.
 #[test]
 fn nvidia_smi_runs_one_at_a_time_where_nvml_is_down() {
-    let smi = CountingSmi::new("alone", Smi::SleepsAlone(200));
+    assert_one_run_at_a_time(200, Duration::from_secs(8));
+}
+
+/// The same with runs of 1.5 s: the first measurement (several runs) is still under way when
+/// the scrape's half budget has passed and the devices are measured alone. That measurement
+/// ran `nvidia-smi` beside the first one's; the library now runs it one at a time for the
+/// whole process.
+#[test]
+fn a_slow_first_measurement_and_the_devices_alone_never_run_it_together() {
+    assert_one_run_at_a_time(1500, Duration::from_secs(9));
+}
+
+fn assert_one_run_at_a_time(run_ms: u32, scraping: Duration) {
+    let smi = CountingSmi::new("alone", Smi::SleepsAlone(run_ms));
     let mut c = serve_command(
         FakeVariant::Modern,
         NVML_NEVER_STARTS,
@@ -250,7 +263,7 @@ fn nvidia_smi_runs_one_at_a_time_where_nvml_is_down() {
     c.env("PATH", &smi.dir);
     let server = Server::spawn(c);
     let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(8) {
+    while started.elapsed() < scraping {
         let _ = server.get("/metrics");
         std::thread::sleep(Duration::from_millis(100));
     }

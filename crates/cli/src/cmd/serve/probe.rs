@@ -8,7 +8,8 @@
 //! [`GATE`] first. A measurement takes it for its whole length unless the last one found NVML
 //! answering (it then reads `nvidia-smi`); the probe thread waits for the first measurement
 //! and skips a round while the gate is held (a hanging `nvidia-smi` then costs one run at a
-//! time, not one per asker).
+//! time, not one per asker). Beneath the gate, the library itself never runs two `nvidia-smi`
+//! at once (the devices' own measurement, started while the first one still runs, waits there).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -1,7 +1,8 @@
-//! Running `nvidia-smi`: where it is, how long it may take, and the pause after it hung.
+//! Running `nvidia-smi`: where it is, how long it may take, one run at a time, and the pause
+//! after it hung.
 
 use std::path::{Path, PathBuf};
-use std::sync::PoisonError;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::SmiBackend;
@@ -13,6 +14,9 @@ use crate::{ErrorKind, HypomnesisError, Result};
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a source that timed out is left alone.
 pub(crate) const COOLDOWN: Duration = Duration::from_secs(60);
+
+/// Held for the length of each run: never two `nvidia-smi` of this process at once.
+static ONE_RUN: Mutex<()> = Mutex::new(());
 
 /// Where the executable is and how long it may run.
 pub(super) struct Setup {
@@ -65,6 +69,11 @@ impl SmiBackend {
             .timeout
             .clone()
             .map_err(|r| HypomnesisError::nvidia_smi(r.kind, r.text))?;
+        // One run at a time in the whole process: callers on other threads (an exporter's
+        // probe, its measurement of the devices alone) wait here rather than start a second
+        // `nvidia-smi` beside a slow one; one that waited behind a run that hung is answered
+        // by the pause below instead of starting another.
+        let _one = ONE_RUN.lock().unwrap_or_else(PoisonError::into_inner);
         let mut guard = self
             .timed_out
             .lock()
