@@ -261,6 +261,13 @@ fn through(target: Module, rest: &[String], re: &Reexports) -> Module {
 
 /// Edges of the crate rooted at `dir`: module → modules it names (not itself, not the root).
 fn graph(dir: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
+    scan(dir).0
+}
+
+/// The edges, and each path by which a module names an item through the root's re-exports
+/// (`crate::GpuDeviceInfo` rather than `crate::types::GpuDeviceInfo`): `module: crate::Name`.
+fn scan(dir: &Path) -> (BTreeMap<Module, BTreeSet<Module>>, Vec<String>) {
+    let mut via_root = Vec::new();
     let mut all = BTreeMap::new();
     modules(dir, &Vec::new(), &mut all);
     let re = reexports(&all);
@@ -286,6 +293,13 @@ fn graph(dir: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
                         base_from.pop();
                     }
                     if let Some((target, rest)) = resolve(&base_from, kind, &p, &all) {
+                        if target.is_empty()
+                            && !m.is_empty()
+                            && let Some(first) = rest.first()
+                            && re.contains_key(&(Vec::new(), first.clone()))
+                        {
+                            via_root.push(format!("{}: crate::{first}", name(m)));
+                        }
                         let target = through(target, &rest, &re);
                         if target != *m && !target.is_empty() {
                             out.insert(target);
@@ -296,7 +310,7 @@ fn graph(dir: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
         }
         edges.insert(m.clone(), out);
     }
-    edges
+    (edges, via_root)
 }
 
 /// The strongly connected components with more than one module (the circles).
@@ -464,7 +478,7 @@ fn layer_of(m: &Module) -> Option<(u8, &'static str)> {
     let second = m.get(1).map_or("", String::as_str);
     Some(match (first, second) {
         ("", _) => (3, "root"),
-        ("types" | "error" | "inflight", _) => (0, "types"),
+        ("types" | "error" | "inflight" | "sampling", _) => (0, "types"),
         ("host" | "duration", _) => (1, "host"),
         (
             "gpu",
@@ -501,6 +515,32 @@ fn upward(edges: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<String> {
         }
     }
     out
+}
+
+/// The root is the roof, not a floor: a module of the library names an item by the module
+/// that has it, never through the root's `pub use` (which would make every module depend on
+/// the root, and the root on every module).
+#[test]
+fn no_library_module_imports_through_the_root() {
+    let (_, via_root) = scan(&library());
+    assert!(via_root.is_empty(), "imports through lib.rs: {via_root:#?}");
+}
+
+#[test]
+fn an_import_through_the_root_is_caught() {
+    let dir = std::env::temp_dir().join(format!("hmn-layering-root-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("types")).unwrap();
+    std::fs::write(
+        dir.join("lib.rs"),
+        "mod types;\nmod gpu;\npub use types::Thing;\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("types/mod.rs"), "pub struct Thing;\n").unwrap();
+    std::fs::write(dir.join("gpu.rs"), "use crate::Thing;\n").unwrap();
+    let (_, via_root) = scan(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(via_root, ["gpu: crate::Thing"]);
 }
 
 #[test]

@@ -6,7 +6,8 @@ use std::ffi::{c_char, c_uint};
 use crate::abi::{
     NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND, NVML_SUCCESS, NvmlReturn, PciInfo,
 };
-use crate::entry::{any_call, device_call, put, read_cstr, system_call, write_str};
+use crate::cstr::read_cstr;
+use crate::entry::{any_call, device_call, put, system_call, write_str};
 use crate::handles::{NvmlDevice, Target, handle_for, mig_handle_for};
 use crate::scenario;
 use crate::state::Loaded;

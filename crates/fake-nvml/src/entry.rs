@@ -1,7 +1,7 @@
 //! What every exported function goes through: counting, the init check, fail injection,
 //! handle decoding, no unwinding; and the helpers that write through caller pointers.
 
-use std::ffi::{CStr, c_char, c_uint};
+use std::ffi::{c_char, c_uint};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::abi::{
@@ -142,20 +142,4 @@ pub(crate) unsafe fn put<T>(out: *mut T, value: T) -> NvmlReturn {
     // SAFETY: non-null and valid per the caller's contract; unaligned is tolerated.
     unsafe { out.write_unaligned(value) };
     NVML_SUCCESS
-}
-
-/// Reads a caller's C string (NULL gives None).
-///
-/// # Safety
-/// `text` is NULL or points to a NUL-terminated string.
-pub(crate) unsafe fn read_cstr(text: *const c_char) -> Option<String> {
-    if text.is_null() {
-        return None;
-    }
-    // SAFETY: non-null, NUL-terminated per the caller's contract.
-    Some(
-        unsafe { CStr::from_ptr(text) }
-            .to_string_lossy()
-            .into_owned(),
-    )
 }

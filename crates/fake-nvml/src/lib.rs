@@ -27,6 +27,7 @@
 //! - `scenario`: the JSON scenario and its defaults.
 //! - `state`: the global state (scenario in force, init count, call counters) and the
 //!   `fake_nvml_*` introspection symbols.
+//! - `cstr`: reading the callers' C strings.
 //! - `handles`: device handles (GPUs, their aliases, MIG devices).
 //! - `entry`: what every exported function goes through (counting, init check, fail rules,
 //!   handle decoding, no unwinding) and the out-pointer helpers.
@@ -45,6 +46,7 @@
 
 #[path = "../../hypomnesis/src/gpu/nvml/abi.rs"]
 mod abi;
+mod cstr;
 mod devices;
 mod entry;
 mod handles;

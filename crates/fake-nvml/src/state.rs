@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::abi::NvmlReturn;
-use crate::entry::read_cstr;
+use crate::cstr::read_cstr;
 use crate::scenario::Scenario;
 
 /// Environment variable naming the scenario file.

@@ -42,7 +42,7 @@ pub enum HypomnesisError {
     },
     /// There is no GPU to measure here: no GPU source exists on this host (no NVML library,
     /// no `nvidia-smi`, …), or the ones that exist find no GPU (the NVIDIA driver is not
-    /// loaded, `NVML_ERROR_GPU_NOT_FOUND`). [`crate::sources`] (and `hmn doctor`) tell where
+    /// loaded, `NVML_ERROR_GPU_NOT_FOUND`). [`crate::gpu::sources`] (and `hmn doctor`) tell where
     /// each one was looked for and what it said.
     #[error(
         "no GPU source is available on this host (no GPU library or tool was found, or none sees a GPU: the driver may not be loaded; `hmn doctor` says which)"
@@ -50,8 +50,8 @@ pub enum HypomnesisError {
     NoGpuSource,
     /// The process table was enumerated but no process other than the caller's could be read
     /// (macOS: a sandbox, or a user who may read only their own processes), so no list of who
-    /// holds GPU memory can be given. Returned by [`crate::gpu_processes`] and
-    /// [`crate::gpu_process_listing`] alone (device figures report it as their source's
+    /// holds GPU memory can be given. Returned by [`crate::gpu::gpu_processes`] and
+    /// [`crate::gpu::gpu_process_listing`] alone (device figures report it as their source's
     /// error); its kind is [`ErrorKind::NoPermission`].
     #[error(
         "the system refused to list the processes holding GPU memory: {denied} process(es) could not be read"
@@ -368,11 +368,11 @@ impl HypomnesisError {
 
     /// An error of `source` of `kind`: the constructor every GPU source's error goes through.
     pub(crate) fn of_source(
-        source: crate::GpuQuerySource,
+        source: crate::types::GpuQuerySource,
         kind: ErrorKind,
         text: impl Into<String>,
     ) -> Self {
-        use crate::GpuQuerySource as S;
+        use crate::types::GpuQuerySource as S;
         let m = tagged(kind, text);
         match source {
             S::Nvml => Self::Nvml(m),
@@ -387,37 +387,37 @@ impl HypomnesisError {
     /// An NVML error of `kind`.
     #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
     pub(crate) fn nvml(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::GpuQuerySource::Nvml, kind, text)
+        Self::of_source(crate::types::GpuQuerySource::Nvml, kind, text)
     }
 
     /// An `nvidia-smi` error of `kind`.
     #[cfg_attr(not(feature = "nvidia-smi-fallback"), allow(dead_code))]
     pub(crate) fn nvidia_smi(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::GpuQuerySource::NvidiaSmi, kind, text)
+        Self::of_source(crate::types::GpuQuerySource::NvidiaSmi, kind, text)
     }
 
     /// A DRM (sysfs, fdinfo) error of `kind`.
     #[cfg_attr(not(all(target_os = "linux", feature = "drm")), allow(dead_code))]
     pub(crate) fn drm(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::GpuQuerySource::Drm, kind, text)
+        Self::of_source(crate::types::GpuQuerySource::Drm, kind, text)
     }
 
     /// A DXGI error of `kind`.
     #[cfg_attr(not(all(windows, feature = "dxgi")), allow(dead_code))]
     pub(crate) fn dxgi(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::GpuQuerySource::Dxgi, kind, text)
+        Self::of_source(crate::types::GpuQuerySource::Dxgi, kind, text)
     }
 
     /// A PDH error of `kind`.
     #[cfg_attr(not(all(windows, feature = "pdh")), allow(dead_code))]
     pub(crate) fn pdh(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::GpuQuerySource::Pdh, kind, text)
+        Self::of_source(crate::types::GpuQuerySource::Pdh, kind, text)
     }
 
     /// A Metal error of `kind`.
     #[cfg_attr(not(all(target_os = "macos", feature = "metal")), allow(dead_code))]
     pub(crate) fn metal(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::GpuQuerySource::Metal, kind, text)
+        Self::of_source(crate::types::GpuQuerySource::Metal, kind, text)
     }
 
     /// A RAM measurement error of `kind`.
@@ -482,7 +482,7 @@ mod tests {
     /// are the variant's own.
     #[test]
     fn every_kind_made_by_a_constructor_comes_back() {
-        use crate::GpuQuerySource as S;
+        use crate::types::GpuQuerySource as S;
         let sources = [S::Nvml, S::NvidiaSmi, S::Dxgi, S::Pdh, S::Metal, S::Drm];
         for kind in ErrorKind::ALL {
             let mut made: Vec<HypomnesisError> = sources

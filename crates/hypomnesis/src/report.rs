@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::snapshot::mb;
-use crate::{GpuDeviceInfo, Snapshot};
+use crate::{snapshot::Snapshot, types::GpuDeviceInfo};
 
 impl GpuDeviceInfo {
     fn name_suffix(&self) -> String {
@@ -150,7 +150,7 @@ impl MemoryReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{GpuQuerySource, ProcessGpuInfo};
+    use crate::{types::GpuQuerySource, types::ProcessGpuInfo};
 
     const M: u64 = 1 << 20;
 

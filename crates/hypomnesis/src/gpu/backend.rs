@@ -7,8 +7,9 @@
 
 use super::pci::PciAddress;
 use crate::{
-    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
-    ProcessGpuInfo, Result, SourceReport, SourceState, Utilization,
+    error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
+    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessGpuInfo,
+    types::SourceReport, types::SourceState, types::Utilization,
 };
 
 /// Whether a backend's source exists on this host.
@@ -89,7 +90,7 @@ pub(crate) trait Backend: Send + Sync {
     fn mig_instance(&self, uuid: &str) -> Result<MigInstance> {
         Err(HypomnesisError::of_source(
             self.source(),
-            crate::ErrorKind::Other,
+            crate::error::ErrorKind::Other,
             format!("this source does not list MIG devices, so {uuid:?} cannot be looked up"),
         ))
     }

@@ -12,8 +12,9 @@ use std::sync::OnceLock;
 use super::backend::{Backend, Op, Presence, Scope};
 use super::pci::PciAddress;
 use crate::{
-    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
-    ProcessGpuInfo, Result, SourceReport, SourceState, Utilization,
+    error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
+    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessGpuInfo,
+    types::SourceReport, types::SourceState, types::Utilization,
 };
 
 #[cfg(feature = "nvml")]
@@ -364,7 +365,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::GpuVendor;
+    use crate::types::GpuVendor;
 
     /// A backend with scripted answers.
     struct Fake {
@@ -666,7 +667,7 @@ mod tests {
             merged[2].state,
             SourceState::Absent("not compiled in (cargo feature `drm`)".into())
         );
-        assert_eq!(merged[2].kind(), Some(crate::ErrorKind::NotBuiltIn));
+        assert_eq!(merged[2].kind(), Some(crate::error::ErrorKind::NotBuiltIn));
         // A failure does not overwrite an answer.
         let merged = merge_reports(
             vec![

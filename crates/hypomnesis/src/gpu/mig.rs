@@ -6,7 +6,7 @@
     allow(dead_code)
 )]
 
-use crate::{MigGpuInstance, MigInstance};
+use crate::{types::MigGpuInstance, types::MigInstance};
 
 /// Sorts MIG devices by GPU instance id, then compute instance id, then slot (unknown ids last).
 pub(crate) fn sort_instances(list: &mut [MigInstance]) {
@@ -87,7 +87,7 @@ pub fn mig_gpu_instances(instances: &[MigInstance]) -> Vec<MigGpuInstance> {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use crate::GpuQuerySource;
+    use crate::types::GpuQuerySource;
 
     use crate::types::MIB;
 

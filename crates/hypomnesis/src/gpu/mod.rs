@@ -27,10 +27,11 @@ pub(crate) mod winparse;
 use dispatch::{backends, dispatcher};
 pub use mig::mig_gpu_instances;
 
-use crate::HypomnesisError;
+use crate::error::HypomnesisError;
 use crate::{
-    GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, GpuQuerySource, MigInstance, MigState,
-    ProcessGpuInfo, Residency, Result, SourceReport, Utilization,
+    error::Result, types::GpuDeviceInfo, types::GpuProcessEntry, types::GpuProcessListing,
+    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessGpuInfo,
+    types::Residency, types::SourceReport, types::Utilization,
 };
 
 /// Number of GPUs this host can measure.
@@ -39,7 +40,7 @@ use crate::{
 ///
 /// [`HypomnesisError::NoGpuSource`] when there is no GPU to measure: no GPU source exists on
 /// this host, or the ones that exist find none (the NVIDIA driver is not loaded,
-/// `NVML_ERROR_GPU_NOT_FOUND`; [`crate::sources`] still says which). Otherwise the failing
+/// `NVML_ERROR_GPU_NOT_FOUND`; [`crate::gpu::sources`] still says which). Otherwise the failing
 /// source's error: [`HypomnesisError::Nvml`] naming the call and the return code when the NVML
 /// library loads but `nvmlInit_v2` or the count fails (`NVML_ERROR_LIB_RM_VERSION_MISMATCH`
 /// after a driver upgrade without a reboot, say).
@@ -56,7 +57,7 @@ pub fn device_count() -> Result<u32> {
 /// driver is not loaded, or NVML finds no GPU. Such a failure reads as
 /// [`HypomnesisError::NoGpuSource`] (what 0.2.x programs test for).
 fn means_no_gpu(e: &HypomnesisError) -> bool {
-    e.kind() == crate::ErrorKind::DriverNotLoaded
+    e.kind() == crate::error::ErrorKind::DriverNotLoaded
         || matches!(e, HypomnesisError::Nvml(m) if m.contains("NVML_ERROR_GPU_NOT_FOUND"))
 }
 
@@ -197,7 +198,7 @@ pub fn mig_instance(uuid: &str) -> Result<MigInstance> {
 
 /// Dedicated-resident and shared-resident bytes of GPU `index` as a whole (Windows WDDM, from
 /// PDH's `GPU Adapter Memory` counters), and the adapter's dedicated capacity. What
-/// [`crate::SpillTracker`] observes.
+/// [`crate::spill::SpillTracker`] observes.
 ///
 /// # Errors
 ///
@@ -219,7 +220,7 @@ pub fn adapter_residency(index: u32) -> Result<Residency> {
 
 /// Whether spill of GPU memory into shared system memory can be measured on this system:
 /// `true` only on Windows, in a build with the `pdh` feature, where PDH's `GPU Adapter Memory`
-/// counter set is registered (what [`adapter_residency`] and [`crate::SpillTracker`]
+/// counter set is registered (what [`adapter_residency`] and [`crate::spill::SpillTracker`]
 /// read); `false` on Linux, macOS, and Windows without that counter set. A capability of the
 /// platform, not an observation: it says nothing of whether a GPU spills now. Asked of PDH
 /// once per process.
@@ -291,7 +292,7 @@ pub fn probe_source(source: GpuQuerySource) -> SourceReport {
     let merged = dispatch::merge_reports(reports, &wanted);
     merged.into_iter().next().unwrap_or_else(|| SourceReport {
         source,
-        state: crate::SourceState::Absent(format!(
+        state: crate::types::SourceState::Absent(format!(
             "{}: a build for {} has no {} source",
             crate::error::NOT_BUILT_IN,
             std::env::consts::OS,
@@ -339,7 +340,7 @@ mod tests {
     #[test]
     fn spill_is_not_measurable_outside_windows() {
         let e = adapter_residency(3).unwrap_err();
-        assert_eq!(e.kind(), crate::ErrorKind::NotSupported);
+        assert_eq!(e.kind(), crate::error::ErrorKind::NotSupported);
         assert!(
             e.to_string()
                 .contains("GPU 3: spill into shared memory is measurable only on Windows"),

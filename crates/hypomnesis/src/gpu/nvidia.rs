@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::backend::Op;
 use crate::host::process::procfs;
-use crate::{GpuQuerySource, ProcessGpuInfo, Result};
+use crate::{error::Result, types::GpuQuerySource, types::ProcessGpuInfo};
 
 /// Whether an NVIDIA source answers `op` on this platform: per-process figures are N/A under
 /// Windows WDDM, where DXGI and PDH answer them instead.

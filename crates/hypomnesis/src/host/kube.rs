@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use crate::host::parse::context::Container;
 use crate::host::parse::kube::{parse_container_log_link, parse_pod_log_dir};
-use crate::{KubeletDirState, KubeletLogs, Result};
+use crate::{error::Result, types::KubeletDirState, types::KubeletLogs};
 
 /// The kubelet's directory of pod logs, under the rootfs.
 const PODS: &str = "var/log/pods";
@@ -290,7 +290,7 @@ pub(crate) fn name_all<'a>(containers: impl IntoIterator<Item = &'a mut Containe
 ///
 /// # Errors
 ///
-/// [`crate::HypomnesisError::Io`] (kind `InvalidInput`) when `HYPOMNESIS_ROOTFS` is not an
+/// [`crate::error::HypomnesisError::Io`] (kind `InvalidInput`) when `HYPOMNESIS_ROOTFS` is not an
 /// absolute path to a directory.
 pub fn kubelet_logs() -> Result<KubeletLogs> {
     let rootfs = crate::host::roots::rootfs()?;

@@ -10,7 +10,7 @@
 //! environment makes every measurement that reads it fail with the same error (naming the
 //! variable and what is wrong with it), rather than reading nothing and reporting processes as
 //! invisible. A bad rootfs leaves the Kubernetes names of containers unknown (a process's
-//! context has no error to carry) and makes [`roots`] and [`crate::kubelet_logs`] fail.
+//! context has no error to carry) and makes [`roots`] and [`crate::host::kube::kubelet_logs`] fail.
 
 // Which readers a build uses depends on its platform and features.
 #![cfg_attr(
@@ -26,7 +26,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::{HypomnesisError, Result, Root, RootOrigin, Roots};
+use crate::{error::HypomnesisError, error::Result, types::Root, types::RootOrigin, types::Roots};
 
 /// One of the roots: its name in messages, its variable and its default.
 struct Kind {

@@ -10,7 +10,10 @@ pub use crate::types::{
 pub use crate::types::{
     GpuDeviceInfoBuilder, GpuProcessEntryBuilder, GpuProcessListingBuilder, ProcessGpuInfoBuilder,
 };
-use crate::{HypomnesisError, Result, device_count, device_info, process_gpu_info, process_rss};
+use crate::{
+    error::HypomnesisError, error::Result, gpu::device_count, gpu::device_info,
+    gpu::process_gpu_info, host::memory::process_rss,
+};
 
 /// RAM and GPU memory of the calling process at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +75,7 @@ impl Snapshot {
     }
 }
 
-/// The figures of the `report` feature, in MiB (as [`crate::MemoryReport`] prints them).
+/// The figures of the `report` feature, in MiB (as [`crate::report::MemoryReport`] prints them).
 #[cfg(feature = "report")]
 impl Snapshot {
     /// Resident RAM in MiB.

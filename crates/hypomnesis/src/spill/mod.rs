@@ -35,7 +35,7 @@ pub use machine::{SpillMachine, SpillSample, SpillSpan, SpillThresholds, Transit
 pub use report::SpillReportBuilder;
 pub use report::{SpillEpisode, SpillReport};
 
-use crate::Result;
+use crate::error::Result;
 
 /// Dedicated use, percent of the adapter's dedicated limit, at or above which it counts as
 /// full.
@@ -56,15 +56,15 @@ fn at_default_threshold(dedicated: u64, limit: u64) -> bool {
 /// above [`DEFAULT_DEDICATED_THRESHOLD_PCT`] of the adapter's dedicated limit **and** shared
 /// use is at or above [`DEFAULT_SHARED_GROWTH_BYTES`].
 ///
-/// `None` wherever spill is not measurable ([`crate::is_spill_measurable`] is `false`: every
+/// `None` wherever spill is not measurable ([`crate::gpu::is_spill_measurable`] is `false`: every
 /// platform but Windows, a build without `pdh`) or the counters of that device cannot be read
 /// now; never a `false` that was not measured.
 #[must_use]
 pub fn snapshot_is_spilling(device_index: u32) -> Option<bool> {
-    if !crate::is_spill_measurable() {
+    if !crate::gpu::is_spill_measurable() {
         return None;
     }
-    let r = crate::adapter_residency(device_index).ok()?;
+    let r = crate::gpu::adapter_residency(device_index).ok()?;
     Some(is_spilling_now(
         r.dedicated_bytes,
         r.shared_bytes,
@@ -112,13 +112,13 @@ impl SpillTracker {
     /// Where spill is measurable, the error of that first reading (an index past the last
     /// device, counters that cannot be read). Never elsewhere.
     pub fn new(device_index: u32) -> Result<Self> {
-        if !crate::is_spill_measurable() {
+        if !crate::gpu::is_spill_measurable() {
             return Ok(Self::with(
                 Feed::Nothing,
                 SpillMachine::new(0, thresholds()),
             ));
         }
-        let r = crate::adapter_residency(device_index)?;
+        let r = crate::gpu::adapter_residency(device_index)?;
         let machine =
             SpillMachine::new(r.capacity_bytes, thresholds()).with_baseline(r.shared_bytes);
         Ok(Self::with(Feed::Live(device_index), machine))
@@ -176,7 +176,7 @@ impl SpillTracker {
         let Feed::Live(index) = self.feed else {
             return;
         };
-        match crate::adapter_residency(index) {
+        match crate::gpu::adapter_residency(index) {
             Ok(r) => {
                 let at = self.started.elapsed();
                 self.step(

@@ -49,8 +49,8 @@ pub struct GpuDeviceInfo {
     pub visible_vram_used_bytes: Option<u64>,
     /// Whether the GPU runs in MIG (Multi-Instance GPU) mode: `Some(true)` on, `Some(false)` off;
     /// `None` when the GPU cannot be split (or the source does not say, e.g. the `nvidia-smi`
-    /// fallback, which answers through [`crate::mig_state`] instead). When it is on, the
-    /// figures above are the whole GPU's; [`crate::mig_instances`] has each instance's.
+    /// fallback, which answers through [`crate::gpu::mig_state`] instead). When it is on, the
+    /// figures above are the whole GPU's; [`crate::gpu::mig_instances`] has each instance's.
     pub mig_enabled: Option<bool>,
 }
 
@@ -108,7 +108,7 @@ impl GpuDeviceInfo {
     }
 
     /// Allocated memory that none of `processes` (the rows of this device, as
-    /// [`crate::gpu_processes`] gives them; rows of other devices are ignored) accounts for:
+    /// [`crate::gpu::gpu_processes`] gives them; rows of other devices are ignored) accounts for:
     /// [`Self::allocated_bytes`] minus their sum, 0 when they account for all of it. Processes
     /// the driver hides (those of other PID namespaces, or of other users on some systems) show
     /// here, as does the driver's own small overhead per process (see
@@ -141,7 +141,7 @@ pub fn driver_overhead_allowance(visible: usize) -> u64 {
 
 /// How busy a GPU is, as its driver samples it: the share of the last sample period (about a
 /// second on NVIDIA) in which a kernel ran, and in which device memory was read or written. See
-/// [`crate::device_utilization`].
+/// [`crate::gpu::device_utilization`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
@@ -182,7 +182,7 @@ impl Utilization {
 }
 
 /// Where a GPU's memory resides, as a whole (Windows WDDM): in dedicated video memory, or
-/// spilled into shared system memory. See [`crate::adapter_residency`].
+/// spilled into shared system memory. See [`crate::gpu::adapter_residency`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]

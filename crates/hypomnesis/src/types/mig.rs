@@ -7,7 +7,7 @@ use super::GpuQuerySource;
 ///
 /// Memory belongs to the **GPU instance**: compute instances of the same GPU instance report
 /// the same figures (an H200's GI 2 split into CI 0 and CI 1 shows 71424 MiB total on both).
-/// Never add up the figures of a list of instances; [`crate::mig_gpu_instances`] groups them
+/// Never add up the figures of a list of instances; [`crate::gpu::mig_gpu_instances`] groups them
 /// per GPU instance, counting shared memory once.
 ///
 /// Memory figures are all `Some` or all `None` together; `used_bytes = total_bytes -
@@ -16,12 +16,12 @@ use super::GpuQuerySource;
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct MigInstance {
-    /// Index of the GPU the instance is part of (as in [`crate::device_info`]).
+    /// Index of the GPU the instance is part of (as in [`crate::gpu::device_info`]).
     pub parent_index: u32,
     /// The MIG device's index on its GPU (NVML's `nvmlDeviceGetMigDeviceHandleByIndex` index;
     /// `Device N` in `nvidia-smi -L`).
     pub slot: u32,
-    /// MIG device UUID (`MIG-…`); `None` when unknown. [`crate::mig_instance`] finds it by this.
+    /// MIG device UUID (`MIG-…`); `None` when unknown. [`crate::gpu::mig_instance`] finds it by this.
     pub uuid: Option<String>,
     /// The MIG device's name as the source gives it, e.g. `NVIDIA H200 MIG 1c.3g.71gb`;
     /// `None` when unknown.
@@ -93,7 +93,7 @@ impl MigInstance {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct MigState {
-    /// Index of the GPU (as in [`crate::device_info`]).
+    /// Index of the GPU (as in [`crate::gpu::device_info`]).
     pub index: u32,
     /// Product name of the GPU, e.g. `NVIDIA H200`; `None` when unknown.
     pub name: Option<String>,
@@ -109,7 +109,7 @@ pub struct MigState {
     pub instances: Vec<MigInstance>,
     /// With MIG on: why the GPU's device-wide memory could not be read, in the source's words
     /// (`NVML_ERROR_NO_PERMISSION` for unprivileged callers of NVML); `None` when it could be
-    /// read, or MIG is off. [`crate::device_info`] fails with the full error in that case.
+    /// read, or MIG is off. [`crate::gpu::device_info`] fails with the full error in that case.
     pub device_memory_error: Option<String>,
     /// Which source answered.
     pub source: GpuQuerySource,
@@ -134,10 +134,10 @@ impl MigState {
 }
 
 impl MigState {
-    /// What kind of failure `device_memory_error` is (see [`crate::ErrorKind`]), when there is
+    /// What kind of failure `device_memory_error` is (see [`crate::error::ErrorKind`]), when there is
     /// one: `NoPermission` when the whole GPU's figures are refused to this user.
     #[must_use]
-    pub fn device_memory_error_kind(&self) -> Option<crate::ErrorKind> {
+    pub fn device_memory_error_kind(&self) -> Option<crate::error::ErrorKind> {
         self.device_memory_error
             .as_deref()
             .map(crate::error::kind_of_message)
@@ -147,7 +147,7 @@ impl MigState {
 impl MigInstance {
     /// What kind of failure `memory_error` is, when there is one.
     #[must_use]
-    pub fn memory_error_kind(&self) -> Option<crate::ErrorKind> {
+    pub fn memory_error_kind(&self) -> Option<crate::error::ErrorKind> {
         self.memory_error
             .as_deref()
             .map(crate::error::kind_of_message)

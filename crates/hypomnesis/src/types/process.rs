@@ -187,7 +187,7 @@ impl GpuProcessEntry {
     /// the procfs mount's `hidepid`, or exited since it was listed.
     #[must_use]
     pub fn readable_pid(&self) -> Option<u32> {
-        use crate::UnreadableReason as R;
+        use crate::types::UnreadableReason as R;
         let unreadable = self.outside_pid_namespace
             || matches!(
                 self.unreadable,
@@ -206,21 +206,21 @@ impl GpuProcessEntry {
             || matches!(
                 self.unreadable,
                 Some(
-                    crate::UnreadableReason::OutsidePidNamespace
-                        | crate::UnreadableReason::NoSuchPid
+                    crate::types::UnreadableReason::OutsidePidNamespace
+                        | crate::types::UnreadableReason::NoSuchPid
                 )
             );
         (!outside).then_some(self.pid)
     }
 }
 
-/// What [`crate::gpu_process_listing`] gives: the processes holding memory on one device, and
+/// What [`crate::gpu::gpu_process_listing`] gives: the processes holding memory on one device, and
 /// those the platform would not let the caller read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct GpuProcessListing {
-    /// The rows [`crate::gpu_processes`] returns, sorted by pid.
+    /// The rows [`crate::gpu::gpu_processes`] returns, sorted by pid.
     pub entries: Vec<GpuProcessEntry>,
     /// Pids of processes the system refused to let this process read, sorted, no duplicates.
     /// Always empty on Linux and Windows: only macOS refuses (other users' processes).

@@ -51,7 +51,7 @@ pub enum RootOrigin {
     Default,
     /// The environment variable (`HYPOMNESIS_PROCFS`, `HYPOMNESIS_SYSFS`, `HYPOMNESIS_ROOTFS`).
     Environment,
-    /// [`crate::set_roots`] or [`crate::set_rootfs`] (`hmn --procfs`, `--sysfs`, `--rootfs`).
+    /// [`crate::host::roots::set_roots`] or [`crate::host::roots::set_rootfs`] (`hmn --procfs`, `--sysfs`, `--rootfs`).
     SetRoots,
 }
 
@@ -94,8 +94,8 @@ pub struct Roots {
 }
 
 /// Whether the kubelet's log layout can be read under the rootfs in use: what gives a
-/// [`crate::Container`] in a pod its namespace, pod and container names
-/// ([`crate::kubelet_logs`], `hmn doctor`).
+/// [`crate::host::process::context::Container`] in a pod its namespace, pod and container names
+/// ([`crate::host::kube::kubelet_logs`], `hmn doctor`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
@@ -139,19 +139,19 @@ pub enum KubeletDirState {
 }
 
 impl SourceReport {
-    /// What kind of failure keeps this source from answering (see [`crate::ErrorKind`]):
+    /// What kind of failure keeps this source from answering (see [`crate::error::ErrorKind`]):
     /// `None` when it answered, `NotInstalled` when it is not present (`NotBuiltIn` when its
     /// cargo feature is off: the reason starts with the fixed words its one constructor
     /// writes), the failure's kind otherwise (read from the tag at the end of the reason,
     /// `… [no permission]`; `Other` without one).
     #[must_use]
-    pub fn kind(&self) -> Option<crate::ErrorKind> {
+    pub fn kind(&self) -> Option<crate::error::ErrorKind> {
         match &self.state {
             SourceState::Answered => None,
             SourceState::Absent(why) if why.starts_with(crate::error::NOT_BUILT_IN) => {
-                Some(crate::ErrorKind::NotBuiltIn)
+                Some(crate::error::ErrorKind::NotBuiltIn)
             }
-            SourceState::Absent(_) => Some(crate::ErrorKind::NotInstalled),
+            SourceState::Absent(_) => Some(crate::error::ErrorKind::NotInstalled),
             SourceState::Failed(why) => Some(crate::error::kind_of_message(why)),
         }
     }

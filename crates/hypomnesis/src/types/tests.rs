@@ -275,14 +275,14 @@ fn every_builder_sets_every_field() {
         }
     );
     // `Snapshot` is defined with what builds it (`crate::snapshot`), its builder too.
-    let s = crate::Snapshot::builder()
+    let s = crate::snapshot::Snapshot::builder()
         .ram_bytes(1)
         .gpu(Some(p))
         .gpu_device(Some(d.clone()))
         .build();
     assert_eq!(
         s,
-        crate::Snapshot {
+        crate::snapshot::Snapshot {
             ram_bytes: 1,
             gpu: Some(p),
             gpu_device: Some(d)

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum UnreadableReason {
     /// The process is not in this PID namespace (another container, or the caller's container
-    /// does not share the host's pids): what [`crate::GpuProcessEntry::outside_pid_namespace`]
+    /// does not share the host's pids): what [`crate::types::GpuProcessEntry::outside_pid_namespace`]
     /// says.
     OutsidePidNamespace,
     /// The process is in this PID namespace, but the procfs root in use is mounted with

@@ -14,8 +14,9 @@ use crate::gpu::pci::PciAddress;
 use crate::host::process::procfs;
 use crate::host::roots;
 use crate::{
-    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, ProcessGpuInfo, Result,
-    SourceReport, SourceState, Utilization,
+    error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
+    types::GpuQuerySource, types::ProcessGpuInfo, types::SourceReport, types::SourceState,
+    types::Utilization,
 };
 
 /// How long one sweep's result is reused (one `hmn ps` asks for every device in turn).
@@ -168,7 +169,7 @@ impl Backend for DrmBackend {
         let (total, used, extra) = memory(d)?;
         if used > total {
             return Err(HypomnesisError::drm(
-                crate::ErrorKind::BadAnswer,
+                crate::error::ErrorKind::BadAnswer,
                 format!(
                     "{} ({}): {} (used {used} bytes of a total of {total})",
                     d.card,

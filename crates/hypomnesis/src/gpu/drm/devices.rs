@@ -11,7 +11,10 @@ use super::parse::{self, FDINFO_MEMORY_DRIVERS};
 use crate::error::Reason;
 use crate::gpu::pci::PciAddress;
 use crate::host::roots;
-use crate::{ErrorKind, GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Result};
+use crate::{
+    error::ErrorKind, error::HypomnesisError, error::Result, types::GpuDeviceInfo,
+    types::GpuQuerySource, types::GpuVendor,
+};
 
 /// One DRM device.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,8 +30,9 @@ use parse::{Chip, GRAPHICS_FOOTPRINT};
 
 use super::backend::{Backend, Presence, Scope};
 use crate::{
-    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HypomnesisError, ProcessGpuInfo,
-    Result, SourceReport, SourceState,
+    error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
+    types::GpuQuerySource, types::GpuVendor, types::ProcessGpuInfo, types::SourceReport,
+    types::SourceState,
 };
 
 /// The only device index.
@@ -83,7 +84,7 @@ fn errno_text(e: i32) -> String {
 
 /// A Metal error; its reasons carry no kind of their own (`Other`).
 fn metal(msg: String) -> HypomnesisError {
-    HypomnesisError::metal(crate::ErrorKind::Other, msg)
+    HypomnesisError::metal(crate::error::ErrorKind::Other, msg)
 }
 
 /// The message of a failed ledger read of `pid`.
@@ -235,9 +236,9 @@ impl MetalBackend {
             let why = format!("proc_listpids(PROC_ALL_PIDS) failed: {}", errno_text(e));
             // The table itself was refused: nothing was enumerated, so no process was denied.
             let kind = if e == libc::EPERM || e == libc::EACCES {
-                crate::ErrorKind::NoPermission
+                crate::error::ErrorKind::NoPermission
             } else {
-                crate::ErrorKind::Other
+                crate::error::ErrorKind::Other
             };
             Walk::Failed(HypomnesisError::metal(kind, why))
         })?;

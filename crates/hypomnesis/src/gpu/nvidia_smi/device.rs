@@ -8,7 +8,10 @@ use super::parse::{self, APP_FIELDS, Field, GPU_FIELDS, GPU_FIELDS_WITH_RESERVED
 use super::{MIB, ROUNDING};
 use crate::gpu::backend::Dropped;
 use crate::gpu::nvidia;
-use crate::{ErrorKind, GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Result};
+use crate::{
+    error::ErrorKind, error::HypomnesisError, error::Result, types::GpuDeviceInfo,
+    types::GpuQuerySource, types::GpuVendor,
+};
 
 pub(super) type AppRow = (u32, u64, Option<String>);
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::SmiBackend;
 use super::runner::{self, RunError};
 use crate::error::Reason;
-use crate::{ErrorKind, HypomnesisError, Result};
+use crate::{error::ErrorKind, error::HypomnesisError, error::Result};
 
 /// Default limit of one run.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);

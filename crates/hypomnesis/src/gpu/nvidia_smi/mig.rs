@@ -10,7 +10,10 @@ use super::parse_mig::{
 };
 use super::{MIB, ROUNDING};
 use crate::gpu::{mig, nvidia};
-use crate::{ErrorKind, GpuQuerySource, HypomnesisError, MigInstance, MigState, Result};
+use crate::{
+    error::ErrorKind, error::HypomnesisError, error::Result, types::GpuQuerySource,
+    types::MigInstance, types::MigState,
+};
 
 impl SmiBackend {
     /// The MIG mode of every GPU; `None` when the driver does not know the fields (pre-R450).

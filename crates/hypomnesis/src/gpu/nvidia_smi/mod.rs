@@ -28,8 +28,9 @@ use super::nvidia;
 use crate::host::process::procfs;
 use crate::types::MIB;
 use crate::{
-    ErrorKind, GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError,
-    MigInstance, MigState, ProcessGpuInfo, Result, SourceReport, SourceState,
+    error::ErrorKind, error::HypomnesisError, error::Result, types::GpuContextKind,
+    types::GpuDeviceInfo, types::GpuProcessEntry, types::GpuQuerySource, types::MigInstance,
+    types::MigState, types::ProcessGpuInfo, types::SourceReport, types::SourceState,
 };
 
 /// How far MiB-rounded nvidia-smi figures may disagree with each other.
@@ -335,19 +336,23 @@ mod tests {
                 4007,
                 None,
                 true,
-                Some(crate::UnreadableReason::OutsidePidNamespace)
+                Some(crate::types::UnreadableReason::OutsidePidNamespace)
             )
         );
         // Hidden by hidepid: in this namespace, not outside it.
         let e = entry(
             0,
-            PidView::Unseen(4007, crate::UnreadableReason::HiddenByHidepid),
+            PidView::Unseen(4007, crate::types::UnreadableReason::HiddenByHidepid),
             row,
             (None, None),
         );
         assert_eq!(
             (e.pid, e.outside_pid_namespace, e.unreadable),
-            (4007, false, Some(crate::UnreadableReason::HiddenByHidepid))
+            (
+                4007,
+                false,
+                Some(crate::types::UnreadableReason::HiddenByHidepid)
+            )
         );
     }
 }

@@ -17,7 +17,7 @@ use super::abi::{
     NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, NVML_SUCCESS, NVML_VALUE_NOT_AVAILABLE_U32, NvmlReturn,
     ProcessInfoV1, ProcessInfoV2, ProcessInfoV3Wide,
 };
-use crate::ErrorKind;
+use crate::error::ErrorKind;
 
 /// Maps a code to the name of the first constant it equals.
 macro_rules! name_of {

@@ -8,7 +8,10 @@ use super::decode::text;
 use super::ffi::Device;
 use super::session::{Failure, Loaded, failed_call};
 use crate::gpu::nvidia;
-use crate::{ErrorKind, GpuDeviceInfo, GpuQuerySource, GpuVendor, HypomnesisError, Utilization};
+use crate::{
+    error::ErrorKind, error::HypomnesisError, types::GpuDeviceInfo, types::GpuQuerySource,
+    types::GpuVendor, types::Utilization,
+};
 
 impl Loaded {
     /// v1 memory of a device, validated.

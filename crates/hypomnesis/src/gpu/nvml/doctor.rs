@@ -5,7 +5,7 @@ use super::decode::text;
 use super::ffi::ProcessFn;
 use super::library::{LoadOutcome, outcome};
 use super::session::Loaded;
-use crate::{GpuQuerySource, SourceReport, SourceState};
+use crate::{types::GpuQuerySource, types::SourceReport, types::SourceState};
 
 /// The report of the NVML source.
 pub(super) fn report() -> SourceReport {

@@ -73,7 +73,7 @@ pub(super) enum LoadOutcome {
     Loaded(Box<Loaded>),
     Failed {
         reason: String,
-        kind: crate::ErrorKind,
+        kind: crate::error::ErrorKind,
         explicit: bool,
     },
 }
@@ -96,7 +96,7 @@ fn load() -> LoadOutcome {
         Err(reason) => {
             return LoadOutcome::Failed {
                 reason,
-                kind: crate::ErrorKind::BadSetting,
+                kind: crate::error::ErrorKind::BadSetting,
                 explicit: true,
             };
         }
@@ -104,7 +104,7 @@ fn load() -> LoadOutcome {
     if paths.is_empty() {
         return LoadOutcome::Failed {
             reason: format!("NVML is not available on {}", std::env::consts::OS),
-            kind: crate::ErrorKind::Other,
+            kind: crate::error::ErrorKind::Other,
             explicit: false,
         };
     }
@@ -134,7 +134,7 @@ fn load() -> LoadOutcome {
             "could not load the NVML library (tried {})",
             tried.join("; ")
         ),
-        kind: crate::ErrorKind::Other,
+        kind: crate::error::ErrorKind::Other,
         explicit,
     }
 }

@@ -12,7 +12,10 @@ use super::device::reserved_from_v2;
 use super::ffi::Device;
 use super::session::{Failure, Loaded, failed_call};
 use crate::gpu::{mig, nvidia};
-use crate::{ErrorKind, GpuQuerySource, HypomnesisError, MigInstance, MigState};
+use crate::{
+    error::ErrorKind, error::HypomnesisError, types::GpuQuerySource, types::MigInstance,
+    types::MigState,
+};
 
 /// How long a device's MIG mode is reused before NVML is asked again.
 const MIG_MODE_REUSE: Duration = Duration::from_secs(5);

@@ -29,8 +29,9 @@ use super::backend::{Backend, Op, Presence};
 use super::nvidia;
 use crate::host::process::procfs;
 use crate::{
-    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, HypomnesisError, MigInstance, MigState,
-    ProcessGpuInfo, Result, SourceReport, Utilization,
+    error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
+    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessGpuInfo,
+    types::SourceReport, types::Utilization,
 };
 
 /// The NVML backend. All state is process-wide (see the module docs).

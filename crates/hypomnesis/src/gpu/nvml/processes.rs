@@ -14,7 +14,7 @@ use super::mig::{InstanceIds, instance_id};
 use super::session::{Failure, Loaded};
 use crate::gpu::backend::Dropped;
 use crate::host::process::procfs;
-use crate::{ErrorKind, GpuContextKind, HypomnesisError};
+use crate::{error::ErrorKind, error::HypomnesisError, types::GpuContextKind};
 
 /// First capacity of a process-list buffer: one call answers most hosts without a sizing call.
 const FIRST_CAPACITY: usize = 64;

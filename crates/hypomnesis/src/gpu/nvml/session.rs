@@ -12,7 +12,7 @@ use super::decode::{kind_of_return, return_name};
 use super::ffi::{self, Device, Nvml};
 use crate::error::Reason;
 use crate::gpu::backend::DroppedRows;
-use crate::{ErrorKind, HypomnesisError, Result};
+use crate::{error::ErrorKind, error::HypomnesisError, error::Result};
 
 /// How long a failed `nvmlInit` is remembered before it is tried again.
 pub(crate) const INIT_RETRY_AFTER: Duration = Duration::from_secs(1);

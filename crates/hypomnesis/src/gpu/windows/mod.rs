@@ -19,8 +19,9 @@ use super::backend::{Backend, Op, Presence, Scope};
 use super::pci::PciAddress;
 use super::winparse::{self, AdapterKind, NameLookup};
 use crate::{
-    GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, GpuVendor, HypomnesisError, ProcessGpuInfo,
-    Residency, Result, SourceReport, SourceState,
+    error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
+    types::GpuQuerySource, types::GpuVendor, types::ProcessGpuInfo, types::Residency,
+    types::SourceReport, types::SourceState,
 };
 
 const DEDICATED: &str = r"\GPU Process Memory(*)\Dedicated Usage";
@@ -73,7 +74,7 @@ fn adapters() -> &'static std::result::Result<Adapters, String> {
 fn scoped(scope: Scope) -> Result<&'static [AdapterDesc]> {
     let list = adapters()
         .as_ref()
-        .map_err(|e| HypomnesisError::dxgi(crate::ErrorKind::Other, e.clone()))?;
+        .map_err(|e| HypomnesisError::dxgi(crate::error::ErrorKind::Other, e.clone()))?;
     Ok(match scope {
         Scope::Nvidia => &list.nvidia,
         Scope::Others => &list.others,
@@ -121,7 +122,7 @@ fn adapter_used(a: &AdapterDesc) -> Result<u64> {
     let first = rows.first().map(Vec::as_slice).unwrap_or_default();
     winparse::adapter_sum(first.iter().map(|(n, v)| (n.as_str(), *v)), a.luid).ok_or_else(|| {
         HypomnesisError::pdh(
-            crate::ErrorKind::Other,
+            crate::error::ErrorKind::Other,
             format!(
                 "no `GPU Adapter Memory` counter for {} (LUID 0x{:08X}_0x{:08X})",
                 a.name, a.luid.0, a.luid.1
@@ -152,7 +153,7 @@ pub(crate) fn residency(index: u32) -> Result<Residency> {
             capacity_bytes: a.dedicated,
         }),
         _ => Err(HypomnesisError::pdh(
-            crate::ErrorKind::Other,
+            crate::error::ErrorKind::Other,
             format!("no `GPU Adapter Memory` counters for {}", a.name),
         )),
     }
@@ -386,10 +387,10 @@ mod tests {
         assert!(!ffi::counter_registered(r"\No Such Counter Set(*)\Nothing"));
         let adapter =
             ffi::counter_registered(ADAPTER_DEDICATED) && ffi::counter_registered(ADAPTER_SHARED);
-        assert_eq!(crate::is_spill_measurable(), adapter);
+        assert_eq!(crate::gpu::is_spill_measurable(), adapter);
         // Wine registers no GPU counter sets (the Windows test runner says it runs under Wine).
         if std::env::var_os("HYPOMNESIS_UNDER_WINE").is_some() {
-            assert!(!crate::is_spill_measurable());
+            assert!(!crate::gpu::is_spill_measurable());
         }
     }
 }

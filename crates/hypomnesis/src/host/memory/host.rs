@@ -1,6 +1,6 @@
 //! The host's memory: how much RAM the machine has and how much is available.
 
-use crate::{HypomnesisError, Result};
+use crate::{error::HypomnesisError, error::Result};
 
 /// The host's RAM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub fn host_memory() -> Result<HostMemory> {
             })
             .map_err(|why| {
                 HypomnesisError::ram(
-                    crate::ErrorKind::Other,
+                    crate::error::ErrorKind::Other,
                     format!("{}: {why}", path.display()),
                 )
             })
@@ -64,7 +64,7 @@ pub fn host_memory() -> Result<HostMemory> {
             })
             .map_err(|code| {
                 HypomnesisError::ram(
-                    crate::ErrorKind::Other,
+                    crate::error::ErrorKind::Other,
                     format!("GlobalMemoryStatusEx failed (GetLastError {code})"),
                 )
             })
@@ -77,13 +77,13 @@ pub fn host_memory() -> Result<HostMemory> {
                 available_bytes: None,
             })
             .ok_or_else(|| {
-                HypomnesisError::ram(crate::ErrorKind::Other, "sysctl hw.memsize failed")
+                HypomnesisError::ram(crate::error::ErrorKind::Other, "sysctl hw.memsize failed")
             })
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
     {
         Err(HypomnesisError::ram(
-            crate::ErrorKind::Other,
+            crate::error::ErrorKind::Other,
             format!(
                 "host memory is not implemented for this platform ({})",
                 std::env::consts::OS

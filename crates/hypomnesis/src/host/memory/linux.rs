@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use super::ffi;
 use crate::error::io_at;
 use crate::host::parse::memory as parse;
-use crate::{HypomnesisError, Result};
+use crate::{error::HypomnesisError, error::Result};
 
 fn page_size() -> u64 {
     static PAGE: OnceLock<u64> = OnceLock::new();
@@ -35,7 +35,7 @@ pub(crate) fn rss_at(dir: &Path) -> Result<u64> {
         Ok(text) => match parse::statm_resident_bytes(&text, page_size()) {
             Ok(bytes) => return Ok(bytes),
             Err(why) => HypomnesisError::ram(
-                crate::ErrorKind::Other,
+                crate::error::ErrorKind::Other,
                 format!("{}: {why}", statm.display()),
             ),
         },
@@ -45,7 +45,7 @@ pub(crate) fn rss_at(dir: &Path) -> Result<u64> {
     match crate::host::file::read_capped(&status, crate::host::file::STATUS) {
         Ok(text) => parse::status_vmrss_bytes(&text).map_err(|why| {
             HypomnesisError::ram(
-                crate::ErrorKind::Other,
+                crate::error::ErrorKind::Other,
                 format!("{first}; and {}: {why}", status.display()),
             )
         }),

@@ -7,11 +7,12 @@
 #[path = "macos_ffi.rs"]
 mod ffi;
 
-use crate::{HypomnesisError, Result};
+use crate::{error::HypomnesisError, error::Result};
 
 /// Physical footprint of the calling process, in bytes.
 pub(crate) fn self_rss() -> Result<u64> {
-    ffi::phys_footprint().map_err(|f| HypomnesisError::ram(crate::ErrorKind::Other, describe(f)))
+    ffi::phys_footprint()
+        .map_err(|f| HypomnesisError::ram(crate::error::ErrorKind::Other, describe(f)))
 }
 
 /// The message of a failed `task_info` call.

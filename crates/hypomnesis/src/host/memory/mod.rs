@@ -1,7 +1,7 @@
 //! The host's memory and the calling process's resident set: one file per OS, the same function
 //! in each (the parsers are in `host::parse::memory`).
 
-use crate::Result;
+use crate::error::Result;
 
 #[cfg(target_os = "linux")]
 mod ffi;
@@ -17,8 +17,8 @@ mod windows;
 ///
 /// # Errors
 ///
-/// [`crate::HypomnesisError::Io`] when the OS source cannot be read (the message names the
-/// path), [`crate::HypomnesisError::Ram`] when what it returned makes no sense or the platform
+/// [`crate::error::HypomnesisError::Io`] when the OS source cannot be read (the message names the
+/// path), [`crate::error::HypomnesisError::Ram`] when what it returned makes no sense or the platform
 /// has no implementation.
 ///
 /// # Platform-specific behaviour
@@ -34,8 +34,8 @@ pub fn process_rss() -> Result<u64> {
     #[cfg(target_os = "macos")]
     let rss = macos::self_rss();
     #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
-    let rss = Err(crate::HypomnesisError::ram(
-        crate::ErrorKind::Other,
+    let rss = Err(crate::error::HypomnesisError::ram(
+        crate::error::ErrorKind::Other,
         format!(
             "process RSS is not implemented for this platform ({})",
             std::env::consts::OS

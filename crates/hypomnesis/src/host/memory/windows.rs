@@ -1,12 +1,12 @@
 //! Windows: the working set of the calling process.
 
-use crate::{HypomnesisError, Result};
+use crate::{error::HypomnesisError, error::Result};
 
 /// Working set of the calling process, bytes.
 pub(crate) fn self_rss() -> Result<u64> {
     ffi::working_set().map_err(|code| {
         HypomnesisError::ram(
-            crate::ErrorKind::Other,
+            crate::error::ErrorKind::Other,
             format!("K32GetProcessMemoryInfo failed (GetLastError {code})"),
         )
     })

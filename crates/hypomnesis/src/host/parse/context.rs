@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 /// The names (`namespace`, `pod`, `name`) are read from the node's own files, no API server:
 /// the kubelet's log directories `<rootfs>/var/log/pods/<namespace>_<pod>_<pod-uid>` and
 /// links `<rootfs>/var/log/containers/<pod>_<namespace>_<container>-<id>.log`, under the
-/// root filesystem in use (`/`, `HYPOMNESIS_ROOTFS`, [`crate::set_rootfs`]). The process
-/// context functions ([`crate::process_contexts_with`]) fill them in on Linux; [`parse_cgroup`]
+/// root filesystem in use (`/`, `HYPOMNESIS_ROOTFS`, [`crate::host::roots::set_rootfs`]). The process
+/// context functions ([`crate::host::process::context::process_contexts_with`]) fill them in on Linux; [`parse_cgroup`]
 /// leaves them `None`. Each is `None` where the layout is missing or unreadable, or does not
 /// name this pod or container; never a guess.
 #[derive(Debug, Clone, PartialEq, Eq)]

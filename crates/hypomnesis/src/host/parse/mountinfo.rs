@@ -7,7 +7,7 @@
 //! then filesystem type, source and filesystem options. Paths escape space, tab, newline and
 //! backslash as octal (`\040`). A line that does not have that shape is skipped.
 
-use crate::Hidepid;
+use crate::types::Hidepid;
 
 /// What is taken of one mountinfo line.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,7 @@ pub(crate) mod procfs;
 mod signal;
 pub(crate) mod visibility;
 
-use crate::Result;
+use crate::error::Result;
 #[cfg(target_os = "linux")]
 use crate::host::parse::stat::is_zombie;
 pub use crate::host::parse::stat::parse_stat;
@@ -22,8 +22,8 @@ pub use crate::host::parse::stat::parse_stat;
 ///
 /// # Errors
 ///
-/// [`crate::HypomnesisError::Io`] when the process is gone or not readable,
-/// [`crate::HypomnesisError::Ram`] when it has no resident set (exiting, a zombie not yet
+/// [`crate::error::HypomnesisError::Io`] when the process is gone or not readable,
+/// [`crate::error::HypomnesisError::Ram`] when it has no resident set (exiting, a zombie not yet
 /// reaped, a kernel thread), on other platforms, or for malformed files.
 pub fn process_rss_of(pid: u32) -> Result<u64> {
     #[cfg(target_os = "linux")]
@@ -34,8 +34,8 @@ pub fn process_rss_of(pid: u32) -> Result<u64> {
         // a kernel thread reads as 0 bytes: that is not a figure. A live user process always
         // has resident pages.
         if rss == 0 {
-            return Err(crate::HypomnesisError::ram(
-                crate::ErrorKind::Other,
+            return Err(crate::error::HypomnesisError::ram(
+                crate::error::ErrorKind::Other,
                 format!(
                     "process {pid} has exited or is exiting (or is a kernel thread): it has no resident set"
                 ),
@@ -53,8 +53,8 @@ pub fn process_rss_of(pid: u32) -> Result<u64> {
             .pop()
             .and_then(|c| c.rss_bytes)
             .ok_or_else(|| {
-                crate::HypomnesisError::ram(
-                    crate::ErrorKind::Other,
+                crate::error::HypomnesisError::ram(
+                    crate::error::ErrorKind::Other,
                     format!(
                         "the resident set of process {pid} cannot be read: it has exited, or it \
                      belongs to another user and is protected"
@@ -64,8 +64,8 @@ pub fn process_rss_of(pid: u32) -> Result<u64> {
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
     {
-        Err(crate::HypomnesisError::ram(
-            crate::ErrorKind::Other,
+        Err(crate::error::HypomnesisError::ram(
+            crate::error::ErrorKind::Other,
             format!(
                 "the resident set of another process (pid {pid}) is not available on {}",
                 std::env::consts::OS
@@ -175,7 +175,7 @@ pub fn process_exists(pid: u32) -> Option<bool> {
 ///
 /// # Errors
 ///
-/// [`crate::HypomnesisError::Io`] when the process table cannot be read.
+/// [`crate::error::HypomnesisError::Io`] when the process table cannot be read.
 pub fn process_tree(root: u32) -> Result<Vec<u32>> {
     #[cfg(target_os = "linux")]
     {
@@ -310,7 +310,7 @@ pub(crate) mod linux {
     }
 
     /// The tree below `root` from the `stat` of every process in the table.
-    pub fn by_scan(procfs: &Path, root: u32) -> crate::Result<Vec<u32>> {
+    pub fn by_scan(procfs: &Path, root: u32) -> crate::error::Result<Vec<u32>> {
         let entries = std::fs::read_dir(procfs).map_err(|e| crate::error::io_at(procfs, &e))?;
         let mut parent_of: Vec<(u32, u32)> = Vec::new();
         for e in entries.flatten() {

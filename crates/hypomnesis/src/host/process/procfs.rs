@@ -11,10 +11,10 @@
 use std::path::Path;
 
 use super::visibility::Lookup;
-use crate::UnreadableReason;
+use crate::types::UnreadableReason;
 
 /// The procfs root in use (see [`crate::host::roots`]).
-pub(crate) fn root() -> crate::Result<&'static Path> {
+pub(crate) fn root() -> crate::error::Result<&'static Path> {
     crate::host::roots::procfs()
 }
 
@@ -524,7 +524,7 @@ mod tests {
         #[cfg(not(target_os = "linux"))]
         let initial: Option<bool> = None;
         let beyond = if initial == Some(true) {
-            PidView::Unseen(60000, crate::UnreadableReason::NoSuchPid)
+            PidView::Unseen(60000, crate::types::UnreadableReason::NoSuchPid)
         } else {
             PidView::Outside(60000)
         };
@@ -536,8 +536,8 @@ mod tests {
             (here.pid(), here.host_pid(), here.is_outside()),
             (me, None, false)
         );
-        let beyond = if crate::in_initial_pid_namespace() == Some(true) {
-            PidView::Unseen(4_194_400, crate::UnreadableReason::NoSuchPid)
+        let beyond = if crate::host::process::visibility::in_initial_pid_namespace() == Some(true) {
+            PidView::Unseen(4_194_400, crate::types::UnreadableReason::NoSuchPid)
         } else {
             PidView::Outside(4_194_400)
         };

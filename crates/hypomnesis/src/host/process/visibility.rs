@@ -9,7 +9,7 @@
 //! then asked about with `kill(pid, 0)`, which tells a live process from a gone one without
 //! touching it.
 
-use crate::{Hidepid, ProcfsMount, UnreadableReason};
+use crate::{types::Hidepid, types::ProcfsMount, types::UnreadableReason};
 
 /// The highest pid Linux gives (`PID_MAX_LIMIT` on 64-bit): the bound when `pid_max` cannot
 /// be read.
@@ -155,7 +155,7 @@ mod linux {
     use super::{Facts, PID_MAX_LIMIT};
     use crate::host::file::{MOUNTINFO, STATUS, read_capped};
     use crate::host::parse::mountinfo::{credentials, hides_other_users, mount_of, procfs_options};
-    use crate::{Hidepid, ProcfsMount};
+    use crate::{types::Hidepid, types::ProcfsMount};
 
     /// The inode of the initial PID namespace (`PROC_PID_INIT_INO`), as `ns/pid` links name it.
     const INITIAL_PID_NS: &str = "pid:[4026531836]";

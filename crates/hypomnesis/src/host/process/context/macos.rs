@@ -30,7 +30,7 @@ pub fn context(pid: u32, parts: ContextParts) -> ProcessContext {
     ctx
 }
 
-/// Whether process `pid` exists (see [`crate::process_exists`]). Pid 0 is the kernel's task,
+/// Whether process `pid` exists (see [`crate::host::process::process_exists`]). Pid 0 is the kernel's task,
 /// which always exists; a pid past `pid_t` cannot.
 pub(crate) fn exists(pid: u32) -> Option<bool> {
     match i32::try_from(pid) {

@@ -46,7 +46,7 @@ pub struct ProcessContext {
         serde(rename = "cpu_seconds", serialize_with = "seconds")
     )]
     pub cpu_time: Option<Duration>,
-    /// When the process started, as [`crate::process_start_time`] gives it (Linux: clock ticks
+    /// When the process started, as [`crate::host::process::process_start_time`] gives it (Linux: clock ticks
     /// since boot), read with `cpu_time` from the same file: two readings that differ are two
     /// processes that had the same pid. Not in JSON.
     #[cfg_attr(feature = "serde", serde(skip))]

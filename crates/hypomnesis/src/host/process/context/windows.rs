@@ -25,7 +25,7 @@ pub fn context(pid: u32, parts: ContextParts) -> ProcessContext {
     ctx
 }
 
-/// Whether process `pid` exists (see [`crate::process_exists`]).
+/// Whether process `pid` exists (see [`crate::host::process::process_exists`]).
 pub(crate) fn exists(pid: u32) -> Option<bool> {
     ffi::exists(pid)
 }
