@@ -227,7 +227,7 @@ def main():
     w(f"\nRatio {h / s:.2f}x. The stand-in does no driver work, so this compares process start-up and "
       "output only; a real `nvidia-smi` takes ~10–20 ms per call warm and seconds cold (peers.md §3).\n")
 
-    w(f"## DRM fdinfo sweep (`benches/fdinfo_sweep.rs`; measured {run_date('fdinfo_sweep')})\n")
+    w(f"## DRM fdinfo sweep (`crates/hypomnesis/benches/fdinfo_sweep.rs`; measured {run_date('fdinfo_sweep')})\n")
     w("| processes | median | per 1,000 processes |\n|---:|---:|---:|")
     for n in (100, 1000, 2000, 10000):
         v = median_ns("fdinfo_sweep", str(n))
@@ -235,7 +235,7 @@ def main():
     w("\nSynthetic procfs trees on disk (4 fds per process, 1 in 10 holding an amdgpu node). Hosts whose "
       "DRM drivers publish no fdinfo memory (NVIDIA-only) skip the sweep entirely.\n")
 
-    w(f"## Finding the command's processes, per `hmn run` sample (`benches/process_tree.rs`; measured {run_date('process_tree')})\n")
+    w(f"## Finding the command's processes, per `hmn run` sample (`crates/hypomnesis/benches/process_tree.rs`; measured {run_date('process_tree')})\n")
     w("| host processes | walk (`children` files) | scan of every `stat` (before) | walk vs. 100 processes |\n|---:|---:|---:|---:|")
     base = median_ns("process_tree", "walk/100")
     for n in (100, 3000, 10000):

@@ -1,7 +1,8 @@
 //! Test-only stand-in for `nvidia-smi` that replays a recorded capture.
 //!
 //! Environment:
-//! * `FAKE_SMI_CAPTURE` — path of a capture file (`tests/fixtures/nvidia-smi/recorded/*.txt`).
+//! * `FAKE_SMI_CAPTURE` — path of a capture file
+//!   (`crates/testkit/fixtures/nvidia-smi/recorded/*.txt`).
 //! * `FAKE_SMI_PHASE` — which recorded phase to answer from: `idle` or `load` (default `load`).
 //! * `FAKE_SMI_MODE` — `normal` (default), `hang`, `garbage`, `exit-fail`, `reject-reserved`,
 //!   `reject-mig` (the `mig.mode.*` fields are unknown, as before R450), `half-line`,

@@ -246,7 +246,8 @@ pub fn example(name: &'static str, features: &str) -> PathBuf {
 }
 
 /// The directory of recorded `nvidia-smi` captures, checked into the repository:
-/// `<workspace>/tests/fixtures/nvidia-smi/recorded` (provenance and licence in its README).
+/// `<workspace>/crates/testkit/fixtures/nvidia-smi/recorded` (provenance and licence in its
+/// README).
 fn captures_dir() -> PathBuf {
     fixtures("nvidia-smi/recorded")
 }

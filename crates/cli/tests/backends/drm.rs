@@ -1,7 +1,7 @@
 //! AMD and Intel devices and processes from checked-in sysfs/procfs fixture trees
-//! (`tests/fixtures/drm/`, written by `scripts/gen/drm-fixtures.py` in the kernel's formats),
-//! through the built `hmn` and the public API, with the root variables and flags; and the
-//! PID-namespace mapping through a host-like procfs built at run time.
+//! (`crates/testkit/fixtures/drm/`, written by `scripts/gen/drm-fixtures.py` in the kernel's
+//! formats), through the built `hmn` and the public API, with the root variables and flags; and
+//! the PID-namespace mapping through a host-like procfs built at run time.
 #![cfg(target_os = "linux")]
 
 use std::path::PathBuf;

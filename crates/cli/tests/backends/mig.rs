@@ -1,6 +1,7 @@
 //! MIG (Multi-Instance GPU) end to end: the library and `hmn` against the fake NVML with MIG
 //! scenarios (loaded through the real loader), and against the stand-in `nvidia-smi` replaying
-//! the recorded H100 MIG capture and the H200 MIG captures in `tests/fixtures/nvidia-smi/`.
+//! the recorded H100 MIG capture and the H200 MIG captures in
+//! `crates/testkit/fixtures/nvidia-smi/`.
 //!
 //! NVML and the `nvidia-smi` source keep their settings for the life of a process, so library
 //! cases run in child processes (`HMN_CHILD=<case>` re-runs this binary's ignored `child` test).
@@ -98,7 +99,7 @@ fn refused_scenario() -> String {
     scenario_with(r#", "aggregate_error": 4"#, r#", "memory_error": 999"#)
 }
 
-/// `tests/fixtures/nvidia-smi/<name>`.
+/// `crates/testkit/fixtures/nvidia-smi/<name>`.
 fn own_capture(name: &str) -> PathBuf {
     support::fixtures("nvidia-smi").join(name)
 }

@@ -1,5 +1,5 @@
 //! The `nvidia-smi` fallback against a stand-in `nvidia-smi` (`fake-nvidia-smi/`) that replays
-//! the recorded captures in `tests/fixtures/nvidia-smi/recorded/`, with NVML made to fail
+//! the recorded captures in `crates/testkit/fixtures/nvidia-smi/recorded/`, with NVML made to fail
 //! (`HYPOMNESIS_NVML_LIBRARY` names a library that does not exist), so the dispatcher falls back.
 //! Each case runs in a child process (the source's settings are read once per process).
 #![cfg(feature = "nvidia-smi-fallback")]
