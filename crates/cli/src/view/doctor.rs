@@ -296,11 +296,7 @@ mod tests {
 
     use crate::view::MIB;
 
-    fn text(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
-        let mut v = Vec::new();
-        f(&mut v).unwrap();
-        String::from_utf8(v).unwrap()
-    }
+    use crate::view::text;
 
     fn reports() -> Vec<SourceReport> {
         vec![

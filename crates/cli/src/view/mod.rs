@@ -127,6 +127,15 @@ pub fn no_answer_text(deadline: Duration, waiting: &[hypomnesis::InFlight]) -> S
     format!("no answer within {within}: {on}; giving up (--deadline sets the limit)")
 }
 
+/// What a renderer writes, as text: the view tests' one way to run one.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // test code: a failed write is a failed test
+pub(crate) fn text(f: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> String {
+    let mut v = Vec::new();
+    f(&mut v).unwrap();
+    String::from_utf8(v).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -443,11 +443,7 @@ mod tests {
 
     use crate::view::{GIB, MIB};
 
-    fn text(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
-        let mut v = Vec::new();
-        f(&mut v).unwrap();
-        String::from_utf8(v).unwrap()
-    }
+    use crate::view::text;
 
     fn entry(pid: u32, name: Option<&str>, used: u64, shared: u64, device: u32) -> PsRow {
         PsRow {

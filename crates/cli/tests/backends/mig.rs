@@ -570,12 +570,9 @@ fn parsers_on_the_h100_mig_capture() {
 /// `hmn` with a clean environment and an empty procfs (every pid is "outside", so tables do
 /// not depend on this host's processes).
 fn hmn() -> Command {
-    let mut c = crate::util::hmn::hmn();
+    let mut c = crate::util::hmn::isolated();
     c.env_remove("FAKE_SMI_MODE")
-        .env("HYPOMNESIS_PROCFS", empty_dir("hmn-mig-empty-procfs"))
-        .env("HYPOMNESIS_SYSFS", support::empty_dir())
-        .env("PATH", empty_dir("hmn-empty-path"))
-        .env("LD_LIBRARY_PATH", empty_dir("hmn-empty-path"));
+        .env("HYPOMNESIS_PROCFS", empty_dir("hmn-mig-empty-procfs"));
     c
 }
 

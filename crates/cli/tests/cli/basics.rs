@@ -14,23 +14,8 @@ use support::{FakeVariant, all_captures, fake_nvml, fake_smi, write_scenario};
 const MIB: u64 = 1 << 20;
 const GHOST: u32 = 4_194_400;
 
-use support::empty_dir;
-
 /// `hmn` with a clean environment: no NVML, no nvidia-smi unless given.
-fn hmn() -> Command {
-    let mut c = crate::util::hmn::hmn();
-    c.env("HYPOMNESIS_SYSFS", support::empty_dir())
-        .env("PATH", empty_dir())
-        .env("LD_LIBRARY_PATH", empty_dir());
-    c
-}
-
-fn with_fake(scenario: &str) -> Command {
-    let mut c = hmn();
-    c.env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
-        .env("FAKE_NVML_SCENARIO", write_scenario(scenario));
-    c
-}
+use crate::util::hmn::{isolated as hmn, with_fake};
 
 fn with_smi(capture: &Path, phase: &str) -> Command {
     let mut c = hmn();

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{FakeVariant, fake_nvml, write_scenario};
+use support::FakeVariant;
 
 use crate::util::hmn::run;
 
@@ -16,21 +16,14 @@ const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 const LONG: &str = "Trainer-Worker-Number-Seven";
 
-fn hmn() -> Command {
-    let mut c = crate::util::hmn::hmn();
-    c.env("HYPOMNESIS_SYSFS", support::empty_dir())
-        .env("LD_LIBRARY_PATH", support::empty_dir())
-        .env(
-            "PATH",
-            format!("/usr/bin:/bin:{}", support::empty_dir().display()),
-        );
-    c
-}
+use crate::util::hmn::isolated_with_path as hmn;
 
 fn with_fake(scenario: &str) -> Command {
-    let mut c = hmn();
-    c.env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
-        .env("FAKE_NVML_SCENARIO", write_scenario(scenario));
+    let mut c = crate::util::hmn::with_fake(scenario);
+    c.env(
+        "PATH",
+        format!("/usr/bin:/bin:{}", support::empty_dir().display()),
+    );
     c
 }
 

@@ -9,11 +9,8 @@ use std::time::{Duration, Instant};
 use support::{FakeVariant, fake_nvml, write_scenario};
 
 fn hmn() -> Command {
-    let mut c = crate::util::hmn::hmn();
-    c.env("HYPOMNESIS_SYSFS", support::empty_dir())
-        .env("LD_LIBRARY_PATH", support::empty_dir())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut c = crate::util::hmn::isolated_with_test_path();
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
     c
 }
 

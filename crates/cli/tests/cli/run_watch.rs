@@ -11,14 +11,7 @@ use support::{FakeVariant, fake_nvml, write_scenario};
 
 const MIB: u64 = 1 << 20;
 
-use support::empty_dir;
-
-fn hmn() -> Command {
-    let mut c = crate::util::hmn::hmn();
-    c.env("HYPOMNESIS_SYSFS", support::empty_dir())
-        .env("LD_LIBRARY_PATH", empty_dir());
-    c
-}
+use crate::util::hmn::isolated_with_test_path as hmn;
 
 fn tmp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("hmn-run-{}-{name}", std::process::id()))

@@ -10,13 +10,7 @@ use support::{FakeVariant, empty_dir, fake_nvml, write_scenario};
 const MIB: u64 = 1 << 20;
 
 /// `hmn` with a clean environment: no NVML, no nvidia-smi, no AMD/Intel devices.
-fn hmn() -> Command {
-    let mut c = crate::util::hmn::hmn();
-    c.env("HYPOMNESIS_SYSFS", empty_dir())
-        .env("PATH", empty_dir())
-        .env("LD_LIBRARY_PATH", empty_dir());
-    c
-}
+use crate::util::hmn::isolated as hmn;
 
 /// `hmn` against a fake H200 that one process (this test's pid) holds 1 GiB of.
 fn with_gpu() -> Command {

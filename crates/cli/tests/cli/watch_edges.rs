@@ -8,13 +8,7 @@ use std::time::{Duration, Instant};
 
 use support::{FakeVariant, fake_nvml, write_scenario};
 
-fn hmn() -> Command {
-    let mut c = crate::util::hmn::hmn();
-    c.env("HYPOMNESIS_SYSFS", support::empty_dir())
-        .env("LD_LIBRARY_PATH", support::empty_dir())
-        .env("PATH", support::empty_dir());
-    c
-}
+use crate::util::hmn::isolated as hmn;
 
 /// A scenario whose one GPU process is whoever's pid is in `pid_file` (none while it is absent).
 fn with_pid_file(pid_file: &std::path::Path) -> Command {
