@@ -89,12 +89,14 @@ pub use host::process::context::{
     Container, ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd,
     process_context, process_contexts, process_contexts_with,
 };
+#[cfg(unix)]
+pub use host::process::send_signal;
 pub use host::process::visibility::{in_initial_pid_namespace, procfs_mount};
 pub use host::process::{
     TreeWalker, descendants, parse_stat, process_exists, process_name, process_rss_of,
-    process_start_time, process_tree,
+    process_start_time, process_tree, started_ago,
 };
-pub use host::roots::{roots, set_rootfs, set_roots};
+pub use host::roots::{procfs_is_own, roots, set_rootfs, set_roots};
 pub use inflight::{InFlight, in_flight};
 #[cfg(feature = "report")]
 pub use report::MemoryReport;

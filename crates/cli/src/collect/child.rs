@@ -1,6 +1,5 @@
 //! The command `hmn run` and `hmn spill` start: spawning it (127 when it cannot be), passing a
-//! stop on to it, and the exit status hmn passes on. The one foreign call of `hmn` lives here.
-#![allow(unsafe_code)]
+//! stop on to it (through the library's `send_signal`), and the exit status hmn passes on.
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -63,11 +62,7 @@ impl Child {
 /// Send `signal` to `pid`; `false` if it could not be delivered (gone already, say).
 #[cfg(unix)]
 fn send(pid: u32, signal: i32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: kill takes plain integers and touches no memory of ours.
-    unsafe { libc::kill(pid, signal) == 0 }
+    hypomnesis::send_signal(pid, signal).is_ok()
 }
 
 /// Windows delivers Ctrl-C to every process of the console; nothing to pass on.

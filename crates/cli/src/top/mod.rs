@@ -492,9 +492,7 @@ fn contexts(
 /// This process's RSS and CPU time (the CPU time only when the procfs root in use is this
 /// system's own, where this process's pid means this process).
 fn own_context() -> ProcessContext {
-    let own_root =
-        hypomnesis::roots().is_ok_and(|r| r.procfs.path == std::path::Path::new("/proc"));
-    let mut ctx = if own_root || !cfg!(target_os = "linux") {
+    let mut ctx = if hypomnesis::procfs_is_own() || !cfg!(target_os = "linux") {
         let mut parts = ContextParts::NONE;
         parts.cpu_time = true;
         hypomnesis::process_contexts_with(&[std::process::id()], parts)

@@ -502,20 +502,12 @@ impl Builder {
     }
 }
 
-/// How long ago a process that started `start` clock ticks after boot started: the system's
-/// uptime (`uptime` of the procfs root in use) less that. Linux only.
-#[allow(unsafe_code)] // sysconf(3), which std does not wrap
+/// How long ago a process that started `start` clock ticks after boot started
+/// ([`hypomnesis::started_ago`]). Linux only.
 fn age_of(start: u64) -> Option<Duration> {
     #[cfg(target_os = "linux")]
     {
-        let roots = hypomnesis::roots().ok()?;
-        let text = std::fs::read_to_string(roots.procfs.path.join("uptime")).ok()?;
-        let up: f64 = text.split_whitespace().next()?.parse().ok()?;
-        // SAFETY: sysconf with a valid name has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
-        let started = Duration::from_millis(start.checked_mul(1000)? / hz);
-        Duration::try_from_secs_f64(up).ok()?.checked_sub(started)
+        hypomnesis::started_ago(start)
     }
     #[cfg(not(target_os = "linux"))]
     {

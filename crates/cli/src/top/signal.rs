@@ -20,8 +20,7 @@ fn number(sig: Sig) -> libc::c_int {
 /// Sends `sig` to `pick` if it is still the process selected; what happened, in a sentence
 /// (`Err`: nothing was sent, and why).
 pub fn send(pick: Pick, sig: Sig) -> Result<String, String> {
-    let own = hypomnesis::roots().is_ok_and(|r| r.procfs.path == std::path::Path::new("/proc"));
-    if !own {
+    if !hypomnesis::procfs_is_own() {
         return Err(format!(
             "nothing sent: hmn reads processes from a procfs other than this system's /proc, \
              whose pid {} may be another process here",
@@ -59,13 +58,7 @@ fn send_here(pick: Pick, sig: Sig) -> Result<String, String> {
     let sent = if let Ok(fd) = &fd {
         fd.signal(number(sig))
     } else {
-        // SAFETY: kill(2) with a positive pid and a valid signal number.
-        let rc = unsafe { libc::kill(pid, number(sig)) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
+        hypomnesis::send_signal(pick.pid, number(sig))
     };
     match sent {
         Ok(()) => Ok(format!("sent {} to pid {}", sig.name(), pick.pid)),

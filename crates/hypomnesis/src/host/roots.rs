@@ -158,8 +158,10 @@ pub(crate) fn rootfs() -> Result<&'static Path> {
     ROOTFS.path()
 }
 
-/// Whether the procfs root is this process's own `/proc`.
-pub(crate) fn procfs_is_own() -> bool {
+/// Whether the procfs root in use is this system's own `/proc`, where a pid read there names
+/// a process that this process can signal (not a host's procfs mounted in a container).
+#[must_use]
+pub fn procfs_is_own() -> bool {
     procfs().is_ok_and(|p| p == Path::new("/proc"))
 }
 

@@ -257,3 +257,53 @@ fn host_memory_is_meminfo() {
     let available = m.available_bytes.unwrap();
     assert!(available > 0 && available <= m.total_bytes, "{m:?}");
 }
+
+/// A signal reaches the process it names, and only one: pid 0 (the group) and pids beyond
+/// `i32::MAX` (-1: every process) are refused; a pid that exited is "no such process".
+#[cfg(unix)]
+#[test]
+fn send_signal_reaches_one_process_only() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    hypomnesis::send_signal(child.id(), 0).unwrap(); // 0: only whether it exists
+    hypomnesis::send_signal(child.id(), libc::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.signal(), Some(libc::SIGTERM));
+    let gone = hypomnesis::send_signal(child.id(), 0).unwrap_err();
+    assert_eq!(gone.raw_os_error(), Some(libc::ESRCH), "{gone}");
+    for pid in [0, u32::MAX, 1 << 31] {
+        let refused = hypomnesis::send_signal(pid, 0).unwrap_err();
+        assert_eq!(
+            refused.kind(),
+            std::io::ErrorKind::InvalidInput,
+            "{pid}: {refused}"
+        );
+    }
+}
+
+/// A process started now started moments ago, by the procfs's uptime and clock ticks.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_process_started_now_started_moments_ago() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("5")
+        .spawn()
+        .unwrap();
+    let start = hypomnesis::process_start_time(child.id()).unwrap();
+    let ago = hypomnesis::started_ago(start).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(ago < std::time::Duration::from_secs(3), "{ago:?}");
+    // This test binary started earlier than the child.
+    let own = hypomnesis::process_start_time(std::process::id()).unwrap();
+    assert!(hypomnesis::started_ago(own).unwrap() >= ago);
+    assert_eq!(
+        hypomnesis::started_ago(u64::MAX),
+        None,
+        "a start in the far future"
+    );
+    assert!(hypomnesis::procfs_is_own());
+}

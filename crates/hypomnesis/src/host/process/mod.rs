@@ -9,9 +9,12 @@
 
 pub(crate) mod context;
 pub(crate) mod procfs;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod signal;
 pub(crate) mod visibility;
+
+#[cfg(unix)]
+pub use signal::send_signal;
 
 use crate::error::Result;
 #[cfg(target_os = "linux")]
@@ -97,6 +100,32 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     #[cfg(not(target_os = "linux"))]
     {
         let _ = pid;
+        None
+    }
+}
+
+/// How long ago a process whose [`process_start_time`] is `start_time` started: the uptime
+/// of the system whose procfs is in use (its `uptime` file) less the start. Linux only;
+/// `None` elsewhere, and when either figure cannot be read or the start lies ahead.
+#[must_use]
+pub fn started_ago(start_time: u64) -> Option<std::time::Duration> {
+    #[cfg(target_os = "linux")]
+    {
+        let text = crate::host::file::read_capped(
+            &crate::host::roots::procfs().ok()?.join("uptime"),
+            crate::host::file::STAT,
+        )
+        .ok()?;
+        let up: f64 = text.split_whitespace().next()?.parse().ok()?;
+        let hz = crate::host::memory::linux::clock_ticks_per_second()?;
+        let started = std::time::Duration::from_millis(start_time.checked_mul(1000)? / hz.max(1));
+        std::time::Duration::try_from_secs_f64(up)
+            .ok()?
+            .checked_sub(started)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = start_time;
         None
     }
 }
