@@ -263,6 +263,7 @@ fn host_memory_is_meminfo() {
 #[cfg(unix)]
 #[test]
 fn send_signal_reaches_one_process_only() {
+    use std::os::unix::process::ExitStatusExt as _;
     let mut child = std::process::Command::new("sleep")
         .arg("30")
         .spawn()
@@ -270,7 +271,6 @@ fn send_signal_reaches_one_process_only() {
     hypomnesis::send_signal(child.id(), 0).unwrap(); // 0: only whether it exists
     hypomnesis::send_signal(child.id(), libc::SIGTERM).unwrap();
     let status = child.wait().unwrap();
-    use std::os::unix::process::ExitStatusExt as _;
     assert_eq!(status.signal(), Some(libc::SIGTERM));
     let gone = hypomnesis::send_signal(child.id(), 0).unwrap_err();
     assert_eq!(gone.raw_os_error(), Some(libc::ESRCH), "{gone}");

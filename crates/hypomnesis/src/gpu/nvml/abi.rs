@@ -1,6 +1,6 @@
 //! NVML's C ABI as data: the return codes, the `#[repr(C)]` layouts of `nvml.h` (and the wider
 //! process-list element of drivers 535.43–535.86) and the other constants of `nvml.h`
-//! (facts-nvml.md §1–§3). No `unsafe` and no behaviour here: the calls are in `ffi.rs`, the
+//! (facts-nvml.md §1–§3). No `unsafe` and no behaviour here: the calls are in `ffi/`, the
 //! reading of what NVML wrote in `decode.rs`.
 //!
 //! This file is the one declaration of the ABI: the test stand-in `crates/fake-nvml` compiles

@@ -1,0 +1,76 @@
+//! The per-device figures' calls: memory (v1 and v2), utilization, name, UUID, PCI.
+#![allow(unsafe_code)]
+
+use crate::gpu::nvml::abi::{Memory, MemoryV2, NvmlReturn, PciInfo, UtilizationRates};
+use crate::gpu::nvml::ffi::Nvml;
+use crate::gpu::nvml::ffi::call::{
+    DEVICE_NAME_BUFFER, DEVICE_UUID_BUFFER, Device, device_string, ok,
+};
+
+impl Nvml {
+    /// v1 memory; `None` when the symbol is missing.
+    pub(crate) fn memory(&self, dev: Device) -> Option<Result<Memory, NvmlReturn>> {
+        let f = self.memory?;
+        let mut m = Memory::default();
+        let _waiting = crate::inflight::calling("nvmlDeviceGetMemoryInfo");
+        // SAFETY: `m` is a writable nvmlMemory_t (24 bytes, asserted in tests); `dev` came from NVML.
+        let rc = unsafe { f(dev.0, &raw mut m) };
+        Some(ok(rc).map(|()| m))
+    }
+
+    /// v2 memory with the given version tag; `None` when the symbol is missing (pre-R510).
+    pub(crate) fn memory_v2(
+        &self,
+        dev: Device,
+        version: u32,
+    ) -> Option<Result<MemoryV2, NvmlReturn>> {
+        let f = self.memory_v2?;
+        let mut m = MemoryV2 {
+            version,
+            ..MemoryV2::default()
+        };
+        let _waiting = crate::inflight::calling("nvmlDeviceGetMemoryInfo_v2");
+        // SAFETY: `m` is a writable nvmlMemory_v2_t (40 bytes, asserted in tests); `dev` came from NVML.
+        let rc = unsafe { f(dev.0, &raw mut m) };
+        Some(ok(rc).map(|()| m))
+    }
+
+    /// GPU and memory utilization; `None` when the symbol is missing.
+    pub(crate) fn utilization(&self, dev: Device) -> Option<Result<UtilizationRates, NvmlReturn>> {
+        let f = self.utilization?;
+        let mut u = UtilizationRates::default();
+        let _waiting = crate::inflight::calling("nvmlDeviceGetUtilizationRates");
+        // SAFETY: `u` is a writable nvmlUtilization_t (8 bytes); `dev` came from NVML.
+        let rc = unsafe { f(dev.0, &raw mut u) };
+        Some(ok(rc).map(|()| u))
+    }
+
+    pub(crate) fn device_name(&self, dev: Device) -> Option<Result<Vec<u8>, NvmlReturn>> {
+        let f = self.name?;
+        Some(device_string(
+            "nvmlDeviceGetName",
+            f,
+            dev,
+            DEVICE_NAME_BUFFER,
+        ))
+    }
+
+    pub(crate) fn device_uuid(&self, dev: Device) -> Option<Result<Vec<u8>, NvmlReturn>> {
+        let f = self.uuid?;
+        Some(device_string(
+            "nvmlDeviceGetUUID",
+            f,
+            dev,
+            DEVICE_UUID_BUFFER,
+        ))
+    }
+
+    pub(crate) fn pci_info(&self, dev: Device) -> Option<Result<PciInfo, NvmlReturn>> {
+        let (f, name) = self.pci?;
+        let mut p = PciInfo::default();
+        let _waiting = crate::inflight::calling(name);
+        // SAFETY: `p` is a writable nvmlPciInfo_t (68 bytes, asserted in tests).
+        let rc = unsafe { f(dev.0, &raw mut p) };
+        Some(ok(rc).map(|()| p))
+    }
+}
