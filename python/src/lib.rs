@@ -12,7 +12,6 @@ use pythonize::pythonize;
 use serde::Serialize;
 
 mod hub;
-mod rss;
 mod sampler;
 mod shapes;
 mod timeline;

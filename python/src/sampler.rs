@@ -65,7 +65,7 @@ impl Sampler {
     /// [`MAX_REUSE`]) old.
     fn edge(&self, py: Python<'_>, hub: &Hub, start: Instant) -> PyResult<RawSample> {
         // Read with the GIL held: a few microseconds, less than releasing it would cost.
-        let rss = crate::rss::rss().map_err(|e| crate::to_py(py, &e))?;
+        let rss = hypomnesis::process_rss().map_err(|e| crate::to_py(py, &e))?;
         if self.devices.is_empty() {
             return Ok(hub::edge_sample(start, rss, &[]));
         }
@@ -254,5 +254,4 @@ pub fn _after_fork_in_parent() {
 #[pyfunction]
 pub fn _after_fork() {
     hub::after_fork();
-    crate::rss::after_fork();
 }

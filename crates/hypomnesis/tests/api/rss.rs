@@ -51,3 +51,36 @@ fn a_zombie_has_no_resident_set() {
     assert!(hypomnesis::process_rss_of(pid).is_err(), "reaped: gone");
     assert!(hypomnesis::process_rss_of(std::process::id()).unwrap() > 0);
 }
+
+/// `process_rss` keeps this process's `statm` open. A forked child reads its own, not the
+/// parent's file: it touches 512 MiB that the parent does not have, and sees them.
+#[cfg(target_os = "linux")]
+#[test]
+#[allow(unsafe_code)] // fork(2), waitpid(2) and _exit(2) have no safe wrapper
+fn a_forked_child_reads_its_own_rss() {
+    const SIZE: usize = 512 << 20;
+    let parent = hypomnesis::process_rss().unwrap(); // the file is kept open now
+    // SAFETY: the child allocates, reads a file and leaves with _exit, running no handler.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let mut block = vec![0_u8; SIZE];
+        for i in (0..SIZE).step_by(4096) {
+            block[i] = 1;
+        }
+        let block = std::hint::black_box(block);
+        let mine = hypomnesis::process_rss().unwrap_or(0);
+        let own = mine >= parent + (400 << 20);
+        drop(block);
+        // SAFETY: ends the child at once.
+        unsafe { libc::_exit(i32::from(!own)) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked; `status` is a valid int.
+    let waited = unsafe { libc::waitpid(pid, &raw mut status, 0) };
+    assert_eq!(waited, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the forked child did not see the 512 MiB it touched (it read the parent's statm?)"
+    );
+}
