@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use hypomnesis::sampling::{Fold, Timeline};
 use hypomnesis::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, HostMemory, MigGpuInstance, ProcessContext,
     Utilization,
@@ -52,54 +53,39 @@ pub struct Focus {
 /// keeping its maximum, so a process's whole session stays in a fixed room.
 pub const PROC_HISTORY: usize = 32;
 
-/// One process's GPU memory over the session, in KiB (a `u32` holds 4 TiB).
-#[derive(Debug, Clone, Default)]
-struct ProcHistory {
-    points: Vec<u32>,
-    /// The point being filled and how many refreshes it holds.
-    pending: Option<(u32, usize)>,
-    per_point: usize,
-    refreshes: u64,
+/// GPU memory in KiB (a `u32` holds 4 TiB); folded, the larger.
+#[derive(Debug, Clone, Copy)]
+struct Kib(u32);
+
+impl Fold for Kib {
+    fn fold(&mut self, later: &Self) {
+        self.0 = self.0.max(later.0);
+    }
+}
+
+/// One process's GPU memory over the session: the library's bounded timeline of
+/// [`PROC_HISTORY`] points.
+#[derive(Debug, Clone)]
+struct ProcHistory(Timeline<Kib>);
+
+impl Default for ProcHistory {
+    fn default() -> Self {
+        Self(Timeline::new(PROC_HISTORY))
+    }
 }
 
 impl ProcHistory {
     fn push(&mut self, bytes: u64) {
-        let kib = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
-        self.refreshes += 1;
-        self.per_point = self.per_point.max(1);
-        let (max, n) = self.pending.map_or((kib, 1), |(m, n)| (m.max(kib), n + 1));
-        if n < self.per_point {
-            self.pending = Some((max, n));
-            return;
-        }
-        self.pending = None;
-        if self.points.capacity() == 0 {
-            self.points.reserve_exact(PROC_HISTORY);
-        }
-        self.points.push(max);
-        if self.points.len() >= PROC_HISTORY {
-            // In place: the room stays the one allocation of PROC_HISTORY points.
-            let merged: Vec<u32> = self
-                .points
-                .chunks(2)
-                .map(|c| c.iter().copied().max().unwrap_or(0))
-                .collect();
-            self.points.clear();
-            self.points.extend(merged);
-            self.per_point *= 2;
-        }
+        self.0
+            .push(Kib(u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)));
     }
 
     fn focus(&self, pid: u32) -> Focus {
-        let mut history: Vec<u64> = self.points.iter().map(|&k| u64::from(k) * 1024).collect();
-        if let Some((m, _)) = self.pending {
-            history.push(u64::from(m) * 1024);
-        }
         Focus {
             pid,
-            history,
-            per_point: self.per_point.max(1),
-            refreshes: self.refreshes,
+            history: self.0.points().map(|k| u64::from(k.0) * 1024).collect(),
+            per_point: usize::try_from(self.0.per_point()).unwrap_or(usize::MAX),
+            refreshes: self.0.samples(),
             age: None,
         }
     }

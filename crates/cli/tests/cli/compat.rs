@@ -8,8 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::FakeVariant;
-
 use crate::util::hmn::run;
 
 const MIB: u64 = 1 << 20;
@@ -511,7 +509,7 @@ fn the_exporter_names_a_long_named_process_whole() {
         r#"{{"pid_file": "{}", "used": {GIB}}}"#,
         p.display()
     ));
-    let server = crate::util::serve::Server::start(FakeVariant::Modern, &sc, &[]);
+    let server = crate::util::serve::Server::start(support::FakeVariant::Modern, &sc, &[]);
     let t = server.get("/metrics").body;
     let line = t
         .lines()

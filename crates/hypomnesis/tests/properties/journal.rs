@@ -1,7 +1,7 @@
-//! The sampling journal against the plain answer: for any sequence of spans opened, samples
-//! pushed and spans closed, each span's fold is the fold of exactly its samples, its timeline
-//! covers them in order with no gap in at most the wanted points, and the journal keeps at
-//! most that many runs per level however many spans overlap.
+//! The sampling journal (and the one-span timeline) against the plain answer: for any sequence
+//! of spans opened, samples pushed and spans closed, each span's fold is the fold of exactly
+//! its samples, its timeline covers them in order with no gap in at most the wanted points,
+//! and the journal keeps at most that many runs per level however many spans overlap.
 #![cfg(feature = "sampling")]
 
 use hypomnesis::sampling::{Fold, Journal, SpanId};
@@ -161,4 +161,40 @@ fn deep_nesting_keeps_the_journal_bounded() {
         check(64, start, j.len(), 1, &s);
     }
     assert!(j.kept() <= (66 - j.len().leading_zeros() as usize) * 65);
+}
+
+proptest! {
+    /// A timeline of one span against the plain answer: its points cover every sample in order
+    /// with no gap, in at most the room, the largest value (and where it first came) exact.
+    #[test]
+    fn a_timeline_keeps_every_sample_in_its_room(
+        points in 2usize..40,
+        seed in any::<u64>(),
+        n in 0u64..5000,
+    ) {
+        let mut t = hypomnesis::sampling::Timeline::new(points);
+        for i in 0..n {
+            t.push(sample(i, seed));
+        }
+        prop_assert_eq!(t.samples(), n);
+        prop_assert!(t.len() <= points + 1, "{} points", t.len());
+        let mut next = 0;
+        let mut best: Option<(u64, u64)> = None;
+        for p in t.points() {
+            prop_assert!(p.in_order);
+            prop_assert_eq!(p.first, next);
+            next = p.last + 1;
+            if best.is_none_or(|b| p.max.0 > b.0) {
+                best = Some(p.max);
+            }
+        }
+        prop_assert_eq!(next, n);
+        let mut want: Option<(u64, u64)> = None;
+        for i in 0..n {
+            if want.is_none_or(|b| value(i, seed) > b.0) {
+                want = Some((value(i, seed), i));
+            }
+        }
+        prop_assert_eq!(best, want);
+    }
 }

@@ -7,6 +7,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use hypomnesis::sampling::{Fold, Timeline as Bounded};
+
 use crate::collect::sampler::max_opt;
 use crate::view::run::{self as render, Point};
 
@@ -17,7 +19,7 @@ pub const PLOT_POINTS: usize = 2048;
 #[derive(Debug)]
 pub struct Timeline {
     csv: Option<Csv>,
-    plot: Option<Downsampled>,
+    plot: Option<Bounded<PlotPoint>>,
 }
 
 #[derive(Debug)]
@@ -47,7 +49,7 @@ impl Timeline {
         }
         Ok(Self {
             csv,
-            plot: plot.map(|_| Downsampled::new(PLOT_POINTS)),
+            plot: plot.map(|_| Bounded::new(PLOT_POINTS)),
         })
     }
 
@@ -61,7 +63,7 @@ impl Timeline {
             )?;
         }
         if let Some(plot) = &mut self.plot {
-            plot.add(p);
+            plot.push(PlotPoint(p.clone()));
         }
         Ok(())
     }
@@ -76,7 +78,9 @@ impl Timeline {
 
     /// The plot's points, when a plot was asked for.
     pub fn plot_points(&self) -> Option<Vec<Point>> {
-        self.plot.as_ref().map(Downsampled::points)
+        self.plot
+            .as_ref()
+            .map(|t| t.points().map(|p| p.0.clone()).collect())
     }
 }
 
@@ -105,75 +109,26 @@ impl Csv {
     }
 }
 
-/// At most `cap` points: each stands for `per_point` samples, the maximum of each figure over
-/// them at the time of the first.
-#[derive(Debug)]
-struct Downsampled {
-    cap: usize,
-    per_point: usize,
-    points: Vec<Point>,
-    /// The point being filled, and how many samples it holds.
-    pending: Option<(Point, usize)>,
-}
-
-impl Downsampled {
-    fn new(cap: usize) -> Self {
-        Self {
-            cap: cap.max(2),
-            per_point: 1,
-            points: Vec::new(),
-            pending: None,
-        }
-    }
-
-    fn add(&mut self, p: &Point) {
-        let filled = if let Some((q, n)) = &mut self.pending {
-            merge(q, p);
-            *n += 1;
-            *n
-        } else {
-            self.pending = Some((p.clone(), 1));
-            1
-        };
-        if filled < self.per_point {
-            return;
-        }
-        if let Some((q, _)) = self.pending.take() {
-            self.points.push(q);
-        }
-        if self.points.len() >= self.cap {
-            let mut halved = Vec::with_capacity(self.cap / 2 + 1);
-            let mut pairs = std::mem::take(&mut self.points).into_iter();
-            while let Some(mut a) = pairs.next() {
-                if let Some(b) = pairs.next() {
-                    merge(&mut a, &b);
-                }
-                halved.push(a);
+/// A sample folded into the point before it (the library's bounded timeline): every
+/// figure its maximum; the point keeps its own time.
+impl Fold for PlotPoint {
+    fn fold(&mut self, later: &Self) {
+        let (a, b) = (&mut self.0, &later.0);
+        a.rss = max_opt(a.rss, b.rss);
+        for (mine, theirs) in [(&mut a.gpu, &b.gpu), (&mut a.device_used, &b.device_used)] {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), None);
             }
-            self.points = halved;
-            self.per_point *= 2;
-        }
-    }
-
-    fn points(&self) -> Vec<Point> {
-        let mut out = self.points.clone();
-        out.extend(self.pending.as_ref().map(|(q, _)| q.clone()));
-        out
-    }
-}
-
-/// `b` folded into `a`: every figure its maximum; `a` keeps its time.
-fn merge(a: &mut Point, b: &Point) {
-    a.rss = max_opt(a.rss, b.rss);
-    for (mine, theirs) in [(&mut a.gpu, &b.gpu), (&mut a.device_used, &b.device_used)] {
-        if mine.len() < theirs.len() {
-            mine.resize(theirs.len(), None);
-        }
-        for (m, t) in mine.iter_mut().zip(theirs) {
-            *m = max_opt(*m, *t);
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                *m = max_opt(*m, *t);
+            }
         }
     }
 }
+
+/// A point of the plot (a [`Point`] that folds).
+#[derive(Debug, Clone)]
+struct PlotPoint(Point);
 
 #[cfg(test)]
 mod tests {
@@ -192,7 +147,7 @@ mod tests {
 
     #[test]
     fn a_long_run_keeps_a_bounded_number_of_points_and_every_peak() {
-        let mut d = Downsampled::new(64);
+        let mut d = Bounded::new(64);
         let mut spike = pt(0);
         for i in 0..100_000 {
             let mut p = pt(i);
@@ -201,10 +156,10 @@ mod tests {
                 p.gpu[1] = Some(7);
                 spike = p.clone();
             }
-            d.add(&p);
-            assert!(d.points.len() < 64, "at {i}: {}", d.points.len());
+            d.push(PlotPoint(p));
+            assert!(d.len() <= 64, "at {i}: {}", d.len());
         }
-        let points = d.points();
+        let points: Vec<Point> = d.points().map(|p| p.0.clone()).collect();
         assert!(points.len() >= 32, "{}", points.len());
         let peak = |f: fn(&Point) -> Option<u64>| points.iter().filter_map(f).max();
         assert_eq!(peak(|p| p.rss), spike.rss, "the spike survives");
@@ -221,11 +176,11 @@ mod tests {
 
     #[test]
     fn a_short_run_keeps_every_sample() {
-        let mut d = Downsampled::new(64);
+        let mut d = Bounded::new(64);
         for i in 0..10 {
-            d.add(&pt(i));
+            d.push(PlotPoint(pt(i)));
         }
-        let points = d.points();
+        let points: Vec<Point> = d.points().map(|p| p.0.clone()).collect();
         assert_eq!(points.len(), 10);
         assert_eq!(points[3], pt(3));
     }
