@@ -12,17 +12,28 @@ from hypomnesis import (
     errors,
     frameworks,
     host,
-    ledger,
     process,
     snapshot,
-    tracking,
     units,
 )
+from hypomnesis.ledger import model as ledger_model
+from hypomnesis.tracking import block as tracking_block
 
 
 @pytest.mark.parametrize(
     "module",
-    [hypomnesis, device, errors, frameworks, host, ledger, process, snapshot, tracking, units],
+    [
+        hypomnesis,
+        device,
+        errors,
+        frameworks,
+        host,
+        ledger_model,
+        process,
+        snapshot,
+        tracking_block,
+        units,
+    ],
 )
 def test_docstring_examples(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)  # type: ignore[arg-type]

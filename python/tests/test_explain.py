@@ -263,11 +263,11 @@ def test_an_unknown_framework_is_an_error_and_none_imported_reads_nothing() -> N
 
 def test_a_driver_figure_not_this_process_s_is_unknown_with_its_reason() -> None:
     from hypomnesis.frameworks import FrameworkMemory
-    from hypomnesis.ledger import _entry
+    from hypomnesis.ledger import entry
 
     torch = FrameworkMemory("torch", "cuda:0", GPU0, None, GIB, 2 * GIB, None, None, None)
     why = "the driver does not attribute memory to this process (another PID namespace?)"
-    g = _entry(0, None, "NVIDIA H200", GPU0, None, why, [torch], 100 * GIB, 140 * GIB)
+    g = entry(0, None, "NVIDIA H200", GPU0, None, why, [torch], 100 * GIB, 140 * GIB)
     assert g.driver_bytes is None and g.outside_bytes is None and g.notes == (why,)
     assert g.framework_reserved_bytes == 2 * GIB and g.headroom_bytes == 101 * GIB
     assert repr(g) == (
@@ -281,7 +281,7 @@ def test_ledger_now_of_one_gpu_still_tells_jax_ordinals_by_every_gpu() -> None:
     stats = {"bytes_in_use": GIB, "pool_bytes": 2 * GIB}
     code = STANDINS + f"""
 standin_jax([{stats!r}])
-from hypomnesis.ledger import _ledger_now
+from hypomnesis.ledger.explain import _ledger_now
 ledger = _ledger_now(["jax"], [1])
 out({{"gpus": [(g.index, g.outside_bytes) for g in ledger.gpus], "unmatched": ledger.unmatched}})
 """

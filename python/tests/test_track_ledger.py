@@ -172,8 +172,8 @@ def test_readings_between_are_bounded() -> None:
         STANDINS
         + """
 import time
-from hypomnesis import _track_ledger
-_track_ledger.LEDGER_READINGS = 8
+from hypomnesis.tracking import recorder
+recorder.LEDGER_READINGS = 8
 standin_torch([{"uuid": "11111111-2222-3333-4444-555555555555", "allocated": 1,
                 "reserved": 2}])
 with hypomnesis.track(interval=0.001, devices=[], ledger=True) as t:

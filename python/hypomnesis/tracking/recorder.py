@@ -25,16 +25,24 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from . import _bounded, _native
-from .device import DeviceInfo, device_count, device_info, mig_instances
-from .errors import HypomnesisError
-from .frameworks import FrameworkMemory, cuda_ordinal_uuids
-from .ledger import GpuLedger, Ledger, _entry, _holds, uuid_key
+from .. import _bounded, _native
+from ..device import DeviceInfo, device_count, device_info, mig_instances
+from ..errors import HypomnesisError
+from ..frameworks import FrameworkMemory, cuda_ordinal_uuids
+from ..ledger import GpuLedger, Ledger, entry, holds, uuid_key
 
-if TYPE_CHECKING:
-    from .tracking import Sample
+
+class SampleFigures(Protocol):
+    """What a ledger reads of a sample (a :class:`hypomnesis.Sample`)."""
+
+    @property
+    def gpu_bytes(self) -> Mapping[int, Optional[int]]: ...
+    @property
+    def device_used_bytes(self) -> Mapping[int, Optional[int]]: ...
+    @property
+    def missed_deadline(self) -> bool: ...
 
 #: The shortest time between two framework readings of the shared thread, seconds: each holds
 #: the GIL for the length of the frameworks' calls (tens of microseconds per device).
@@ -139,7 +147,7 @@ def read_frameworks(gpus: Gpus, at: float, deadline: float) -> Reading:
     return Reading(at, tuple(fws), tuple(notes))
 
 
-def ledger_of(sample: Sample, reading: Optional[Reading], gpus: Gpus) -> Ledger:
+def ledger_of(sample: SampleFigures, reading: Optional[Reading], gpus: Gpus) -> Ledger:
     """The ledger of one sample: its driver figures against ``reading``'s frameworks.
 
     A GPU in MIG mode is one entry (the sampler's figures are the whole GPU's), its frameworks
@@ -169,8 +177,8 @@ def ledger_of(sample: Sample, reading: Optional[Reading], gpus: Gpus) -> Ledger:
                 "namespace, or no per-process figure on this GPU)"
             )
         free = None if used is None else info.total_bytes - used
-        if _holds(own, matched):
-            g = _entry(i, None, info.name, info.uuid, own, note, matched, free, info.total_bytes)
+        if holds(own, matched):
+            g = entry(i, None, info.name, info.uuid, own, note, matched, free, info.total_bytes)
             if info.mig_enabled:
                 g = _with_note(g, "MIG mode: the whole GPU's figures (explain() splits them)")
             out.append(g)

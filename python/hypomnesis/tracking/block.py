@@ -34,11 +34,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from . import _arguments, _native, _track_ledger
-from ._track_ledger import Gpus, Reading, Recorder
-from .errors import HypomnesisError
-from .ledger import Ledger
-from .units import format_bytes
+from .. import _arguments, _native
+from ..errors import HypomnesisError
+from ..ledger import Ledger
+from ..units import format_bytes
+from . import recorder as recording
+from .recorder import Gpus, Reading, Recorder
 
 #: Most samples a :class:`Tracking` keeps: the entry one, at most 2,046 between, the exit one.
 TIMELINE_SAMPLES = 2048
@@ -172,7 +173,7 @@ class Tracking:
         start = time.monotonic()
         self._sampler.start()
         if self._recorder is not None:
-            _track_ledger.start(self._recorder, start)
+            recording.start(self._recorder, start)
         if self._probe is not None and self._probe_interval is not None:
             done = threading.Event()
             thread = threading.Thread(
@@ -207,7 +208,7 @@ class Tracking:
             thread.join(timeout=max(1.0, self._probe_interval or 0.0))
             self._probing = None
         if self._recorder is not None:
-            _track_ledger.stop(self._recorder)
+            recording.stop(self._recorder)
         taken, missed, rss, own, used, first, last = self._sampler.stop()
         if self._recorder is not None:
             self._recorder.end(last[0])
@@ -269,7 +270,7 @@ class Tracking:
             out.append(
                 replace(
                     s,
-                    ledger=_track_ledger.ledger_of(s, reading, recorder.gpus),
+                    ledger=recording.ledger_of(s, reading, recorder.gpus),
                     ledger_lag=lag,
                 )
             )
@@ -293,7 +294,7 @@ class Tracking:
             peak, at = self._peak_rss
             held = next((s for s in samples if s.rss_bytes == peak), samples[0])
         reading = self._recorder.at_peak(at)
-        return _track_ledger.ledger_of(held, reading, self._recorder.gpus)
+        return recording.ledger_of(held, reading, self._recorder.gpus)
 
     @property
     def probe_readings(self) -> List[Tuple[float, Any]]:
@@ -571,7 +572,7 @@ class Tracker:
             return None
         gpus = self._gpus
         if gpus is None or tuple(gpus.devices) != devices:
-            gpus = _track_ledger.read_gpus(devices, self.deadline)
+            gpus = recording.read_gpus(devices, self.deadline)
             if not gpus.timed_out:
                 self._gpus = gpus
         return gpus

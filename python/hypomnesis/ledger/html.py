@@ -5,12 +5,44 @@ device, free), with a legend of the figures. Inline CSS only; every name and not
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import List, Optional, Protocol, Sequence, Tuple
 
-from .units import format_bytes
+from ..units import format_bytes
 
-if TYPE_CHECKING:
-    from .ledger import GpuLedger, Ledger
+
+class _Framework(Protocol):
+    """What the bar reads of a framework's figures (a :class:`FrameworkMemory`)."""
+
+    @property
+    def framework(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def allocated_bytes(self) -> Optional[int]: ...
+    @property
+    def cached_bytes(self) -> Optional[int]: ...
+
+
+class _Gpu(Protocol):
+    """What the bar reads of one GPU's entry (a :class:`GpuLedger`): this view takes the
+    model's values, not its module."""
+
+    @property
+    def frameworks(self) -> Sequence[_Framework]: ...
+    @property
+    def outside_bytes(self) -> Optional[int]: ...
+    @property
+    def total_bytes(self) -> Optional[int]: ...
+    @property
+    def free_bytes(self) -> Optional[int]: ...
+    @property
+    def driver_bytes(self) -> Optional[int]: ...
+    @property
+    def headroom_bytes(self) -> Optional[int]: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def notes(self) -> Sequence[str]: ...
 
 #: Colours of each framework's (allocated, cached) segments.
 _COLOURS = {
@@ -23,7 +55,7 @@ _REST = "#9e9e9e"
 _FREE = "#eeeeee"
 
 
-def _segments(g: GpuLedger) -> List[Tuple[str, Optional[int], str]]:
+def _segments(g: _Gpu) -> List[Tuple[str, Optional[int], str]]:
     """(label, bytes, colour) of each part of the bar, in order."""
     segs: List[Tuple[str, Optional[int], str]] = []
     for f in g.frameworks:
@@ -40,7 +72,7 @@ def _segments(g: GpuLedger) -> List[Tuple[str, Optional[int], str]]:
     return segs
 
 
-def _gpu_html(g: GpuLedger) -> str:
+def _gpu_html(g: _Gpu) -> str:
     segs = _segments(g)
     scale = g.total_bytes or sum(b for _, b, _ in segs if b) or 1
     bar = "".join(
@@ -67,10 +99,9 @@ def _gpu_html(g: GpuLedger) -> str:
     )
 
 
-def ledger_html(ledger: Ledger) -> str:
-    """The whole ledger: a bar per GPU, then the unmatched devices and the notes."""
-    parts = [_gpu_html(g) for g in ledger.gpus] or ["<div>no GPU memory held by this process</div>"]
-    items = ledger._footnotes()
+def ledger_html(gpus: Sequence[_Gpu], items: List[str]) -> str:
+    """The whole ledger: a bar per GPU, then its footnotes (the unmatched devices, the notes)."""
+    parts = [_gpu_html(g) for g in gpus] or ["<div>no GPU memory held by this process</div>"]
     if items:
         parts.append(
             '<ul style="font-size:85%;margin:0">'
