@@ -12,13 +12,15 @@
 #   - hf-fetch-model 0.12.6: its GPU-check unit tests (`cargo test --features cli --bin hf-fm
 #     gpu_check::`), which use device_info, GpuDeviceInfo's builder (test-helpers),
 #     HypomnesisError's variants and is_spill_measurable.
-# Builds are cached under target/consumers/target. Usage: .ci/consumers.sh
+# Usage: .ci/consumers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"
 lib="$repo/crates/hypomnesis"
 work="$repo/target/consumers"
-export CARGO_TARGET_DIR="$work/target"
+# CONSUMERS_TARGET_DIR: where they build (default target/consumers/target; .ci/run gives the
+# workspace's own target/, so that the crates they share with it are built once).
+export CARGO_TARGET_DIR="${CONSUMERS_TARGET_DIR:-$work/target}"
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
 mkdir -p "$work"
 
