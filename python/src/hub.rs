@@ -120,31 +120,37 @@ impl Reader {
     }
 }
 
-/// Blocks sampled alike: the same interval, deadline and devices. Their samples between
+/// Blocks sampled alike (the same interval, deadline and devices): their samples between
 /// entry and exit are taken once, into one journal, each block a span of it.
-type Key = (Duration, Duration, Vec<u32>);
-
 struct Channel {
+    /// Names the channel for the life of the hub (a list's position would not).
+    id: u64,
     interval: Duration,
     deadline: Duration,
     devices: Vec<u32>,
     next_due: Instant,
     journal: Journal<Summary>,
+    /// Since when no block is open in it: it is not sampled, and kept [`IDLE_KEPT`] for the
+    /// next block (a decorated function called in a loop opens one block at a time).
+    idle_since: Option<Instant>,
 }
 
-/// One running block: its channel, its span there, when it started and its entry sample.
-struct Block {
-    key: Key,
+/// How long a channel with no open block is kept before it is let go.
+const IDLE_KEPT: Duration = Duration::from_secs(10);
+
+/// A running block's place in the hub, kept by its sampler: its channel and its span there.
+#[derive(Debug)]
+pub struct Ticket {
+    channel: u64,
     span: SpanId,
-    start: Instant,
-    first: RawSample,
 }
 
 #[derive(Default)]
 struct State {
-    channels: HashMap<Key, Channel>,
-    blocks: HashMap<u64, Block>,
-    next_id: u64,
+    /// The channels, few (one per interval, deadline and devices in use): a list, looked up
+    /// by comparing, costs less than hashing.
+    channels: Vec<Channel>,
+    next_channel: u64,
     /// Devices whose reading a block's entry or exit asked for, and the shortest deadline.
     wanted: BTreeSet<u32>,
     wanted_deadline: Option<Duration>,
@@ -207,61 +213,65 @@ impl Hub {
 
     /// Starts sampling a block every `interval` (on the shared cadence of the blocks sampled
     /// alike), its entry sample `first`.
-    pub fn subscribe(
-        &self,
-        interval: Duration,
-        deadline: Duration,
-        devices: &[u32],
-        start: Instant,
-        first: RawSample,
-    ) -> u64 {
-        let key: Key = (interval, deadline, devices.to_vec());
+    pub fn subscribe(&self, interval: Duration, deadline: Duration, devices: &[u32]) -> Ticket {
         let mut st = self.lock();
-        let channel = st.channels.entry(key.clone()).or_insert_with(|| Channel {
-            interval,
-            deadline,
-            devices: devices.to_vec(),
-            next_due: Instant::now() + interval,
-            journal: Journal::new(TIMELINE_POINTS),
-        });
-        let span = channel.journal.open();
-        let id = st.next_id;
-        st.next_id += 1;
-        st.blocks.insert(
-            id,
-            Block {
-                key,
-                span,
-                start,
-                first,
-            },
-        );
-        self.wake.notify_all();
-        id
+        let mut woken = false;
+        let alike = st
+            .channels
+            .iter_mut()
+            .find(|c| c.interval == interval && c.deadline == deadline && c.devices == devices);
+        let (channel, span) = if let Some(channel) = alike {
+            if channel.idle_since.take().is_some() {
+                channel.next_due = Instant::now() + interval;
+                woken = true;
+            }
+            (channel.id, channel.journal.open())
+        } else {
+            let id = st.next_channel;
+            st.next_channel += 1;
+            let mut channel = Channel {
+                id,
+                interval,
+                deadline,
+                devices: devices.to_vec(),
+                next_due: Instant::now() + interval,
+                journal: Journal::new(TIMELINE_POINTS),
+                idle_since: None,
+            };
+            let span = channel.journal.open();
+            st.channels.push(channel);
+            woken = true;
+            (id, span)
+        };
+        // The sampling thread's next wake-up changes only with a channel that starts.
+        if woken {
+            self.wake.notify_all();
+        }
+        Ticket { channel, span }
     }
 
-    /// Stops sampling block `id` and hands back its samples between entry and now.
-    pub fn unsubscribe(&self, id: u64) -> Option<Spanned<Summary>> {
+    /// Stops sampling the block of `ticket` and hands back its samples between entry and now.
+    pub fn unsubscribe(&self, ticket: &Ticket) -> Option<Spanned<Summary>> {
         let mut st = self.lock();
-        let block = st.blocks.remove(&id)?;
-        let channel = st.channels.get_mut(&block.key)?;
-        let spanned = channel.journal.close(block.span);
+        let channel = channel_mut(&mut st.channels, ticket.channel)?;
+        let spanned = channel.journal.close(ticket.span);
         if channel.journal.spans() == 0 {
-            st.channels.remove(&block.key);
+            channel.idle_since = Some(Instant::now());
         }
         spanned
     }
 
-    /// When block `id`'s peak so far was sampled ([`timeline::peak_time`]).
-    pub fn peak_time(&self, id: u64) -> Option<f64> {
+    /// When the peak so far of the block of `ticket`, which started at `start` with the entry
+    /// sample `first`, was sampled ([`timeline::peak_time`]).
+    pub fn peak_time(&self, ticket: &Ticket, start: Instant, first: &RawSample) -> Option<f64> {
         let st = self.lock();
-        let block = st.blocks.get(&id)?;
-        let between = st.channels.get(&block.key)?.journal.total(block.span)?;
-        Some(timeline::peak_time(
-            block.start,
-            &block.first,
-            between.as_ref(),
-        ))
+        let between = st
+            .channels
+            .iter()
+            .find(|c| c.id == ticket.channel)?
+            .journal
+            .total(ticket.span)?;
+        Some(timeline::peak_time(start, first, between.as_ref()))
     }
 
     /// The readings of `devices` if each is at most `max_age` old.
@@ -318,15 +328,18 @@ impl Hub {
         let mut st = self.lock();
         loop {
             let now = Instant::now();
-            let due: Vec<Key> = st
+            st.channels.retain(|c| {
+                c.idle_since
+                    .is_none_or(|t| now.duration_since(t) < IDLE_KEPT)
+            });
+            let due: Vec<u64> = st
                 .channels
                 .iter()
-                .filter(|(_, c)| c.next_due <= now)
-                .map(|(k, _)| k.clone())
+                .filter(|c| c.idle_since.is_none() && c.next_due <= now)
+                .map(|c| c.id)
                 .collect();
             if due.is_empty() && st.wanted.is_empty() {
-                let next = st.channels.values().map(|c| c.next_due).min();
-                st = match next {
+                st = match next_wake(&st.channels) {
                     Some(t) => {
                         self.wake
                             .wait_timeout(st, t.saturating_duration_since(now))
@@ -339,8 +352,8 @@ impl Hub {
             }
             let mut devices = std::mem::take(&mut st.wanted);
             let mut deadline = st.wanted_deadline.take();
-            for key in &due {
-                if let Some(c) = st.channels.get_mut(key) {
+            for &id in &due {
+                if let Some(c) = channel_mut(&mut st.channels, id) {
                     devices.extend(&c.devices);
                     deadline = Some(deadline.map_or(c.deadline, |d| d.min(c.deadline)));
                     c.next_due = now + c.interval;
@@ -369,8 +382,8 @@ impl Hub {
                 channels, latest, ..
             } = &mut *st;
             if let Some(rss) = rss {
-                for key in &due {
-                    if let Some(c) = channels.get_mut(key) {
+                for &id in &due {
+                    if let Some(c) = channel_mut(channels, id) {
                         let sample = sample_of(at, rss, &c.devices, latest);
                         c.journal.push(sample);
                     }
@@ -379,6 +392,23 @@ impl Hub {
             self.taken.notify_all();
         }
     }
+}
+
+/// When the sampling thread has something to do next: a channel's next sample, or letting go
+/// of an idle one ([`IDLE_KEPT`] after its last block); `None` when there is no channel.
+fn next_wake(channels: &[Channel]) -> Option<Instant> {
+    channels
+        .iter()
+        .map(|c| match c.idle_since {
+            None => c.next_due,
+            Some(t) => t + IDLE_KEPT,
+        })
+        .min()
+}
+
+/// The channel `id`, if it is still there.
+fn channel_mut(channels: &mut [Channel], id: u64) -> Option<&mut Channel> {
+    channels.iter_mut().find(|c| c.id == id)
 }
 
 /// The shared sample at `at` of RSS `rss` and the latest readings of `devices`; missed if

@@ -24,7 +24,7 @@ enum Phase {
     Running {
         hub: Arc<Hub>,
         generation: u64,
-        id: u64,
+        ticket: hub::Ticket,
         start: Instant,
         first: RawSample,
     },
@@ -123,17 +123,11 @@ impl Sampler {
         })?;
         let start = Instant::now();
         let first = self.edge(py, &hub, start)?;
-        let id = hub.subscribe(
-            self.interval,
-            self.deadline,
-            &self.devices,
-            start,
-            first.clone(),
-        );
+        let ticket = hub.subscribe(self.interval, self.deadline, &self.devices);
         *self.lock()? = Phase::Running {
             hub,
             generation,
-            id,
+            ticket,
             start,
             first,
         };
@@ -142,8 +136,8 @@ impl Sampler {
 
     /// Stops sampling, takes the last sample, and returns the figures: `(taken, missed,
     /// rss_peak, own_gpu_peaks, device_used_peaks, entry_sample, exit_sample)`, each peak
-    /// `(bytes, seconds)` or `None`, each sample as in [`Sampler::samples`], which gives the
-    /// whole timeline.
+    /// `(bytes, seconds)` or `None`, each sample as in [`Sampler::between`], which gives the
+    /// samples between them.
     ///
     /// In a child forked while it ran, the samples taken before the fork are out of reach:
     /// the record has the entry sample and the child's exit sample.
@@ -160,7 +154,7 @@ impl Sampler {
         let Phase::Running {
             hub,
             generation,
-            id,
+            ticket,
             start,
             first,
         } = running
@@ -168,7 +162,7 @@ impl Sampler {
             return Err(PyRuntimeError::new_err("this Sampler is not running"));
         };
         let between = if generation == hub::generation() {
-            hub.unsubscribe(id)
+            hub.unsubscribe(&ticket)
         } else {
             // Forked: the old hub's lock may be held by a thread the child does not have.
             std::mem::forget(hub);
@@ -183,12 +177,12 @@ impl Sampler {
         Ok(figures)
     }
 
-    /// Once stopped: the samples in time order (the entry one, at most 2,046 between, the
-    /// exit one), each `(seconds, rss_bytes, [own GPU bytes per device], [device used bytes
-    /// per device], missed_deadline)`. Made anew at each call.
-    fn samples(&self) -> PyResult<Vec<RawSample>> {
+    /// Once stopped: the samples between the entry and the exit one (which [`Sampler::stop`]
+    /// gives), at most 2,046, in time order, each `(seconds, rss_bytes, [own GPU bytes per
+    /// device], [device used bytes per device], missed_deadline)`. Made anew at each call.
+    fn between(&self) -> PyResult<Vec<RawSample>> {
         match &*self.lock()? {
-            Phase::Done(Some(kept)) => Ok(kept.samples()),
+            Phase::Done(Some(kept)) => Ok(kept.between()),
             _ => Err(PyRuntimeError::new_err(
                 "this Sampler has not stopped: its samples come when it stops",
             )),
@@ -204,9 +198,10 @@ impl Sampler {
             Phase::Running {
                 hub,
                 generation,
-                id,
-                ..
-            } if *generation == hub::generation() => hub.peak_time(*id),
+                ticket,
+                start,
+                first,
+            } if *generation == hub::generation() => hub.peak_time(ticket, *start, first),
             _ => None,
         })
     }
@@ -227,12 +222,12 @@ impl Drop for Sampler {
             && let Phase::Running {
                 hub,
                 generation,
-                id,
+                ticket,
                 ..
             } = phase
             && *generation == hub::generation()
         {
-            hub.unsubscribe(*id);
+            hub.unsubscribe(ticket);
         }
     }
 }

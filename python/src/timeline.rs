@@ -44,19 +44,13 @@ pub type Finished = (
 #[derive(Debug)]
 pub struct Kept {
     start: Instant,
-    first: RawSample,
     points: Vec<Arc<Summary>>,
-    last: RawSample,
 }
 
 impl Kept {
-    /// The samples in time order: entry, the points between, exit.
-    pub fn samples(&self) -> Vec<RawSample> {
-        let mut samples = Vec::with_capacity(self.points.len() + 2);
-        samples.push(self.first.clone());
-        samples.extend(self.points.iter().map(|p| p.sample(self.start)));
-        samples.push(self.last.clone());
-        samples
+    /// The samples between the entry and the exit one, in time order.
+    pub fn between(&self) -> Vec<RawSample> {
+        self.points.iter().map(|p| p.sample(self.start)).collect()
     }
 }
 
@@ -196,12 +190,9 @@ pub fn finish(
     let (rss, own, used) = peaks(start, &first, total, Some(&last));
     let taken = 2 + total.map_or(0, |t| t.taken);
     let missed = u64::from(first.4) + total.map_or(0, |t| t.missed) + u64::from(last.4);
-    let edges = (first.clone(), last.clone());
     let kept = Kept {
         start,
-        first,
         points: between.map(|b| b.points).unwrap_or_default(),
-        last,
     };
-    (kept, (taken, missed, rss, own, used, edges.0, edges.1))
+    (kept, (taken, missed, rss, own, used, first, last))
 }

@@ -126,8 +126,8 @@ def test_the_native_sampler_checks_its_deadline_too() -> None:
         hypomnesis._native.Sampler(0.01, [], float("inf"))
     s = hypomnesis._native.Sampler(0.01, [], 0.5)
     s.start()
-    taken, missed, rss, own, used, _, _ = s.stop()
-    samples = s.samples()
+    taken, missed, rss, own, used, first, last = s.stop()
+    samples = [first] + s.between() + [last]
     assert len(samples) >= 2 and taken >= 2 and missed == 0
     assert rss[0] == max(x[1] for x in samples) and own == [] and used == []
 

@@ -64,8 +64,6 @@ pub fn in_flight() -> Vec<InFlight> {
 /// What an entry waits on, kept cheap to record; made into words only when asked.
 enum What {
     File(PathBuf),
-    /// A file whose path is known at build time (no allocation on a hot path).
-    Fixed(&'static str),
     Call(&'static str),
     Run(PathBuf),
 }
@@ -74,7 +72,6 @@ impl fmt::Display for What {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::File(p) | Self::Run(p) => write!(f, "{}", p.display()),
-            Self::Fixed(p) => f.write_str(p),
             Self::Call(name) => write!(f, "the NVIDIA driver ({name})"),
         }
     }
@@ -116,12 +113,6 @@ fn begin(what: What) -> Guard {
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn reading(path: &Path) -> Guard {
     begin(What::File(path.to_path_buf()))
-}
-
-/// A read of the file at `path`, a path known at build time (`/proc/self/statm`).
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub(crate) fn reading_fixed(path: &'static str) -> Guard {
-    begin(What::Fixed(path))
 }
 
 /// A call of the NVML function `name`.

@@ -237,7 +237,9 @@ class Tracking:
             self._ended()
             # Made when first read: a decorated call that nobody inspects costs less, and the
             # timeline stays in the sampler's compact form until then.
-            raw = self._sampler.samples()
+            assert self._edges is not None
+            first, last_raw = self._edges
+            raw = [first] + self._sampler.between() + [last_raw]
             last = len(raw) - 1
             probes = {0: self._probes[0], last: self._probes[-1]} if self._probes else {}
             samples = [self._sample(s, probes.get(i)) for i, s in enumerate(raw)]

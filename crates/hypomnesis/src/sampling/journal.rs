@@ -20,7 +20,7 @@
 //! Costs: a sample `O(levels + log spans)`; opening a span `O(log spans)`; its fold
 //! `O(levels)`; its timeline `O(points)`.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 /// A summary of consecutive samples that the next ones can be folded into.
@@ -34,7 +34,11 @@ const LEVELS: usize = 40;
 
 /// Identifies an open span of a [`Journal`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SpanId(u64);
+pub struct SpanId {
+    /// The sample it opened at (spans are ordered by it: the oldest first).
+    start: u64,
+    seq: u64,
+}
 
 /// A span's samples so far: their fold and a timeline of consecutive folds, in time order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,10 +65,30 @@ struct Level<T> {
 struct Span<T> {
     start: u64,
     /// `heads[j]`: the fold of the samples from `start` up to the next multiple of `2^j`
-    /// (`None` when there are none); known for every level up to `heads.len() - 1`.
+    /// (`None` when there are none); known for every level up to `heads.len() - 1`. A span
+    /// from sample 0 is aligned at every level: its heads are all empty, none kept.
     heads: Vec<Option<Arc<T>>>,
     /// When the next head becomes known (the sample count at which its run completes).
     due: Option<u64>,
+}
+
+impl<T> Span<T> {
+    /// The highest level whose head is known.
+    fn known(&self) -> usize {
+        if self.start == 0 {
+            LEVELS - 1
+        } else {
+            self.heads.len() - 1
+        }
+    }
+
+    /// The head at `level` (see [`Span::heads`]); `None` when empty.
+    fn head(&self, level: usize) -> Option<&Arc<T>> {
+        if self.start == 0 {
+            return None;
+        }
+        self.heads.get(level).and_then(Option::as_ref)
+    }
 }
 
 /// The samples of one cadence, shared by every span that watches them. See the module's text.
@@ -73,8 +97,7 @@ pub struct Journal<T> {
     points: u64,
     len: u64,
     levels: Vec<Level<T>>,
-    spans: HashMap<SpanId, Span<T>>,
-    by_start: BTreeSet<(u64, SpanId)>,
+    spans: BTreeMap<SpanId, Span<T>>,
     due: BTreeSet<(u64, SpanId)>,
     next_id: u64,
 }
@@ -111,8 +134,7 @@ impl<T: Fold> Journal<T> {
             points: u64::try_from(points).unwrap_or(u64::MAX).max(4),
             len: 0,
             levels: Vec::new(),
-            spans: HashMap::new(),
-            by_start: BTreeSet::new(),
+            spans: BTreeMap::new(),
             due: BTreeSet::new(),
             next_id: 0,
         }
@@ -147,18 +169,22 @@ impl<T: Fold> Journal<T> {
 
     /// Opens a span: the samples pushed from now on are its own.
     pub fn open(&mut self) -> SpanId {
-        let id = SpanId(self.next_id);
+        let id = SpanId {
+            start: self.len,
+            seq: self.next_id,
+        };
         self.next_id += 1;
+        let mut heads = Vec::with_capacity(4);
+        heads.push(None);
         let mut span = Span {
             start: self.len,
-            heads: vec![None],
+            heads,
             due: None,
         };
         self.advance(&mut span);
         if let Some(due) = span.due {
             self.due.insert((due, id));
         }
-        self.by_start.insert((span.start, id));
         self.spans.insert(id, span);
         id
     }
@@ -166,7 +192,6 @@ impl<T: Fold> Journal<T> {
     /// Closes span `id`: its samples; `None` when no such span is open.
     pub fn close(&mut self, id: SpanId) -> Option<Spanned<T>> {
         let span = self.spans.remove(&id)?;
-        self.by_start.remove(&(span.start, id));
         if let Some(due) = span.due {
             self.due.remove(&(due, id));
         }
@@ -184,8 +209,8 @@ impl<T: Fold> Journal<T> {
     #[must_use]
     pub fn total(&self, id: SpanId) -> Option<Option<T>> {
         let span = self.spans.get(&id)?;
-        let top = span.heads.len().saturating_sub(1);
-        let mut acc = span.heads.last().cloned().flatten().map(|h| T::clone(&h));
+        let top = span.known();
+        let mut acc = span.head(top).map(|h| T::clone(h));
         if let Some(rest) = self.fold_range(ceil_to(span.start, top).max(span.start), self.len) {
             join(&mut acc, &rest);
         }
@@ -295,7 +320,7 @@ impl<T: Fold> Journal<T> {
     fn advance(&self, span: &mut Span<T>) {
         loop {
             let known = span.heads.len() - 1;
-            if known + 1 >= LEVELS {
+            if known + 1 >= LEVELS || span.start == 0 {
                 span.due = None;
                 return;
             }
@@ -326,13 +351,13 @@ impl<T: Fold> Journal<T> {
     fn spanned(&self, span: &Span<T>) -> Spanned<T> {
         let n = self.len - span.start;
         let mut level = 0;
-        while level + 1 < span.heads.len() && n > reach(self.points, level) {
+        while level < span.known() && n > reach(self.points, level) {
             level += 1;
         }
         let from = ceil_to(span.start, level).max(span.start);
         let to = floor_to(self.len, level).max(from);
         let mut points = Vec::new();
-        if let Some(Some(head)) = span.heads.get(level) {
+        if let Some(head) = span.head(level) {
             points.push(Arc::clone(head));
         }
         for index in (from >> level)..(to >> level) {
@@ -366,10 +391,15 @@ impl<T: Fold> Journal<T> {
         for (j, level) in self.levels.iter_mut().enumerate() {
             let from = len.saturating_sub(reach(points, j));
             let oldest = self
-                .by_start
-                .range((from, SpanId(0))..)
+                .spans
+                .range(
+                    SpanId {
+                        start: from,
+                        seq: 0,
+                    }..,
+                )
                 .next()
-                .map_or(u64::MAX, |&(start, _)| ceil_to(start, j) >> j);
+                .map_or(u64::MAX, |(id, _)| ceil_to(id.start, j) >> j);
             let keep = oldest.min((len >> j).saturating_sub(1));
             while level.first < keep && level.runs.pop_front().is_some() {
                 level.first += 1;

@@ -22,9 +22,9 @@ pub(crate) fn clock_ticks_per_second() -> Option<u64> {
     *TICKS.get_or_init(ffi::clock_ticks)
 }
 
-/// This process's `statm`, kept open with the pid it was opened for: read again at offset 0
-/// it costs one system call instead of three. A forked child (another pid) opens its own.
-static OWN_STATM: Mutex<Option<(u32, fs::File)>> = Mutex::new(None);
+/// This process's `statm`, kept open with the fork generation it was opened in: read again
+/// at offset 0 it costs one system call instead of three. A forked child opens its own.
+static OWN_STATM: Mutex<Option<(u64, fs::File)>> = Mutex::new(None);
 
 /// RSS of the calling process from `/proc/self`: its `statm` kept open, read again; opened
 /// anew (and `status` asked) when that fails.
@@ -36,10 +36,10 @@ pub(crate) fn self_rss() -> Result<u64> {
 }
 
 /// The resident bytes from this process's kept `statm`, opening it when it is not kept (or
-/// kept for another pid: the parent's, in a forked child).
+/// kept from before a fork: the parent's file, in a forked child).
 fn kept_statm() -> Option<u64> {
     use std::os::unix::fs::FileExt as _;
-    let pid = std::process::id();
+    let generation = ffi::fork_generation()?;
     // Never waited for: another thread reading it now (or, in a child forked meanwhile, a
     // thread that no longer exists) sends this caller to the path instead.
     let mut slot = match OWN_STATM.try_lock() {
@@ -47,15 +47,16 @@ fn kept_statm() -> Option<u64> {
         Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
         Err(std::sync::TryLockError::WouldBlock) => return None,
     };
-    if slot.as_ref().is_none_or(|(p, _)| *p != pid) {
-        *slot = fs::File::open("/proc/self/statm").ok().map(|f| (pid, f));
+    if slot.as_ref().is_none_or(|(g, _)| *g != generation) {
+        *slot = fs::File::open("/proc/self/statm")
+            .ok()
+            .map(|f| (generation, f));
     }
     let (_, file) = slot.as_ref()?;
     let mut buf = [0_u8; 256];
-    let n = {
-        let _waiting = crate::inflight::reading_fixed("/proc/self/statm");
-        file.read_at(&mut buf, 0)
-    };
+    // Not listed in `in_flight()`: this process's own statm waits on no other process (the
+    // path read below, the fallback, is listed as every read of a file is).
+    let n = file.read_at(&mut buf, 0);
     let text = n
         .ok()
         .and_then(|n| buf.get(..n))
