@@ -1,8 +1,9 @@
 //! `hmn`'s integration tests, one binary laid out by what a user touches:
 //!
-//! - `cli`: each command end to end through the built `hmn` (`basics`: devices and ps against
-//!   both fakes; `run_watch`, `run_signals`, `watch_edges`, `serve`, `fleet`, `top` in tmux,
-//!   `stalls`, `hidden_memory`, `hidepid` (a real procfs mount with `hidepid`), `hostile_names`,
+//! - `cli`: each command end to end through the built `hmn` (`basics`: devices against both
+//!   fakes; `ps`: its table, JSON and filters, and the memory no visible process accounts for;
+//!   `run_watch`, `run_signals`, `watch_edges`, `serve`, `fleet`, `top` in tmux, `stalls`,
+//!   `hidepid` (a real procfs mount with `hidepid`), `hostile_names`,
 //!   `impossible_figures`, `kubelet` (pod names from a node's log layout), `pid_namespace` (a
 //!   driver pid that a local process also has, in a PID namespace of its own), the first-contact
 //!   `surface`, the README's transcripts, `top_keys` (selecting, inspecting and signalling in
@@ -43,12 +44,12 @@ mod cli {
     mod compat;
     mod fallback_probe;
     mod fleet;
-    mod hidden_memory;
     mod hidepid;
     mod hostile_names;
     mod impossible_figures;
     mod kubelet;
     mod pid_namespace;
+    mod ps;
     mod quiet_fallback;
     mod readme;
     mod run_signals;
