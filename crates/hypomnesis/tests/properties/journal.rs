@@ -94,6 +94,19 @@ fn check(
         next = p.last + 1;
     }
     assert_eq!(next, end);
+    // The timeline uses its room: every sample its own point while they fit (the room less
+    // its two partial ends), and past that at least half the room.
+    let n = end - start;
+    let room = points_cap as u64 - 2;
+    if n <= room {
+        assert_eq!(got.points.len() as u64, n, "a short span keeps each sample");
+    } else {
+        assert!(
+            got.points.len() as u64 >= room / 2,
+            "{} points for {n} samples in a room of {points_cap}",
+            got.points.len()
+        );
+    }
 }
 
 proptest! {
@@ -106,6 +119,7 @@ proptest! {
         let mut j = Journal::new(points);
         let mut open: Vec<(SpanId, u64)> = Vec::new();
         let mut most_levels_kept = 0;
+        let mut pushed = 0u64;
         for o in ops {
             match o {
                 Op::Open => open.push((j.open(), j.len())),
@@ -118,6 +132,7 @@ proptest! {
                 }
                 Op::Close(_) => {}
                 Op::Push(n) => {
+                    pushed += u64::from(n);
                     for _ in 0..n {
                         let i = j.len();
                         j.push(sample(i, seed));
@@ -134,6 +149,11 @@ proptest! {
                 j.kept() <= levels * (points + 1),
                 "{} runs kept for {} samples, {} spans", j.kept(), j.len(), j.spans()
             );
+            // Each level with a whole run keeps at least its last (the tails need it).
+            let whole_levels = 64 - j.len().leading_zeros() as usize;
+            prop_assert!(j.kept() >= whole_levels, "{} runs kept for {} samples", j.kept(), j.len());
+            prop_assert_eq!(j.spans(), open.len());
+            prop_assert_eq!(j.is_empty(), pushed == 0);
         }
         for (id, start) in open {
             let s = j.close(id).unwrap();
