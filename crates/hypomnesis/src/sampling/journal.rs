@@ -31,6 +31,8 @@ pub trait Fold: Clone {
 
 /// Levels of runs kept at most (runs of up to `2^39` samples: years at a kilohertz).
 const LEVELS: usize = 40;
+/// The highest level.
+const TOP: usize = LEVELS - 1;
 
 /// Identifies an open span of a [`Journal`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -57,7 +59,8 @@ pub struct Spanned<T> {
 struct Level<T> {
     first: u64,
     runs: VecDeque<Arc<T>>,
-    /// The run being filled from the level below (it has its first half).
+    /// The first half of the next level's run being filled (this level's last run, when it
+    /// is the first of a pair).
     open: Option<T>,
 }
 
@@ -76,7 +79,7 @@ impl<T> Span<T> {
     /// The highest level whose head is known.
     fn known(&self) -> usize {
         if self.start == 0 {
-            LEVELS - 1
+            TOP
         } else {
             self.heads.len() - 1
         }
@@ -256,24 +259,14 @@ impl<T: Fold> Journal<T> {
             }
             let stored = Arc::new(run);
             here.runs.push_back(Arc::clone(&stored));
-            if level + 1 >= LEVELS {
+            if level >= TOP {
                 return;
             }
-            if self.levels.len() <= level + 1 {
-                self.levels.push(Level {
-                    first: index >> 1,
-                    runs: VecDeque::new(),
-                    open: None,
-                });
-            }
-            let Some(up) = self.levels.get_mut(level + 1) else {
-                return;
-            };
             if index.is_multiple_of(2) {
-                up.open = Some(T::clone(&stored));
+                here.open = Some(T::clone(&stored));
                 return;
             }
-            let Some(mut whole) = up.open.take() else {
+            let Some(mut whole) = here.open.take() else {
                 return;
             };
             whole.fold(&stored);
@@ -295,14 +288,15 @@ impl<T: Fold> Journal<T> {
     fn fold_since(&self, mut from: u64) -> Option<T> {
         let mut acc = None;
         let top = self.levels.len().saturating_sub(1);
-        while from < self.len {
+        loop {
             let level = usize::try_from(from.trailing_zeros())
                 .unwrap_or(top)
                 .min(top);
             let found = (0..=level)
                 .rev()
                 .find_map(|l| self.run(l, from >> l).map(|r| (l, r)));
-            // None only for a run let go too early, which the retention rule never does.
+            // None at the last sample (no whole run starts there), or for a run let go too
+            // early, which the retention rule never does.
             let Some((l, r)) = found else { break };
             join(&mut acc, &**r);
             from += 1 << l;
@@ -314,7 +308,7 @@ impl<T: Fold> Journal<T> {
     fn advance(&self, span: &mut Span<T>) {
         loop {
             let known = span.heads.len() - 1;
-            if known + 1 >= LEVELS || span.start == 0 {
+            if known >= TOP || span.start == 0 {
                 span.due = None;
                 return;
             }
