@@ -29,10 +29,8 @@ pub trait Fold: Clone {
     fn fold(&mut self, later: &Self);
 }
 
-/// Levels of runs kept at most (runs of up to `2^39` samples: years at a kilohertz).
-const LEVELS: usize = 40;
-/// The highest level.
-const TOP: usize = LEVELS - 1;
+/// The highest level of runs kept (runs of up to `2^39` samples: years at a kilohertz).
+const TOP: usize = 39;
 
 /// Identifies an open span of a [`Journal`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
