@@ -282,7 +282,7 @@ class Tracking:
     def peak_ledger(self) -> Optional[Ledger]:
         """With ``track(ledger=True)``: the ledger at the peak of this process's GPU memory
         (the device with the largest peak; the RSS peak where no GPU figure is known): the
-        sample holding that peak set against the framework reading taken nearest to it.
+        sample holding that peak set against the first framework reading taken at or after it.
         ``None`` without a ledger."""
         self._ended()
         if self._recorder is None:

@@ -9,8 +9,9 @@ reads them as the block starts and ends. Every reading is waited for at most the
 deadline (:mod:`hypomnesis._bounded`): a framework whose calls block is a note, and a read
 already past the deadline is not waited for again. A
 sample's ledger is then the sample's driver figures set against the reading nearest to it in
-time, and the ledger at the peak uses the reading taken nearest to the peak, which the thread
-follows while the block runs (it asks the sampler when its peak so far was sampled).
+time, and the ledger at the peak uses the first reading taken at or after the moment the peak
+was first sampled (the block asks the sampler when, as it ends, and keeps the readings around
+that moment however its list was thinned).
 
 The GPUs' names, UUIDs, MIG devices and sizes are read once per tracker, waited for at most the
 deadline (a GPU not read in time is a note in each ledger).
@@ -224,10 +225,19 @@ class Recorder:
 
     def hand_over(self, shared: List[Reading]) -> None:
         """The shared thread's readings of the block's time (dated on ``time.monotonic()``),
-        thinned to at most :data:`LEDGER_READINGS` (every k-th, the first kept)."""
+        thinned to at most :data:`LEDGER_READINGS` (every k-th, the first kept), and the two
+        around the moment the block's peak so far was first sampled (the sampler still runs
+        when this is called), which :meth:`at_peak` chooses from."""
         step = -(-len(shared) // LEDGER_READINGS) if shared else 1
+        kept = shared[::step]
+        peak = self._sampler.peak_time()
+        if peak is not None and shared:
+            times = [r.time for r in shared]
+            i = bisect.bisect_left(times, self._start + peak)
+            around = [shared[j] for j in (i - 1, i) if 0 <= j < len(shared)]
+            kept = sorted({id(r): r for r in kept + around}.values(), key=lambda r: r.time)
         with self._lock:
-            self.between = shared[::step]
+            self.between = kept
 
     def end(self, exit_time: float) -> None:
         """Takes the exit reading, dated as the exit sample."""
@@ -243,14 +253,16 @@ class Recorder:
         return sorted(middle + ends, key=lambda r: r.time)
 
     def at_peak(self, peak_time: float) -> Optional[Reading]:
-        """The reading nearest to ``peak_time`` (the entry and exit ones among them)."""
+        """The reading of the peak: the first taken at or after ``peak_time``, when the peak
+        was first sampled (from then on the block was known to hold it; a reading just
+        before may be of the state before it), else the last before (the entry and exit
+        ones among them)."""
         candidates = self.readings()
         if not candidates:
             return None
         times = [r.time for r in candidates]
         i = bisect.bisect_left(times, peak_time)
-        near = candidates[max(0, i - 1) : i + 1]
-        return min(near, key=lambda r: abs(r.time - peak_time))
+        return candidates[i] if i < len(candidates) else candidates[-1]
 
 
 Key = Tuple[Optional[Tuple[str, ...]], str, float]
