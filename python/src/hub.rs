@@ -13,7 +13,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use hypomnesis::sampling::{Journal, SpanId, Spanned};
+use hypomnesis::sampling::{Journal, Sampler, SpanId, Spanned, Want};
 
 use crate::timeline::{self, RawSample, Summary, TIMELINE_POINTS};
 
@@ -63,18 +63,18 @@ pub fn after_fork_in_parent() {
     FORKING.with(|f| f.borrow_mut().take());
 }
 
-/// Reads the GPU figures of `devices` now.
+/// Reads the GPU figures of `devices` now, with the library's sampler (each device's figures
+/// and this process's own memory on it).
 fn read_gpu(devices: &[u32]) -> Vec<GpuFigures> {
     let _driver = DRIVER.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut want = Want::NONE;
+    (want.devices, want.own) = (true, true);
+    let sampler = Sampler::new(want);
     devices
         .iter()
         .map(|&d| {
-            let own = hypomnesis::process_gpu_info(d)
-                .ok()
-                .filter(|p| p.is_per_process)
-                .map(|p| p.used_bytes);
-            let used = hypomnesis::device_info(d).ok().map(|i| i.used_bytes);
-            (own, used)
+            let frame = sampler.device(d);
+            (frame.own_bytes(), frame.info().map(|i| i.used_bytes))
         })
         .collect()
 }

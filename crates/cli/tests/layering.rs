@@ -472,20 +472,20 @@ fn a_circle_is_found() {
 /// The library's layers, lowest first: 0 the data types, errors and the in-flight table; 1 the
 /// host (roots, procfs, processes, RAM, durations) and the GPU backends beside it (a backend may
 /// read the host, the host never reads a backend); 2 the dispatcher and the public functions
-/// over it; 3 the root.
+/// over it (the sampler among them); 3 the root.
 fn layer_of(m: &Module) -> Option<(u8, &'static str)> {
     let first = m.first().map_or("", String::as_str);
     let second = m.get(1).map_or("", String::as_str);
     Some(match (first, second) {
         ("", _) => (3, "root"),
-        ("types" | "error" | "inflight" | "sampling", _) => (0, "types"),
+        ("types" | "error" | "inflight", _) => (0, "types"),
         ("host" | "duration", _) => (1, "host"),
         (
             "gpu",
             "backend" | "pci" | "winparse" | "nvidia" | "mig" | "nvml" | "nvidia_smi" | "drm"
             | "windows" | "metal",
         ) => (1, "backends"),
-        ("gpu", "" | "dispatch") | ("snapshot" | "report" | "spill" | "ram", _) => {
+        ("gpu", "" | "dispatch") | ("snapshot" | "report" | "spill" | "ram" | "sampling", _) => {
             (2, "dispatcher")
         }
         _ => return None,

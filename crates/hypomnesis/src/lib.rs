@@ -40,9 +40,9 @@
 //!
 //! The measuring backends `nvml`, `nvidia-smi-fallback`, `dxgi`, `pdh` (implies `dxgi`), `metal`
 //! and `drm` are on by default, and nothing else: the library pulls no command-line crates.
-//! `report`, `sampling` (the `sampling` module: a journal of samples), `test-helpers`, `serde`,
-//! `debug-output` are off. `--no-default-features` builds the
-//! RSS part alone. Platform features are no-ops on other platforms. `cli`, `serve` and `top`
+//! `report`, `sampling` (the `sampling` module: the sampler, its ticker, timelines and a
+//! journal), `test-helpers`, `serde`, `debug-output` are off. `--no-default-features` builds
+//! the RSS part alone. Platform features are no-ops on other platforms. `cli`, `serve` and `top`
 //! select nothing: the `hmn` command is the `hypomnesis-cli` package, and the names stay so that
 //! a 0.2.x manifest naming them still resolves.
 //!

@@ -195,8 +195,8 @@ def _with_note(g: GpuLedger, note: str) -> GpuLedger:
 
 class Recorder:
     """The framework readings of one block: the entry and exit ones (taken on the tracked
-    thread), and at most :data:`LEDGER_READINGS` between, the shared thread's readings of its
-    time (handed over as the block ends)."""
+    thread), and between them the shared thread's readings of its time (handed over as the
+    block ends): at most :data:`LEDGER_READINGS`, and the two around the peak's moment."""
 
     def __init__(
         self, gpus: Gpus, interval: float, sampler: _native.Sampler, deadline: float

@@ -14,11 +14,10 @@ use hypomnesis::GpuDeviceInfo;
 
 use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::child::{self, Child};
-use crate::collect::sampler::{Frame, Sampler, Want, max_opt};
 use crate::collect::stop::Stop;
-use crate::collect::ticker::Ticker;
 use crate::outcome::Outcome;
 use crate::view::run::{self as render, DevicePeak, Holder, Point, Summary};
+use hypomnesis::sampling::{Frame, Sampler, Ticker, Want, max_opt};
 use timeline::Timeline;
 
 /// Options of `hmn run`.
@@ -189,13 +188,11 @@ fn follow(
     err: &mut impl Write,
 ) -> io::Result<(ExitStatus, Peaks, Vec<Option<GpuDeviceInfo>>)> {
     let mut walker = hypomnesis::TreeWalker::new(child.id());
-    let sampler = Sampler::new(Want {
-        devices: true,
-        processes: true,
-        ..Want::default()
-    });
+    let mut want = Want::NONE;
+    (want.devices, want.processes) = (true, true);
+    let sampler = Sampler::new(want);
     // The loop watches `stop` itself: it keeps sampling while the command winds down.
-    let mut ticker = Ticker::new(interval, None, Stop::never());
+    let mut ticker = Ticker::new(interval, None);
     let mut peaks = Peaks::default();
     let mut first: Option<Vec<Option<GpuDeviceInfo>>> = None;
     let mut passed_on = None;

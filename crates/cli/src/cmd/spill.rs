@@ -10,11 +10,10 @@ use hypomnesis::{SpillReport, SpillTracker};
 
 use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::child::{self, Child};
-use crate::collect::sampler::{Frame, Sampler, Want};
 use crate::collect::stop::Stop;
-use crate::collect::ticker::Ticker;
 use crate::outcome::Outcome;
 use crate::view::spill::{DeviceJson, ReportJson, ReportKeys, render_episodes};
+use hypomnesis::sampling::{Frame, Sampler, Ticker, Want};
 
 /// Options of `hmn spill`.
 #[derive(Debug, Args)]
@@ -78,10 +77,9 @@ fn observe(trackers: &mut [Option<SpillTracker>], frame: &Frame, thresholds: Spi
 }
 
 pub fn run(args: &SpillArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
-    let sampler = Sampler::new(Want {
-        residency: true,
-        ..Want::default()
-    });
+    let mut want = Want::NONE;
+    want.residency = true;
+    let sampler = Sampler::new(want);
     let first = sampler.frame(&[]);
     if let Ok(n) = first.count
         && n > 0
@@ -113,7 +111,9 @@ pub fn run(args: &SpillArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         Err(code) => return Ok(Outcome::Code(code)),
     };
     let mut trackers: Vec<Option<SpillTracker>> = vec![None; first.devices.len()];
-    let mut ticker = Ticker::new(args.interval, None, Stop::on_signals());
+    // Caught, not obeyed: Ctrl-C reaches the command too, and the report comes once it ends.
+    let _signals = Stop::on_signals();
+    let mut ticker = Ticker::new(args.interval, None);
     let status = loop {
         if let Some(s) = child.try_wait()? {
             break s;

@@ -13,15 +13,14 @@ use hypomnesis::spill::{DEFAULT_SHARED_GROWTH_BYTES, SpillSample};
 use hypomnesis::{GpuProcessEntry, HypomnesisError, SpillReport, SpillTracker};
 
 use crate::args::{self, JsonArg, RootArgs};
-use crate::collect::sampler::{Frame, Sampler, Want, max_opt};
 use crate::collect::stop::Stop;
-use crate::collect::ticker::{Tick, Ticker};
 use crate::outcome::Outcome;
 use crate::view::format_size;
 use crate::view::spill::{ReportKeys, render_episodes};
 use crate::view::watch::{
     self as render, Followed, PerPid, Row, Selection, Start, Summary, delta, utc_millis,
 };
+use hypomnesis::sampling::{Frame, Sampler, Tick, Ticker, Want, max_opt};
 
 /// Options of `hmn watch`.
 #[derive(Debug, Args)]
@@ -358,12 +357,9 @@ fn attach(args: &WatchArgs, err: &mut impl Write) -> io::Result<Result<Attached,
     if let Err(outcome) = check(args, err)? {
         return Ok(Err(outcome));
     }
-    let first = Sampler::new(Want {
-        processes: true,
-        residency: hypomnesis::is_spill_measurable(),
-        ..Want::default()
-    })
-    .frame(&[]);
+    let mut want = Want::NONE;
+    (want.processes, want.residency) = (true, hypomnesis::is_spill_measurable());
+    let first = Sampler::new(want).frame(&[]);
     let first_held = held(&first, args.device);
     let residency = usize::try_from(args.device)
         .ok()
@@ -481,12 +477,11 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         record(out, &start_record(args, device_name))?;
     }
     let rule = Rule::of(args);
-    let sampler = Sampler::new(Want {
-        processes: true,
-        residency: tracker.is_some(),
-        ..Want::default()
-    });
-    let mut ticker = Ticker::new(args.interval, args.duration, Stop::on_signals());
+    let mut want = Want::NONE;
+    (want.processes, want.residency) = (true, tracker.is_some());
+    let sampler = Sampler::new(want);
+    let mut ticker = Ticker::new(args.interval, args.duration);
+    let stop = Stop::on_signals();
     loop {
         let live: Vec<u32> = targets
             .iter()
@@ -511,7 +506,7 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
             write_row(out, args.output.json, &t.row(&sample))?;
         }
         let all_ended = !args.follow_new && targets.iter().all(|t| t.ended.is_some());
-        if all_ended || ticker.wait(|| false) != Tick::Due {
+        if all_ended || ticker.wait(|| stop.requested()) != Tick::Due {
             break;
         }
     }

@@ -1,9 +1,8 @@
-//! Collecting: the one sampler, the pace of its loops, and the command a run starts.
+//! Collecting, around the library's sampler (`hypomnesis::sampling`): the stop requests of
+//! the loops, the command a run starts, and the contexts of the processes a frame lists.
 
 pub mod child;
 pub mod contexts;
 #[cfg(feature = "serve")]
 pub mod known;
-pub mod sampler;
 pub mod stop;
-pub mod ticker;

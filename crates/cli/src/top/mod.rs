@@ -36,10 +36,10 @@ use ratatui::layout::Rect;
 
 use crate::args::{self, RootArgs};
 use crate::collect::contexts;
-use crate::collect::sampler::{Frame, Sampler, Want};
 use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
 use draw::Late;
+use hypomnesis::sampling::{Frame, Sampler, Want};
 use model::{Builder, Screen};
 use state::{Action, Confirm, ViewState};
 use state::{Nav, Pick, Sig};
@@ -375,14 +375,10 @@ fn ask_signal(state: &mut ViewState, screen: &Screen) {
 /// the terminal back (as far as it still can) and ends the process.
 fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>) {
     let signals = Stop::on_signals();
-    let sampler = Sampler::new(Want {
-        devices: true,
-        processes: true,
-        unnamed: true,
-        mig: true,
-        utilization: true,
-        ..Want::default()
-    });
+    let mut want = Want::NONE;
+    (want.devices, want.processes, want.unnamed) = (true, true, true);
+    (want.mig, want.utilization) = (true, true);
+    let sampler = Sampler::new(want);
     let mut builder = Builder::default();
     let mut lasting = lasting::Lasting::default();
     let mut next = Instant::now();

@@ -13,7 +13,7 @@ use hypomnesis::{
     Utilization,
 };
 
-use crate::collect::sampler::Frame;
+use hypomnesis::sampling::Frame;
 
 /// Samples of used memory kept per GPU: ten minutes at the default interval.
 pub const HISTORY: usize = 600;

@@ -20,7 +20,7 @@ use super::draw::gpus::{split, wrap};
 use super::draw::{Late, draw, human};
 use super::model::{Builder, Screen};
 use super::state::ViewState;
-use crate::collect::sampler::{DeviceFrame, Frame};
+use hypomnesis::sampling::{DeviceFrame, Frame};
 
 use crate::view::{GIB, MIB};
 
@@ -57,20 +57,23 @@ fn ctx(user: &str, command: &str, rss: u64, cpu_ms: u64) -> ProcessContext {
     c
 }
 
+/// A device's part of a frame: its figures and processes.
+fn device(info: GpuDeviceInfo, rows: Vec<GpuProcessEntry>) -> DeviceFrame {
+    let mut d = DeviceFrame::default();
+    (d.info, d.processes) = (Some(Ok(info)), Some(Ok(rows)));
+    d
+}
+
 fn frame(at: u64, devices: Vec<(GpuDeviceInfo, Vec<GpuProcessEntry>)>) -> Frame {
-    Frame {
-        at: Duration::from_secs(at),
-        count: Ok(u32::try_from(devices.len()).unwrap()),
-        devices: devices
+    Frame::new(
+        Duration::from_secs(at),
+        Ok(u32::try_from(devices.len()).unwrap()),
+        devices
             .into_iter()
-            .map(|(info, rows)| DeviceFrame {
-                info: Some(Ok(info)),
-                processes: Some(Ok(rows)),
-                ..DeviceFrame::default()
-            })
+            .map(|(info, rows)| device(info, rows))
             .collect(),
-        rss: BTreeMap::new(),
-    }
+        BTreeMap::new(),
+    )
 }
 
 #[allow(clippy::unnecessary_wraps)] // the type a screen takes
@@ -266,12 +269,9 @@ fn mig_instances_and_an_amd_card_with_gtt() {
         .vendor(Some(GpuVendor::Amd))
         .source(GpuQuerySource::Drm)
         .build();
-    f.devices.push(DeviceFrame {
-        info: Some(Ok(amd)),
-        processes: Some(Ok(Vec::new())),
-        utilization: Some(Ok(Utilization::new(Some(37), None, GpuQuerySource::Drm))),
-        ..DeviceFrame::default()
-    });
+    let mut d = device(amd, Vec::new());
+    d.utilization = Some(Ok(Utilization::new(Some(37), None, GpuQuerySource::Drm)));
+    f.devices.push(d);
     f.count = Ok(2);
     let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0), None);
     let (text, _) = render(&screen, &ViewState::default(), 110, 22);
@@ -289,11 +289,11 @@ fn mig_instances_and_an_amd_card_with_gtt() {
 #[test]
 fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
     let mut b = Builder::default();
-    let f = Frame {
-        at: Duration::ZERO,
-        count: Ok(0),
-        devices: Vec::new(),
-        rss: [
+    let f = Frame::new(
+        Duration::ZERO,
+        Ok(0),
+        Vec::new(),
+        [
             (1, Some(12 * MIB)),
             (2, None),
             (300, Some(2 * GIB)),
@@ -301,7 +301,7 @@ fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
         ]
         .into_iter()
         .collect(),
-    };
+    );
     let contexts: BTreeMap<u32, ProcessContext> = [
         (1, ctx("root", "/sbin/init", 12 * MIB, 0)),
         (300, ctx("alice", "python3 notebook.py", 2 * GIB, 0)),
@@ -330,11 +330,12 @@ fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
         0,
         "no RSS, no row"
     );
-    let failed = Frame {
-        count: Err("NVML: could not count GPUs: driver/library version mismatch".into()),
-        rss: BTreeMap::new(),
-        ..f
-    };
+    let failed = Frame::new(
+        f.at,
+        Err("NVML: could not count GPUs: driver/library version mismatch".into()),
+        f.devices.clone(),
+        BTreeMap::new(),
+    );
     // The processes of the last refresh are shown as exited, once.
     let screen = b.screen(&failed, |_| BTreeMap::new(), ram(), &me(0), None);
     let (text, _) = render(&screen, &ViewState::default(), 100, 8);

@@ -1,10 +1,16 @@
-//! Building blocks for sampling memory over time (the `sampling` feature, off by default):
-//! [`Timeline`], one span's samples in a fixed room (neighbouring samples folded, each figure
-//! keeping its maximum), and [`Journal`], one record of samples shared by any number of
-//! overlapping spans, each with its exact fold and a bounded timeline.
+//! Sampling memory over time (the `sampling` feature, off by default): [`Sampler`] reads a
+//! [`Frame`] (every device once, for what the caller asked, and the RSS of the processes it
+//! follows) at each tick of a [`Ticker`]; [`Timeline`] keeps one span's samples in a fixed room
+//! (neighbouring samples folded, each figure keeping its maximum), and [`Journal`] one record of
+//! samples shared by any number of overlapping spans, each with its exact fold and a bounded
+//! timeline.
 
+mod frame;
 mod journal;
+mod ticker;
 mod timeline;
 
+pub use frame::{DeviceFrame, Failure, Frame, Sampler, Want, max_opt};
 pub use journal::{Fold, Journal, SpanId, Spanned};
+pub use ticker::{Tick, Ticker};
 pub use timeline::Timeline;

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use hypomnesis::sampling::{Fold, Timeline as Bounded};
 
-use crate::collect::sampler::max_opt;
 use crate::view::run::{self as render, Point};
+use hypomnesis::sampling::max_opt;
 
 /// Most points the plot keeps (a plot is at most a few thousand pixels wide).
 pub const PLOT_POINTS: usize = 2048;

@@ -9,17 +9,17 @@ use std::sync::{Mutex, PoisonError};
 use super::model::{FALLBACK, Sample};
 use super::probe;
 use crate::collect::known::Known;
-use crate::collect::sampler::{Failure, Frame, Sampler, Want};
+use hypomnesis::sampling::{Failure, Frame, Sampler, Want};
 
 /// What the exporter reads each measurement.
-pub const WANT: Want = Want {
-    devices: true,
-    processes: true,
+pub const WANT: Want = {
+    let mut w = Want::NONE;
+    w.devices = true;
+    w.processes = true;
     // Named from [`Known`], once per process rather than once per row and measurement.
-    unnamed: true,
-    residency: false,
-    mig: true,
-    utilization: false,
+    w.unnamed = true;
+    w.mig = true;
+    w
 };
 
 /// The processes the exporter has seen, across measurements (one runs at a time).
@@ -53,13 +53,11 @@ pub fn measure() -> Sample {
 }
 
 /// What the exporter reads of the devices alone: no process list, nothing per process.
-pub const DEVICES: Want = Want {
-    devices: true,
-    processes: false,
-    unnamed: false,
-    residency: false,
-    mig: true,
-    utilization: false,
+pub const DEVICES: Want = {
+    let mut w = Want::NONE;
+    w.devices = true;
+    w.mig = true;
+    w
 };
 
 /// The devices' figures alone (count, memory, MIG instances), which need no per-process read:

@@ -1,26 +1,29 @@
 //! The one sampler: each tick reads every device once into a [`Frame`] (its figures, its
-//! processes, its residency, its MIG instances: whatever the command asked for), plus the RSS
-//! of the processes the command follows. Commands fold frames into their own results; sums per
-//! pid are made here and nowhere else.
+//! processes, its residency, its MIG instances, this process's own memory on it: whatever the
+//! caller asked for), plus the RSS of the processes the caller follows. Callers fold frames into
+//! their own results (`hmn run`, `watch`, `top` and `serve`, Python's `track()`); sums per pid
+//! are made here and nowhere else.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
-use hypomnesis::{
-    ErrorKind, GpuDeviceInfo, GpuProcessEntry, HypomnesisError, MigGpuInstance, Residency,
-    Utilization,
+use crate::error::{ErrorKind, HypomnesisError};
+use crate::types::{
+    GpuDeviceInfo, GpuProcessEntry, MigGpuInstance, ProcessGpuInfo, Residency, Utilization,
 };
 
-/// What a frame reads, beyond the device count (a refresh reads only what it shows).
+/// What a frame reads, beyond the device count (a refresh reads only what it shows). Start from
+/// [`Want::NONE`] and switch on the parts wanted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[allow(clippy::struct_excessive_bools)] // one switch per part of a frame
+#[non_exhaustive]
 pub struct Want {
-    /// Each device's figures (`device_info`).
+    /// Each device's figures ([`crate::device_info`]).
     pub devices: bool,
-    /// Each device's processes (`gpu_processes`).
+    /// Each device's processes ([`crate::gpu_processes`]).
     pub processes: bool,
-    /// Without their names (`gpu_processes_unnamed`: a view that reads the command lines of
-    /// the rows it shows spares a file per process).
+    /// Without their names ([`crate::gpu_processes_unnamed`]: a view that reads the command
+    /// lines of the rows it shows spares a file per process).
     pub unnamed: bool,
     /// Each device's residency (Windows WDDM spill).
     pub residency: bool,
@@ -28,16 +31,36 @@ pub struct Want {
     pub mig: bool,
     /// Each device's GPU and memory-controller utilization.
     pub utilization: bool,
+    /// This process's own memory on each device ([`crate::process_gpu_info`]).
+    pub own: bool,
+}
+
+impl Want {
+    /// Nothing beyond the device count.
+    pub const NONE: Self = Self {
+        devices: false,
+        processes: false,
+        unnamed: false,
+        residency: false,
+        mig: false,
+        utilization: false,
+        own: false,
+    };
 }
 
 /// What a read that failed said, and what kind of failure it was.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Failure {
+    /// The error's message.
     pub message: String,
+    /// The error's kind.
     pub kind: ErrorKind,
 }
 
 impl Failure {
+    /// The failure `e` describes.
+    #[must_use]
     pub fn of(e: &HypomnesisError) -> Self {
         Self {
             message: e.to_string(),
@@ -54,36 +77,54 @@ impl std::fmt::Display for Failure {
 
 /// One device at one tick. A part that was not asked for is `None`; a part that could not be
 /// read holds the reason.
-// `mig` and `utilization` are read by `hmn top` alone.
-#[cfg_attr(not(feature = "top"), allow(dead_code))]
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct DeviceFrame {
+    /// The device's figures.
     pub info: Option<Result<GpuDeviceInfo, Failure>>,
+    /// The processes holding memory on it.
     pub processes: Option<Result<Vec<GpuProcessEntry>, Failure>>,
+    /// Its residency (Windows).
     pub residency: Option<Result<Residency, Failure>>,
+    /// Its MIG GPU instances (empty when MIG is off or they could not be read).
     pub mig: Option<Vec<MigGpuInstance>>,
+    /// Its utilization.
     pub utilization: Option<Result<Utilization, Failure>>,
+    /// This process's own memory on it.
+    pub own: Option<Result<ProcessGpuInfo, Failure>>,
 }
 
 impl DeviceFrame {
     /// The figures, when read.
+    #[must_use]
     pub fn info(&self) -> Option<&GpuDeviceInfo> {
         self.info.as_ref().and_then(|r| r.as_ref().ok())
     }
 
     /// The processes, when read.
+    #[must_use]
     pub fn processes(&self) -> Option<&[GpuProcessEntry]> {
         self.processes
             .as_ref()
             .and_then(|r| r.as_ref().ok())
             .map(Vec::as_slice)
     }
+
+    /// The memory this process holds on the device, when the source gives it per process
+    /// (`None` when it was not read, failed, or the source gives only a device-wide figure).
+    #[must_use]
+    pub fn own_bytes(&self) -> Option<u64> {
+        self.own
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .filter(|p| p.is_per_process)
+            .map(|p| p.used_bytes)
+    }
 }
 
 /// Everything one tick read.
-// `count` is read by `hmn top` alone.
-#[cfg_attr(not(feature = "top"), allow(dead_code))]
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Frame {
     /// When, since the sampler started.
     pub at: Duration,
@@ -96,9 +137,26 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// A frame made of its parts (a caller's tests, a replay).
+    #[must_use]
+    pub fn new(
+        at: Duration,
+        count: Result<u32, String>,
+        devices: Vec<DeviceFrame>,
+        rss: BTreeMap<u32, Option<u64>>,
+    ) -> Self {
+        Self {
+            at,
+            count,
+            devices,
+            rss,
+        }
+    }
+
     /// GPU memory per local pid on device `index`, rows of the same pid added up; `None` when
     /// the device's processes were not read. Rows outside this PID namespace are left out:
     /// their number is the driver's, which a local process may have too.
+    #[must_use]
     pub fn gpu_by_pid(&self, index: usize) -> Option<BTreeMap<u32, u64>> {
         let rows = self.devices.get(index)?.processes()?;
         let mut out: BTreeMap<u32, u64> = BTreeMap::new();
@@ -112,6 +170,7 @@ impl Frame {
     }
 
     /// GPU memory per pid over every device whose processes were read; `None` when none was.
+    #[must_use]
     pub fn gpu_by_pid_all(&self) -> Option<BTreeMap<u32, u64>> {
         let mut out: Option<BTreeMap<u32, u64>> = None;
         for i in 0..self.devices.len() {
@@ -127,6 +186,7 @@ impl Frame {
     }
 
     /// GPU memory `pids` hold on device `index`; `None` when its processes were not read.
+    #[must_use]
     pub fn gpu_of(&self, index: usize, pids: &HashSet<u32>) -> Option<u64> {
         self.gpu_by_pid(index).map(|m| {
             m.iter()
@@ -137,6 +197,7 @@ impl Frame {
     }
 
     /// The used memory of device `index`, when read.
+    #[must_use]
     pub fn used(&self, index: usize) -> Option<u64> {
         self.devices
             .get(index)
@@ -144,8 +205,9 @@ impl Frame {
             .map(|d| d.used_bytes)
     }
 
-    /// Sum of the RSS of `pids` (processes that vanished count 0); `None` when not one could be
-    /// read.
+    /// Sum of the RSS of `pids` (processes that vanished count 0); `None` when not one could
+    /// be read.
+    #[must_use]
     pub fn rss_sum(&self, pids: &[u32]) -> Option<u64> {
         let known: Vec<u64> = pids
             .iter()
@@ -156,13 +218,15 @@ impl Frame {
 }
 
 /// Reads frames.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Sampler {
     started: Instant,
     want: Want,
 }
 
 impl Sampler {
+    /// A sampler that reads `want`, its clock starting now.
+    #[must_use]
     pub fn new(want: Want) -> Self {
         Self {
             started: Instant::now(),
@@ -171,15 +235,17 @@ impl Sampler {
     }
 
     /// Time since the sampler started.
+    #[must_use]
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
 
-    /// One frame: the device count, then each device once for what was asked, then the RSS of
-    /// `pids`.
+    /// One frame: the device count, then each device once for what was asked, then the RSS
+    /// of `pids`.
+    #[must_use]
     pub fn frame(&self, pids: &[u32]) -> Frame {
         let at = self.started.elapsed();
-        let count = match hypomnesis::device_count() {
+        let count = match crate::gpu::device_count() {
             Ok(n) => Ok(n),
             Err(HypomnesisError::NoGpuSource) => Ok(0),
             Err(e) => Err(e.to_string()),
@@ -193,40 +259,45 @@ impl Sampler {
             devices,
             rss: pids
                 .iter()
-                .map(|&p| (p, hypomnesis::process_rss_of(p).ok()))
+                .map(|&p| (p, crate::host::process::process_rss_of(p).ok()))
                 .collect(),
         }
     }
 
-    fn device(&self, i: u32) -> DeviceFrame {
+    /// Device `index` alone, for what was asked (a caller that follows some devices only).
+    #[must_use]
+    pub fn device(&self, index: u32) -> DeviceFrame {
+        use crate::gpu;
         let w = self.want;
         let text = |e: HypomnesisError| Failure::of(&e);
         DeviceFrame {
-            info: w.devices.then(|| hypomnesis::device_info(i).map_err(text)),
+            info: w.devices.then(|| gpu::device_info(index).map_err(text)),
             processes: w.processes.then(|| {
                 if w.unnamed {
-                    hypomnesis::gpu_processes_unnamed(i)
+                    gpu::gpu_processes_unnamed(index)
                 } else {
-                    hypomnesis::gpu_processes(i)
+                    gpu::gpu_processes(index)
                 }
                 .map_err(text)
             }),
             residency: w
                 .residency
-                .then(|| hypomnesis::adapter_residency(i).map_err(text)),
+                .then(|| gpu::adapter_residency(index).map_err(text)),
             mig: w.mig.then(|| {
-                hypomnesis::mig_instances(i)
-                    .map(|list| hypomnesis::mig_gpu_instances(&list))
+                gpu::mig_instances(index)
+                    .map(|list| gpu::mig::mig_gpu_instances(&list))
                     .unwrap_or_default()
             }),
             utilization: w
                 .utilization
-                .then(|| hypomnesis::device_utilization(i).map_err(text)),
+                .then(|| gpu::device_utilization(index).map_err(text)),
+            own: w.own.then(|| gpu::process_gpu_info(index).map_err(text)),
         }
     }
 }
 
-/// The larger of two optional figures.
+/// The larger of two optional figures (`None` only when both are).
+#[must_use]
 pub fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.max(y)),
@@ -237,21 +308,24 @@ pub fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use hypomnesis::GpuProcessEntry;
-
     use super::*;
+    use crate::types::{GpuQuerySource, UnreadableReason};
 
     fn row(pid: u32, used: u64) -> GpuProcessEntry {
-        GpuProcessEntry::builder().pid(pid).used_bytes(used).build()
+        GpuProcessEntry {
+            pid,
+            used_bytes: used,
+            ..GpuProcessEntry::blank(GpuQuerySource::Nvml)
+        }
     }
 
     /// A row of another PID namespace whose driver number is `pid`.
     fn outside(pid: u32, used: u64) -> GpuProcessEntry {
-        GpuProcessEntry::builder()
-            .pid(pid)
-            .used_bytes(used)
-            .outside_pid_namespace(true)
-            .build()
+        GpuProcessEntry {
+            outside_pid_namespace: true,
+            unreadable: Some(UnreadableReason::OutsidePidNamespace),
+            ..row(pid, used)
+        }
     }
 
     fn frame() -> Frame {
@@ -259,10 +333,10 @@ mod tests {
             processes: rows.map(Ok),
             ..DeviceFrame::default()
         };
-        Frame {
-            at: Duration::ZERO,
-            count: Ok(3),
-            devices: vec![
+        Frame::new(
+            Duration::ZERO,
+            Ok(3),
+            vec![
                 dev(Some(vec![
                     row(7, 10),
                     row(7, 5),
@@ -272,10 +346,10 @@ mod tests {
                 dev(None),
                 dev(Some(vec![row(7, 100)])),
             ],
-            rss: [(7, Some(300)), (8, None), (9, Some(20))]
+            [(7, Some(300)), (8, None), (9, Some(20))]
                 .into_iter()
                 .collect(),
-        }
+        )
     }
 
     #[test]
@@ -298,11 +372,50 @@ mod tests {
         assert_eq!(f.rss_sum(&[7, 8, 9]), Some(320));
         assert_eq!(f.rss_sum(&[8]), None);
         assert_eq!(f.rss_sum(&[]), None);
+        let none = Frame::new(Duration::ZERO, Ok(0), Vec::new(), BTreeMap::new());
+        assert_eq!(none.gpu_by_pid_all(), None, "no device read is not zero");
+        assert_eq!(none.used(0), None);
+    }
+
+    #[test]
+    fn own_bytes_only_when_per_process() {
+        let own = |per_process: bool| DeviceFrame {
+            own: Some(Ok(ProcessGpuInfo {
+                used_bytes: 42,
+                is_per_process: per_process,
+                source: GpuQuerySource::Nvml,
+            })),
+            ..DeviceFrame::default()
+        };
+        assert_eq!(own(true).own_bytes(), Some(42));
+        assert_eq!(
+            own(false).own_bytes(),
+            None,
+            "a device-wide figure is not ours"
+        );
+        assert_eq!(DeviceFrame::default().own_bytes(), None);
+    }
+
+    #[test]
+    fn a_frame_reads_only_what_was_asked() {
+        let mut want = Want::NONE;
+        want.devices = true;
+        let me = std::process::id();
+        let f = Sampler::new(want).frame(&[me]);
+        for d in &f.devices {
+            assert!(d.info.is_some());
+            assert!(d.processes.is_none() && d.own.is_none() && d.mig.is_none());
+            assert!(d.residency.is_none() && d.utilization.is_none());
+        }
+        assert_eq!(f.rss.len(), 1);
+        #[cfg(any(target_os = "linux", target_os = "macos", windows))]
+        assert!(f.rss.get(&me).copied().flatten().is_some_and(|r| r > 0));
     }
 
     #[test]
     fn maxima() {
         assert_eq!(max_opt(Some(1), Some(3)), Some(3));
+        assert_eq!(max_opt(Some(3), Some(1)), Some(3));
         assert_eq!(max_opt(None, Some(3)), Some(3));
         assert_eq!(max_opt(Some(2), None), Some(2));
         assert_eq!(max_opt(None, None), None);
