@@ -413,6 +413,16 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_says_what_the_error_said() {
+        let e = HypomnesisError::NoGpuSource;
+        let f = Failure::of(&e);
+        assert_eq!(f.to_string(), e.to_string());
+        assert_eq!(f.message, e.to_string());
+        assert_eq!(f.kind, e.kind());
+        assert!(!f.message.is_empty());
+    }
+
+    #[test]
     fn maxima() {
         assert_eq!(max_opt(Some(1), Some(3)), Some(3));
         assert_eq!(max_opt(Some(3), Some(1)), Some(3));

@@ -593,6 +593,43 @@ fn own() {
     let s = Snapshot::now(0).unwrap();
     assert_eq!(s.gpu.unwrap().used_bytes, 321 * MIB);
     assert_eq!(s.gpu_device.unwrap().reserved_bytes, Some(614 * MIB));
+    #[cfg(feature = "sampling")]
+    own_in_frames(me);
+}
+
+/// The sampler's frames, on the scenario of [`own`]: every device once, the parts asked.
+#[cfg(feature = "sampling")]
+fn own_in_frames(me: u32) {
+    use hypomnesis::sampling::{Sampler, Want};
+    let mut want = Want::NONE;
+    (want.devices, want.processes, want.own) = (true, true, true);
+    let sampler = Sampler::new(want);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let f = sampler.frame(&[me]);
+    assert!(f.at >= std::time::Duration::from_millis(5), "{:?}", f.at);
+    assert!(sampler.elapsed() >= f.at);
+    assert_eq!(f.count, Ok(2));
+    assert_eq!(f.devices.len(), 2);
+    let d = &f.devices[0];
+    let info = d.info().unwrap();
+    assert_eq!(info.total_bytes, 143_771 * MIB);
+    assert_eq!(f.used(0), Some(info.used_bytes));
+    assert_eq!(d.own_bytes(), Some(321 * MIB));
+    assert_eq!(f.gpu_by_pid(0).unwrap().get(&me), Some(&(321 * MIB)));
+    let named = d.processes().unwrap().iter().find(|e| e.pid == me).unwrap();
+    assert!(named.name.is_some(), "named unless asked otherwise");
+    assert!(d.residency.is_none() && d.mig.is_none() && d.utilization.is_none());
+    assert_eq!(
+        f.devices[1].own_bytes(),
+        Some(0),
+        "per process, and none there"
+    );
+    assert!(f.rss.get(&me).copied().flatten().is_some_and(|r| r > 0));
+    // One device alone, and unnamed rows.
+    want.unnamed = true;
+    let one = Sampler::new(want).device(0);
+    assert_eq!(one.info().map(|i| i.total_bytes), Some(143_771 * MIB));
+    assert!(one.processes().unwrap().iter().all(|e| e.name.is_none()));
 }
 
 fn garbage_count() {
