@@ -86,12 +86,13 @@ def main():
                     help="NAME=VALUE for the exporter (repeatable), e.g. MALLOC_ARENA_MAX=1")
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args()
-    lib = os.path.join(FAKE, "libnvidia-ml.so.1")
+    lib = FAKE
     if not os.path.exists(lib):
         sys.exit(f"serve_rss: no fake NVML at {lib} (scripts/bench/bench.sh builds it)")
     extra = dict(kv.split("=", 1) for kv in a.env)
     rows = []
     with tempfile.TemporaryDirectory() as work:
+        os.makedirs(os.path.join(work, "no-sysfs"))  # the exporters' empty sysfs (no DRM GPUs)
         for n in (int(s) for s in a.sizes.split(",")):
             rows.append(measure(lib, work, n, a.scrapes, extra))
     env = " ".join(a.env) or "(none)"

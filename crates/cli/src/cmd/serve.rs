@@ -11,6 +11,7 @@ mod check;
 mod conn;
 mod exporter;
 mod exposition;
+mod heap;
 mod http;
 mod measure;
 mod model;
@@ -111,6 +112,7 @@ pub fn run(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
             args.listen
         )?;
     }
+    heap::one_arena();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(4)

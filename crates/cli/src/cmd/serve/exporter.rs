@@ -111,9 +111,14 @@ impl Slot {
     /// One measurement on the blocking pool; its result becomes the last one.
     async fn run(self: Arc<Self>) {
         let started = Instant::now();
-        let sample = tokio::task::spawn_blocking(self.measure)
-            .await
-            .unwrap_or_else(|_| Sample::failed());
+        let measure = self.measure;
+        let sample = tokio::task::spawn_blocking(move || {
+            let sample = measure();
+            super::heap::give_back();
+            sample
+        })
+        .await
+        .unwrap_or_else(|_| Sample::failed());
         let took = started.elapsed();
         let mut state = self.lock();
         state.measurements += 1;
