@@ -63,13 +63,17 @@ pub fn after_fork_in_parent() {
     FORKING.with(|f| f.borrow_mut().take());
 }
 
-/// Reads the GPU figures of `devices` now, with the library's sampler (each device's figures
-/// and this process's own memory on it).
-fn read_gpu(devices: &[u32]) -> Vec<GpuFigures> {
-    let _driver = DRIVER.lock().unwrap_or_else(PoisonError::into_inner);
+/// The sampler the GPU reader reads with: each device's figures and this process's own memory
+/// on it.
+fn gpu_sampler() -> Sampler {
     let mut want = Want::NONE;
     (want.devices, want.own) = (true, true);
-    let sampler = Sampler::new(want);
+    Sampler::new(want)
+}
+
+/// Reads the GPU figures of `devices` now.
+fn read_gpu(sampler: &Sampler, devices: &[u32]) -> Vec<GpuFigures> {
+    let _driver = DRIVER.lock().unwrap_or_else(PoisonError::into_inner);
     devices
         .iter()
         .map(|&d| {
@@ -95,8 +99,9 @@ impl Reader {
         std::thread::Builder::new()
             .name("hypomnesis-gpu-reader".into())
             .spawn(move || {
+                let sampler = gpu_sampler();
                 for (devices, reply) in incoming {
-                    let figures = read_gpu(&devices);
+                    let figures = read_gpu(&sampler, &devices);
                     // Free before answering: the next request must not find it busy.
                     flag.store(false, Ordering::SeqCst);
                     // The asker may have stopped waiting: then the answer is dropped.
