@@ -12,9 +12,18 @@
 #   - hf-fetch-model 0.12.6: its GPU-check unit tests (`cargo test --features cli --bin hf-fm
 #     gpu_check::`), which use device_info, GpuDeviceInfo's builder (test-helpers),
 #     HypomnesisError's variants and is_spill_measurable.
-# Usage: .ci/consumers.sh
+# Usage: .ci/consumers.sh [--fetch-only]
+#   --fetch-only  only fetch the sources and every crate their builds need, and stop (what
+#                 .ci/run does in the background while it compiles; the full run that follows
+#                 then builds from cargo's cache)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fetch_only=0
+case "${1:-}" in
+  '') ;;
+  --fetch-only) fetch_only=1 ;;
+  *) echo "consumers: unknown argument '$1' (the one option is --fetch-only)"; exit 2 ;;
+esac
 repo="$PWD"
 lib="$repo/crates/hypomnesis"
 work="$repo/target/consumers"
@@ -114,6 +123,21 @@ uses_the_path() {
     exit 1
   fi
 }
+
+if [ "$fetch_only" = 1 ]; then
+  for consumer in candle-mi:0.2.2 hf-fetch-model:0.12.6; do
+    dir="$(fetch "${consumer%%:*}" "${consumer##*:}" | tail -1)"
+    (cd "$dir" && cargo generate-lockfile -q && cargo fetch -q)
+    echo "fetched ${consumer%%:*} ${consumer##*:} and the crates it builds with"
+  done
+  after="$(published_crates)"
+  if [ -n "$after" ]; then
+    echo "the published hypomnesis was downloaded:"
+    echo "$after"
+    exit 1
+  fi
+  exit 0
+fi
 
 echo "--- candle-mi 0.2.2 (feature memory: Snapshot::now, process_rss, Snapshot's fields)"
 dir="$(fetch candle-mi 0.2.2 | tail -1)"
