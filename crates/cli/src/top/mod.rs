@@ -18,6 +18,7 @@ pub mod state;
 mod suspend;
 #[cfg(test)]
 mod tests;
+mod wake;
 
 use std::collections::BTreeMap;
 use std::io::{self, IsTerminal, Write};
@@ -43,6 +44,13 @@ use hypomnesis::sampling::{Frame, Sampler, Want};
 use model::{Builder, Screen};
 use state::{Action, Confirm, ViewState};
 use state::{Nav, Pick, Sig};
+use wake::{Wake, Waker};
+
+/// The signals that end `hmn top` (see [`Stop`]), which both threads wake for.
+#[cfg(unix)]
+const STOP_SIGNALS: &[i32] = &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+#[cfg(not(unix))]
+const STOP_SIGNALS: &[i32] = &[];
 
 /// Options of `hmn top`.
 #[derive(Debug, Clone, Args)]
@@ -128,13 +136,22 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
     // One refresh in flight at most: a terminal thread that falls behind skips refreshes
     // rather than queueing them.
     let (tx, rx) = mpsc::sync_channel(1);
+    let jobs = suspend::JobControl::install();
+    // The terminal thread wakes for the stop signals, the job-control ones, a resize, and a
+    // refresh (the sampler wakes it).
+    #[cfg(unix)]
+    let winch: &[i32] = &[libc::SIGWINCH];
+    #[cfg(not(unix))]
+    let winch: &[i32] = &[];
+    let wake = Wake::new(&[STOP_SIGNALS, jobs.signals(), winch].concat());
     let sampling = {
         let control = Arc::clone(&control);
+        let refreshed = wake.waker();
         std::thread::Builder::new()
             .name("hmn-top-sampler".into())
-            .spawn(move || sample_loop(interval, &control, &tx))?
+            .spawn(move || sample_loop(interval, &control, &tx, &refreshed))?
     };
-    let result = show(interval, &control, &rx);
+    let result = show(interval, &control, &rx, &jobs, &wake);
     control.restored.store(true, Ordering::SeqCst);
     control.stop.store(true, Ordering::SeqCst);
     drop(rx);
@@ -185,12 +202,19 @@ impl Freshness {
 }
 
 /// The terminal thread: draws, reads keys, until quit (`None`) or a stop signal (its number).
-fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Result<Option<i32>> {
+fn show(
+    interval: Duration,
+    control: &Control,
+    rx: &Receiver<Refresh>,
+    jobs: &suspend::JobControl,
+    wake: &Wake,
+) -> io::Result<Option<i32>> {
     let stop = Stop::on_signals();
     let mut terminal = ratatui::try_init()?;
     let _restore = Restore;
     mouse(true);
-    let jobs = suspend::JobControl::install();
+    // An event was read: another may be waiting in crossterm's queue, so look before sleeping.
+    let mut pending = false;
     let mut state = ViewState {
         color: colour_allowed(),
         ..ViewState::default()
@@ -230,12 +254,11 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
             terminal.draw(|f| table = draw::draw(f, &screen, &state, interval, late.as_ref()))?;
             dirty = false;
         }
-        if !event::poll(poll_for(
-            interval,
-            fresh.taken,
-            state.paused,
-            Instant::now(),
-        ))? {
+        if !pending {
+            wake.wait_terminal(wait_for(&fresh, interval, state.paused, Instant::now()))?;
+        }
+        pending = event::poll(Duration::ZERO)?;
+        if !pending {
             continue;
         }
         let action = match event::read()? {
@@ -270,21 +293,23 @@ fn show(interval: Duration, control: &Control, rx: &Receiver<Refresh>) -> io::Re
     Ok(stop.signal())
 }
 
-/// How long the terminal thread waits for a key before it looks for a refresh again: until
-/// the next one is due (an interval after the last was measured), at least 10 ms and at most
-/// 250 ms, then every 20 ms until it comes (250 ms while paused). A key wakes it at once
-/// whatever the wait.
-fn poll_for(interval: Duration, taken: Option<Instant>, paused: bool, now: Instant) -> Duration {
+/// How long the terminal thread may sleep when nothing wakes it (a key, a refresh, a signal):
+/// until the view would turn late (see [`Freshness::late`]), or a second while it is late (its
+/// age is shown in whole seconds); no limit while paused, when it is never late.
+fn wait_for(fresh: &Freshness, interval: Duration, paused: bool, now: Instant) -> Option<Duration> {
     if paused {
-        return Duration::from_millis(250);
+        return None;
     }
-    let due = taken.map(|t| t + interval);
-    match due {
-        Some(due) if due > now => {
-            (due - now).clamp(Duration::from_millis(10), Duration::from_millis(250))
-        }
-        _ => Duration::from_millis(20),
-    }
+    let since = fresh
+        .taken
+        .map_or(fresh.expected_since, |t| t.max(fresh.expected_since));
+    let late_at = since + interval + interval.max(Duration::from_secs(1));
+    let left = late_at.saturating_duration_since(now);
+    Some(if left.is_zero() {
+        Duration::from_secs(1)
+    } else {
+        left.max(Duration::from_millis(10))
+    })
 }
 
 /// What the loop does after a key or a mouse report.
@@ -373,8 +398,9 @@ fn ask_signal(state: &mut ViewState, screen: &Screen) {
 /// when the terminal hangs up (its window closed, tmux killed), reading keys may never return,
 /// so after a signal the terminal thread gets half a second to end before this thread gives
 /// the terminal back (as far as it still can) and ends the process.
-fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>) {
+fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>, refreshed: &Waker) {
     let signals = Stop::on_signals();
+    let wake = Wake::new(STOP_SIGNALS);
     let mut want = Want::NONE;
     (want.devices, want.processes, want.unnamed) = (true, true, true);
     (want.mig, want.utilization) = (true, true);
@@ -407,7 +433,8 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>) 
                 view.0.selected.map(|s| s.pid),
             );
             match tx.try_send(Refresh { screen, taken }) {
-                Ok(()) | Err(TrySendError::Full(_)) => {}
+                Ok(()) => refreshed.wake(),
+                Err(TrySendError::Full(_)) => {}
                 Err(TrySendError::Disconnected(_)) => return,
             }
         }
@@ -424,8 +451,8 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>) 
             if left.is_zero() {
                 break;
             }
-            // Short enough to see a stop signal in time (see `end_after_signal`).
-            std::thread::sleep(left.min(Duration::from_millis(200)));
+            // A stop signal ends the sleep (see `end_after_signal`).
+            wake.sleep(left);
         }
     }
 }

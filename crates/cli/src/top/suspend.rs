@@ -26,6 +26,16 @@ impl JobControl {
         }
     }
 
+    /// Whether SIGTSTP and SIGCONT are caught (Unix, SIGTSTP not ignored): the signals the
+    /// view must wake for.
+    pub fn signals(&self) -> &'static [i32] {
+        #[cfg(unix)]
+        if self.flags.is_some() {
+            return &[libc::SIGTSTP, libc::SIGCONT];
+        }
+        &[]
+    }
+
     /// Whether a SIGTSTP came since the last call.
     pub fn stop_requested(&self) -> bool {
         self.flags.as_ref().is_some_and(signals::Flags::take_stop)

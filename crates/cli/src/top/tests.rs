@@ -646,45 +646,42 @@ fn a_long_table_says_which_rows_it_shows_and_scrolls_to_the_last() {
 }
 
 #[test]
-fn the_terminal_thread_sleeps_until_the_next_refresh_is_due() {
+fn the_terminal_thread_sleeps_until_the_view_would_turn_late() {
     use std::time::Instant;
 
-    use super::poll_for;
+    use super::{Freshness, wait_for};
     let now = Instant::now();
     let second = Duration::from_secs(1);
-    // Just measured: wait long (at most 250 ms), not a poll every 100 ms.
+    let ago = |ms| now.checked_sub(Duration::from_millis(ms)).unwrap();
+    let mut fresh = Freshness::new(ago(5_000));
+    // Just measured, a refresh a second: the view turns late 2 s on (an interval and a
+    // second more); a refresh or a key wakes the thread before then.
+    fresh.taken = Some(now);
+    assert_eq!(wait_for(&fresh, second, false, now), Some(2 * second));
+    // Measured 1.96 s ago: 40 ms left.
+    fresh.taken = Some(ago(1_960));
     assert_eq!(
-        poll_for(second, Some(now), false, now),
-        Duration::from_millis(250)
+        wait_for(&fresh, second, false, now),
+        Some(Duration::from_millis(40))
     );
-    // Due in 40 ms: until then.
-    let taken = now.checked_sub(Duration::from_millis(960)).unwrap();
+    // Late already: once a second, for the age it shows.
+    fresh.taken = Some(ago(3_000));
+    assert_eq!(wait_for(&fresh, second, false, now), Some(second));
+    // Nothing yet: counted from when the view began to expect it.
+    let fresh = Freshness::new(ago(500));
     assert_eq!(
-        poll_for(second, Some(taken), false, now),
-        Duration::from_millis(40)
+        wait_for(&fresh, second, false, now),
+        Some(Duration::from_millis(1_500))
     );
-    // Due now or past, or none yet: look every 20 ms until it comes.
-    let late = now.checked_sub(Duration::from_secs(2)).unwrap();
+    // A fast interval, almost late: never below 10 ms.
+    let mut fast = Freshness::new(ago(5_000));
+    fast.taken = Some(ago(1_098));
     assert_eq!(
-        poll_for(second, Some(late), false, now),
-        Duration::from_millis(20)
+        wait_for(&fast, Duration::from_millis(100), false, now),
+        Some(Duration::from_millis(10))
     );
-    assert_eq!(
-        poll_for(second, None, false, now),
-        Duration::from_millis(20)
-    );
-    // A fast interval: never below 10 ms.
-    let fast = Duration::from_millis(100);
-    let taken = now.checked_sub(Duration::from_millis(95)).unwrap();
-    assert_eq!(
-        poll_for(fast, Some(taken), false, now),
-        Duration::from_millis(10)
-    );
-    // Paused: nothing comes; a slow look for keys.
-    assert_eq!(
-        poll_for(second, None, true, now),
-        Duration::from_millis(250)
-    );
+    // Paused: never late; only a key, a signal or a refresh wakes it.
+    assert_eq!(wait_for(&fresh, second, true, now), None);
 }
 
 /// `k` on a row outside this PID namespace (the driver's number, which a local process may

@@ -1,0 +1,237 @@
+//! Waking `hmn top`'s threads when something happens instead of polling for it. Each thread
+//! sleeps on its own wake socket (a non-blocking socket pair): the signals it must answer write
+//! to it (through signal-hook's pipe action), the sampling thread writes to the terminal
+//! thread's when a refresh is ready, and the terminal thread also wakes for input on the
+//! terminal. So at a refresh a second, each thread wakes once a second, where sleeping in
+//! slices (200 ms, 20 ms while a refresh was due) woke them ten times.
+//!
+//! Where the socket pair cannot be made (or off Unix), the waits fall back to slices of at
+//! most a quarter of a second, the old behaviour.
+
+use std::io;
+use std::time::Duration;
+
+use ratatui::crossterm::event;
+
+/// The longest sleep without a wake socket: how soon a signal or a refresh is seen then.
+const SLICE: Duration = Duration::from_millis(250);
+
+/// One thread's wake socket and the signals registered to write to it.
+pub struct Wake {
+    #[cfg(unix)]
+    pair: Option<unix::Pair>,
+}
+
+/// Wakes the thread whose [`Wake`] made it.
+#[derive(Clone)]
+pub struct Waker {
+    #[cfg(unix)]
+    writer: Option<std::sync::Arc<std::os::unix::net::UnixStream>>,
+}
+
+impl Wake {
+    /// A wake socket that each of `signals` (their numbers) writes to when it comes.
+    pub fn new(signals: &[i32]) -> Self {
+        #[cfg(unix)]
+        {
+            Self {
+                pair: unix::Pair::new(signals).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = signals;
+            Self {}
+        }
+    }
+
+    /// What another thread calls to wake this one.
+    pub fn waker(&self) -> Waker {
+        Waker {
+            #[cfg(unix)]
+            writer: self.pair.as_ref().map(|p| std::sync::Arc::clone(&p.writer)),
+        }
+    }
+
+    /// Sleeps until woken, one of the signals, or `timeout`, whichever comes first (at most
+    /// [`SLICE`] without a wake socket).
+    pub fn sleep(&self, timeout: Duration) {
+        #[cfg(unix)]
+        if let Some(pair) = &self.pair {
+            pair.wait(None, Some(timeout));
+            return;
+        }
+        std::thread::sleep(timeout.min(SLICE));
+    }
+
+    /// The terminal thread's wait: until input on the terminal, a wake, one of the signals, or
+    /// `timeout` (`None`: no timeout). Afterwards `event::poll(Duration::ZERO)` tells whether
+    /// an event is there (a resize comes as a signal, not as input).
+    pub fn wait_terminal(&self, timeout: Option<Duration>) -> io::Result<()> {
+        #[cfg(unix)]
+        if let Some(pair) = &self.pair {
+            pair.wait(unix::terminal_fd(), timeout);
+            return Ok(());
+        }
+        event::poll(timeout.map_or(SLICE, |t| t.min(SLICE))).map(|_| ())
+    }
+}
+
+impl Waker {
+    /// Wakes the thread (a byte on its socket; when the socket is full, it is awake already).
+    pub fn wake(&self) {
+        #[cfg(unix)]
+        if let Some(w) = &self.writer {
+            use std::io::Write as _;
+            let _ = (&**w).write(&[1]);
+        }
+    }
+}
+
+#[cfg(unix)]
+mod unix {
+    // poll(2) has no safe wrapper in std or libc.
+    #![allow(unsafe_code)]
+
+    use std::fs::File;
+    use std::io::{self, Read as _};
+    use std::os::fd::{AsRawFd, RawFd};
+    use std::os::unix::net::UnixStream;
+    use std::sync::{Arc, OnceLock};
+    use std::time::Duration;
+
+    use signal_hook::SigId;
+
+    pub struct Pair {
+        reader: UnixStream,
+        pub writer: Arc<UnixStream>,
+        ids: Vec<SigId>,
+    }
+
+    impl Pair {
+        pub fn new(signals: &[i32]) -> io::Result<Self> {
+            let (reader, writer) = UnixStream::pair()?;
+            reader.set_nonblocking(true)?;
+            writer.set_nonblocking(true)?;
+            let mut pair = Self {
+                reader,
+                writer: Arc::new(writer),
+                ids: Vec::new(),
+            };
+            for &signal in signals {
+                // The action writes with send(2) and MSG_DONTWAIT, from the handler.
+                let id = signal_hook::low_level::pipe::register(signal, pair.writer.try_clone()?)?;
+                pair.ids.push(id);
+            }
+            Ok(pair)
+        }
+
+        /// Waits for a byte on the socket or input on `also`, at most `timeout`; takes every
+        /// byte waiting on the socket, so the next wait sleeps again.
+        pub fn wait(&self, also: Option<RawFd>, timeout: Option<Duration>) {
+            let mut fds = [
+                libc::pollfd {
+                    fd: self.reader.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: also.unwrap_or(-1),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            // A negative fd is skipped by poll(2); a timeout too long for an int waits forever,
+            // as none does.
+            let ms = timeout.map_or(-1, |t| {
+                // Rounded up: a wake a little early would find nothing due and sleep 0 ms.
+                let ms = t.as_micros().div_ceil(1000);
+                libc::c_int::try_from(ms).unwrap_or(-1)
+            });
+            // SAFETY: `fds` is a valid array of two pollfd for the length given; poll(2) only
+            // writes their revents.
+            let _ = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+            let mut sink = [0_u8; 64];
+            while matches!((&self.reader).read(&mut sink), Ok(n) if n > 0) {}
+        }
+    }
+
+    impl Drop for Pair {
+        fn drop(&mut self) {
+            for id in self.ids.drain(..) {
+                signal_hook::low_level::unregister(id);
+            }
+        }
+    }
+
+    /// The descriptor crossterm reads keys from: standard input when it is a terminal, else
+    /// the process's terminal (`/dev/tty`, opened once); `None` when there is neither.
+    pub fn terminal_fd() -> Option<RawFd> {
+        static TTY: OnceLock<Option<File>> = OnceLock::new();
+        // SAFETY: isatty only inspects the descriptor.
+        if unsafe { libc::isatty(libc::STDIN_FILENO) } == 1 {
+            return Some(libc::STDIN_FILENO);
+        }
+        TTY.get_or_init(|| File::open("/dev/tty").ok())
+            .as_ref()
+            .map(AsRawFd::as_raw_fd)
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn a_wake_ends_the_sleep_and_the_next_sleep_sleeps_again() {
+        let wake = Wake::new(&[]);
+        let waker = wake.waker();
+        let t = Instant::now();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            waker.wake();
+            waker.wake();
+        });
+        wake.sleep(Duration::from_secs(20));
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        thread.join().unwrap();
+        // Both bytes were taken: this one waits out its timeout.
+        let t = Instant::now();
+        wake.sleep(Duration::from_millis(100));
+        assert!(
+            t.elapsed() >= Duration::from_millis(100),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_registered_signal_ends_the_sleep() {
+        // SIGURG: ignored by default, so raising it with no handler would do nothing at all;
+        // with the pipe action it only writes the byte.
+        let wake = Wake::new(&[libc::SIGURG]);
+        let t = Instant::now();
+        let thread = std::thread::spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            // SAFETY: raise(3) sends the signal to this thread; its only action is the pipe's.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::raise(libc::SIGURG);
+            }
+        });
+        wake.sleep(Duration::from_secs(20));
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        thread.join().unwrap();
+    }
+
+    #[test]
+    fn without_a_wake_the_timeout_ends_it() {
+        let wake = Wake::new(&[]);
+        let t = Instant::now();
+        wake.sleep(Duration::from_millis(30));
+        let took = t.elapsed();
+        assert!(took >= Duration::from_millis(30), "{took:?}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
+    }
+}
