@@ -22,6 +22,16 @@ pub fn read(pids: BTreeMap<u32, u32>, parts: ContextParts) -> BTreeMap<u32, Proc
         .collect()
 }
 
+/// As [`read`], through `reader` (which keeps the processes' files open between calls).
+pub fn read_with(
+    reader: &mut hypomnesis::sampling::ContextReader,
+    pids: BTreeMap<u32, u32>,
+    parts: ContextParts,
+) -> BTreeMap<u32, ProcessContext> {
+    let under: Vec<u32> = pids.values().copied().collect();
+    pids.into_keys().zip(reader.read(&under, parts)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,8 @@
 //! container do not change while it runs (nearly: a process may retitle itself, so they are
 //! read again every [`RELOOK`] refreshes), while its RSS and CPU time do. A refresh reads the
 //! lasting parts of the processes it has not seen, and only RSS and CPU time of the others:
-//! two files a process instead of four, and no user database.
+//! two files a process instead of four, and no user database; and those two are kept open
+//! from one refresh to the next (`ContextReader`), read again at offset 0.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -19,6 +20,8 @@ pub const RELOOK: u64 = 30;
 pub struct Lasting {
     by_pid: HashMap<u32, Kept>,
     refresh: u64,
+    /// RSS and CPU time are read through the processes' files kept open.
+    changing: hypomnesis::sampling::ContextReader,
 }
 
 #[derive(Debug)]
@@ -78,7 +81,7 @@ impl Lasting {
         let mut changing = ContextParts::NONE;
         (changing.rss, changing.cpu_time) = (true, true);
         let mut reused = BTreeMap::new();
-        for (pid, now) in contexts::read(known.clone(), changing) {
+        for (pid, now) in contexts::read_with(&mut self.changing, known.clone(), changing) {
             if let Some(k) = self.by_pid.get(&pid) {
                 // Another start time: the pid now names a later process, whose owner, command
                 // and container are read afresh.

@@ -3,13 +3,15 @@
 //! follows) at each tick of a [`Ticker`]; [`Timeline`] keeps one span's samples in a fixed room
 //! (neighbouring samples folded, each figure keeping its maximum), and [`Journal`] one record of
 //! samples shared by any number of overlapping spans, each with its exact fold and a bounded
-//! timeline.
+//! timeline. [`ContextReader`] reads the changing parts of processes' contexts (CPU time,
+//! RSS) again and again through their files kept open.
 
 mod frame;
 mod journal;
 mod ticker;
 mod timeline;
 
+pub use crate::host::process::context::ContextReader;
 pub use frame::{DeviceFrame, Failure, Frame, Sampler, Want, max_opt};
 pub use journal::{Fold, Journal, SpanId, Spanned};
 pub use ticker::{Tick, Ticker};

@@ -8,7 +8,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Color;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Sparkline};
+use ratatui::widgets::Sparkline;
 
 use super::{FREE, HELD, HIDDEN, RESERVED, Theme, human};
 use crate::top::model::{Bar, Gpu, Screen};
@@ -269,7 +269,7 @@ pub(super) fn draw_gpus(
     let rows = Layout::vertical(lines.iter().map(|_| Constraint::Length(1))).split(area);
     for (line, rect) in lines.into_iter().zip(rows.iter()) {
         match line {
-            GpuLine::Text(l) => f.render_widget(Paragraph::new(l), *rect),
+            GpuLine::Text(l) => f.render_widget(super::Rows(vec![l]), *rect),
             GpuLine::History(g) => draw_history(f, *rect, g, theme, interval),
         }
     }
@@ -303,5 +303,8 @@ fn draw_history(f: &mut Frame<'_>, rect: Rect, g: &Gpu, theme: &Theme, interval:
             .style(theme.held()),
         spark,
     );
-    f.render_widget(Paragraph::new(Span::styled(label, theme.dim())), text);
+    f.render_widget(
+        super::Rows(vec![Line::from(Span::styled(label, theme.dim()))]),
+        text,
+    );
 }

@@ -10,7 +10,7 @@ use crate::error::io_at;
 use crate::host::parse::memory as parse;
 use crate::{error::HypomnesisError, error::Result};
 
-fn page_size() -> u64 {
+pub(crate) fn page_size() -> u64 {
     static PAGE: OnceLock<u64> = OnceLock::new();
     // 4096 is only used if sysconf itself fails, which Linux never does for _SC_PAGESIZE.
     *PAGE.get_or_init(|| ffi::page_size().unwrap_or(4096))

@@ -177,7 +177,7 @@ fn container(path: &Path) -> Option<Container> {
 }
 
 /// Clock ticks (`stat`'s unit for CPU time) as a duration.
-fn ticks_to_duration(ticks: u64) -> Option<std::time::Duration> {
+pub(super) fn ticks_to_duration(ticks: u64) -> Option<std::time::Duration> {
     let hz = crate::host::memory::linux::clock_ticks_per_second()?;
     let nanos = u128::from(ticks) * 1_000_000_000 / u128::from(hz);
     Some(std::time::Duration::from_nanos(u64::try_from(nanos).ok()?))
