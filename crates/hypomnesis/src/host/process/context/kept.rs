@@ -200,6 +200,21 @@ mod tests {
         );
         kept.keep_only(&[1, 2].into_iter().collect());
         assert_eq!(kept.len(), 2);
+        assert_eq!(kept.read(&root, 1), got[0]);
+        // What a kept read does not take: no resident page (unknown, as by path, never 0),
+        // and a `stat` that fills the buffer (longer than any real one; cut, it would still
+        // parse, with the wrong figures).
+        kept.keep_only(&HashSet::new());
+        let odd = |pid: u32, stat: String, statm: &str| {
+            let d = root.join(pid.to_string());
+            std::fs::write(d.join("stat"), stat).unwrap();
+            std::fs::write(d.join("statm"), statm).unwrap();
+        };
+        let line = |pid: u32| format!("{pid} (x) S 1 1 1 0 -1 0 0 0 0 0 7 3 0 0 20 0 1 0 42 0 5 0");
+        odd(1, line(1), "100 0 0 0 0 0 0\n");
+        odd(2, format!("{}{}\n", line(2), " 0".repeat(3000)), "100 5 0 0 0 0 0\n");
+        assert_eq!(kept.read(&root, 1).unwrap().rss_bytes, None);
+        assert_eq!(kept.read(&root, 2), None);
         // Another root: nothing of the first is kept.
         assert!(kept.read(Path::new("/proc"), me).is_some());
         assert_eq!(kept.len(), 1);
