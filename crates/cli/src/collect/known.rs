@@ -4,6 +4,7 @@
 //! one that reuses its pid. A process that ends is forgotten at the next measurement.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use hypomnesis::{ContextParts, GpuProcessEntry, ProcessContext};
 
@@ -14,7 +15,8 @@ use super::contexts;
 struct Entry {
     start: u64,
     name: Option<String>,
-    ctx: ProcessContext,
+    /// Shared with the answers that hold it (one copy per process, not one per measurement).
+    ctx: Arc<ProcessContext>,
 }
 
 /// The processes seen at the last measurement, by the pid their files are read under.
@@ -27,7 +29,7 @@ pub struct Known {
 #[derive(Debug, Default)]
 pub struct Who {
     pub names: BTreeMap<u32, String>,
-    pub contexts: BTreeMap<u32, ProcessContext>,
+    pub contexts: BTreeMap<u32, Arc<ProcessContext>>,
     /// How many processes were read afresh (new, a reused pid, or no start time).
     pub read: usize,
 }
@@ -58,7 +60,7 @@ impl Known {
             let e = Entry {
                 start: start.unwrap_or_default(),
                 name: hypomnesis::process_name(read),
-                ctx,
+                ctx: Arc::new(ctx),
             };
             who.answer(listed, &e);
             // Without a start time (exited meanwhile, or not Linux) nothing can tell a reused
@@ -83,7 +85,7 @@ impl Who {
         if let Some(n) = &e.name {
             self.names.insert(listed, n.clone());
         }
-        self.contexts.insert(listed, e.ctx.clone());
+        self.contexts.insert(listed, Arc::clone(&e.ctx));
     }
 }
 

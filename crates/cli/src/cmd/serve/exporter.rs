@@ -260,7 +260,11 @@ impl Exporter {
         {
             sample.devices_from(d.sample);
         }
-        exposition::render(sample, took, v.measurements, stall)
+        let body = exposition::render(sample, took, v.measurements, stall);
+        // The copy of the sample the body was made from is freed: its pages go back now, not
+        // at the next measurement (with 2,000 GPU processes, about a megabyte between scrapes).
+        super::heap::give_back();
+        body
     }
 }
 

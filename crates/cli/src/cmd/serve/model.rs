@@ -41,7 +41,8 @@ pub struct Sample {
     /// The devices whose process lists were read (what "not visible from here" needs).
     pub listed: Vec<u32>,
     /// The owner and container of the listed processes, by pid (where readable).
-    pub contexts: BTreeMap<u32, ProcessContext>,
+    /// Shared with the exporter's memory of each process ([`crate::collect::known::Known`]).
+    pub contexts: BTreeMap<u32, std::sync::Arc<ProcessContext>>,
     /// The most per-process series to expose, the largest first (`None`: all; 0: none).
     pub max_process_series: Option<usize>,
     /// The most allocation series to expose (`None`: all; 0: none).

@@ -64,7 +64,7 @@ fn sample() -> Sample {
         ],
         process_errors: 1,
         listed: vec![0, 1],
-        contexts: [(20, alice_in_a_pod())].into_iter().collect(),
+        contexts: [(20, alice_in_a_pod().into())].into_iter().collect(),
         max_process_series: None,
         max_allocation_series: None,
         sources: vec![

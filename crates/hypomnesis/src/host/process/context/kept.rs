@@ -212,7 +212,11 @@ mod tests {
         };
         let line = |pid: u32| format!("{pid} (x) S 1 1 1 0 -1 0 0 0 0 0 7 3 0 0 20 0 1 0 42 0 5 0");
         odd(1, line(1), "100 0 0 0 0 0 0\n");
-        odd(2, format!("{}{}\n", line(2), " 0".repeat(3000)), "100 5 0 0 0 0 0\n");
+        odd(
+            2,
+            format!("{}{}\n", line(2), " 0".repeat(3000)),
+            "100 5 0 0 0 0 0\n",
+        );
         assert_eq!(kept.read(&root, 1).unwrap().rss_bytes, None);
         assert_eq!(kept.read(&root, 2), None);
         // Another root: nothing of the first is kept.

@@ -46,6 +46,7 @@ fn pods_are_named_and_added_up_per_gpu() {
         (22, named("bob", &other_container, other_pod, None)),
     ]
     .into_iter()
+    .map(|(pid, ctx)| (pid, ctx.into()))
     .collect();
     let text = render(s, Duration::from_millis(10), 1, None);
     for want in [
@@ -119,6 +120,7 @@ fn memory_outside_the_kubelets_allocation_is_its_own_series() {
         (22, in_pod(unnamed, None)),
     ]
     .into_iter()
+    .map(|(pid, ctx)| (pid, ctx.into()))
     .collect();
     let holder = Holder {
         namespace: "ml".into(),
