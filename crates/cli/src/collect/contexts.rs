@@ -23,6 +23,7 @@ pub fn read(pids: BTreeMap<u32, u32>, parts: ContextParts) -> BTreeMap<u32, Proc
 }
 
 /// As [`read`], through `reader` (which keeps the processes' files open between calls).
+#[cfg(feature = "top")]
 pub fn read_with(
     reader: &mut hypomnesis::sampling::ContextReader,
     pids: BTreeMap<u32, u32>,
