@@ -28,6 +28,7 @@ impl JobControl {
 
     /// Whether SIGTSTP and SIGCONT are caught (Unix, SIGTSTP not ignored): the signals the
     /// view must wake for.
+    #[cfg_attr(not(unix), allow(clippy::unused_self))]
     pub fn signals(&self) -> &'static [i32] {
         #[cfg(unix)]
         if self.flags.is_some() {

@@ -46,6 +46,7 @@ impl Wake {
     }
 
     /// What another thread calls to wake this one.
+    #[cfg_attr(not(unix), allow(clippy::unused_self))]
     pub fn waker(&self) -> Waker {
         Waker {
             #[cfg(unix)]
@@ -55,6 +56,7 @@ impl Wake {
 
     /// Sleeps until woken, one of the signals, or `timeout`, whichever comes first (at most
     /// [`SLICE`] without a wake socket).
+    #[cfg_attr(not(unix), allow(clippy::unused_self))]
     pub fn sleep(&self, timeout: Duration) {
         #[cfg(unix)]
         if let Some(pair) = &self.pair {
@@ -67,6 +69,7 @@ impl Wake {
     /// The terminal thread's wait: until input on the terminal, a wake, one of the signals, or
     /// `timeout` (`None`: no timeout). Afterwards `event::poll(Duration::ZERO)` tells whether
     /// an event is there (a resize comes as a signal, not as input).
+    #[cfg_attr(not(unix), allow(clippy::unused_self))]
     pub fn wait_terminal(&self, timeout: Option<Duration>) -> io::Result<()> {
         #[cfg(unix)]
         if let Some(pair) = &self.pair {
@@ -79,6 +82,7 @@ impl Wake {
 
 impl Waker {
     /// Wakes the thread (a byte on its socket; when the socket is full, it is awake already).
+    #[cfg_attr(not(unix), allow(clippy::unused_self))]
     pub fn wake(&self) {
         #[cfg(unix)]
         if let Some(w) = &self.writer {
