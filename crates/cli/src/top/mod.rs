@@ -182,14 +182,19 @@ impl Freshness {
         }
     }
 
-    /// Whether, at `now`, a refresh every `interval` is overdue: one interval missed and at
-    /// least a second more (a slow measurement is not yet a late one). Never while paused.
-    fn late(&self, now: Instant, interval: Duration, paused: bool) -> Option<Late> {
+    /// When a refresh every `interval` turns late: one interval missed and at least a second
+    /// more after the figures shown were measured (or the view began to expect them).
+    fn late_at(&self, interval: Duration) -> Instant {
         let since = self
             .taken
             .map_or(self.expected_since, |t| t.max(self.expected_since));
-        let overdue = interval + interval.max(Duration::from_secs(1));
-        if paused || now.saturating_duration_since(since) < overdue {
+        since + interval + interval.max(Duration::from_secs(1))
+    }
+
+    /// Whether, at `now`, a refresh every `interval` is overdue: one interval missed and at
+    /// least a second more (a slow measurement is not yet a late one). Never while paused.
+    fn late(&self, now: Instant, interval: Duration, paused: bool) -> Option<Late> {
+        if paused || now < self.late_at(interval) {
             return None;
         }
         let whole = |d: Duration| Duration::from_secs(d.as_secs());
@@ -300,11 +305,7 @@ fn wait_for(fresh: &Freshness, interval: Duration, paused: bool, now: Instant) -
     if paused {
         return None;
     }
-    let since = fresh
-        .taken
-        .map_or(fresh.expected_since, |t| t.max(fresh.expected_since));
-    let late_at = since + interval + interval.max(Duration::from_secs(1));
-    let left = late_at.saturating_duration_since(now);
+    let left = fresh.late_at(interval).saturating_duration_since(now);
     Some(if left.is_zero() {
         Duration::from_secs(1)
     } else {
