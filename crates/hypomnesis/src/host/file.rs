@@ -26,10 +26,15 @@ pub(crate) const SYSFS: u64 = 4 << 10;
 #[cfg_attr(not(feature = "drm"), allow(dead_code))]
 pub(crate) const FDINFO: u64 = 64 << 10;
 
+/// How much of a file the first read asks for (most procfs files are smaller).
+const FIRST_READ: u64 = 4096;
+
 /// The text of `path`, whole, when it is at most `cap` bytes; at most `cap + 1` bytes are read.
 pub(crate) fn read_capped(path: &Path, cap: u64) -> io::Result<String> {
     let _waiting = crate::inflight::reading(path);
-    let mut text = String::new();
+    // Room for a page at once: procfs files give their size as 0, and from an empty string
+    // `read_to_string` probes with 32 bytes and doubles, eight reads for a 1.5 KB `meminfo`.
+    let mut text = String::with_capacity(usize::try_from(cap.min(FIRST_READ)).unwrap_or(0));
     std::fs::File::open(path)?
         .take(cap.saturating_add(1))
         .read_to_string(&mut text)?;
