@@ -2,20 +2,21 @@
 //! parentheses, so every field is counted after its last `)`: [`fields`] does that once and the
 //! readers below take the field they need by the number `proc(5)` gives it.
 
-/// The fields of a `stat` line after the command name; `None` without a `)`.
-struct Fields<'a>(Vec<&'a str>);
+/// The text of a `stat` line after the command name, split only when a field is asked for
+/// (a reader wants two to four of its fifty-odd fields, many times a second).
+struct Fields<'a>(&'a str);
 
 /// The fields after the name, `fields(text)?.get(n)` being field `n` of `proc(5)` (3: state,
-/// 4: ppid, 14: utime, 15: stime, 22: starttime).
+/// 4: ppid, 14: utime, 15: stime, 22: starttime); `None` without a `)`.
 fn fields(text: &str) -> Option<Fields<'_>> {
-    let rest = text.get(text.rfind(')')? + 1..)?;
-    Some(Fields(rest.split_whitespace().collect()))
+    text.get(text.rfind(')')? + 1..).map(Fields)
 }
 
 impl<'a> Fields<'a> {
-    /// Field `n` as `proc(5)` numbers them (3 and up).
+    /// Field `n` as `proc(5)` numbers them (3 and up). The kernel separates them by single
+    /// spaces; any run of ASCII white space is taken as one.
     fn get(&self, n: usize) -> Option<&'a str> {
-        self.0.get(n.checked_sub(3)?).copied()
+        self.0.split_ascii_whitespace().nth(n.checked_sub(3)?)
     }
 
     fn number(&self, n: usize) -> Option<u64> {
@@ -52,6 +53,14 @@ pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
     f.number(14)?.checked_add(f.number(15)?)
 }
 
+/// Resident pages (field 24, `rss`) from the text of `/proc/<pid>/stat`: the kernel's
+/// `get_mm_rss()`, the figure `statm`'s second field and `VmRSS` give too.
+#[must_use]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux keeps stat files
+pub fn parse_stat_rss_pages(text: &str) -> Option<u64> {
+    fields(text)?.number(24)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +83,9 @@ mod tests {
         assert_eq!(parse_stat_cpu_ticks(short), None, "cut short");
         let no_name = "no parenthesis 1 2 3 4 5 6 7 8 9 10 11 12 13";
         assert_eq!(parse_stat_cpu_ticks(no_name), None);
+        assert_eq!(parse_stat_rss_pages(line), Some(415));
+        assert_eq!(parse_stat_rss_pages(short), None, "no field 24");
+        assert_eq!(parse_stat_rss_pages(&line.replace(" 415 ", " -1 ")), None);
         let bad = line.replace(" 250 ", " 2x0 ");
         assert_eq!(parse_stat_cpu_ticks(&bad), None);
         let bad = line.replace(" 50 7 ", " -5 7 ");

@@ -1,8 +1,10 @@
-//! Processes' changing figures (CPU time and RSS) read through their `stat` and `statm` kept
-//! open: read again at offset 0, a procfs file is formatted afresh, so a refresh costs one
-//! `pread` a file where opening by path costs a path walk, an open, a read and a close. An
-//! open procfs file names one process: once it has exited the read fails (and a later process
-//! given the same pid is opened afresh), so a kept file never reads another process.
+//! Processes' changing figures (CPU time and RSS) read through their `stat` kept open: read
+//! again at offset 0, a procfs file is formatted afresh, so a refresh costs one `pread` a
+//! process where opening by path costs a path walk, an open, a read and a close. `stat` alone
+//! gives both: its field 24 (`rss`) is the kernel's `get_mm_rss()`, the sum of file, anonymous
+//! and shared-memory pages that `statm`'s resident field (and `VmRSS`) also sums. An open
+//! procfs file names one process: once it has exited the read fails (and a later process given
+//! the same pid is opened afresh), so a kept file never reads another process.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -10,22 +12,20 @@ use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::host::parse::stat::{parse_stat, parse_stat_cpu_ticks};
+use crate::host::parse::stat::{parse_stat, parse_stat_cpu_ticks, parse_stat_rss_pages};
 
-/// The most processes whose files are kept (two descriptors each): a view of a few dozen rows
-/// is served whole, and a scan of thousands takes no more than 256 descriptors of the
+/// The most processes whose `stat` is kept (one descriptor each): a view of a few dozen rows
+/// is served whole, and a scan of thousands takes no more than 128 descriptors of the
 /// process's limit (often 1,024).
 pub(crate) const KEPT_PIDS: usize = 128;
 
-/// One process's files, with their paths (for `in_flight()`).
+/// One process's `stat`, with its path (for `in_flight()`).
 struct Files {
     stat_path: PathBuf,
     stat: File,
-    statm_path: PathBuf,
-    statm: File,
 }
 
-/// What a kept read gives: CPU time, start time (both from `stat`), resident bytes (`statm`).
+/// What a kept read of `stat` gives: CPU time, start time, resident bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Changing {
     pub cpu_time: Option<Duration>,
@@ -53,19 +53,9 @@ impl Kept {
             if self.by_pid.len() >= KEPT_PIDS {
                 return None;
             }
-            let dir = procfs.join(pid.to_string());
-            let (stat_path, statm_path) = (dir.join("stat"), dir.join("statm"));
+            let stat_path = procfs.join(pid.to_string()).join("stat");
             let stat = open(&stat_path)?;
-            let statm = open(&statm_path)?;
-            self.by_pid.insert(
-                pid,
-                Files {
-                    stat_path,
-                    stat,
-                    statm_path,
-                    statm,
-                },
-            );
+            self.by_pid.insert(pid, Files { stat_path, stat });
         }
         let got = self.by_pid.get(&pid).and_then(read);
         if got.is_none() {
@@ -93,8 +83,8 @@ fn open(path: &Path) -> Option<File> {
     File::open(path).ok()
 }
 
-/// Reads both files at offset 0: `None` when either read fails, comes back empty or fills the
-/// buffer (a `stat` longer than any real one), or does not parse.
+/// Reads `stat` at offset 0: `None` when the read fails, comes back empty or fills the buffer
+/// (a `stat` longer than any real one), or does not parse.
 fn read(f: &Files) -> Option<Changing> {
     // As large as the cap on a `stat` read by path (4 KiB).
     let mut buf = [0_u8; 4 << 10];
@@ -102,10 +92,8 @@ fn read(f: &Files) -> Option<Changing> {
     let ticks = parse_stat_cpu_ticks(stat)?;
     let start_time = parse_stat(stat).ok().map(|(_, start)| start);
     let cpu_time = super::linux::ticks_to_duration(ticks);
-    let mut small = [0_u8; 256];
-    let statm = pread(&f.statm_path, &f.statm, &mut small)?;
     let page = crate::host::memory::linux::page_size();
-    let rss = crate::host::parse::memory::statm_resident_bytes(statm, page).ok()?;
+    let rss = parse_stat_rss_pages(stat)?.checked_mul(page)?;
     Some(Changing {
         cpu_time,
         start_time,
@@ -140,6 +128,10 @@ mod tests {
         let by_path = super::super::linux::context(procfs, me, &BTreeMap::new(), parts);
         assert_eq!(first.start_time, by_path.start_time);
         assert!(first.rss_bytes.is_some() && first.cpu_time.is_some());
+        // `stat`'s rss is the figure `statm` gives (read by path), give or take what this
+        // process touched between the two reads.
+        let (kept_rss, statm_rss) = (first.rss_bytes.unwrap(), by_path.rss_bytes.unwrap());
+        assert!(kept_rss.abs_diff(statm_rss) < 1 << 20, "{kept_rss} vs {statm_rss}");
         // Work done between two reads shows in the second: the file is formatted afresh.
         let t = std::time::Instant::now();
         while t.elapsed() < Duration::from_millis(60) {
@@ -183,7 +175,6 @@ mod tests {
                 format!("{pid} (x) S 1 1 1 0 -1 0 0 0 0 0 7 3 0 0 20 0 1 0 42 0 5 0\n"),
             )
             .unwrap();
-            std::fs::write(d.join("statm"), "100 5 0 0 0 0 0\n").unwrap();
         }
         let got: Vec<_> = (1..=n).map(|pid| kept.read(&root, pid)).collect();
         assert_eq!(kept.len(), KEPT_PIDS);
@@ -205,18 +196,14 @@ mod tests {
         // and a `stat` that fills the buffer (longer than any real one; cut, it would still
         // parse, with the wrong figures).
         kept.keep_only(&HashSet::new());
-        let odd = |pid: u32, stat: String, statm: &str| {
-            let d = root.join(pid.to_string());
-            std::fs::write(d.join("stat"), stat).unwrap();
-            std::fs::write(d.join("statm"), statm).unwrap();
+        let odd = |pid: u32, stat: String| {
+            std::fs::write(root.join(pid.to_string()).join("stat"), stat).unwrap();
         };
-        let line = |pid: u32| format!("{pid} (x) S 1 1 1 0 -1 0 0 0 0 0 7 3 0 0 20 0 1 0 42 0 5 0");
-        odd(1, line(1), "100 0 0 0 0 0 0\n");
-        odd(
-            2,
-            format!("{}{}\n", line(2), " 0".repeat(3000)),
-            "100 5 0 0 0 0 0\n",
-        );
+        let line = |pid: u32, rss: u32| {
+            format!("{pid} (x) S 1 1 1 0 -1 0 0 0 0 0 7 3 0 0 20 0 1 0 42 0 {rss} 0")
+        };
+        odd(1, line(1, 0));
+        odd(2, format!("{}{}\n", line(2, 5), " 0".repeat(3000)));
         assert_eq!(kept.read(&root, 1).unwrap().rss_bytes, None);
         assert_eq!(kept.read(&root, 2), None);
         // Another root: nothing of the first is kept.
