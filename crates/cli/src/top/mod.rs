@@ -215,7 +215,7 @@ fn show(
     wake: &Wake,
 ) -> io::Result<Option<i32>> {
     let stop = Stop::on_signals();
-    let mut terminal = ratatui::try_init()?;
+    let mut terminal = full_screen()?;
     let _restore = Restore;
     mouse(true);
     // An event was read: another may be waiting in crossterm's queue, so look before sleeping.
@@ -269,7 +269,8 @@ fn show(
         let action = match event::read()? {
             Event::Key(key) => state.on_key(key, screen.gpu_count()),
             Event::Mouse(m) => on_mouse(m, &state, table),
-            Event::Resize(_, rows) => {
+            Event::Resize(columns, rows) => {
+                terminal.resize(Rect::new(0, 0, columns, rows))?;
                 height = rows;
                 control.set_view(&state, height);
                 dirty = true;
@@ -296,6 +297,19 @@ fn show(
         }
     }
     Ok(stop.signal())
+}
+
+/// The terminal in raw mode on the alternate screen, drawn over an area of its size at the
+/// start and at each resize event: with ratatui's default (the whole screen, asked again at
+/// every draw) each frame would open `/dev/tty` to ask crossterm for the size.
+fn full_screen() -> io::Result<ratatui::DefaultTerminal> {
+    let Ok((columns, rows)) = ratatui::crossterm::terminal::size() else {
+        return ratatui::try_init();
+    };
+    let viewport = ratatui::Viewport::Fixed(Rect::new(0, 0, columns, rows));
+    let terminal = ratatui::try_init_with_options(ratatui::TerminalOptions { viewport })?;
+    execute!(io::stdout(), ratatui::crossterm::terminal::EnterAlternateScreen)?;
+    Ok(terminal)
 }
 
 /// How long the terminal thread may sleep when nothing wakes it (a key, a refresh, a signal):
@@ -408,6 +422,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>, 
     let sampler = Sampler::new(want);
     let mut builder = Builder::default();
     let mut lasting = lasting::Lasting::default();
+    let mut me = hypomnesis::sampling::ContextReader::new();
     let mut next = Instant::now();
     // Without a GPU the table lists the host's processes by RSS (Linux): the sampler follows
     // every pid, from the refresh after the one that found no GPU.
@@ -430,7 +445,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>, 
                     )
                 },
                 hypomnesis::host_memory().map_err(|e| e.to_string()),
-                &own_context(),
+                &own_context(&mut me),
                 view.0.selected.map(|s| s.pid),
             );
             match tx.try_send(Refresh { screen, taken }) {
@@ -514,18 +529,22 @@ fn contexts(
 }
 
 /// This process's RSS and CPU time (the CPU time only when the procfs root in use is this
-/// system's own, where this process's pid means this process).
-fn own_context() -> ProcessContext {
+/// system's own, where this process's pid means this process), read through `reader`'s kept
+/// files there.
+fn own_context(reader: &mut hypomnesis::sampling::ContextReader) -> ProcessContext {
     let mut ctx = if hypomnesis::procfs_is_own() || !cfg!(target_os = "linux") {
         let mut parts = ContextParts::NONE;
-        parts.cpu_time = true;
-        hypomnesis::process_contexts_with(&[std::process::id()], parts)
+        (parts.cpu_time, parts.rss) = (true, true);
+        reader
+            .read(&[std::process::id()], parts)
             .pop()
             .unwrap_or_default()
     } else {
         ProcessContext::default()
     };
-    ctx.rss_bytes = hypomnesis::process_rss().ok();
+    if ctx.rss_bytes.is_none() {
+        ctx.rss_bytes = hypomnesis::process_rss().ok();
+    }
     ctx
 }
 
