@@ -131,7 +131,10 @@ mod tests {
         // `stat`'s rss is the figure `statm` gives (read by path), give or take what this
         // process touched between the two reads.
         let (kept_rss, statm_rss) = (first.rss_bytes.unwrap(), by_path.rss_bytes.unwrap());
-        assert!(kept_rss.abs_diff(statm_rss) < 1 << 20, "{kept_rss} vs {statm_rss}");
+        assert!(
+            kept_rss.abs_diff(statm_rss) < 1 << 20,
+            "{kept_rss} vs {statm_rss}"
+        );
         // Work done between two reads shows in the second: the file is formatted afresh.
         let t = std::time::Instant::now();
         while t.elapsed() < Duration::from_millis(60) {
