@@ -60,6 +60,7 @@
 
 mod duration;
 pub mod error;
+pub mod ghost;
 pub mod gpu;
 mod host;
 mod inflight;
@@ -74,6 +75,9 @@ mod types;
 
 pub use duration::{format_duration, parse_duration};
 pub use error::{ErrorKind, HypomnesisError, Result};
+pub use ghost::{
+    Ghost, GhostClass, GhostOptions, GhostReport, HolderScan, Remedy, ghosts, ghosts_with,
+};
 #[cfg(feature = "nvml")]
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{

@@ -56,9 +56,40 @@ pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
 /// Resident pages (field 24, `rss`) from the text of `/proc/<pid>/stat`: the kernel's
 /// `get_mm_rss()`, the figure `statm`'s second field and `VmRSS` give too.
 #[must_use]
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux keeps stat files
+#[cfg_attr(
+    not(all(target_os = "linux", feature = "sampling")),
+    allow(dead_code) // only the kept reader (Linux, `sampling`) takes RSS from stat
+)]
 pub fn parse_stat_rss_pages(text: &str) -> Option<u64> {
     fields(text)?.number(24)
+}
+
+/// A process's state and relations from the text of `/proc/<pid>/stat`: field 3 (state, one
+/// letter), 4 (parent pid), 5 (process group), 6 (session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatIds {
+    pub state: char,
+    pub ppid: u32,
+    pub pgrp: u32,
+    pub session: u32,
+}
+
+/// [`StatIds`] from the text of `/proc/<pid>/stat`; `None` when a field is missing or odd.
+#[must_use]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // only Linux has stat lines
+pub fn parse_stat_ids(text: &str) -> Option<StatIds> {
+    let f = fields(text)?;
+    let mut state = f.get(3)?.chars();
+    let (Some(letter), None) = (state.next(), state.next()) else {
+        return None;
+    };
+    let id = |n| f.get(n)?.parse().ok();
+    Some(StatIds {
+        state: letter,
+        ppid: id(4)?,
+        pgrp: id(5)?,
+        session: id(6)?,
+    })
 }
 
 #[cfg(test)]
@@ -73,6 +104,25 @@ mod tests {
         assert!(parse_stat("1 (x) S").is_err());
         assert!(is_zombie("9 (sleep) Z 1 9 9 0"));
         assert!(!is_zombie(text));
+    }
+
+    #[test]
+    fn ids_are_read_after_the_last_parenthesis() {
+        let text = "4411 (pt_data_worker (0)) Z 1 4400 4400 0 -1 0 0 0 0 0 1 2";
+        let ids = parse_stat_ids(text).unwrap();
+        assert_eq!(
+            ids,
+            StatIds {
+                state: 'Z',
+                ppid: 1,
+                pgrp: 4400,
+                session: 4400
+            }
+        );
+        assert_eq!(parse_stat_ids("4411 (x) SZ 1 2 3"), None, "one letter");
+        assert_eq!(parse_stat_ids("4411 (x) S 1 2"), None, "no session");
+        assert_eq!(parse_stat_ids("4411 (x) S 1 -2 3"), None);
+        assert_eq!(parse_stat_ids("no name"), None);
     }
 
     #[test]

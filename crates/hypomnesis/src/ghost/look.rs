@@ -1,0 +1,82 @@
+//! What procfs says of one process a GPU's driver lists: its state and relations (`stat`),
+//! its threads' states (`task/<tid>/stat`), where it sleeps (`wchan`), and whether a pid is
+//! there at all.
+
+use std::path::Path;
+
+use crate::host::parse::stat::{StatIds, parse_stat_ids};
+
+/// `stat`'s state and relations of `pid` under `procfs`; `None` when it cannot be read.
+pub(crate) fn ids(procfs: &Path, pid: u32) -> Option<StatIds> {
+    let path = procfs.join(pid.to_string()).join("stat");
+    let text = crate::host::file::read_capped(&path, crate::host::file::STAT).ok()?;
+    parse_stat_ids(&text)
+}
+
+/// Whether `pid` has a directory under `procfs`.
+pub(crate) fn exists(procfs: &Path, pid: u32) -> bool {
+    procfs.join(pid.to_string()).is_dir()
+}
+
+/// The threads of `pid` that are not zombies themselves (their `task/<tid>/stat` state is not
+/// `Z` or `X`), the leader excluded; `None` when the task list cannot be read.
+pub(crate) fn live_threads(procfs: &Path, pid: u32) -> Option<Vec<u32>> {
+    let tasks = procfs.join(pid.to_string()).join("task");
+    let dir = std::fs::read_dir(&tasks).ok()?;
+    let mut live: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&tid| tid != pid)
+        .filter(|tid| {
+            let path = tasks.join(tid.to_string()).join("stat");
+            crate::host::file::read_capped(&path, crate::host::file::STAT)
+                .ok()
+                .and_then(|t| parse_stat_ids(&t))
+                .is_some_and(|s| !matches!(s.state, 'Z' | 'X'))
+        })
+        .collect();
+    live.sort_unstable();
+    Some(live)
+}
+
+/// The kernel function `pid` sleeps in (`wchan`); `None` when it runs, or it cannot be read.
+pub(crate) fn wchan(procfs: &Path, pid: u32) -> Option<String> {
+    let path = procfs.join(pid.to_string()).join("wchan");
+    let text = crate::host::file::read_capped(&path, crate::host::file::STAT).ok()?;
+    let name = text.trim();
+    (!name.is_empty() && name != "0").then(|| name.to_owned())
+}
+
+#[cfg(all(test, target_os = "linux"))]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crafted_process_reads_as_written() {
+        let root = std::env::temp_dir().join(format!("hmn-look-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let stat = |dir: &Path, pid: u32, state: char| {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(
+                dir.join("stat"),
+                format!("{pid} (w) {state} 1 40 40 0 -1 0"),
+            )
+            .unwrap();
+        };
+        let p = root.join("41");
+        stat(&p, 41, 'Z');
+        stat(&p.join("task").join("41"), 41, 'Z');
+        stat(&p.join("task").join("42"), 42, 'D');
+        stat(&p.join("task").join("43"), 43, 'Z');
+        std::fs::write(p.join("wchan"), "uvm_wait\n").unwrap();
+        let got = ids(&root, 41).unwrap();
+        assert_eq!((got.state, got.ppid, got.pgrp), ('Z', 1, 40));
+        assert_eq!(live_threads(&root, 41), Some(vec![42]));
+        assert_eq!(wchan(&root, 41).as_deref(), Some("uvm_wait"));
+        std::fs::write(p.join("wchan"), "0").unwrap();
+        assert_eq!(wchan(&root, 41), None, "running");
+        assert!(exists(&root, 41) && !exists(&root, 40));
+        assert_eq!(ids(&root, 40), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,547 @@
+//! Ghosts: GPU memory still held after the work that allocated it is over, sorted into the
+//! class the evidence shows, with who really holds it and what would free it.
+//!
+//! Each class is given only from what was read, and the reading is the [`Ghost::evidence`]:
+//!
+//! - [`GhostClass::Exited`]: the driver charges a pid that no longer exists, in a PID namespace
+//!   this process sees whole (the library's `UnreadableReason::Exited`); the processes holding
+//!   that GPU's device file that the driver does not list are named, as the real holders (a
+//!   child that inherited the descriptors);
+//! - [`GhostClass::Zombie`]: a thread-group leader in state `Z` whose other threads still run,
+//!   or that its parent has not reaped (the parent is named);
+//! - [`GhostClass::Stuck`]: in uninterruptible sleep (`D`) at two looks the options' interval
+//!   apart, with the kernel function it waits in (`wchan`);
+//! - [`GhostClass::Orphan`]: not the leader of its process group or session, whose leader is
+//!   gone (a data-loader worker whose trainer ended), with its parent as it is now;
+//! - [`GhostClass::Unaccounted`]: allocated memory that no listed process accounts for beyond
+//!   the driver's own allowance, with the device-file holders the driver does not list.
+//!
+//! Linux only: elsewhere [`ghosts`] finds the GPUs' rows and says that it cannot look.
+
+mod holders;
+mod look;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+pub use holders::HolderScan;
+
+use crate::error::Result;
+use crate::types::{GpuDeviceInfo, GpuProcessEntry, UnreadableReason, driver_overhead_allowance};
+
+/// Why memory is held that should not be (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum GhostClass {
+    /// The driver charges a pid that no longer exists.
+    Exited,
+    /// A zombie leader with live threads, or one its parent has not reaped.
+    Zombie,
+    /// In uninterruptible sleep at two looks.
+    Stuck,
+    /// Reparented after its group's or session's leader ended.
+    Orphan,
+    /// Allocated memory no listed process accounts for.
+    Unaccounted,
+}
+
+impl GhostClass {
+    /// A short stable name: `exited`, `zombie`, `stuck`, `orphan`, `unaccounted` (what JSON,
+    /// the exporter's `class` label and Python say).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exited => "exited",
+            Self::Zombie => "zombie",
+            Self::Stuck => "stuck",
+            Self::Orphan => "orphan",
+            Self::Unaccounted => "unaccounted",
+        }
+    }
+}
+
+impl fmt::Display for GhostClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What would free a ghost's memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "action", rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum Remedy {
+    /// Ending these processes frees it.
+    Kill {
+        /// The processes to end.
+        pids: Vec<u32>,
+    },
+    /// The zombie's parent reaps it (`wait`), or ends so that init does.
+    Reap {
+        /// The zombie's parent.
+        parent: u32,
+    },
+    /// Nothing a signal reaches holds it: only a GPU reset (or a reboot) frees it.
+    GpuReset,
+    /// Who holds it cannot be told here (the GPU's device file is not known), so neither
+    /// can what frees it.
+    Unknown,
+}
+
+impl fmt::Display for Remedy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Kill { pids } => {
+                f.write_str("kill")?;
+                for p in pids {
+                    write!(f, " {p}")?;
+                }
+                Ok(())
+            }
+            Self::Reap { parent } => write!(f, "reap: parent {parent} must wait for it, or end"),
+            Self::GpuReset => f.write_str("GPU reset"),
+            Self::Unknown => f.write_str("unknown (its holders cannot be told here)"),
+        }
+    }
+}
+
+/// One ghost: memory held on one GPU, its class, what shows it, and what would free it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Ghost {
+    /// Why it is held.
+    pub class: GhostClass,
+    /// The GPU it is held on.
+    pub device_index: u32,
+    /// The pid the driver charges; `None` for memory no listed process accounts for.
+    pub pid: Option<u32>,
+    /// Its name, where it could be read.
+    pub name: Option<String>,
+    /// The memory it holds on this GPU.
+    pub bytes: u64,
+    /// Processes holding this GPU's device file that the driver does not list.
+    pub holders: Vec<u32>,
+    /// What was read that shows the class, one fact a line.
+    pub evidence: Vec<String>,
+    /// What would free it.
+    pub remedy: Remedy,
+}
+
+/// Every ghost found, with what could not be looked at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct GhostReport {
+    /// The ghosts, by GPU row order, then the memory no process accounts for.
+    pub ghosts: Vec<Ghost>,
+    /// What could not be seen or read, and why (a GPU whose figures failed, a process in
+    /// another PID namespace, a scan cut by its deadline).
+    pub unseen: Vec<String>,
+    /// The scan of descriptors, when there was something it could explain.
+    pub holder_scan: Option<HolderScan>,
+}
+
+impl GhostReport {
+    /// The bytes held by each class found.
+    #[must_use]
+    pub fn bytes_by_class(&self) -> BTreeMap<GhostClass, u64> {
+        let mut out = BTreeMap::new();
+        for g in &self.ghosts {
+            let sum: &mut u64 = out.entry(g.class).or_default();
+            *sum = sum.saturating_add(g.bytes);
+        }
+        out
+    }
+}
+
+/// How [`ghosts_with`] looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GhostOptions {
+    /// A process in `D` is stuck when it is still there after this long (a second look).
+    pub stuck_after: Duration,
+    /// The longest the scan of descriptors may take.
+    pub scan_deadline: Duration,
+}
+
+impl Default for GhostOptions {
+    fn default() -> Self {
+        Self {
+            stuck_after: Duration::from_secs(2),
+            scan_deadline: Duration::from_secs(2),
+        }
+    }
+}
+
+impl GhostOptions {
+    /// The options with another interval for the second look at a process in `D`.
+    #[must_use]
+    pub fn stuck_after(mut self, d: Duration) -> Self {
+        self.stuck_after = d;
+        self
+    }
+}
+
+/// The ghosts on every GPU, with [`GhostOptions::default`].
+///
+/// # Errors
+///
+/// As [`crate::device_count`] when no GPU source answers; a GPU whose figures or processes
+/// fail is named in [`GhostReport::unseen`] instead.
+pub fn ghosts() -> Result<GhostReport> {
+    ghosts_with(GhostOptions::default())
+}
+
+/// The ghosts on every GPU (see the module docs).
+///
+/// # Errors
+///
+/// As [`ghosts`].
+pub fn ghosts_with(options: GhostOptions) -> Result<GhostReport> {
+    let n = crate::gpu::device_count()?;
+    let mut devices = Vec::new();
+    let mut unseen = Vec::new();
+    for i in 0..n {
+        match (crate::gpu::device_info(i), crate::gpu::gpu_processes(i)) {
+            (Ok(info), Ok(procs)) => devices.push((info, procs)),
+            (Err(e), _) | (_, Err(e)) => unseen.push(format!("GPU {i}: {e}")),
+        }
+    }
+    if !cfg!(target_os = "linux") {
+        unseen.push("processes are looked at through procfs, on Linux only".into());
+        return Ok(GhostReport {
+            unseen,
+            ..GhostReport::default()
+        });
+    }
+    let procfs = crate::host::roots::procfs()?;
+    let mut report = classify(procfs, &devices, options);
+    unseen.append(&mut report.unseen);
+    report.unseen = unseen;
+    Ok(report)
+}
+
+/// What a process row is, from procfs (before the holders are known).
+enum Found {
+    Exited,
+    Zombie {
+        live: Vec<u32>,
+        ppid: u32,
+    },
+    MaybeStuck,
+    Orphan {
+        ppid: u32,
+        leader: u32,
+        of: &'static str,
+    },
+}
+
+/// The classes of `devices`' rows read from `procfs`.
+pub(crate) fn classify(
+    procfs: &Path,
+    devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
+    options: GhostOptions,
+) -> GhostReport {
+    let mut report = GhostReport::default();
+    let found = find(procfs, devices, &mut report.unseen);
+    // A second look at those in D: stuck only when still there, still in D.
+    if found.iter().any(|(_, f)| matches!(f, Found::MaybeStuck)) {
+        std::thread::sleep(options.stuck_after);
+    }
+    let unaccounted = unaccounted(devices);
+    let needs_scan =
+        !unaccounted.is_empty() || found.iter().any(|(_, f)| matches!(f, Found::Exited));
+    let holders = if needs_scan {
+        Holders::scan(procfs, devices, options.scan_deadline, &mut report)
+    } else {
+        Holders::default()
+    };
+    for (p, f) in found {
+        let info = devices
+            .iter()
+            .map(|(i, _)| i)
+            .find(|i| i.index == p.device_index);
+        let held = info.and_then(|i| holders.of(i));
+        if let Some(g) = ghost_of(procfs, p, f, held, options) {
+            report.ghosts.push(g);
+        }
+    }
+    for (info, bytes) in unaccounted {
+        report
+            .ghosts
+            .push(unaccounted_ghost(info, bytes, holders.of(info)));
+    }
+    report
+}
+
+/// The rows that are ghosts, and what could not be looked at.
+fn find<'a>(
+    procfs: &Path,
+    devices: &'a [(GpuDeviceInfo, Vec<GpuProcessEntry>)],
+    unseen: &mut Vec<String>,
+) -> Vec<(&'a GpuProcessEntry, Found)> {
+    let mut found = Vec::new();
+    for p in devices.iter().flat_map(|(_, procs)| procs) {
+        match p.unreadable {
+            Some(UnreadableReason::Exited) if !look::exists(procfs, p.pid) => {
+                found.push((p, Found::Exited));
+            }
+            Some(why) => unseen.push(format!(
+                "pid {} on GPU {} ({} bytes): {why}",
+                p.pid, p.device_index, p.used_bytes
+            )),
+            None => {
+                if let Some(f) = look_at(procfs, p.pid) {
+                    found.push((p, f));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Each device's allocated memory beyond its listed processes and the driver's allowance.
+fn unaccounted(devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)]) -> Vec<(&GpuDeviceInfo, u64)> {
+    devices
+        .iter()
+        .filter_map(|(info, procs)| {
+            let beyond = info.unattributed_bytes(procs)?;
+            let allowance = driver_overhead_allowance(procs.len());
+            (beyond > allowance).then_some((info, beyond))
+        })
+        .collect()
+}
+
+/// The device files' holders found by a scan, with the driver's GPUs and the listed pids.
+#[derive(Default)]
+struct Holders {
+    held: BTreeMap<u32, BTreeSet<u32>>,
+    minors: Vec<holders::DriverGpu>,
+    listed: BTreeSet<u32>,
+}
+
+impl Holders {
+    /// Scans the descriptors under `procfs`, noting in `report` how far it got.
+    fn scan(
+        procfs: &Path,
+        devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
+        deadline: Duration,
+        report: &mut GhostReport,
+    ) -> Self {
+        let (held, stats) = holders::scan(procfs, Instant::now() + deadline);
+        if !stats.complete {
+            report.unseen.push(format!(
+                "the scan of descriptors stopped at its {deadline:?} deadline after {} processes",
+                stats.processes
+            ));
+        }
+        if stats.unreadable > 0 {
+            report.unseen.push(format!(
+                "the descriptors of {} processes could not be read (another user's)",
+                stats.unreadable
+            ));
+        }
+        report.holder_scan = Some(stats);
+        let listed = devices
+            .iter()
+            .flat_map(|(_, ps)| ps.iter().map(|p| p.pid))
+            .collect();
+        Self {
+            held,
+            minors: holders::driver_gpus(procfs),
+            listed,
+        }
+    }
+
+    /// `info`'s device file and the processes holding it that the driver does not list;
+    /// `None` when the file is not known (no scan, or no driver information for the GPU).
+    fn of(&self, info: &GpuDeviceInfo) -> Option<(String, Vec<u32>)> {
+        let minor = holders::minor_of(
+            &self.minors,
+            info.uuid.as_deref(),
+            info.pci_bus_id.as_deref(),
+        )?;
+        let pids = self
+            .held
+            .get(&minor)
+            .map(|s| {
+                s.iter()
+                    .copied()
+                    .filter(|p| !self.listed.contains(p))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some((format!("/dev/nvidia{minor}"), pids))
+    }
+}
+
+/// The evidence line for a device file's unlisted holders, and the remedy they give.
+fn holder_facts(held: Option<(String, Vec<u32>)>) -> (String, Vec<u32>, Remedy) {
+    match held {
+        Some((file, pids)) if !pids.is_empty() => (
+            format!(
+                "{file} is held by {} processes the driver does not list: {}",
+                pids.len(),
+                join(&pids)
+            ),
+            pids.clone(),
+            Remedy::Kill { pids },
+        ),
+        Some((file, _)) => (
+            format!("no process but those the driver lists holds {file}"),
+            Vec::new(),
+            Remedy::GpuReset,
+        ),
+        None => (
+            "the GPU's device file is not known here (no driver information file)".into(),
+            Vec::new(),
+            Remedy::Unknown,
+        ),
+    }
+}
+
+/// The ghost a row found as `f` is; `None` for one in D that was not at the second look.
+fn ghost_of(
+    procfs: &Path,
+    p: &GpuProcessEntry,
+    f: Found,
+    held: Option<(String, Vec<u32>)>,
+    options: GhostOptions,
+) -> Option<Ghost> {
+    let (class, evidence, remedy, holders) = match f {
+        Found::Exited => {
+            let (line, holders, remedy) = holder_facts(held);
+            let first = format!(
+                "pid {} no longer exists, and this PID namespace is seen whole",
+                p.pid
+            );
+            (GhostClass::Exited, vec![first, line], remedy, holders)
+        }
+        Found::Zombie { live, ppid } if live.is_empty() => {
+            let line = format!(
+                "state Z (zombie), not reaped by its parent {ppid}{}",
+                named(procfs, ppid)
+            );
+            let remedy = Remedy::Reap { parent: ppid };
+            (GhostClass::Zombie, vec![line], remedy, Vec::new())
+        }
+        Found::Zombie { live, .. } => {
+            let line = format!(
+                "state Z (zombie) as thread-group leader, while {} of its threads still run: {}",
+                live.len(),
+                join(&live)
+            );
+            let remedy = Remedy::Kill { pids: vec![p.pid] };
+            (GhostClass::Zombie, vec![line], remedy, Vec::new())
+        }
+        Found::MaybeStuck => {
+            if look::ids(procfs, p.pid).is_none_or(|s| s.state != 'D') {
+                return None;
+            }
+            let mut evidence = vec![format!(
+                "state D (uninterruptible sleep) at two looks {:?} apart",
+                options.stuck_after
+            )];
+            if let Some(w) = look::wchan(procfs, p.pid) {
+                evidence.push(format!("waiting in {w}"));
+            }
+            (GhostClass::Stuck, evidence, Remedy::GpuReset, Vec::new())
+        }
+        Found::Orphan { ppid, leader, of } => {
+            let evidence = vec![
+                format!("the leader {leader} of its {of} is gone"),
+                format!("its parent is now {ppid}{}", named(procfs, ppid)),
+            ];
+            let remedy = Remedy::Kill { pids: vec![p.pid] };
+            (GhostClass::Orphan, evidence, remedy, Vec::new())
+        }
+    };
+    Some(Ghost {
+        class,
+        device_index: p.device_index,
+        pid: Some(p.pid),
+        name: p.name.clone(),
+        bytes: p.used_bytes,
+        holders,
+        evidence,
+        remedy,
+    })
+}
+
+/// The ghost of memory on `info` that no listed process accounts for.
+fn unaccounted_ghost(info: &GpuDeviceInfo, bytes: u64, held: Option<(String, Vec<u32>)>) -> Ghost {
+    let first = format!(
+        "{} MiB allocated beyond the listed processes' sum, more than the driver's allowance",
+        bytes >> 20
+    );
+    let (line, holders, remedy) = holder_facts(held);
+    Ghost {
+        class: GhostClass::Unaccounted,
+        device_index: info.index,
+        pid: None,
+        name: None,
+        bytes,
+        holders,
+        evidence: vec![first, line],
+        remedy,
+    }
+}
+
+/// A listed live process's class, from its `stat`; `None` when it is none of them or cannot
+/// be read.
+fn look_at(procfs: &Path, pid: u32) -> Option<Found> {
+    let ids = look::ids(procfs, pid)?;
+    match ids.state {
+        'Z' | 'X' => {
+            return Some(Found::Zombie {
+                live: look::live_threads(procfs, pid).unwrap_or_default(),
+                ppid: ids.ppid,
+            });
+        }
+        'D' => return Some(Found::MaybeStuck),
+        _ => {}
+    }
+    // Reparented: to init, or to a subreaper in another session than its own.
+    let reparented = ids.ppid <= 1
+        || look::ids(procfs, ids.ppid).is_some_and(|parent| parent.session != ids.session);
+    if !reparented {
+        return None;
+    }
+    let gone = |leader: u32| leader != 0 && leader != pid && !look::exists(procfs, leader);
+    if gone(ids.pgrp) {
+        return Some(Found::Orphan {
+            ppid: ids.ppid,
+            leader: ids.pgrp,
+            of: "process group",
+        });
+    }
+    if gone(ids.session) {
+        return Some(Found::Orphan {
+            ppid: ids.ppid,
+            leader: ids.session,
+            of: "session",
+        });
+    }
+    None
+}
+
+/// ` (name)` of `pid` where its name can be read.
+fn named(procfs: &Path, pid: u32) -> String {
+    crate::host::process::procfs::comm(procfs, pid).map_or_else(String::new, |n| format!(" ({n})"))
+}
+
+fn join(pids: &[u32]) -> String {
+    pids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
