@@ -9,7 +9,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::args::{DeadlineArg, JsonArg, RootArgs};
 #[cfg(feature = "serve")]
 use crate::cmd::serve;
-use crate::cmd::{devices, doctor, fits, ps, run, spill, watch};
+use crate::cmd::{devices, doctor, fits, ghosts, ps, run, spill, watch};
 use crate::help::{LONG_ABOUT, after_help};
 use crate::outcome::Outcome;
 use crate::view;
@@ -56,6 +56,11 @@ pub enum Command {
     ///
     /// For a script that checks before it starts a job: `hmn fits 12GiB || exit 1`.
     Fits(fits::FitsArgs),
+    /// Only the GPU memory held that should not be: a pid the driver charges that has exited
+    /// (and who holds its device file now), a zombie, a process stuck in the driver, an orphan,
+    /// memory no listed process accounts for; each with its evidence and what would free it.
+    /// Exit 0 when there is none, 1 when there is some, 2 when the GPUs cannot be read.
+    Ghosts(ghosts::GhostsArgs),
     /// Run a command and report the peak RAM and GPU memory of its whole process tree.
     ///
     /// The command keeps this terminal (stdin, stdout, stderr); the summary goes to stderr (or one
@@ -90,6 +95,7 @@ impl Command {
             Self::Ps(_) => "ps",
             Self::Doctor(_) => "doctor",
             Self::Fits(_) => "fits",
+            Self::Ghosts(_) => "ghosts",
             Self::Run(_) => "run",
             Self::Watch(_) => "watch",
             #[cfg(feature = "top")]
@@ -108,6 +114,7 @@ impl Command {
             Self::Ps(a) => Some(&mut a.output),
             Self::Doctor(a) => Some(&mut a.output),
             Self::Fits(_) => None,
+            Self::Ghosts(a) => Some(&mut a.output),
             Self::Run(a) => Some(&mut a.output),
             Self::Watch(a) => Some(&mut a.output),
             #[cfg(feature = "top")]
@@ -125,6 +132,7 @@ impl Command {
             Self::Ps(a) => Some(&mut a.deadline),
             Self::Doctor(a) => Some(&mut a.deadline),
             Self::Fits(a) => Some(&mut a.deadline),
+            Self::Ghosts(a) => Some(&mut a.deadline),
             _ => None,
         }
     }
@@ -135,6 +143,7 @@ impl Command {
             Self::Ps(a) => Some(&mut a.roots),
             Self::Doctor(a) => Some(&mut a.roots),
             Self::Fits(a) => Some(&mut a.roots),
+            Self::Ghosts(a) => Some(&mut a.roots),
             Self::Run(a) => Some(&mut a.roots),
             Self::Watch(a) => Some(&mut a.roots),
             #[cfg(feature = "top")]
@@ -288,6 +297,12 @@ pub fn main() -> ExitCode {
             let args = args.clone();
             within(args.deadline.get(), &mut out, &mut err, move |_, e| {
                 fits::run(&args, e)
+            })
+        }
+        Some(Command::Ghosts(args)) => {
+            let args = args.clone();
+            within(args.deadline.get(), &mut out, &mut err, move |o, e| {
+                ghosts::run(&args, o, e)
             })
         }
         Some(Command::Run(args)) => run::run(args, &mut out, &mut err),

@@ -44,6 +44,7 @@ mod cli {
     mod compat;
     mod fallback_probe;
     mod fleet;
+    mod ghosts;
     mod hidepid;
     mod hostile_names;
     mod impossible_figures;

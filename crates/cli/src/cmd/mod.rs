@@ -4,6 +4,7 @@
 pub mod devices;
 pub mod doctor;
 pub mod fits;
+pub mod ghosts;
 pub mod ps;
 pub mod run;
 #[cfg(feature = "serve")]

@@ -308,7 +308,10 @@ fn full_screen() -> io::Result<ratatui::DefaultTerminal> {
     };
     let viewport = ratatui::Viewport::Fixed(Rect::new(0, 0, columns, rows));
     let terminal = ratatui::try_init_with_options(ratatui::TerminalOptions { viewport })?;
-    execute!(io::stdout(), ratatui::crossterm::terminal::EnterAlternateScreen)?;
+    execute!(
+        io::stdout(),
+        ratatui::crossterm::terminal::EnterAlternateScreen
+    )?;
     Ok(terminal)
 }
 

@@ -4,6 +4,7 @@
 pub mod devices;
 pub mod doctor;
 pub mod fits;
+pub mod ghosts;
 pub mod groups;
 pub mod man;
 pub mod plot;

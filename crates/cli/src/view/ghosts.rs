@@ -1,0 +1,81 @@
+//! `hmn ghosts`' text and JSON.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use hypomnesis::{GhostReport, HolderScan};
+use serde::Serialize;
+
+use super::{fit, format_size};
+
+/// The report as JSON: the ghosts, the bytes of each class, what could not be seen, the scan.
+pub fn json(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
+    #[derive(Serialize)]
+    struct Json<'a> {
+        ghosts: &'a [hypomnesis::Ghost],
+        bytes_by_class: BTreeMap<&'static str, u64>,
+        unseen: &'a [String],
+        holder_scan: Option<&'a HolderScan>,
+    }
+    let by_class = report
+        .bytes_by_class()
+        .into_iter()
+        .map(|(c, b)| (c.as_str(), b))
+        .collect();
+    super::json(
+        out,
+        &Json {
+            ghosts: &report.ghosts,
+            bytes_by_class: by_class,
+            unseen: &report.unseen,
+            holder_scan: report.holder_scan.as_ref(),
+        },
+    )
+}
+
+/// One row a ghost with its evidence below, a footer that sums bytes by class, then what
+/// could not be seen.
+pub fn text(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
+    if report.ghosts.is_empty() {
+        writeln!(
+            out,
+            "no ghosts: every listed GPU process is alive and not stuck, and the listed processes \
+             account for each GPU's allocated memory"
+        )?;
+    } else {
+        writeln!(out, "GPU  PID      CLASS            HELD  WHAT FREES IT")?;
+        for g in &report.ghosts {
+            let pid = g.pid.map_or_else(|| "-".to_owned(), |p| p.to_string());
+            writeln!(
+                out,
+                "{}  {}  {}  {}  {}",
+                fit(&g.device_index.to_string(), 3, false),
+                fit(&pid, 7, false),
+                fit(g.class.as_str(), 11, false),
+                fit(&format_size(g.bytes), 10, true),
+                g.remedy
+            )?;
+            for e in &g.evidence {
+                writeln!(out, "              {e}")?;
+            }
+        }
+        let by_class = report.bytes_by_class();
+        let total = by_class.values().fold(0_u64, |a, &b| a.saturating_add(b));
+        let parts: Vec<String> = by_class
+            .iter()
+            .map(|(c, b)| format!("{c} {}", format_size(*b)))
+            .collect();
+        let n = report.ghosts.len();
+        let s = if n == 1 { "" } else { "s" };
+        writeln!(
+            out,
+            "{n} ghost{s} holding {}: {}",
+            format_size(total),
+            parts.join(", ")
+        )?;
+    }
+    for u in &report.unseen {
+        writeln!(out, "not seen: {u}")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! `hmn ghosts` against the fake NVML listing real processes: a pid that has exited (a reaped
+//! child), a real unreaped zombie, a live process that is none of them; and, as root in a
+//! private mount namespace, real processes holding a file at `/dev/nvidia0` (a tmpfs over
+//! `/dev` with a regular file of that name, so matched by path) with the driver's information
+//! file on a tmpfs over `/proc/driver`, which `hmn` names as the holders of the exited pid's
+//! memory. Exit 0 when there is no ghost, 1 when there is one.
+//!
+//! The mount-namespace test needs root, util-linux's `unshare` and the right to mount; where
+//! that is missing it says `skipped: …` and passes, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1` (as
+//! `.ci/run` sets).
+#![cfg(target_os = "linux")]
+
+use std::process::{Command, Output, Stdio};
+
+use support::{FakeVariant, empty_dir, fake_nvml, write_scenario};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+const TOTAL: u64 = 143_771 * MIB;
+const RESERVED: u64 = 616 * MIB;
+const UUID: &str = "GPU-fa4e0000-0000-4000-8000-000000000000";
+
+/// An H200 whose processes are `rows` (pid, bytes), all of its allocation theirs.
+fn scenario(rows: &[(u32, u64)]) -> String {
+    let used: u64 = rows.iter().map(|r| r.1).sum();
+    let procs: Vec<String> = rows
+        .iter()
+        .map(|(p, b)| format!(r#"{{"pid": {p}, "used": {b}}}"#))
+        .collect();
+    format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "uuid": "{UUID}", "total": {TOTAL},
+            "reserved": {RESERVED}, "free": {free}, "compute_processes": [{procs}]}}]}}"#,
+        free = TOTAL - RESERVED - used,
+        procs = procs.join(", ")
+    )
+}
+
+fn hmn(scenario: &str, args: &[&str]) -> Output {
+    crate::util::hmn::hmn()
+        .args(args)
+        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
+        .env("HYPOMNESIS_SYSFS", empty_dir())
+        .env("PATH", empty_dir())
+        .output()
+        .unwrap()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+/// The pid of a process that has exited and been reaped.
+fn exited_pid() -> u32 {
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+#[test]
+fn an_exited_pid_is_a_ghost_and_the_exit_status_says_so() {
+    let mut live = Command::new("sleep").arg("60").spawn().unwrap();
+    let gone = exited_pid();
+    let sc = scenario(&[(live.id(), GIB), (gone, 3 * GIB)]);
+    let o = hmn(&sc, &["ghosts"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    let row = out.lines().find(|l| l.contains(&gone.to_string())).unwrap();
+    assert!(row.contains("exited") && row.contains("3.0 GiB"), "{out}");
+    assert!(
+        out.contains("1 ghost holding 3.0 GiB: exited 3.0 GiB"),
+        "{out}"
+    );
+    assert!(
+        !out.contains(&live.id().to_string()),
+        "a live process is no ghost: {out}"
+    );
+    let j = json(&hmn(&sc, &["ghosts", "--json"]));
+    assert_eq!(j["ghosts"][0]["class"], "exited");
+    assert_eq!(j["ghosts"][0]["pid"], gone);
+    assert_eq!(j["bytes_by_class"]["exited"], 3 * GIB);
+    assert!(j["holder_scan"]["complete"].as_bool().unwrap());
+    // The live process alone: no ghost, exit 0.
+    let sc = scenario(&[(live.id(), GIB)]);
+    let o = hmn(&sc, &["ghosts"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("no ghosts"));
+    let j = json(&hmn(&sc, &["ghosts", "--json"]));
+    assert_eq!(j["ghosts"], serde_json::json!([]));
+    assert!(j["holder_scan"].is_null(), "nothing to explain, no scan");
+    live.kill().unwrap();
+    live.wait().unwrap();
+}
+
+#[test]
+fn a_real_zombie_names_the_parent_that_must_reap_it() {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    let stat = format!("/proc/{pid}/stat");
+    let t = std::time::Instant::now();
+    while !std::fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z ")) {
+        assert!(t.elapsed().as_secs() < 10, "never a zombie");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let j = json(&hmn(&scenario(&[(pid, GIB)]), &["ghosts", "--json"]));
+    child.wait().unwrap();
+    let g = &j["ghosts"][0];
+    assert_eq!(g["class"], "zombie", "{j}");
+    assert_eq!(g["remedy"]["action"], "reap");
+    assert_eq!(g["remedy"]["parent"], std::process::id());
+}
+
+/// `None` (after saying so) when the test may skip; a failure under
+/// `HYPOMNESIS_REQUIRE_EXTERNAL=1`.
+fn missing(what: &str) -> Option<()> {
+    assert!(
+        std::env::var("HYPOMNESIS_REQUIRE_EXTERNAL").as_deref() != Ok("1"),
+        "{what}, and HYPOMNESIS_REQUIRE_EXTERNAL=1 requires it (root and util-linux's unshare)"
+    );
+    eprintln!("skipped: {what}");
+    None
+}
+
+#[test]
+fn the_processes_holding_the_device_file_are_named_as_the_holders() {
+    let root = Command::new("id").arg("-u").output().ok();
+    if root.is_none_or(|o| String::from_utf8_lossy(&o.stdout).trim() != "0") {
+        missing("not running as root");
+        return;
+    }
+    let gone = exited_pid();
+    let sc = write_scenario(&scenario(&[(gone, 2 * GIB)]));
+    // In a private mount namespace: /proc/driver and /dev on tmpfs, the driver's file for
+    // minor 0, a regular file at /dev/nvidia0 held by two sleeps, and /dev/nvidiactl by one.
+    let script = format!(
+        r#"set -e
+mount -t tmpfs hmn-driver /proc/driver || exit 97
+mkdir -p /proc/driver/nvidia/gpus/0000:01:00.0
+printf 'Model: \t NVIDIA H200\nGPU UUID: \t {UUID}\nBus Location: \t 0000:01:00.0\nDevice Minor: \t 0\n' > /proc/driver/nvidia/gpus/0000:01:00.0/information
+mount -t tmpfs hmn-dev /dev
+mknod -m 666 /dev/null c 1 3
+touch /dev/nvidia0 /dev/nvidiactl
+sleep 30 < /dev/nvidia0 & a=$!
+sleep 30 < /dev/nvidia0 & b=$!
+sleep 30 < /dev/nvidiactl & c=$!
+echo "holders $a $b"
+"$HMN" ghosts --json || true
+kill $a $b $c
+"#
+    );
+    let o = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .env("HMN", env!("CARGO_BIN_EXE_hmn"))
+        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", &sc)
+        .env("HYPOMNESIS_SYSFS", empty_dir())
+        .stdin(Stdio::null())
+        .output();
+    let Ok(o) = o else {
+        missing("unshare is not installed");
+        return;
+    };
+    if o.status.code() == Some(97) {
+        missing("a tmpfs cannot be mounted here");
+        return;
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    let (first, rest) = out.split_once('\n').unwrap();
+    let holders: Vec<u64> = first
+        .strip_prefix("holders ")
+        .unwrap()
+        .split(' ')
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let j: serde_json::Value = serde_json::from_str(rest)
+        .unwrap_or_else(|e| panic!("{e}: {out}{}", String::from_utf8_lossy(&o.stderr)));
+    let g = &j["ghosts"][0];
+    assert_eq!(g["class"], "exited", "{j}");
+    assert_eq!(g["holders"], serde_json::json!(holders), "{j}");
+    assert_eq!(g["remedy"]["action"], "kill");
+    assert_eq!(g["remedy"]["pids"], serde_json::json!(holders));
+    let evidence = g["evidence"][1].as_str().unwrap();
+    assert!(
+        evidence.starts_with("/dev/nvidia0 is held by 2 processes"),
+        "{evidence}"
+    );
+}
