@@ -14,7 +14,8 @@
 //! - [`GhostClass::Orphan`]: not the leader of its process group or session, whose leader is
 //!   gone (a data-loader worker whose trainer ended), with its parent as it is now;
 //! - [`GhostClass::Unaccounted`]: allocated memory that no listed process accounts for beyond
-//!   the driver's own allowance, with the device-file holders the driver does not list.
+//!   the driver's own allowance, or that the driver charges to a pid no process here can have,
+//!   with the device-file holders the driver does not list.
 //!
 //! Linux only: elsewhere [`ghosts`] finds the GPUs' rows and says that it cannot look.
 
@@ -230,6 +231,8 @@ pub fn ghosts_with(options: GhostOptions) -> Result<GhostReport> {
 /// What a process row is, from procfs (before the holders are known).
 enum Found {
     Exited,
+    /// A pid no process here can have (the library's `NoSuchPid`).
+    NoSuchPid,
     Zombie {
         live: Vec<u32>,
         ppid: u32,
@@ -255,8 +258,10 @@ pub(crate) fn classify(
         std::thread::sleep(options.stuck_after);
     }
     let unaccounted = unaccounted(devices);
-    let needs_scan =
-        !unaccounted.is_empty() || found.iter().any(|(_, f)| matches!(f, Found::Exited));
+    let needs_scan = !unaccounted.is_empty()
+        || found
+            .iter()
+            .any(|(_, f)| matches!(f, Found::Exited | Found::NoSuchPid));
     let holders = if needs_scan {
         Holders::scan(procfs, devices, options.scan_deadline, &mut report)
     } else {
@@ -292,9 +297,12 @@ fn find<'a>(
             Some(UnreadableReason::Exited) if !look::exists(procfs, p.pid) => {
                 found.push((p, Found::Exited));
             }
+            Some(UnreadableReason::NoSuchPid) => found.push((p, Found::NoSuchPid)),
             Some(why) => unseen.push(format!(
-                "pid {} on GPU {} ({} bytes): {why}",
-                p.pid, p.device_index, p.used_bytes
+                "pid {} on GPU {} ({} MiB): {why}",
+                p.pid,
+                p.device_index,
+                p.used_bytes >> 20
             )),
             None => {
                 if let Some(f) = look_at(procfs, p.pid) {
@@ -422,6 +430,15 @@ fn ghost_of(
                 p.pid
             );
             (GhostClass::Exited, vec![first, line], remedy, holders)
+        }
+        Found::NoSuchPid => {
+            let (line, holders, remedy) = holder_facts(held);
+            let first = format!(
+                "the driver charges pid {}, which no process here can have (above pid_max, \
+                 in the initial PID namespace)",
+                p.pid
+            );
+            (GhostClass::Unaccounted, vec![first, line], remedy, holders)
         }
         Found::Zombie { live, ppid } if live.is_empty() => {
             let line = format!(

@@ -279,6 +279,22 @@ fn memory_no_listed_process_accounts_for_names_the_unlisted_holders() {
 }
 
 #[test]
+fn a_pid_no_process_can_have_is_memory_held_by_no_process() {
+    let t = Tree::new("nosuch");
+    t.driver_gpu(0);
+    let rows = vec![row(4_194_400, 16 << 30, Some(UnreadableReason::NoSuchPid))];
+    let report = classify(&t.0, &[(device(0, 16 << 30), rows)], quick());
+    let g = &report.ghosts[0];
+    assert_eq!((g.class, g.pid), (GhostClass::Unaccounted, Some(4_194_400)));
+    assert!(
+        g.evidence[0].contains("no process here can have"),
+        "{:?}",
+        g.evidence
+    );
+    assert_eq!(g.remedy, Remedy::GpuReset, "nothing holds /dev/nvidia0");
+}
+
+#[test]
 fn rows_that_cannot_be_looked_at_are_said_not_guessed() {
     let t = Tree::new("unseen");
     let rows = vec![row(42, MIB, Some(UnreadableReason::OutsidePidNamespace))];
