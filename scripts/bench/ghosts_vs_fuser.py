@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""`hmn ghosts` beside `fuser -v` on the same host in one run: how long it takes to find who holds
+a GPU's device file, against the tool people reach for.
+
+N real `sleep` processes run (2,000 by default), each with a few descriptors; K of them (10)
+hold a file named like a GPU's device node. `hmn ghosts --json` runs against the fake NVML with
+a scenario whose only process is a pid that has exited (a reaped child), so it scans every
+process's descriptors, as it does when it has something to explain; `fuser -v FILE` looks for
+the holders of that file. The two run in turn, R times each (7) after one warm-up, and each
+run's wall time is taken around the whole command (hmn's includes loading the fake NVML and
+reading the GPU's figures); the medians and the median of the pairwise ratios are printed, with
+the scan's own time as `hmn` reports it (`holder_scan.elapsed_seconds`).
+
+Usage: scripts/bench/ghosts_vs_fuser.py [--processes 2000] [--holders 10] [--runs 7]
+         [--hmn PATH] [--fake PATH] [--markdown]
+
+Needs `fuser` (Debian's psmisc) and a release build of hmn and the fake NVML
+(`cargo build --release -p hypomnesis-cli -p fake-nvml`)."""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from paths import TARGET  # noqa: E402  (scripts/lib)
+
+MIB = 1 << 20
+
+
+def die(msg):
+    sys.exit(f"ghosts_vs_fuser: {msg}")
+
+
+def timed(cmd, env=None):
+    t = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return time.perf_counter() - t, out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--processes", type=int, default=2000)
+    p.add_argument("--holders", type=int, default=10)
+    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--hmn", default=os.path.join(TARGET, "release", "hmn"))
+    p.add_argument("--fake", default=os.path.join(TARGET, "release", "libnvidia_ml.so"))
+    p.add_argument("--markdown", action="store_true")
+    a = p.parse_args()
+    fuser = shutil.which("fuser")
+    if not fuser:
+        die("fuser is missing: apt-get install -y psmisc")
+    for path, what in ((a.hmn, "hmn"), (a.fake, "the fake NVML")):
+        if not os.path.isfile(path):
+            die(f"{path} ({what}) is missing: cargo build --release -p hypomnesis-cli -p fake-nvml")
+    work = tempfile.mkdtemp(prefix="ghosts-vs-fuser-")
+    node = os.path.join(work, "nvidia0")
+    open(node, "w").close()
+    sleepers = []
+    try:
+        for i in range(a.processes):
+            stdin = open(node) if i < a.holders else subprocess.DEVNULL
+            sleepers.append(subprocess.Popen(["sleep", "3600"], stdin=stdin,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            if stdin is not subprocess.DEVNULL:
+                stdin.close()
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        scenario = os.path.join(work, "scenario.json")
+        total, reserved, used = 143771 * MIB, 614 * MIB, 2048 * MIB
+        with open(scenario, "w") as f:
+            json.dump({"devices": [{"name": "NVIDIA H200", "total": total, "reserved": reserved,
+                                    "free": total - reserved - used,
+                                    "compute_processes": [{"pid": gone.pid, "used": used}]}]}, f)
+        env = dict(os.environ, HYPOMNESIS_NVML_LIBRARY=a.fake, FAKE_NVML_SCENARIO=scenario,
+                   HYPOMNESIS_SYSFS=work)
+        hmn_cmd = [a.hmn, "ghosts", "--json"]
+        fuser_cmd = [fuser, "-v", node]
+        timed(hmn_cmd, env)
+        timed(fuser_cmd)
+        hmn_t, fuser_t, scans, ratios = [], [], [], []
+        for _ in range(a.runs):
+            th, out = timed(hmn_cmd, env)
+            if out.returncode != 1:
+                die(f"hmn ghosts exited {out.returncode}: {out.stderr}")
+            report = json.loads(out.stdout)
+            scan = report["holder_scan"]
+            if not scan or not scan["complete"]:
+                die(f"the scan did not complete: {scan}")
+            tf, fout = timed(fuser_cmd)
+            if fout.returncode != 0:
+                die(f"fuser exited {fout.returncode}: {fout.stderr}")
+            hmn_t.append(th)
+            fuser_t.append(tf)
+            scans.append(scan["elapsed_seconds"])
+            ratios.append(th / tf)
+        procs = report["holder_scan"]["processes"]
+        fds = report["holder_scan"]["descriptors"]
+    finally:
+        for s in sleepers:
+            s.kill()
+        for s in sleepers:
+            s.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    med = statistics.median
+    ms = lambda s: f"{s * 1000:.1f} ms"  # noqa: E731
+    lines = [
+        f"`scripts/bench/ghosts_vs_fuser.py --processes {a.processes} --holders {a.holders} "
+        f"--runs {a.runs}` ({time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, load "
+        f"{os.getloadavg()[0]:.2f}): {procs} processes and {fds} descriptors scanned.",
+        "",
+        "| command | wall, median (min–max) |",
+        "|---|---:|",
+        f"| `hmn ghosts --json` (whole command) | {ms(med(hmn_t))} ({ms(min(hmn_t))}–{ms(max(hmn_t))}) |",
+        f"| its descriptor scan (`holder_scan.elapsed_seconds`) | {ms(med(scans))} ({ms(min(scans))}–{ms(max(scans))}) |",
+        f"| `fuser -v FILE` | {ms(med(fuser_t))} ({ms(min(fuser_t))}–{ms(max(fuser_t))}) |",
+        "",
+        f"`hmn ghosts` / `fuser`, median of the {a.runs} pairs: {med(ratios):.2f}x.",
+    ]
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
