@@ -195,12 +195,19 @@ mod tests {
         let thread = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
             waker.wake();
-            waker.wake();
         });
         wake.sleep(Duration::from_secs(20));
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         thread.join().unwrap();
-        // Both bytes were taken: this one waits out its timeout.
+        // Two wakes before a sleep: that sleep takes both bytes (a second wake sent while the
+        // first sleep ends could land after its read, so they are sent first), and the next
+        // waits out its timeout.
+        let waker = wake.waker();
+        waker.wake();
+        waker.wake();
+        let t = Instant::now();
+        wake.sleep(Duration::from_secs(20));
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         let t = Instant::now();
         wake.sleep(Duration::from_millis(100));
         assert!(
