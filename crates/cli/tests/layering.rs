@@ -485,9 +485,8 @@ fn layer_of(m: &Module) -> Option<(u8, &'static str)> {
             "backend" | "pci" | "winparse" | "nvidia" | "mig" | "nvml" | "nvidia_smi" | "drm"
             | "windows" | "metal",
         ) => (1, "backends"),
-        ("gpu", "" | "dispatch") | ("snapshot" | "report" | "spill" | "ram" | "sampling", _) => {
-            (2, "dispatcher")
-        }
+        ("gpu", "" | "dispatch")
+        | ("snapshot" | "report" | "spill" | "ram" | "sampling" | "ghost", _) => (2, "dispatcher"),
         _ => return None,
     })
 }

@@ -10,7 +10,7 @@ use clap::Args;
 
 use crate::args::{DeadlineArg, JsonArg, RootArgs};
 use crate::outcome::Outcome;
-use crate::view::doctor::{self as render, DoctorExtra, PodResourcesCheck};
+use crate::view::doctor::{self as render, DoctorExtra, GhostSummary, PodResourcesCheck};
 
 /// Options of `hmn doctor`.
 #[derive(Debug, Clone, Args)]
@@ -104,8 +104,19 @@ pub fn run(args: &DoctorArgs, out: &mut impl Write, err: &mut impl Write) -> io:
         sources_error: reports
             .is_none()
             .then(|| crate::view::no_answer_text(deadline, &hypomnesis::in_flight())),
+        ghosts: None,
     };
     let reports = reports.unwrap_or_default();
+    // What `hmn ghosts` would say, summed, within what is left of the deadline (a process in D
+    // gets a shorter second look than `ghosts` gives it).
+    let left = deadline.saturating_sub(started.elapsed());
+    let mut extra = extra;
+    extra.ghosts = within(left, || {
+        let options = hypomnesis::GhostOptions::default().stuck_after(Duration::from_millis(500));
+        hypomnesis::ghosts_with(options).ok()
+    })
+    .flatten()
+    .map(|r| GhostSummary::of(&r));
     if json {
         render::doctor_json(
             out,

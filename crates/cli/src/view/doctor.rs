@@ -230,6 +230,28 @@ pub struct DoctorExtra {
     pub pod_resources: Option<PodResourcesCheck>,
     /// Why `sources` is empty: the reports did not come within the deadline.
     pub sources_error: Option<String>,
+    /// What `hmn ghosts` would find, summed (`None`: no GPU, or no answer in time).
+    pub ghosts: Option<GhostSummary>,
+}
+
+/// How many ghosts there are and the bytes of each class (see `hmn ghosts`).
+#[derive(Debug, Default, Serialize)]
+pub struct GhostSummary {
+    pub count: usize,
+    pub bytes_by_class: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl GhostSummary {
+    pub fn of(report: &hypomnesis::GhostReport) -> Self {
+        Self {
+            count: report.ghosts.len(),
+            bytes_by_class: report
+                .bytes_by_class()
+                .into_iter()
+                .map(|(c, b)| (c.as_str(), b))
+                .collect(),
+        }
+    }
 }
 
 /// The pod-resources socket, asked once.
@@ -257,6 +279,28 @@ pub fn extra_lines(out: &mut impl Write, extra: &DoctorExtra) -> io::Result<()> 
     }
     if let Some(e) = &extra.sources_error {
         writeln!(out, "GPU sources: {e}")?;
+    }
+    if let Some(g) = &extra.ghosts {
+        if g.count == 0 {
+            writeln!(out, "ghosts: none (GPU memory held after its work is over)")?;
+        } else {
+            let total = g
+                .bytes_by_class
+                .values()
+                .fold(0_u64, |a, &b| a.saturating_add(b));
+            let parts: Vec<String> = g
+                .bytes_by_class
+                .iter()
+                .map(|(c, b)| format!("{c} {}", super::format_size(*b)))
+                .collect();
+            writeln!(
+                out,
+                "ghosts: {} holding {} ({}): `hmn ghosts` says why and what frees it",
+                g.count,
+                super::format_size(total),
+                parts.join(", ")
+            )?;
+        }
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! private mount namespace, real processes holding a file at `/dev/nvidia0` (a tmpfs over
 //! `/dev` with a regular file of that name, so matched by path) with the driver's information
 //! file on a tmpfs over `/proc/driver`, which `hmn` names as the holders of the exited pid's
-//! memory. Exit 0 when there is no ghost, 1 when there is one.
+//! memory. Exit 0 when there is no ghost, 1 when there is one; `hmn doctor` sums them up.
 //!
 //! The mount-namespace test needs root, util-linux's `unshare` and the right to mount; where
 //! that is missing it says `skipped: …` and passes, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1` (as
@@ -82,6 +82,16 @@ fn an_exited_pid_is_a_ghost_and_the_exit_status_says_so() {
     assert_eq!(j["ghosts"][0]["pid"], gone);
     assert_eq!(j["bytes_by_class"]["exited"], 3 * GIB);
     assert!(j["holder_scan"]["complete"].as_bool().unwrap());
+    // `hmn doctor` sums them up, and points at `hmn ghosts`.
+    let o = hmn(&sc, &["doctor"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("ghosts: 1 holding 3.0 GiB (exited 3.0 GiB): `hmn ghosts` says why"),
+        "{out}"
+    );
+    let j = json(&hmn(&sc, &["doctor", "--json"]));
+    assert_eq!(j["ghosts"]["count"], 1);
+    assert_eq!(j["ghosts"]["bytes_by_class"]["exited"], 3 * GIB);
     // The live process alone: no ghost, exit 0.
     let sc = scenario(&[(live.id(), GIB)]);
     let o = hmn(&sc, &["ghosts"]);
@@ -90,6 +100,8 @@ fn an_exited_pid_is_a_ghost_and_the_exit_status_says_so() {
     let j = json(&hmn(&sc, &["ghosts", "--json"]));
     assert_eq!(j["ghosts"], serde_json::json!([]));
     assert!(j["holder_scan"].is_null(), "nothing to explain, no scan");
+    let out = String::from_utf8_lossy(&hmn(&sc, &["doctor"]).stdout).into_owned();
+    assert!(out.contains("ghosts: none"), "{out}");
     live.kill().unwrap();
     live.wait().unwrap();
 }
