@@ -3,7 +3,7 @@
 //! which every client opens, so they name no GPU), and says each GPU's minor in
 //! `<procfs>/driver/nvidia/gpus/<bus>/information` (`Device Minor:`). A process holds a GPU
 //! while one of its descriptors is that file: its `fd/<n>` link reads `/dev/nvidia<minor>`,
-//! or, for a node under another name, the file it opens is a character device 195:<minor>.
+//! or, for a node under another name, the file it opens is a character device `195:<minor>`.
 //! Finding them means listing every process's descriptors, so a scan is bounded by a deadline
 //! and says how far it got.
 
