@@ -144,6 +144,10 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
     #[cfg(not(unix))]
     let winch: &[i32] = &[];
     let wake = Wake::new(&[STOP_SIGNALS, jobs.signals(), winch].concat());
+    // The terminal is taken before the sampler starts: what the library writes to stderr
+    // meanwhile (its debug output) lands on the alternate screen, not in the shell's.
+    let terminal = full_screen()?;
+    let restore = Restore;
     let sampling = {
         let control = Arc::clone(&control);
         let refreshed = wake.waker();
@@ -151,7 +155,7 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
             .name("hmn-top-sampler".into())
             .spawn(move || sample_loop(interval, &control, &tx, &refreshed))?
     };
-    let result = show(interval, &control, &rx, &jobs, &wake);
+    let result = show(terminal, restore, interval, &control, &rx, &jobs, &wake);
     control.restored.store(true, Ordering::SeqCst);
     control.stop.store(true, Ordering::SeqCst);
     drop(rx);
@@ -207,16 +211,18 @@ impl Freshness {
 }
 
 /// The terminal thread: draws, reads keys, until quit (`None`) or a stop signal (its number).
+/// `terminal` is given back when `restore` drops, at the end.
 fn show(
+    mut terminal: ratatui::DefaultTerminal,
+    restore: Restore,
     interval: Duration,
     control: &Control,
     rx: &Receiver<Refresh>,
     jobs: &suspend::JobControl,
     wake: &Wake,
 ) -> io::Result<Option<i32>> {
+    let _restore = restore;
     let stop = Stop::on_signals();
-    let mut terminal = full_screen()?;
-    let _restore = Restore;
     mouse(true);
     // An event was read: another may be waiting in crossterm's queue, so look before sleeping.
     let mut pending = false;
