@@ -146,7 +146,7 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
     let wake = Wake::new(&[STOP_SIGNALS, jobs.signals(), winch].concat());
     // The terminal is taken before the sampler starts: what the library writes to stderr
     // meanwhile (its debug output) lands on the alternate screen, not in the shell's.
-    let terminal = full_screen()?;
+    let terminal = ratatui::try_init()?;
     let restore = Restore;
     let sampling = {
         let control = Arc::clone(&control);
@@ -275,8 +275,7 @@ fn show(
         let action = match event::read()? {
             Event::Key(key) => state.on_key(key, screen.gpu_count()),
             Event::Mouse(m) => on_mouse(m, &state, table),
-            Event::Resize(columns, rows) => {
-                terminal.resize(Rect::new(0, 0, columns, rows))?;
+            Event::Resize(_, rows) => {
                 height = rows;
                 control.set_view(&state, height);
                 dirty = true;
@@ -303,22 +302,6 @@ fn show(
         }
     }
     Ok(stop.signal())
-}
-
-/// The terminal in raw mode on the alternate screen, drawn over an area of its size at the
-/// start and at each resize event: with ratatui's default (the whole screen, asked again at
-/// every draw) each frame would open `/dev/tty` to ask crossterm for the size.
-fn full_screen() -> io::Result<ratatui::DefaultTerminal> {
-    let Ok((columns, rows)) = ratatui::crossterm::terminal::size() else {
-        return ratatui::try_init();
-    };
-    let viewport = ratatui::Viewport::Fixed(Rect::new(0, 0, columns, rows));
-    let terminal = ratatui::try_init_with_options(ratatui::TerminalOptions { viewport })?;
-    execute!(
-        io::stdout(),
-        ratatui::crossterm::terminal::EnterAlternateScreen
-    )?;
-    Ok(terminal)
 }
 
 /// How long the terminal thread may sleep when nothing wakes it (a key, a refresh, a signal):

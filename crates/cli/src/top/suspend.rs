@@ -65,15 +65,12 @@ impl JobControl {
 
 /// Takes the terminal again after the process was stopped (the shell put it back in cooked
 /// mode, on the main screen, and may have written to it): raw mode, the alternate screen, and
-/// its size asked again, and a cleared buffer so the next draw repaints every cell.
+/// a cleared buffer so the next draw repaints every cell.
 pub fn resume(terminal: &mut DefaultTerminal) -> io::Result<()> {
     enable_raw_mode()?;
     execute!(io::stdout(), EnterAlternateScreen)?;
     super::mouse(true);
     terminal.hide_cursor()?;
-    // The terminal may have been resized while stopped: the view takes its size again.
-    let size = terminal.size()?;
-    terminal.resize(ratatui::layout::Rect::new(0, 0, size.width, size.height))?;
     terminal.clear()
 }
 
