@@ -245,11 +245,7 @@ impl GhostSummary {
     pub fn of(report: &hypomnesis::GhostReport) -> Self {
         Self {
             count: report.ghosts.len(),
-            bytes_by_class: report
-                .bytes_by_class()
-                .into_iter()
-                .map(|(c, b)| (c.as_str(), b))
-                .collect(),
+            bytes_by_class: super::ghosts::by_class(report),
         }
     }
 }
@@ -284,21 +280,11 @@ pub fn extra_lines(out: &mut impl Write, extra: &DoctorExtra) -> io::Result<()> 
         if g.count == 0 {
             writeln!(out, "ghosts: none (GPU memory held after its work is over)")?;
         } else {
-            let total = g
-                .bytes_by_class
-                .values()
-                .fold(0_u64, |a, &b| a.saturating_add(b));
-            let parts: Vec<String> = g
-                .bytes_by_class
-                .iter()
-                .map(|(c, b)| format!("{c} {}", super::format_size(*b)))
-                .collect();
+            let (total, parts) = super::ghosts::held(&g.bytes_by_class);
             writeln!(
                 out,
-                "ghosts: {} holding {} ({}): `hmn ghosts` says why and what frees it",
-                g.count,
-                super::format_size(total),
-                parts.join(", ")
+                "ghosts: {} holding {total} ({parts}): `hmn ghosts` says why and what frees it",
+                g.count
             )?;
         }
     }

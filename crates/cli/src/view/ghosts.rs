@@ -17,11 +17,7 @@ pub fn json(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
         unseen: &'a [String],
         holder_scan: Option<&'a HolderScan>,
     }
-    let by_class = report
-        .bytes_by_class()
-        .into_iter()
-        .map(|(c, b)| (c.as_str(), b))
-        .collect();
+    let by_class = by_class(report);
     super::json(
         out,
         &Json {
@@ -31,6 +27,25 @@ pub fn json(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
             holder_scan: report.holder_scan.as_ref(),
         },
     )
+}
+
+/// The bytes of each class found, by the class's name.
+pub fn by_class(report: &GhostReport) -> BTreeMap<&'static str, u64> {
+    report
+        .bytes_by_class()
+        .into_iter()
+        .map(|(c, b)| (c.as_str(), b))
+        .collect()
+}
+
+/// The total of `by_class` and its parts, as `("7.8 GiB", "exited 3.0 GiB, unaccounted 4.8 GiB")`.
+pub fn held(by_class: &BTreeMap<&'static str, u64>) -> (String, String) {
+    let total = by_class.values().fold(0_u64, |a, &b| a.saturating_add(b));
+    let parts: Vec<String> = by_class
+        .iter()
+        .map(|(c, b)| format!("{c} {}", format_size(*b)))
+        .collect();
+    (format_size(total), parts.join(", "))
 }
 
 /// One row a ghost with its evidence below, a footer that sums bytes by class, then what
@@ -59,20 +74,10 @@ pub fn text(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
                 writeln!(out, "              {e}")?;
             }
         }
-        let by_class = report.bytes_by_class();
-        let total = by_class.values().fold(0_u64, |a, &b| a.saturating_add(b));
-        let parts: Vec<String> = by_class
-            .iter()
-            .map(|(c, b)| format!("{c} {}", format_size(*b)))
-            .collect();
+        let (total, parts) = held(&by_class(report));
         let n = report.ghosts.len();
         let s = if n == 1 { "" } else { "s" };
-        writeln!(
-            out,
-            "{n} ghost{s} holding {}: {}",
-            format_size(total),
-            parts.join(", ")
-        )?;
+        writeln!(out, "{n} ghost{s} holding {total}: {parts}")?;
     }
     for u in &report.unseen {
         writeln!(out, "not seen: {u}")?;

@@ -36,12 +36,8 @@ fn scenario(rows: &[(u32, u64)]) -> String {
 }
 
 fn hmn(scenario: &str, args: &[&str]) -> Output {
-    crate::util::hmn::hmn()
+    crate::util::hmn::with_fake(scenario)
         .args(args)
-        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
-        .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
-        .env("HYPOMNESIS_SYSFS", empty_dir())
-        .env("PATH", empty_dir())
         .output()
         .unwrap()
 }
