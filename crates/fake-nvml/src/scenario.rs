@@ -30,6 +30,10 @@
 //!     "v2_total": null,                   // nvmlDeviceGetMemoryInfo_v2's total, when not v1's
 //!     "utilization": {"gpu": 87, "memory": 41},  // nvmlDeviceGetUtilizationRates, percent;
 //!                                         // absent/null = NOT_SUPPORTED
+//!     "process_samples": [{"pid": 4412, "age_s": 600, "sm": 0, "mem": 0, "enc": 0, "dec": 0}],
+//!                                         // nvmlDeviceGetProcessUtilization: each sample taken
+//!                                         // age_s seconds before the call (percents default 0);
+//!                                         // [] = NOT_FOUND, absent/null = NOT_SUPPORTED
 //!     "mig_mode": 1,                      // nvmlDeviceGetMigMode current mode (0 off, 1 on);
 //!                                         // absent/null = NOT_SUPPORTED (a GPU without MIG)
 //!     "mig_pending": 1,                   // pending mode, default = mig_mode
@@ -175,6 +179,8 @@ struct RawDevice {
     v2_total: Option<u64>,
     #[serde(default)]
     utilization: Option<Utilization>,
+    #[serde(default)]
+    process_samples: Option<Vec<ProcessSample>>,
     #[serde(default)]
     mig_mode: Option<u32>,
     #[serde(default)]
@@ -333,6 +339,8 @@ pub struct Device {
     pub v2_total: Option<u64>,
     /// What `nvmlDeviceGetUtilizationRates` reports; `None`: NOT_SUPPORTED.
     pub utilization: Option<Utilization>,
+    /// What `nvmlDeviceGetProcessUtilization` reports; `None`: NOT_SUPPORTED.
+    pub process_samples: Option<Vec<ProcessSample>>,
     /// `None`: MIG not supported.
     pub mig_mode: Option<u32>,
     pub mig_pending: Option<u32>,
@@ -347,6 +355,22 @@ pub struct Device {
 pub struct Utilization {
     pub gpu: u32,
     pub memory: u32,
+}
+
+/// One per-process utilization sample, taken `age_s` seconds before each call that reads it.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessSample {
+    pub pid: u32,
+    pub age_s: f64,
+    #[serde(default)]
+    pub sm: u32,
+    #[serde(default)]
+    pub mem: u32,
+    #[serde(default)]
+    pub enc: u32,
+    #[serde(default)]
+    pub dec: u32,
 }
 
 impl Device {
@@ -441,6 +465,7 @@ impl Scenario {
                     grow_past_every_resize: d.grow_past_every_resize,
                     v2_total: d.v2_total,
                     utilization: d.utilization,
+                    process_samples: d.process_samples,
                     mig_mode: d.mig_mode,
                     mig_pending: d.mig_pending.or(d.mig_mode),
                     max_mig_devices,

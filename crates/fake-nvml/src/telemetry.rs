@@ -1,18 +1,22 @@
 //! What monitors such as nvtop and nvitop ask besides memory and processes: clocks,
 //! temperatures, fans, power, the PCIe link, encoder and decoder load, persistence and
-//! performance state, display, ECC, per-process utilization. A scenario holds none of these
-//! figures, so each answers `NVML_ERROR_NOT_SUPPORTED`, as a driver does for a sensor or a
+//! performance state, display, ECC, per-process utilization. A scenario holds none of the
+//! others' figures, so each answers `NVML_ERROR_NOT_SUPPORTED`, as a driver does for a sensor or a
 //! feature a board lacks, after the usual checks (init, fail rules, handle, NULL out-pointers:
 //! INVALID_ARGUMENT). A monitor that looks the symbols up at start (nvtop refuses to start
 //! when one is missing) then runs and shows its "N/A".
 //!
-//! The exceptions, answered from what the scenario does have: `nvmlDeviceGetPciInfo` (the
+//! The exceptions, answered from what the scenario does have: the per-process utilization
+//! samples (`process_samples`, NOT_SUPPORTED without them), `nvmlDeviceGetPciInfo` (the
 //! original, 52-byte `nvmlPciInfo_t`) and `nvmlDeviceGetMinorNumber` (the GPU's index, as
 //! `/dev/nvidia<index>` on a host whose GPUs were probed in order).
 
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
 
-use crate::abi::{NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED, NvmlReturn};
+use crate::abi::{
+    NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_FOUND,
+    NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS, NvmlReturn, ProcessUtilizationSample,
+};
 use crate::entry::{any_call, device_call, put};
 use crate::handles::{NvmlDevice, Target};
 use crate::scenario;
@@ -98,11 +102,65 @@ not_supported! {
     nvmlDeviceGetBAR1MemoryInfo(bar1: *mut c_void) [bar1];
     /// `(char *serial, unsigned int length)`: boards without a serial answer NOT_SUPPORTED.
     nvmlDeviceGetSerial(serial: *mut c_char, length: c_uint) [serial];
-    /// `(nvmlProcessUtilizationSample_t *samples, unsigned int *count,
-    /// unsigned long long last_seen)`: no samples to give.
-    nvmlDeviceGetProcessUtilization(samples: *mut c_void, count: *mut c_uint, last_seen: c_ulonglong) [count];
     /// `(unsigned int count, nvmlFieldValue_t *values)`.
     nvmlDeviceGetFieldValues(count: c_int, values: *mut c_void) [values];
+}
+
+/// The scenario's `process_samples` newer than `last_seen` (CPU microseconds): the sizing call
+/// (NULL samples) and a short buffer answer INSUFFICIENT_SIZE with the count needed, none is
+/// NOT_FOUND; NOT_SUPPORTED without any (and on MIG devices, as the driver does).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
+    device: NvmlDevice,
+    samples: *mut ProcessUtilizationSample,
+    count: *mut c_uint,
+    last_seen: c_ulonglong,
+) -> NvmlReturn {
+    any_call("nvmlDeviceGetProcessUtilization", device, |l, t| {
+        if count.is_null() {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        let listed = match t {
+            Target::Gpu(i) => l.sc.devices[i].process_samples.as_deref(),
+            Target::Mig(..) => None,
+        };
+        let Some(listed) = listed else {
+            return NVML_ERROR_NOT_SUPPORTED;
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let rows: Vec<ProcessUtilizationSample> = listed
+            .iter()
+            .map(|s| ProcessUtilizationSample {
+                pid: s.pid,
+                time_stamp: now.saturating_sub((s.age_s * 1e6) as u64),
+                sm_util: s.sm,
+                mem_util: s.mem,
+                enc_util: s.enc,
+                dec_util: s.dec,
+            })
+            .filter(|s| s.time_stamp > last_seen)
+            .collect();
+        if rows.is_empty() {
+            return NVML_ERROR_NOT_FOUND;
+        }
+        let needed = c_uint::try_from(rows.len()).unwrap_or(c_uint::MAX);
+        // SAFETY: `count` is non-null (checked) and points to the caller's capacity.
+        let room = unsafe { *count };
+        if samples.is_null() || room < needed {
+            // SAFETY: as above.
+            unsafe { *count = needed };
+            return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        for (k, row) in rows.into_iter().enumerate() {
+            // SAFETY: the caller gave room for `room` >= `needed` samples.
+            unsafe { samples.add(k).write(row) };
+        }
+        // SAFETY: as above.
+        unsafe { *count = needed };
+        NVML_SUCCESS
+    })
 }
 
 /// The original `nvmlPciInfo_t` (before NVML 2.285 widened the bus id): 52 bytes, the bus id
@@ -165,7 +223,7 @@ mod tests {
     use std::ptr::{null_mut, with_exposed_provenance_mut};
 
     use super::*;
-    use crate::abi::{NVML_ERROR_UNINITIALIZED, NVML_SUCCESS};
+    use crate::abi::NVML_ERROR_UNINITIALIZED;
     use crate::devices::nvmlDeviceGetHandleByIndex_v2;
     use crate::init::{nvmlInit_v2, nvmlShutdown};
 

@@ -76,15 +76,16 @@ mod types;
 pub use duration::{format_duration, parse_duration};
 pub use error::{ErrorKind, HypomnesisError, Result};
 pub use ghost::{
-    Ghost, GhostClass, GhostOptions, GhostReport, HolderScan, Remedy, ghosts, ghosts_with,
+    Ghost, GhostClass, GhostOptions, GhostReport, GhostWatch, HolderScan, Remedy, ghosts,
+    ghosts_with,
 };
 #[cfg(feature = "nvml")]
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{
     adapter_residency, device_count, device_info, device_utilization, dropped_process_rows,
     gpu_process_listing, gpu_processes, gpu_processes_unnamed, is_spill_measurable,
-    mig_gpu_instances, mig_instance, mig_instances, mig_state, probe_source, process_gpu_info,
-    sources, sources_where,
+    mig_gpu_instances, mig_instance, mig_instances, mig_state, probe_source, process_activity,
+    process_gpu_info, sources, sources_where,
 };
 pub use host::kube::kubelet_logs;
 pub use host::memory::host::{HostMemory, host_memory};
@@ -112,9 +113,9 @@ pub use spill::SpillReportBuilder;
 pub use spill::{SpillEpisode, SpillReport, SpillTracker, snapshot_is_spilling};
 pub use types::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, GpuQuerySource, GpuVendor,
-    Hidepid, KubeletDirState, KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo,
-    ProcfsMount, Residency, Root, RootOrigin, Roots, SourceReport, SourceState, UnreadableReason,
-    Utilization, driver_overhead_allowance,
+    Hidepid, KubeletDirState, KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessActivity,
+    ProcessActivitySample, ProcessGpuInfo, ProcfsMount, Residency, Root, RootOrigin, Roots,
+    SourceReport, SourceState, UnreadableReason, Utilization, driver_overhead_allowance,
 };
 #[cfg(feature = "test-helpers")]
 pub use types::{

@@ -6,11 +6,13 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use clap::Args;
-use hypomnesis::{GhostOptions, HypomnesisError};
+use hypomnesis::{GhostOptions, GhostWatch, HypomnesisError};
 
 use crate::args::{self, DeadlineArg, JsonArg, RootArgs};
 use crate::outcome::Outcome;
-use crate::view::ghosts as render;
+use crate::view::ghosts::{self as render, Why};
+use crate::view::ps::PsRow;
+use crate::view::unseen::Hidden;
 
 /// Options of `hmn ghosts`.
 #[derive(Debug, Clone, Args)]
@@ -19,6 +21,10 @@ pub struct GhostsArgs {
     /// called stuck when it is still in D.
     #[arg(long, default_value = "2s", value_parser = args::duration, value_name = "DURATION")]
     pub stuck_after: Duration,
+    /// A process holding memory is idle when the driver's activity samples show no engine at
+    /// work for it for this long (where the samples cover less, that is said, not guessed).
+    #[arg(long, default_value = "10m", value_parser = args::duration, value_name = "DURATION")]
+    pub idle_after: Duration,
     #[command(flatten)]
     pub output: JsonArg,
     #[command(flatten)]
@@ -28,9 +34,17 @@ pub struct GhostsArgs {
 }
 
 pub fn run(args: &GhostsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
-    let options = GhostOptions::default().stuck_after(args.stuck_after);
-    let report = match hypomnesis::ghosts_with(options) {
-        Ok(r) => r,
+    let options = GhostOptions::default()
+        .stuck_after(args.stuck_after)
+        .idle_after(args.idle_after);
+    let mut watch = GhostWatch::new(options);
+    let (pods, note) = live_pods();
+    watch.set_live_pods(pods);
+    let report = match watch.look_once() {
+        Ok(mut r) => {
+            r.unseen.extend(note);
+            r
+        }
         Err(HypomnesisError::NoGpuSource) => {
             writeln!(
                 err,
@@ -53,4 +67,80 @@ pub fn run(args: &GhostsArgs, out: &mut impl Write, err: &mut impl Write) -> io:
     } else {
         Outcome::Code(1)
     })
+}
+
+/// `hmn ps --why`: one look for ghosts, each row and each figure no process accounts for marked
+/// with the ghost it is; what could not be seen said on `err`. `None` (after saying why on
+/// `err`) when the look failed.
+pub fn mark(
+    rows: &mut [PsRow],
+    hidden: &mut [Hidden],
+    err: &mut impl Write,
+) -> io::Result<Option<hypomnesis::GhostReport>> {
+    let mut watch = GhostWatch::new(GhostOptions::default());
+    let (pods, note) = live_pods();
+    watch.set_live_pods(pods);
+    let mut report = match watch.look_once() {
+        Ok(r) => r,
+        Err(e) => {
+            writeln!(err, "hmn: --why: {e}")?;
+            return Ok(None);
+        }
+    };
+    report.unseen.extend(note);
+    let of = |device: u32, pid: Option<u32>| {
+        report
+            .ghosts
+            .iter()
+            .find(|g| g.device_index == device && g.pid == pid)
+            .map_or(Why::Fine, |g| Why::Ghost(Box::new(g.clone())))
+    };
+    for r in rows.iter_mut() {
+        r.why = of(r.entry.device_index, Some(r.entry.pid));
+    }
+    for h in hidden.iter_mut() {
+        h.why = of(h.device_index, None);
+    }
+    for u in &report.unseen {
+        writeln!(err, "hmn: --why could not see: {u}")?;
+    }
+    Ok(Some(report))
+}
+
+/// How long the kubelet's pod-resources list may take.
+#[cfg(all(unix, feature = "kubernetes"))]
+const POD_RESOURCES_DEADLINE: Duration = Duration::from_secs(2);
+
+/// The pods the kubelet runs, from its pod-resources socket under the rootfs in use, when the
+/// node has one; a note when it has one that did not answer.
+#[cfg(all(unix, feature = "kubernetes"))]
+pub fn live_pods() -> (Option<crate::kube::podresources::Pods>, Option<String>) {
+    let Ok(roots) = hypomnesis::roots() else {
+        return (None, None);
+    };
+    let socket = roots
+        .rootfs
+        .path
+        .join(crate::kube::DEFAULT_SOCKET.trim_start_matches('/'));
+    if std::fs::symlink_metadata(&socket).is_err() {
+        return (None, None);
+    }
+    match crate::kube::pods_blocking(&socket, POD_RESOURCES_DEADLINE) {
+        Ok(pods) => (Some(pods), None),
+        Err(e) => (
+            None,
+            Some(format!(
+                "the kubelet's pod-resources list, for pods that no longer exist: {e}"
+            )),
+        ),
+    }
+}
+
+/// Without the pod-resources client, pods are told by the kubelet's log layout alone.
+#[cfg(not(all(unix, feature = "kubernetes")))]
+pub fn live_pods() -> (
+    Option<std::collections::BTreeSet<(String, String)>>,
+    Option<String>,
+) {
+    (None, None)
 }

@@ -10,6 +10,7 @@ use hypomnesis::{
 use crate::args::{self, DeadlineArg, JsonArg, RootArgs};
 use crate::collect::contexts;
 use crate::outcome::Outcome;
+use crate::view::ghosts::Why;
 use crate::view::groups::{self, GroupBy};
 use crate::view::ps::{self as render, Asked, Hidden, PsRow, RowSpill, SortKey};
 use crate::view::unseen::{self, Causes};
@@ -46,6 +47,11 @@ pub struct PsArgs {
     /// listing the processes.
     #[arg(long, value_enum, value_name = "KEY")]
     pub group_by: Option<GroupBy>,
+    /// Say why memory is held that should not be: a WHY column with each row's ghost class
+    /// (`exited`, `zombie`, `stuck`, `orphan`, `gone_pod`, `idle`, `unaccounted`; `-` for
+    /// none), and a footer that sums the bytes by class (`hmn ghosts` gives the evidence).
+    #[arg(long)]
+    pub why: bool,
     #[command(flatten)]
     pub output: JsonArg,
     #[command(flatten)]
@@ -104,13 +110,24 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
     let causes = Causes::here();
     let Listed {
         mut rows,
-        hidden,
+        mut hidden,
         failures,
     } = list(args, &devices, &causes, err)?;
     with_context(&mut rows);
     let undecided = keep_asked(args, &mut rows);
     render::sort_rows(&mut rows, args.sort);
+    let report = if args.why && !devices.is_empty() {
+        super::ghosts::mark(&mut rows, &mut hidden, err)?
+    } else {
+        None
+    };
     print(args, &rows, &hidden, out)?;
+    if let Some(report) = &report
+        && !args.output.json
+        && args.group_by.is_none()
+    {
+        crate::view::ghosts::footer(out, report)?;
+    }
     let asked = Asked {
         pids: &args.pid,
         device: args.device,
@@ -179,6 +196,7 @@ fn list(
                             ctx: ProcessContext::default(),
                             device_name: device_name.clone(),
                             device_vendor,
+                            why: Why::NotAsked,
                         }),
                 );
             }
@@ -309,6 +327,7 @@ fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry], causes: &Causes) 
             .iter()
             .any(|p| p.mps_server || p.context.is_some_and(GpuContextKind::mps)),
         hidepid: causes.hidepid_option.clone(),
+        why: Why::NotAsked,
     })
 }
 

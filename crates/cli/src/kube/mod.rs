@@ -16,7 +16,7 @@ pub(crate) mod tests;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub use devices::DeviceRef;
-pub use podresources::{DEFAULT_SOCKET, list_blocking};
+pub use podresources::{DEFAULT_SOCKET, list_blocking, pods_blocking};
 
 /// Resource names of this prefix are GPU allocations (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`,
 /// `nvidia.com/gpu.shared`); devices of other resources are left out.

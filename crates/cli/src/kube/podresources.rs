@@ -241,6 +241,25 @@ fn not_a_socket(path: &Path) -> Option<&'static str> {
 /// tokio runtime with its I/O and time drivers.
 #[cfg(unix)]
 pub async fn list(socket: &Path, deadline: Duration) -> Result<Vec<Allocation>, PodResourcesError> {
+    ask(socket, deadline, messages::allocations).await
+}
+
+/// Every pod the kubelet lists, by namespace and name, whatever its resources.
+#[cfg(unix)]
+pub async fn pods(socket: &Path, deadline: Duration) -> Result<Pods, PodResourcesError> {
+    ask(socket, deadline, messages::pods).await
+}
+
+/// Pods by namespace and name.
+pub type Pods = std::collections::BTreeSet<(String, String)>;
+
+/// One `List` call, its answer decoded by `decode`, within `deadline`.
+#[cfg(unix)]
+async fn ask<T>(
+    socket: &Path,
+    deadline: Duration,
+    decode: impl FnOnce(&[u8]) -> Result<T, prost::DecodeError>,
+) -> Result<T, PodResourcesError> {
     let answer = match tokio::time::timeout(deadline, client::call(socket)).await {
         Ok(answer) => answer?,
         Err(_) => {
@@ -250,7 +269,7 @@ pub async fn list(socket: &Path, deadline: Duration) -> Result<Vec<Allocation>, 
             });
         }
     };
-    messages::allocations(&answer).map_err(|e| PodResourcesError::Malformed {
+    decode(&answer).map_err(|e| PodResourcesError::Malformed {
         path: socket.to_path_buf(),
         reason: e.to_string(),
     })
@@ -263,13 +282,28 @@ pub fn list_blocking(
     socket: &Path,
     deadline: Duration,
 ) -> Result<Vec<Allocation>, PodResourcesError> {
-    let run = || {
+    blocking(list(socket, deadline))
+}
+
+/// [`pods`], for code without a runtime (as [`list_blocking`]).
+#[cfg(unix)]
+pub fn pods_blocking(socket: &Path, deadline: Duration) -> Result<Pods, PodResourcesError> {
+    blocking(pods(socket, deadline))
+}
+
+/// Runs `call` on a runtime of its own (on a thread of its own when called from within a tokio
+/// runtime, which may not block).
+#[cfg(unix)]
+fn blocking<T: Send>(
+    call: impl std::future::Future<Output = Result<T, PodResourcesError>> + Send,
+) -> Result<T, PodResourcesError> {
+    let run = move || {
         tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()
             .map_err(PodResourcesError::Runtime)?
-            .block_on(list(socket, deadline))
+            .block_on(call)
     };
     if tokio::runtime::Handle::try_current().is_err() {
         return run();
@@ -288,6 +322,12 @@ pub async fn list(
     _socket: &Path,
     _deadline: Duration,
 ) -> Result<Vec<Allocation>, PodResourcesError> {
+    Err(PodResourcesError::Unsupported)
+}
+
+/// Not available without Unix sockets: says so.
+#[cfg(not(unix))]
+pub fn pods_blocking(_socket: &Path, _deadline: Duration) -> Result<Pods, PodResourcesError> {
     Err(PodResourcesError::Unsupported)
 }
 
@@ -359,6 +399,16 @@ pub mod messages {
     /// The request, encoded.
     pub fn request() -> Vec<u8> {
         ListPodResourcesRequest {}.encode_to_vec()
+    }
+
+    /// An answer decoded into the pods it lists, by namespace and name.
+    pub fn pods(answer: &[u8]) -> Result<super::Pods, prost::DecodeError> {
+        let answer = ListPodResourcesResponse::decode(answer)?;
+        Ok(answer
+            .pod_resources
+            .into_iter()
+            .map(|p| (p.namespace, p.name))
+            .collect())
     }
 
     /// An answer decoded into the GPU allocations it lists.

@@ -20,7 +20,7 @@ use tonic::{Code, Status};
 
 use super::podresources::client::RawCodec;
 use super::podresources::{LIST_METHOD, PodResourcesError, list};
-use super::{Allocation, DeviceRef, Holder, NodeDevices, assign, list_blocking};
+use super::{Allocation, DeviceRef, Holder, NodeDevices, assign, list_blocking, pods_blocking};
 
 const GPU0: &str = "GPU-8f2c1a3e-5b7d-4c9e-a1f0-2b3c4d5e6f70";
 const GPU1: &str = "GPU-1b2c3d4e-5f60-4718-89a0-bcdef0123456";
@@ -765,4 +765,26 @@ fn bench_allocations_at_scale() {
             searched_took.as_secs_f64() / now.as_secs_f64().max(1e-9)
         );
     }
+}
+
+#[test]
+fn every_pod_is_listed_for_ghosts_whatever_its_resources() {
+    let kubelet = Kubelet::start(Reply::Answer(answer(vec![
+        pod(
+            "ml",
+            "trainer-0",
+            vec![container("train", vec![devices("nvidia.com/gpu", &[GPU0])])],
+        ),
+        pod("kube-system", "no-devices", vec![container("c", vec![])]),
+    ])));
+    let got = pods_blocking(&kubelet.socket(), DEADLINE).unwrap();
+    let want: std::collections::BTreeSet<(String, String)> = [
+        ("kube-system".to_owned(), "no-devices".to_owned()),
+        ("ml".to_owned(), "trainer-0".to_owned()),
+    ]
+    .into();
+    assert_eq!(got, want);
+    let silent = Kubelet::start(Reply::Fail(Code::Unavailable, "restarting"));
+    let e = pods_blocking(&silent.socket(), DEADLINE).unwrap_err();
+    assert!(e.to_string().contains("restarting"), "{e}");
 }

@@ -8,6 +8,37 @@ use serde::Serialize;
 
 use super::{fit, format_size};
 
+/// What `--why` found of a row of `hmn ps`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Why {
+    /// `--why` was not given.
+    #[default]
+    NotAsked,
+    /// Looked at: not a ghost.
+    Fine,
+    /// A ghost.
+    Ghost(Box<hypomnesis::Ghost>),
+}
+
+impl Why {
+    /// The WHY cell: the class, `-` for none; `None` when not asked.
+    pub fn cell(&self) -> Option<&'static str> {
+        match self {
+            Self::NotAsked => None,
+            Self::Fine => Some("-"),
+            Self::Ghost(g) => Some(g.class.as_str()),
+        }
+    }
+
+    /// The ghost, if the row is one.
+    pub fn ghost(&self) -> Option<&hypomnesis::Ghost> {
+        match self {
+            Self::Ghost(g) => Some(g),
+            _ => None,
+        }
+    }
+}
+
 /// The report as JSON: the ghosts, the bytes of each class, what could not be seen, the scan.
 pub fn json(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
     #[derive(Serialize)]
@@ -41,11 +72,27 @@ pub fn by_class(report: &GhostReport) -> BTreeMap<&'static str, u64> {
 /// The total of `by_class` and its parts, as `("7.8 GiB", "exited 3.0 GiB, unaccounted 4.8 GiB")`.
 pub fn held(by_class: &BTreeMap<&'static str, u64>) -> (String, String) {
     let total = by_class.values().fold(0_u64, |a, &b| a.saturating_add(b));
-    let parts: Vec<String> = by_class
+    // In the classes' own order (exited first, unaccounted last), not the names'.
+    let parts: Vec<String> = hypomnesis::GhostClass::ALL
         .iter()
-        .map(|(c, b)| format!("{c} {}", format_size(*b)))
+        .filter_map(|c| {
+            let b = by_class.get(c.as_str())?;
+            Some(format!("{c} {}", format_size(*b)))
+        })
         .collect();
     (format_size(total), parts.join(", "))
+}
+
+/// The line that sums the ghosts' bytes by class: `2 ghosts holding 7.8 GiB: exited 3.0 GiB,
+/// unaccounted 4.8 GiB`, or `no ghosts`.
+pub fn footer(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
+    let n = report.ghosts.len();
+    if n == 0 {
+        return writeln!(out, "no ghosts");
+    }
+    let (total, parts) = held(&by_class(report));
+    let s = if n == 1 { "" } else { "s" };
+    writeln!(out, "{n} ghost{s} holding {total}: {parts}")
 }
 
 /// One row a ghost with its evidence below, a footer that sums bytes by class, then what
@@ -74,10 +121,7 @@ pub fn text(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
                 writeln!(out, "              {e}")?;
             }
         }
-        let (total, parts) = held(&by_class(report));
-        let n = report.ghosts.len();
-        let s = if n == 1 { "" } else { "s" };
-        writeln!(out, "{n} ghost{s} holding {total}: {parts}")?;
+        footer(out, report)?;
     }
     for u in &report.unseen {
         writeln!(out, "not seen: {u}")?;

@@ -10,6 +10,7 @@ use clap::ValueEnum;
 use hypomnesis::{Container, GpuContextKind, GpuProcessEntry, GpuQuerySource, ProcessContext};
 use serde::Serialize;
 
+use super::ghosts::Why;
 use super::{MAX_COLUMN, cut, fit, format_size, json};
 
 /// Sort orders of `hmn ps` (`vram` is `dedicated`, `committed` is `total`, as in 0.2.x).
@@ -39,6 +40,8 @@ pub struct PsRow {
     /// The row's part in its device's spill (Windows WDDM); `None` where spill is not
     /// measurable.
     pub spill: Option<RowSpill>,
+    /// What `--why` found of it.
+    pub why: Why,
 }
 
 /// One row's part in its device's spill, from one sample of the adapter's counters.
@@ -137,9 +140,9 @@ fn device_cell(name: Option<&str>, vendor: Option<hypomnesis::GpuVendor>) -> Str
 }
 
 /// The table's columns: header, right-aligned. GI and CI are shown only when a row has MIG
-/// instance ids, NAMESPACE/POD only when a row runs in a pod; COMMAND, last, is cut to the
-/// terminal's width.
-const COLUMNS: [(&str, bool); 13] = [
+/// instance ids, NAMESPACE/POD only when a row runs in a pod, WHY only with `--why`; COMMAND,
+/// last, is cut to the terminal's width.
+const COLUMNS: [(&str, bool); 14] = [
     ("PID", false),
     ("USER", false),
     ("TYPE", false),
@@ -152,11 +155,13 @@ const COLUMNS: [(&str, bool); 13] = [
     ("GPU", true),
     ("DEVICE", false),
     ("NAMESPACE/POD", false),
+    ("WHY", false),
     ("COMMAND", false),
 ];
 const GI: usize = 7;
 const CI: usize = 8;
 const POD: usize = 11;
+const WHY: usize = 12;
 
 /// `namespace/pod` of a row's Kubernetes pod: `-` outside any pod, `?` in a pod whose names
 /// the kubelet's logs do not give.
@@ -187,7 +192,7 @@ pub fn type_cell(kind: Option<GpuContextKind>) -> &'static str {
 }
 
 /// The cells of a process row, in the table's column order.
-fn row_cells(r: &PsRow) -> [String; 13] {
+fn row_cells(r: &PsRow) -> [String; 14] {
     let id = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     let pid = match (r.entry.host_pid, unseen::reason_of(&r.entry)) {
         (Some(h), _) => format!("{} (host {h})", r.entry.pid),
@@ -222,11 +227,12 @@ fn row_cells(r: &PsRow) -> [String; 13] {
         r.entry.device_index.to_string(),
         device_cell(r.device_name.as_deref(), r.device_vendor),
         pod_cell(r.ctx.container.as_ref()),
+        r.why.cell().unwrap_or("-").into(),
         command,
     ]
 }
 
-fn hidden_cells(h: &Hidden) -> [String; 13] {
+fn hidden_cells(h: &Hidden) -> [String; 14] {
     let dash = || "-".to_string();
     [
         dash(),
@@ -241,6 +247,7 @@ fn hidden_cells(h: &Hidden) -> [String; 13] {
         h.device_index.to_string(),
         device_cell(h.device_name.as_deref(), h.device_vendor),
         dash(),
+        h.why.cell().unwrap_or("-").into(),
         unseen::not_visible_cell(h),
     ]
 }
@@ -264,10 +271,11 @@ pub fn ps_table(
         .iter()
         .any(|r| r.entry.gpu_instance_id.is_some() || r.entry.compute_instance_id.is_some());
     let pods = rows.iter().any(in_a_pod);
+    let why = rows.iter().any(|r| r.why.cell().is_some());
     let shown: Vec<usize> = (0..COLUMNS.len())
-        .filter(|&c| (mig || (c != GI && c != CI)) && (pods || c != POD))
+        .filter(|&c| (mig || (c != GI && c != CI)) && (pods || c != POD) && (why || c != WHY))
         .collect();
-    let mut cells: Vec<[String; 13]> = rows.iter().map(row_cells).collect();
+    let mut cells: Vec<[String; 14]> = rows.iter().map(row_cells).collect();
     cells.extend(hidden.iter().map(hidden_cells));
     let mut widths = COLUMNS.map(|(h, _)| h.len());
     for row in &cells {
@@ -282,7 +290,7 @@ pub fn ps_table(
         .map(|&c| widths.get(c).copied().unwrap_or(0) + 2)
         .sum();
     let room = width.map(|w| w.saturating_sub(before_command).max(8));
-    let line = |c: &[String; 13]| {
+    let line = |c: &[String; 14]| {
         let mut s = String::new();
         for &k in &shown {
             let (cell, w) = (c.get(k).map_or("", String::as_str), widths.get(k).copied());
@@ -400,7 +408,15 @@ struct PsJson<'a> {
     paged: Option<bool>,
     /// This row's fraction of the device's shared bytes, 0 to 1.
     shared_share: Option<f64>,
+    /// With `--why`: the ghost this row is, `null` for none (absent without `--why`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ghost: Option<GhostCell<'a>>,
 }
+
+/// A row's ghost under `--why`: `null` when it is none.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct GhostCell<'a>(Option<&'a hypomnesis::Ghost>);
 
 pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
     let v: Vec<PsJson<'_>> = rows
@@ -428,6 +444,7 @@ pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
             spilling: r.spill.map(|s| s.spilling),
             paged: r.spill.map(|s| s.paged),
             shared_share: r.spill.map(|s| s.shared_share),
+            ghost: r.why.cell().map(|_| GhostCell(r.why.ghost())),
         })
         .collect();
     json(out, &v)
@@ -459,6 +476,7 @@ mod tests {
             device_name: Some("NVIDIA L40S".into()),
             device_vendor: Some(GpuVendor::Nvidia),
             spill: None,
+            why: Why::NotAsked,
         }
     }
 
@@ -573,6 +591,7 @@ PID      USER  TYPE     VRAM  SHARED  SPILL  RSS  GPU  DEVICE       COMMAND
             bytes: 2 * GIB,
             mps: false,
             hidepid: None,
+            why: Why::NotAsked,
         }];
         assert_eq!(
             text(|w| ps_table(w, &rows, &hidden, None)),
@@ -686,6 +705,7 @@ PID    USER   TYPE     VRAM  SHARED  SPILL      RSS  GPU  DEVICE       COMMAND
             device_name: Some("NVIDIA H200".into()),
             device_vendor: Some(GpuVendor::Nvidia),
             spill: None,
+            why: Why::NotAsked,
         };
         let mut rows = vec![
             row(31337, "python3", 12288 * MIB, Some((2, 1))),

@@ -21,6 +21,8 @@ pub struct Hidden {
     /// The procfs mount's `hidepid` option (`hidepid=invisible`) when it hides processes
     /// from hmn: the row names it.
     pub hidepid: Option<String>,
+    /// What `hmn ps --why` found of this memory.
+    pub why: super::ghosts::Why,
 }
 
 /// What hmn knows of why processes may be unseen here: the procfs mount's `hidepid` and the
@@ -330,6 +332,7 @@ mod tests {
             bytes: 1 << 30,
             mps: false,
             hidepid: Some("hidepid=invisible".into()),
+            why: super::super::ghosts::Why::NotAsked,
         };
         assert_eq!(
             not_visible_cell(&h),

@@ -195,3 +195,201 @@ kill $a $b $c
         "{evidence}"
     );
 }
+
+/// An H200 whose processes are `rows` (pid, bytes) and whose driver keeps `samples` (the
+/// scenario's `process_samples` JSON, or none).
+fn with_samples(rows: &[(u32, u64)], samples: Option<&str>) -> String {
+    let sc = scenario(rows);
+    match samples {
+        Some(s) => sc.replacen(
+            r#""compute_processes""#,
+            &format!(r#""process_samples": {s}, "compute_processes""#),
+            1,
+        ),
+        None => sc,
+    }
+}
+
+#[test]
+fn a_holder_the_driver_saw_do_nothing_is_idle_and_without_samples_it_is_not_known() {
+    let idle = Command::new("sleep").arg("60").spawn().unwrap();
+    let busy = Command::new("sleep").arg("60").spawn().unwrap();
+    // Both older than the threshold.
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    let samples = format!(
+        r#"[{{"pid": {i}, "age_s": 5}}, {{"pid": {b}, "age_s": 0.2, "sm": 30, "mem": 4}}]"#,
+        i = idle.id(),
+        b = busy.id()
+    );
+    let rows = [(idle.id(), 2 * GIB), (busy.id(), GIB)];
+    let sc = with_samples(&rows, Some(&samples));
+    let o = hmn(&sc, &["ghosts", "--json", "--idle-after", "1s"]);
+    assert_eq!(o.status.code(), Some(1));
+    let j = json(&o);
+    assert_eq!(j["ghosts"].as_array().unwrap().len(), 1, "{j}");
+    let g = &j["ghosts"][0];
+    assert_eq!(
+        (&g["class"], &g["pid"]),
+        (&"idle".into(), &idle.id().into())
+    );
+    assert!(
+        g["evidence"][0]
+            .as_str()
+            .unwrap()
+            .contains("no activity sample"),
+        "{g}"
+    );
+    assert_eq!(g["remedy"]["pids"], serde_json::json!([idle.id()]));
+    assert_eq!(j["bytes_by_class"]["idle"], 2 * GIB);
+    // The text's row and footer.
+    let out =
+        String::from_utf8_lossy(&hmn(&sc, &["ghosts", "--idle-after", "1s"]).stdout).into_owned();
+    assert!(
+        out.contains("1 ghost holding 2.0 GiB: idle 2.0 GiB"),
+        "{out}"
+    );
+    // Under the default ten minutes these young processes are not idle.
+    assert_eq!(hmn(&sc, &["ghosts"]).status.code(), Some(0));
+    // A driver that keeps no samples: not called idle, and said.
+    let o = hmn(
+        &with_samples(&rows, None),
+        &["ghosts", "--json", "--idle-after", "1s"],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let j = json(&o);
+    let unseen = j["unseen"].to_string();
+    assert!(
+        unseen.contains("whether its holders are idle is not known")
+            && unseen.contains("nvmlDeviceGetProcessUtilization is not supported"),
+        "{j}"
+    );
+    for mut c in [idle, busy] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
+#[test]
+fn a_process_whose_pod_the_kubelet_removed_is_in_a_gone_pod() {
+    // The kubelet fixture's pid 4242 is in pod 6a2b5c3d-…; a copy of its node's log layout
+    // without that pod's directory is a node that deleted the pod.
+    let fixture = support::fixtures("kubelet");
+    let rootfs = empty_dir();
+    let copy = Command::new("cp")
+        .arg("-a")
+        .arg(fixture.join("rootfs/var"))
+        .arg(&rootfs)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let pods = rootfs.join("var/log/pods");
+    let run = |rootfs: &std::path::Path| {
+        let sc = r#"{"devices": [{"name": "NVIDIA H200", "total": 150754820096,
+            "compute_processes": [{"pid": 4242, "used": 42949672960}]}]}"#;
+        let mut c = crate::util::hmn::hmn();
+        c.env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+            .env("FAKE_NVML_SCENARIO", write_scenario(sc))
+            .env("HYPOMNESIS_SYSFS", empty_dir())
+            .arg("--procfs")
+            .arg(fixture.join("proc"))
+            .arg("--rootfs")
+            .arg(rootfs)
+            .args(["ghosts", "--json"]);
+        c.output().unwrap()
+    };
+    let o = run(&rootfs);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "its directory is there: {}",
+        json(&o)
+    );
+    std::fs::remove_dir_all(pods.join("ml-team_trainer-0_6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d"))
+        .unwrap();
+    let o = run(&rootfs);
+    assert_eq!(o.status.code(), Some(1));
+    let j = json(&o);
+    let g = &j["ghosts"][0];
+    assert_eq!(
+        (&g["class"], &g["pid"]),
+        (&"gone_pod".into(), &4242.into()),
+        "{j}"
+    );
+    let evidence = g["evidence"].to_string();
+    assert!(
+        evidence.contains("6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d")
+            && evidence.contains("has no directory for it"),
+        "{evidence}"
+    );
+    assert_eq!(j["bytes_by_class"]["gone_pod"], 40 * GIB);
+}
+
+#[test]
+fn ps_why_marks_each_row_and_sums_the_ghosts_by_class() {
+    let mut live = Command::new("sleep").arg("60").spawn().unwrap();
+    let gone = exited_pid();
+    let mut zombie = Command::new("true").spawn().unwrap();
+    let stat = format!("/proc/{}/stat", zombie.id());
+    while !std::fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z ")) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let rows = [(live.id(), GIB), (gone, 3 * GIB), (zombie.id(), 2 * GIB)];
+    // 5 GiB allocated beyond the listed rows: memory no process accounts for.
+    let sc = scenario(&rows).replace(
+        &format!(r#""free": {}"#, TOTAL - RESERVED - 6 * GIB),
+        &format!(r#""free": {}"#, TOTAL - RESERVED - 11 * GIB),
+    );
+    let o = hmn(&sc, &["ps", "--why"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let header = out.lines().next().unwrap();
+    assert!(header.contains("WHY"), "{out}");
+    let cell = |pid: &str| {
+        let found = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(pid))
+            .unwrap_or_else(|| panic!("no row {pid}: {out}"));
+        found
+            .split_whitespace()
+            .find(|w| ["-", "exited", "zombie", "unaccounted"].contains(w))
+            .map(str::to_owned)
+    };
+    assert_eq!(cell(&gone.to_string()).as_deref(), Some("exited"), "{out}");
+    assert_eq!(
+        cell(&zombie.id().to_string()).as_deref(),
+        Some("zombie"),
+        "{out}"
+    );
+    let hidden = out.lines().find(|l| l.contains("not visible")).unwrap();
+    assert!(hidden.contains("unaccounted"), "{out}");
+    assert!(
+        out.contains(
+            "3 ghosts holding 10.0 GiB: exited 3.0 GiB, zombie 2.0 GiB, unaccounted 5.0 GiB"
+        ),
+        "{out}"
+    );
+    // Without --why: no column, no footer.
+    let plain = String::from_utf8_lossy(&hmn(&sc, &["ps"]).stdout).into_owned();
+    assert!(
+        !plain.contains("WHY") && !plain.contains("ghost"),
+        "{plain}"
+    );
+    // JSON: each row's ghost, null for the live one; no key without --why.
+    let j = json(&hmn(&sc, &["ps", "--why", "--json"]));
+    let row = |pid: u32| {
+        j.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["pid"] == pid)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row(gone)["ghost"]["class"], "exited");
+    assert_eq!(row(zombie.id())["ghost"]["remedy"]["action"], "reap");
+    assert!(row(live.id())["ghost"].is_null() && row(live.id()).get("ghost").is_some());
+    let j = json(&hmn(&sc, &["ps", "--json"]));
+    assert!(j[0].get("ghost").is_none());
+    zombie.wait().unwrap();
+    live.kill().unwrap();
+    live.wait().unwrap();
+}

@@ -13,14 +13,26 @@
 //!   apart, with the kernel function it waits in (`wchan`);
 //! - [`GhostClass::Orphan`]: not the leader of its process group or session, whose leader is
 //!   gone (a data-loader worker whose trainer ended), with its parent as it is now;
+//! - [`GhostClass::GonePod`]: in a Kubernetes pod the node no longer has (its cgroup's pod
+//!   UID has no directory in the kubelet's log layout, or the kubelet's pod-resources list
+//!   the caller gave lacks it);
+//! - [`GhostClass::Idle`]: alive, holding memory, and no activity in the driver's
+//!   per-process samples for [`GhostOptions::idle_after`] (where the samples cannot be read or
+//!   cover less, the report says it is not known);
 //! - [`GhostClass::Unaccounted`]: allocated memory that no listed process accounts for beyond
 //!   the driver's own allowance, or that the driver charges to a pid no process here can have,
 //!   with the device-file holders the driver does not list.
 //!
+//! A caller that looks again and again keeps a [`GhostWatch`]: activity is followed between
+//! its looks, and a process in `D` at two of them is stuck without waiting.
+//!
 //! Linux only: elsewhere [`ghosts`] finds the GPUs' rows and says that it cannot look.
 
 mod holders;
+mod idle;
 mod look;
+mod pods;
+mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -28,6 +40,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub use holders::HolderScan;
+pub use watch::GhostWatch;
 
 use crate::error::Result;
 use crate::types::{GpuDeviceInfo, GpuProcessEntry, UnreadableReason, driver_overhead_allowance};
@@ -46,13 +59,28 @@ pub enum GhostClass {
     Stuck,
     /// Reparented after its group's or session's leader ended.
     Orphan,
+    /// In a Kubernetes pod the node no longer has.
+    GonePod,
+    /// Alive, holding memory, with no activity for the options' `idle_after`.
+    Idle,
     /// Allocated memory no listed process accounts for.
     Unaccounted,
 }
 
 impl GhostClass {
-    /// A short stable name: `exited`, `zombie`, `stuck`, `orphan`, `unaccounted` (what JSON,
-    /// the exporter's `class` label and Python say).
+    /// Every class, in the order of [`Ord`].
+    pub const ALL: [Self; 7] = [
+        Self::Exited,
+        Self::Zombie,
+        Self::Stuck,
+        Self::Orphan,
+        Self::GonePod,
+        Self::Idle,
+        Self::Unaccounted,
+    ];
+
+    /// A short stable name: `exited`, `zombie`, `stuck`, `orphan`, `gone_pod`, `idle`,
+    /// `unaccounted` (what JSON, the exporter's `class` label and Python say).
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -60,6 +88,8 @@ impl GhostClass {
             Self::Zombie => "zombie",
             Self::Stuck => "stuck",
             Self::Orphan => "orphan",
+            Self::GonePod => "gone_pod",
+            Self::Idle => "idle",
             Self::Unaccounted => "unaccounted",
         }
     }
@@ -169,6 +199,8 @@ pub struct GhostOptions {
     pub stuck_after: Duration,
     /// The longest the scan of descriptors may take.
     pub scan_deadline: Duration,
+    /// A process holding memory is idle after this long without activity.
+    pub idle_after: Duration,
 }
 
 impl Default for GhostOptions {
@@ -176,6 +208,7 @@ impl Default for GhostOptions {
         Self {
             stuck_after: Duration::from_secs(2),
             scan_deadline: Duration::from_secs(2),
+            idle_after: Duration::from_secs(600),
         }
     }
 }
@@ -185,6 +218,13 @@ impl GhostOptions {
     #[must_use]
     pub fn stuck_after(mut self, d: Duration) -> Self {
         self.stuck_after = d;
+        self
+    }
+
+    /// The options with another time without activity after which a holder is idle.
+    #[must_use]
+    pub fn idle_after(mut self, d: Duration) -> Self {
+        self.idle_after = d;
         self
     }
 }
@@ -199,33 +239,15 @@ pub fn ghosts() -> Result<GhostReport> {
     ghosts_with(GhostOptions::default())
 }
 
-/// The ghosts on every GPU (see the module docs).
+/// The ghosts on every GPU (see the module docs), at one look: a process in `D` is looked at
+/// again after [`GhostOptions::stuck_after`], and activity is what the driver's buffer of
+/// samples holds.
 ///
 /// # Errors
 ///
 /// As [`ghosts`].
 pub fn ghosts_with(options: GhostOptions) -> Result<GhostReport> {
-    let n = crate::gpu::device_count()?;
-    let mut devices = Vec::new();
-    let mut unseen = Vec::new();
-    for i in 0..n {
-        match (crate::gpu::device_info(i), crate::gpu::gpu_processes(i)) {
-            (Ok(info), Ok(procs)) => devices.push((info, procs)),
-            (Err(e), _) | (_, Err(e)) => unseen.push(format!("GPU {i}: {e}")),
-        }
-    }
-    if !cfg!(target_os = "linux") {
-        unseen.push("processes are looked at through procfs, on Linux only".into());
-        return Ok(GhostReport {
-            unseen,
-            ..GhostReport::default()
-        });
-    }
-    let procfs = crate::host::roots::procfs()?;
-    let mut report = classify(procfs, &devices, options);
-    unseen.append(&mut report.unseen);
-    report.unseen = unseen;
-    Ok(report)
+    GhostWatch::new(options).look_once()
 }
 
 /// What a process row is, from procfs (before the holders are known).
@@ -243,19 +265,40 @@ enum Found {
         leader: u32,
         of: &'static str,
     },
+    GonePod(Vec<String>),
+    Idle(Vec<String>),
 }
 
-/// The classes of `devices`' rows read from `procfs`.
+/// What one look knows besides the rows.
+pub(crate) struct Look<'a> {
+    pub(crate) procfs: &'a Path,
+    pub(crate) pods: pods::Pods<'a>,
+    /// Each GPU's activity samples, by device index.
+    pub(crate) activity: &'a BTreeMap<u32, idle::DeviceActivity>,
+    pub(crate) now_us: u64,
+    /// When each pid was first seen in `D` at earlier looks; `None` for a single look, which
+    /// waits `stuck_after` and looks again.
+    pub(crate) in_d: Option<&'a BTreeMap<u32, Instant>>,
+    pub(crate) options: GhostOptions,
+}
+
+/// The classes of `devices`' rows, with the pids found in `D` at this look.
 pub(crate) fn classify(
-    procfs: &Path,
+    look: &Look<'_>,
     devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
-    options: GhostOptions,
-) -> GhostReport {
+) -> (GhostReport, Vec<u32>) {
+    let procfs = look.procfs;
     let mut report = GhostReport::default();
-    let found = find(procfs, devices, &mut report.unseen);
-    // A second look at those in D: stuck only when still there, still in D.
-    if found.iter().any(|(_, f)| matches!(f, Found::MaybeStuck)) {
-        std::thread::sleep(options.stuck_after);
+    let mut notes = BTreeSet::new();
+    let found = find(look, devices, &mut report.unseen, &mut notes);
+    let in_d: Vec<u32> = found
+        .iter()
+        .filter(|(_, f)| matches!(f, Found::MaybeStuck))
+        .map(|(p, _)| p.pid)
+        .collect();
+    // A single look looks at those in D a second time: stuck only when still there, in D.
+    if look.in_d.is_none() && !in_d.is_empty() {
+        std::thread::sleep(look.options.stuck_after);
     }
     let unaccounted = unaccounted(devices);
     let needs_scan = !unaccounted.is_empty()
@@ -263,7 +306,7 @@ pub(crate) fn classify(
             .iter()
             .any(|(_, f)| matches!(f, Found::Exited | Found::NoSuchPid));
     let holders = if needs_scan {
-        Holders::scan(procfs, devices, options.scan_deadline, &mut report)
+        Holders::scan(procfs, devices, look.options.scan_deadline, &mut report)
     } else {
         Holders::default()
     };
@@ -273,7 +316,7 @@ pub(crate) fn classify(
             .map(|(i, _)| i)
             .find(|i| i.index == p.device_index);
         let held = info.and_then(|i| holders.of(i));
-        if let Some(g) = ghost_of(procfs, p, f, held, options) {
+        if let Some(g) = ghost_of(look, p, f, held) {
             report.ghosts.push(g);
         }
     }
@@ -282,15 +325,19 @@ pub(crate) fn classify(
             .ghosts
             .push(unaccounted_ghost(info, bytes, holders.of(info)));
     }
-    report
+    report.unseen.extend(notes);
+    (report, in_d)
 }
 
-/// The rows that are ghosts, and what could not be looked at.
+/// The rows that are ghosts, and what could not be looked at (each row's in `unseen`; what
+/// holds for a whole GPU or node once, in `notes`).
 fn find<'a>(
-    procfs: &Path,
+    look: &Look<'_>,
     devices: &'a [(GpuDeviceInfo, Vec<GpuProcessEntry>)],
     unseen: &mut Vec<String>,
+    notes: &mut BTreeSet<String>,
 ) -> Vec<(&'a GpuProcessEntry, Found)> {
+    let procfs = look.procfs;
     let mut found = Vec::new();
     for p in devices.iter().flat_map(|(_, procs)| procs) {
         match p.unreadable {
@@ -305,13 +352,42 @@ fn find<'a>(
                 p.used_bytes >> 20
             )),
             None => {
-                if let Some(f) = look_at(procfs, p.pid) {
+                if let Some(f) = look_at(procfs, p.pid).or_else(|| alive(look, p, notes)) {
                     found.push((p, f));
                 }
             }
         }
     }
     found
+}
+
+/// A live row's class that its pod or its activity shows, if any.
+fn alive(look: &Look<'_>, p: &GpuProcessEntry, notes: &mut BTreeSet<String>) -> Option<Found> {
+    if let Some(evidence) = look.pods.gone(look.procfs, p.pid, notes) {
+        return Some(Found::GonePod(evidence));
+    }
+    if p.used_bytes == 0 {
+        return None;
+    }
+    let Some(activity) = look.activity.get(&p.device_index) else {
+        notes.insert(format!(
+            "GPU {}: whether its holders are idle is not known: its activity was not read",
+            p.device_index
+        ));
+        return None;
+    };
+    let age = look::age(look.procfs, p.pid);
+    match activity.verdict(p.pid, age, look.options.idle_after, look.now_us) {
+        idle::Verdict::Idle(evidence) => Some(Found::Idle(evidence)),
+        idle::Verdict::Busy => None,
+        idle::Verdict::Unknown(why) => {
+            notes.insert(format!(
+                "GPU {}: whether its holders are idle is not known: {why}",
+                p.device_index
+            ));
+            None
+        }
+    }
 }
 
 /// Each device's allocated memory beyond its listed processes and the driver's allowance.
@@ -416,12 +492,12 @@ fn holder_facts(held: Option<(String, Vec<u32>)>) -> (String, Vec<u32>, Remedy) 
 
 /// The ghost a row found as `f` is; `None` for one in D that was not at the second look.
 fn ghost_of(
-    procfs: &Path,
+    look: &Look<'_>,
     p: &GpuProcessEntry,
     f: Found,
     held: Option<(String, Vec<u32>)>,
-    options: GhostOptions,
 ) -> Option<Ghost> {
+    let procfs = look.procfs;
     let (class, evidence, remedy, holders) = match f {
         Found::Exited => {
             let (line, holders, remedy) = holder_facts(held);
@@ -457,19 +533,7 @@ fn ghost_of(
             let remedy = Remedy::Kill { pids: vec![p.pid] };
             (GhostClass::Zombie, vec![line], remedy, Vec::new())
         }
-        Found::MaybeStuck => {
-            if look::ids(procfs, p.pid).is_none_or(|s| s.state != 'D') {
-                return None;
-            }
-            let mut evidence = vec![format!(
-                "state D (uninterruptible sleep) at two looks {:?} apart",
-                options.stuck_after
-            )];
-            if let Some(w) = look::wchan(procfs, p.pid) {
-                evidence.push(format!("waiting in {w}"));
-            }
-            (GhostClass::Stuck, evidence, Remedy::GpuReset, Vec::new())
-        }
+        Found::MaybeStuck => stuck(look, p)?,
         Found::Orphan { ppid, leader, of } => {
             let evidence = vec![
                 format!("the leader {leader} of its {of} is gone"),
@@ -477,6 +541,14 @@ fn ghost_of(
             ];
             let remedy = Remedy::Kill { pids: vec![p.pid] };
             (GhostClass::Orphan, evidence, remedy, Vec::new())
+        }
+        Found::GonePod(evidence) => {
+            let remedy = Remedy::Kill { pids: vec![p.pid] };
+            (GhostClass::GonePod, evidence, remedy, Vec::new())
+        }
+        Found::Idle(evidence) => {
+            let remedy = Remedy::Kill { pids: vec![p.pid] };
+            (GhostClass::Idle, evidence, remedy, Vec::new())
         }
     };
     Some(Ghost {
@@ -489,6 +561,33 @@ fn ghost_of(
         evidence,
         remedy,
     })
+}
+
+/// A row's class, evidence, remedy and device-file holders.
+type Classed = (GhostClass, Vec<String>, Remedy, Vec<u32>);
+
+/// A row in `D` at the first look: stuck when the second look finds it there still.
+fn stuck(look: &Look<'_>, p: &GpuProcessEntry) -> Option<Classed> {
+    let procfs = look.procfs;
+    let apart = match look.in_d {
+        None if look::ids(procfs, p.pid).is_none_or(|s| s.state != 'D') => return None,
+        None => look.options.stuck_after,
+        Some(earlier) => {
+            let since = earlier.get(&p.pid)?.elapsed();
+            if since < look.options.stuck_after {
+                return None;
+            }
+            since
+        }
+    };
+    let mut evidence = vec![format!(
+        "state D (uninterruptible sleep) at two looks {} apart",
+        apart_text(apart)
+    )];
+    if let Some(w) = look::wchan(procfs, p.pid) {
+        evidence.push(format!("waiting in {w}"));
+    }
+    Some((GhostClass::Stuck, evidence, Remedy::GpuReset, Vec::new()))
 }
 
 /// The ghost of memory on `info` that no listed process accounts for.
@@ -546,6 +645,15 @@ fn look_at(procfs: &Path, pid: u32) -> Option<Found> {
         });
     }
     None
+}
+
+/// A span between two looks: whole seconds and up as [`idle::shown`], less in milliseconds.
+fn apart_text(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        idle::shown(idle::micros(d))
+    } else {
+        format!("{}ms", d.as_millis())
+    }
 }
 
 /// ` (name)` of `pid` where its name can be read.

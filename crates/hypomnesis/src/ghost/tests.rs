@@ -33,6 +33,24 @@ fn quick() -> GhostOptions {
     GhostOptions::default().stuck_after(Duration::from_millis(20))
 }
 
+/// A single look under `procfs`, with no activity read and no kubelet layout.
+fn one_look(
+    procfs: &Path,
+    devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
+    options: GhostOptions,
+) -> GhostReport {
+    let activity = BTreeMap::new();
+    let look = Look {
+        procfs,
+        pods: pods::Pods::given(Err("no kubelet in this test".into()), None),
+        activity: &activity,
+        now_us: idle::now_us(),
+        in_d: None,
+        options,
+    };
+    classify(&look, devices).0
+}
+
 fn state_of(pid: u32) -> Option<char> {
     look::ids(Path::new("/proc"), pid).map(|s| s.state)
 }
@@ -95,7 +113,7 @@ fn a_real_unreaped_zombie_names_its_parent() {
     let pid = child.id();
     wait_for_state(pid, 'Z');
     let devices = [(device(0, 2 * MIB), vec![row(pid, 2 * MIB, None)])];
-    let report = classify(Path::new("/proc"), &devices, quick());
+    let report = one_look(Path::new("/proc"), &devices, quick());
     child.wait().unwrap();
     let g = &report.ghosts[0];
     assert_eq!(
@@ -130,7 +148,7 @@ fn a_real_zombie_leader_with_a_live_thread_is_killed_whole() {
     let pid = child.id();
     wait_for_state(pid, 'Z');
     let devices = [(device(0, MIB), vec![row(pid, MIB, None)])];
-    let report = classify(Path::new("/proc"), &devices, quick());
+    let report = one_look(Path::new("/proc"), &devices, quick());
     child.kill().unwrap();
     child.wait().unwrap();
     let g = &report.ghosts[0];
@@ -166,7 +184,7 @@ fn a_real_orphan_whose_group_leader_ended() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let devices = [(device(0, MIB), vec![row(pid, MIB, None)])];
-    let report = classify(Path::new("/proc"), &devices, quick());
+    let report = one_look(Path::new("/proc"), &devices, quick());
     let _ = crate::host::process::send_signal(pid, libc::SIGKILL);
     let g = &report.ghosts[0];
     assert_eq!((g.class, g.pid), (GhostClass::Orphan, Some(pid)));
@@ -178,7 +196,7 @@ fn a_real_orphan_whose_group_leader_ended() {
     assert_eq!(g.remedy, Remedy::Kill { pids: vec![pid] });
     // This test's own process is none of them.
     let me = [(device(0, MIB), vec![row(std::process::id(), MIB, None)])];
-    assert!(classify(Path::new("/proc"), &me, quick()).ghosts.is_empty());
+    assert!(one_look(Path::new("/proc"), &me, quick()).ghosts.is_empty());
 }
 
 #[test]
@@ -198,7 +216,7 @@ fn an_exited_pid_is_held_by_the_processes_that_kept_its_descriptors() {
         row(500, MIB, None),
     ];
     let devices = [(device(0, (3 << 30) + MIB), rows)];
-    let report = classify(&t.0, &devices, quick());
+    let report = one_look(&t.0, &devices, quick());
     assert_eq!(report.ghosts.len(), 1, "{report:?}");
     let g = &report.ghosts[0];
     assert_eq!(
@@ -223,10 +241,10 @@ fn an_exited_pid_is_held_by_the_processes_that_kept_its_descriptors() {
     for pid in [4411, 4412] {
         std::fs::remove_dir_all(t.0.join(pid.to_string())).unwrap();
     }
-    let report = classify(&t.0, &devices, quick());
+    let report = one_look(&t.0, &devices, quick());
     assert_eq!(report.ghosts[0].remedy, Remedy::GpuReset);
     std::fs::remove_dir_all(t.0.join("driver")).unwrap();
-    let report = classify(&t.0, &devices, quick());
+    let report = one_look(&t.0, &devices, quick());
     assert!(report.ghosts[0].evidence[1].contains("not known here"));
     assert_eq!(report.ghosts[0].remedy, Remedy::Unknown, "not guessed");
 }
@@ -241,7 +259,7 @@ fn a_process_in_d_at_both_looks_is_stuck_with_its_wchan() {
         device(0, 2 * MIB),
         vec![row(700, MIB, None), row(701, MIB, None)],
     )];
-    let report = classify(&t.0, &devices, quick());
+    let report = one_look(&t.0, &devices, quick());
     assert_eq!(report.ghosts.len(), 1);
     let g = &report.ghosts[0];
     assert_eq!((g.class, g.pid), (GhostClass::Stuck, Some(700)));
@@ -262,7 +280,7 @@ fn memory_no_listed_process_accounts_for_names_the_unlisted_holders() {
     t.holds(900, 4, "/dev/nvidia0");
     // 2 GiB allocated, 1 GiB listed: 1 GiB beyond, far above the allowance.
     let devices = [(device(0, 2 << 30), vec![row(800, 1 << 30, None)])];
-    let report = classify(&t.0, &devices, quick());
+    let report = one_look(&t.0, &devices, quick());
     let g = &report.ghosts[0];
     assert_eq!(
         (g.class, g.pid, g.bytes),
@@ -275,7 +293,7 @@ fn memory_no_listed_process_accounts_for_names_the_unlisted_holders() {
         device(0, (1 << 30) + 10 * MIB),
         vec![row(800, 1 << 30, None)],
     )];
-    assert!(classify(&t.0, &small, quick()).ghosts.is_empty());
+    assert!(one_look(&t.0, &small, quick()).ghosts.is_empty());
 }
 
 #[test]
@@ -283,7 +301,7 @@ fn a_pid_no_process_can_have_is_memory_held_by_no_process() {
     let t = Tree::new("nosuch");
     t.driver_gpu(0);
     let rows = vec![row(4_194_400, 16 << 30, Some(UnreadableReason::NoSuchPid))];
-    let report = classify(&t.0, &[(device(0, 16 << 30), rows)], quick());
+    let report = one_look(&t.0, &[(device(0, 16 << 30), rows)], quick());
     let g = &report.ghosts[0];
     assert_eq!((g.class, g.pid), (GhostClass::Unaccounted, Some(4_194_400)));
     assert!(
@@ -298,11 +316,162 @@ fn a_pid_no_process_can_have_is_memory_held_by_no_process() {
 fn rows_that_cannot_be_looked_at_are_said_not_guessed() {
     let t = Tree::new("unseen");
     let rows = vec![row(42, MIB, Some(UnreadableReason::OutsidePidNamespace))];
-    let report = classify(&t.0, &[(device(0, MIB), rows)], quick());
+    let report = one_look(&t.0, &[(device(0, MIB), rows)], quick());
     assert!(report.ghosts.is_empty());
     assert!(
         report.unseen[0].contains("outside_pid_namespace"),
         "{:?}",
         report.unseen
+    );
+}
+
+#[test]
+fn a_watch_calls_a_process_stuck_at_its_second_look_without_waiting() {
+    let t = Tree::new("watch-d");
+    t.process(700, 'D', 1, 700);
+    let devices = [(device(0, MIB), vec![row(700, MIB, None)])];
+    let activity = BTreeMap::new();
+    let mut earlier = BTreeMap::new();
+    let options = GhostOptions::default().stuck_after(Duration::from_millis(30));
+    let look = |in_d: &BTreeMap<u32, Instant>| {
+        let l = Look {
+            procfs: &t.0,
+            pods: pods::Pods::given(Err("none".into()), None),
+            activity: &activity,
+            now_us: idle::now_us(),
+            in_d: Some(in_d),
+            options,
+        };
+        let started = Instant::now();
+        let out = classify(&l, &devices);
+        assert!(started.elapsed() < Duration::from_millis(30), "no waiting");
+        out
+    };
+    let (report, in_d) = look(&earlier);
+    assert!(report.ghosts.is_empty(), "one look is not two");
+    assert_eq!(in_d, vec![700]);
+    earlier.insert(700, Instant::now());
+    std::thread::sleep(Duration::from_millis(40));
+    let (report, _) = look(&earlier);
+    let g = &report.ghosts[0];
+    assert_eq!((g.class, g.pid), (GhostClass::Stuck, Some(700)));
+    assert!(g.evidence[0].contains("two looks 4"), "{:?}", g.evidence);
+    // Seen in D just now only: not yet.
+    earlier.insert(700, Instant::now());
+    assert!(look(&earlier).0.ghosts.is_empty());
+}
+
+#[test]
+fn a_holder_with_no_activity_in_the_samples_is_idle_and_unknown_is_said() {
+    use crate::types::{ProcessActivity, ProcessActivitySample};
+    let t = Tree::new("idle");
+    for pid in [701, 702, 703] {
+        t.process(pid, 'S', 1, pid);
+    }
+    let now = idle::now_us();
+    let min = 60_000_000;
+    let mut a = idle::DeviceActivity::default();
+    a.take(
+        now,
+        Ok(ProcessActivity::Samples {
+            samples: vec![
+                ProcessActivitySample::new(701, now - 20 * min, [0, 0, 0, 0]),
+                ProcessActivitySample::new(702, now - min, [40, 10, 0, 0]),
+            ],
+        }),
+    );
+    let activity = BTreeMap::from([(0, a)]);
+    let devices = [
+        (
+            device(0, 3 << 30),
+            vec![row(701, 2 << 30, None), row(702, 1 << 30, None)],
+        ),
+        (device(1, MIB), {
+            let mut r = row(703, MIB, None);
+            r.device_index = 1;
+            vec![r]
+        }),
+    ];
+    let look = Look {
+        procfs: &t.0,
+        pods: pods::Pods::given(Err("none".into()), None),
+        activity: &activity,
+        now_us: now,
+        in_d: None,
+        options: GhostOptions::default(),
+    };
+    let (report, _) = classify(&look, &devices);
+    assert_eq!(report.ghosts.len(), 1, "{report:?}");
+    let g = &report.ghosts[0];
+    assert_eq!(
+        (g.class, g.pid, g.bytes),
+        (GhostClass::Idle, Some(701), 2 << 30)
+    );
+    assert!(g.evidence[0].contains("in the 20m"), "{:?}", g.evidence);
+    assert_eq!(g.remedy, Remedy::Kill { pids: vec![701] });
+    assert!(
+        report
+            .unseen
+            .iter()
+            .any(|u| u.starts_with("GPU 1: whether its holders are idle is not known")),
+        "GPU 1's activity was not read: said, not called busy or idle: {:?}",
+        report.unseen
+    );
+}
+
+#[test]
+fn a_process_in_a_pod_the_kubelet_dropped_is_a_gone_pod() {
+    let t = Tree::new("pods");
+    let uid = "6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d";
+    let cgroup = format!(
+        "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{}.slice/\
+         cri-containerd-{}.scope\n",
+        uid.replace('-', "_"),
+        "ab".repeat(32)
+    );
+    for pid in [801, 802] {
+        let d = t.process(pid, 'S', 1, pid);
+        std::fs::write(d.join("cgroup"), &cgroup).unwrap();
+    }
+    std::fs::write(t.0.join("802/cgroup"), "0::/user.slice/session-3.scope\n").unwrap();
+    let activity = BTreeMap::new();
+    let devices = [(
+        device(0, 2 * MIB),
+        vec![row(801, MIB, None), row(802, MIB, None)],
+    )];
+    let run = |logs: BTreeMap<String, (String, String)>, live: Option<&BTreeSet<_>>| {
+        let look = Look {
+            procfs: &t.0,
+            pods: pods::Pods::given(Ok(logs), live),
+            activity: &activity,
+            now_us: idle::now_us(),
+            in_d: None,
+            options: GhostOptions::default(),
+        };
+        classify(&look, &devices).0
+    };
+    // No log directory for its UID: gone. 802 is in no pod.
+    let other = BTreeMap::from([("1111".to_string(), ("ml".to_string(), "x".to_string()))]);
+    let report = run(other, None);
+    assert_eq!(report.ghosts.len(), 1, "{report:?}");
+    let g = &report.ghosts[0];
+    assert_eq!((g.class, g.pid), (GhostClass::GonePod, Some(801)));
+    assert!(g.evidence[0].contains(uid), "{:?}", g.evidence);
+    assert!(g.evidence[1].contains("no directory"), "{:?}", g.evidence);
+    // Its directory is there, the pod-resources list lacks it: gone; lists it: not a ghost.
+    let logs = BTreeMap::from([(uid.to_string(), ("ml".to_string(), "train-0".to_string()))]);
+    let live = BTreeSet::from([("ml".to_string(), "serve-1".to_string())]);
+    let report = run(logs.clone(), Some(&live));
+    assert_eq!(report.ghosts[0].class, GhostClass::GonePod);
+    assert!(
+        report.ghosts[0].evidence[1].contains("does not have ml/train-0"),
+        "{:?}",
+        report.ghosts[0].evidence
+    );
+    let live = BTreeSet::from([("ml".to_string(), "train-0".to_string())]);
+    assert!(run(logs.clone(), Some(&live)).ghosts.is_empty());
+    assert!(
+        run(logs, None).ghosts.is_empty(),
+        "no list: its directory is all there is"
     );
 }

@@ -8,8 +8,8 @@
 use super::pci::PciAddress;
 use crate::{
     error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
-    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessGpuInfo,
-    types::SourceReport, types::SourceState, types::Utilization,
+    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessActivity,
+    types::ProcessGpuInfo, types::SourceReport, types::SourceState, types::Utilization,
 };
 
 /// Whether a backend's source exists on this host.
@@ -81,6 +81,12 @@ pub(crate) trait Backend: Send + Sync {
     /// How busy one device is. Sources that do not say give `None` figures.
     fn utilization(&self, _index: u32) -> Result<Utilization> {
         Ok(Utilization::unknown(self.source()))
+    }
+    /// The driver's per-process activity samples of one device newer than `since_us`.
+    fn process_activity(&self, _index: u32, _since_us: u64) -> Result<ProcessActivity> {
+        Ok(ProcessActivity::Unknown {
+            reason: format!("{} gives no per-process activity", self.source()),
+        })
     }
     /// MIG mode and instances of one device. Sources that know nothing of MIG say "unknown".
     fn mig_state(&self, index: u32) -> Result<MigState> {

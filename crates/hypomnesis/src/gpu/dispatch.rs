@@ -13,8 +13,8 @@ use super::backend::{Backend, Op, Presence, Scope};
 use super::pci::PciAddress;
 use crate::{
     error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
-    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessGpuInfo,
-    types::SourceReport, types::SourceState, types::Utilization,
+    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessActivity,
+    types::ProcessGpuInfo, types::SourceReport, types::SourceState, types::Utilization,
 };
 
 #[cfg(feature = "nvml")]
@@ -300,6 +300,15 @@ impl Dispatcher<'_> {
                 b.utilization(i)
             }),
             Target::Other { backend, local, .. } => backend.utilization(local),
+        }
+    }
+
+    pub(super) fn process_activity(&self, index: u32, since_us: u64) -> Result<ProcessActivity> {
+        match self.locate(index)? {
+            Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::DeviceInfo, |b| {
+                b.process_activity(i, since_us)
+            }),
+            Target::Other { backend, local, .. } => backend.process_activity(local, since_us),
         }
     }
 

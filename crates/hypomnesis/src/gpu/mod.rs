@@ -30,8 +30,8 @@ pub use mig::mig_gpu_instances;
 use crate::error::HypomnesisError;
 use crate::{
     error::Result, types::GpuDeviceInfo, types::GpuProcessEntry, types::GpuProcessListing,
-    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessGpuInfo,
-    types::Residency, types::SourceReport, types::Utilization,
+    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessActivity,
+    types::ProcessGpuInfo, types::Residency, types::SourceReport, types::Utilization,
 };
 
 /// Number of GPUs this host can measure.
@@ -150,6 +150,24 @@ pub fn gpu_processes_unnamed(device_index: u32) -> Result<Vec<GpuProcessEntry>> 
 /// `mem_busy_percent` in sysfs. Intel, Windows and macOS: `None`.
 pub fn device_utilization(device_index: u32) -> Result<Utilization> {
     dispatcher().utilization(device_index)
+}
+
+/// What GPU `device_index`'s driver keeps of its processes' activity: a sample per process
+/// and sample period in which the process used an engine, newer than `since_us` (microseconds
+/// since the Unix epoch; 0 for all the driver keeps). What tells an idle holder of memory
+/// from a busy one.
+///
+/// # Errors
+///
+/// As [`device_info`]; a source that does not sample per-process activity answers
+/// [`ProcessActivity::Unknown`] with why, never an empty list.
+///
+/// # Platform-specific behaviour
+///
+/// NVIDIA through NVML: `nvmlDeviceGetProcessUtilization` (not on a GPU in MIG mode; not
+/// through the `nvidia-smi` fallback). Other vendors: unknown.
+pub fn process_activity(device_index: u32, since_us: u64) -> Result<ProcessActivity> {
+    dispatcher().process_activity(device_index, since_us)
 }
 
 /// Whether GPU `index` runs in MIG (Multi-Instance GPU) mode, and its MIG devices with their

@@ -297,6 +297,26 @@ pub fn kubelet_logs() -> Result<KubeletLogs> {
     Ok(layout(rootfs, MAX_ENTRIES, LIST_TIME))
 }
 
+/// Pods by UID: namespace and name.
+pub(crate) type PodDirs = BTreeMap<String, (String, String)>;
+
+/// The pods the kubelet's log layout under `rootfs` has, by UID (namespace and name), and
+/// whether the listing reached the end of the directory.
+///
+/// # Errors
+///
+/// As reading `<rootfs>/var/log/pods` (missing, permission denied).
+pub(crate) fn pod_dirs(rootfs: &Path) -> io::Result<(PodDirs, bool)> {
+    let mut pods = BTreeMap::new();
+    let seen = list(&rootfs.join(PODS), MAX_ENTRIES, LIST_TIME, |n| {
+        parse_pod_log_dir(n).is_some_and(|d| {
+            pods.insert(d.uid.to_owned(), (d.namespace.to_owned(), d.pod.to_owned()));
+            true
+        })
+    })?;
+    Ok((pods, seen.complete))
+}
+
 /// [`kubelet_logs`] under `rootfs`, with a listing's caps.
 fn layout(rootfs: &Path, max: usize, time: Duration) -> KubeletLogs {
     let pods_dir = rootfs.join(PODS);

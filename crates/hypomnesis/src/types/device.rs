@@ -181,6 +181,70 @@ impl Utilization {
     }
 }
 
+/// One process's activity in one of the driver's sample periods: percent of each engine's
+/// time it used. See [`crate::gpu::process_activity`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ProcessActivitySample {
+    /// The process.
+    pub pid: u32,
+    /// When the driver took the sample: microseconds since the Unix epoch, on the CPU clock.
+    pub timestamp_us: u64,
+    /// Streaming multiprocessors (kernels running), percent.
+    pub sm_percent: u32,
+    /// Memory reads and writes, percent.
+    pub memory_percent: u32,
+    /// Video encoder, percent.
+    pub encoder_percent: u32,
+    /// Video decoder, percent.
+    pub decoder_percent: u32,
+}
+
+impl ProcessActivitySample {
+    /// A sample (a view's tests, figures measured elsewhere).
+    #[must_use]
+    pub const fn new(pid: u32, timestamp_us: u64, percents: [u32; 4]) -> Self {
+        let [sm_percent, memory_percent, encoder_percent, decoder_percent] = percents;
+        Self {
+            pid,
+            timestamp_us,
+            sm_percent,
+            memory_percent,
+            encoder_percent,
+            decoder_percent,
+        }
+    }
+
+    /// Whether any engine did anything for the process in this period.
+    #[must_use]
+    pub const fn is_active(&self) -> bool {
+        self.sm_percent > 0
+            || self.memory_percent > 0
+            || self.encoder_percent > 0
+            || self.decoder_percent > 0
+    }
+}
+
+/// What a GPU's driver keeps of its processes' activity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case", tag = "state"))]
+#[non_exhaustive]
+pub enum ProcessActivity {
+    /// The samples newer than asked for; empty when the driver keeps none (a process that
+    /// did nothing in a period has no sample in it).
+    Samples {
+        /// The samples, as the driver gave them.
+        samples: Vec<ProcessActivitySample>,
+    },
+    /// The source does not give per-process activity for this GPU.
+    Unknown {
+        /// Why (the function missing, `NOT_SUPPORTED` on a GPU in MIG mode, another source).
+        reason: String,
+    },
+}
+
 /// Where a GPU's memory resides, as a whole (Windows WDDM): in dedicated video memory, or
 /// spilled into shared system memory. See [`crate::gpu::adapter_residency`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

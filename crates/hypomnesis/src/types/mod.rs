@@ -18,7 +18,10 @@ pub use builders::{
     MigGpuInstanceBuilder, MigInstanceBuilder, MigStateBuilder, ProcessGpuInfoBuilder,
     ProcfsMountBuilder, ResidencyBuilder, RootBuilder, RootsBuilder, SourceReportBuilder,
 };
-pub use device::{GpuDeviceInfo, Residency, Utilization, driver_overhead_allowance};
+pub use device::{
+    GpuDeviceInfo, ProcessActivity, ProcessActivitySample, Residency, Utilization,
+    driver_overhead_allowance,
+};
 pub use mig::{MigGpuInstance, MigInstance, MigState};
 pub use process::{GpuContextKind, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
 pub use source::{

@@ -118,6 +118,19 @@ pub(crate) struct ProcessInfoV3Wide {
     pub used_gpu_cc_protected_memory: u64,
 }
 
+/// `nvmlProcessUtilizationSample_t`: 32 bytes, one process's activity in one of the driver's
+/// sample periods, percent of each engine (`timeStamp` in CPU microseconds since the epoch).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ProcessUtilizationSample {
+    pub pid: c_uint,
+    pub time_stamp: u64,
+    pub sm_util: c_uint,
+    pub mem_util: c_uint,
+    pub enc_util: c_uint,
+    pub dec_util: c_uint,
+}
+
 /// `nvmlPciInfo_t` (v3 layout, also what `_v2` takes): 68 bytes, align 4.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -142,6 +155,9 @@ const _: () = {
     assert!(size_of::<ProcessInfoV3Wide>() == 32);
     assert!(offset_of!(ProcessInfoV3Wide, used_gpu_cc_protected_memory) == 24);
     assert!(size_of::<PciInfo>() == 68 && align_of::<PciInfo>() == 4);
+    assert!(size_of::<ProcessUtilizationSample>() == 32);
+    assert!(offset_of!(ProcessUtilizationSample, time_stamp) == 8);
+    assert!(offset_of!(ProcessUtilizationSample, dec_util) == 28);
     assert!(offset_of!(PciInfo, bus_id) == 36);
     assert!(NVML_MEMORY_V2_VERSION == 0x0200_0028);
 };

@@ -1,8 +1,9 @@
 //! One device's figures: v1 memory, the v2 reservation, name, UUID, PCI bus id.
 
 use super::abi::{
-    Memory, MemoryV2, NVML_ERROR_NOT_SUPPORTED, NVML_MEMORY_V2_VERSION, NVML_VALUE_NOT_AVAILABLE,
-    NvmlReturn,
+    Memory, MemoryV2, NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED,
+    NVML_MEMORY_V2_VERSION, NVML_SUCCESS, NVML_VALUE_NOT_AVAILABLE, NvmlReturn,
+    ProcessUtilizationSample,
 };
 use super::decode::text;
 use super::ffi::Device;
@@ -10,8 +11,13 @@ use super::session::{Failure, Loaded, failed_call};
 use crate::gpu::nvidia;
 use crate::{
     error::ErrorKind, error::HypomnesisError, types::GpuDeviceInfo, types::GpuQuerySource,
-    types::GpuVendor, types::Utilization,
+    types::GpuVendor, types::ProcessActivity, types::ProcessActivitySample, types::Utilization,
 };
+
+/// Tries of the sizing protocol before a sample list that keeps growing is given up on.
+const MAX_SAMPLE_ATTEMPTS: usize = 4;
+/// A sample count above this is garbage: the driver keeps a few seconds' worth per process.
+const MAX_SAMPLES: usize = 1 << 16;
 
 impl Loaded {
     /// v1 memory of a device, validated.
@@ -57,6 +63,72 @@ impl Loaded {
                 GpuQuerySource::Nvml,
             )),
         }
+    }
+
+    /// The driver's per-process activity samples newer than `since_us`: the sizing call, then
+    /// a buffer that size (again while the list grows); `NOT_FOUND` is no sample, not an error.
+    pub(super) fn process_activity(
+        &self,
+        index: u32,
+        since_us: u64,
+    ) -> std::result::Result<ProcessActivity, Failure> {
+        const NAME: &str = "nvmlDeviceGetProcessUtilization";
+        let dev = self.device(index)?;
+        let mut buf: Vec<ProcessUtilizationSample> = Vec::new();
+        for _ in 0..MAX_SAMPLE_ATTEMPTS {
+            let Some((rc, count)) = self.nvml.process_utilization(dev, since_us, &mut buf) else {
+                return Ok(ProcessActivity::Unknown {
+                    reason: format!("the NVML library exports no {NAME}"),
+                });
+            };
+            let count = usize::try_from(count).unwrap_or(usize::MAX);
+            match rc {
+                NVML_SUCCESS if !buf.is_empty() || count == 0 => {
+                    let samples = buf
+                        .iter()
+                        .take(count)
+                        .filter(|s| s.pid != 0)
+                        .map(|s| {
+                            ProcessActivitySample::new(
+                                s.pid,
+                                s.time_stamp,
+                                [s.sm_util, s.mem_util, s.enc_util, s.dec_util],
+                            )
+                        })
+                        .collect();
+                    return Ok(ProcessActivity::Samples { samples });
+                }
+                NVML_SUCCESS | NVML_ERROR_INSUFFICIENT_SIZE if count <= MAX_SAMPLES => {
+                    // Room for what it asked, and for a few more that start meanwhile.
+                    let room = count.max(buf.len().saturating_mul(2)).max(1) + 8;
+                    buf = vec![ProcessUtilizationSample::default(); room];
+                }
+                NVML_SUCCESS | NVML_ERROR_INSUFFICIENT_SIZE => {
+                    return Err(Failure::Other(HypomnesisError::nvml(
+                        ErrorKind::BadAnswer,
+                        format!("{NAME} for GPU {index} asked room for {count} samples"),
+                    )));
+                }
+                NVML_ERROR_NOT_FOUND => {
+                    return Ok(ProcessActivity::Samples {
+                        samples: Vec::new(),
+                    });
+                }
+                NVML_ERROR_NOT_SUPPORTED => {
+                    return Ok(ProcessActivity::Unknown {
+                        reason: format!(
+                            "{NAME} is not supported on GPU {index} (MIG mode, or a board \
+                             that does not sample it)"
+                        ),
+                    });
+                }
+                code => return Err(failed_call(NAME, Some(index))(code)),
+            }
+        }
+        Err(Failure::Other(HypomnesisError::nvml(
+            ErrorKind::Other,
+            format!("{NAME} for GPU {index}: the list grew at each of {MAX_SAMPLE_ATTEMPTS} tries"),
+        )))
     }
 
     pub(super) fn device_info(&self, index: u32) -> std::result::Result<GpuDeviceInfo, Failure> {

@@ -30,8 +30,8 @@ use super::nvidia;
 use crate::host::process::procfs;
 use crate::{
     error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
-    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessGpuInfo,
-    types::SourceReport, types::Utilization,
+    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessActivity,
+    types::ProcessGpuInfo, types::SourceReport, types::Utilization,
 };
 
 /// The NVML backend. All state is process-wide (see the module docs).
@@ -136,6 +136,10 @@ impl Backend for NvmlBackend {
 
     fn utilization(&self, index: u32) -> Result<Utilization> {
         Self::with(|l| l.run(|l| l.utilization(index)))
+    }
+
+    fn process_activity(&self, index: u32, since_us: u64) -> Result<ProcessActivity> {
+        Self::with(|l| l.run(|l| l.process_activity(index, since_us)))
     }
 
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {

@@ -8,7 +8,7 @@ use libloading::Library;
 
 use crate::gpu::nvml::abi::{
     Memory, MemoryV2, NVML_ERROR_INVALID_ARGUMENT, NVML_SUCCESS, NvmlReturn, PciInfo,
-    UtilizationRates,
+    ProcessUtilizationSample, UtilizationRates,
 };
 
 /// Buffer sizes for string queries (`NVML_DEVICE_NAME_V2_BUFFER_SIZE`, …).
@@ -34,6 +34,12 @@ pub(super) type FnHandleByIndex = unsafe extern "C" fn(c_uint, *mut *mut c_void)
 pub(super) type FnMemory = unsafe extern "C" fn(*mut c_void, *mut Memory) -> NvmlReturn;
 pub(super) type FnUtilization =
     unsafe extern "C" fn(*mut c_void, *mut UtilizationRates) -> NvmlReturn;
+pub(super) type FnProcessUtilization = unsafe extern "C" fn(
+    *mut c_void,
+    *mut ProcessUtilizationSample,
+    *mut c_uint,
+    u64,
+) -> NvmlReturn;
 pub(super) type FnMemoryV2 = unsafe extern "C" fn(*mut c_void, *mut MemoryV2) -> NvmlReturn;
 pub(super) type FnDeviceString =
     unsafe extern "C" fn(*mut c_void, *mut c_char, c_uint) -> NvmlReturn;

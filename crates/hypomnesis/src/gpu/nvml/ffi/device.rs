@@ -1,10 +1,12 @@
 //! The per-device figures' calls: memory (v1 and v2), utilization, name, UUID, PCI.
 #![allow(unsafe_code)]
 
-use crate::gpu::nvml::abi::{Memory, MemoryV2, NvmlReturn, PciInfo, UtilizationRates};
+use crate::gpu::nvml::abi::{
+    Memory, MemoryV2, NvmlReturn, PciInfo, ProcessUtilizationSample, UtilizationRates,
+};
 use crate::gpu::nvml::ffi::Nvml;
 use crate::gpu::nvml::ffi::call::{
-    DEVICE_NAME_BUFFER, DEVICE_UUID_BUFFER, Device, device_string, ok,
+    DEVICE_NAME_BUFFER, DEVICE_UUID_BUFFER, Device, buffer_len, device_string, ok,
 };
 
 impl Nvml {
@@ -43,6 +45,30 @@ impl Nvml {
         // SAFETY: `u` is a writable nvmlUtilization_t (8 bytes); `dev` came from NVML.
         let rc = unsafe { f(dev.0, &raw mut u) };
         Some(ok(rc).map(|()| u))
+    }
+
+    /// One call of `nvmlDeviceGetProcessUtilization` for the samples newer than `since` (CPU
+    /// microseconds; 0: all the driver keeps), with `buf.len()` as the capacity (an empty
+    /// `buf` passes NULL: the sizing call). The code and the count NVML wrote back; `None`
+    /// when the symbol is missing.
+    pub(crate) fn process_utilization(
+        &self,
+        dev: Device,
+        since: u64,
+        buf: &mut [ProcessUtilizationSample],
+    ) -> Option<(NvmlReturn, u32)> {
+        let f = self.process_utilization?;
+        let mut count = buffer_len(buf);
+        let ptr = if buf.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            buf.as_mut_ptr()
+        };
+        let _waiting = crate::inflight::calling("nvmlDeviceGetProcessUtilization");
+        // SAFETY: `ptr` is NULL with a capacity of 0, or points to `count` writable 32-byte
+        // samples (the layout asserted in abi.rs); NVML writes at most `count` and updates it.
+        let rc = unsafe { f(dev.0, ptr, &raw mut count, since) };
+        Some((rc, count))
     }
 
     pub(crate) fn device_name(&self, dev: Device) -> Option<Result<Vec<u8>, NvmlReturn>> {

@@ -26,8 +26,8 @@ use crate::gpu::nvml::abi::{NVML_ERROR_INVALID_ARGUMENT, NvmlReturn};
 use call::{
     FnCount, FnDeviceString, FnDeviceUint, FnErrorString, FnHandleByIndex, FnHandleByUuid, FnInt,
     FnMemory, FnMemoryV2, FnMigHandle, FnMigMode, FnParentHandle, FnPci, FnProcessName,
-    FnSystemString, FnUtilization, FnVoid, PROCESS_NAME_BUFFER, SYSTEM_VERSION_BUFFER,
-    bounded_cstr, buffer_len, first_sym, ok, sym, system_string, until_nul,
+    FnProcessUtilization, FnSystemString, FnUtilization, FnVoid, PROCESS_NAME_BUFFER,
+    SYSTEM_VERSION_BUFFER, bounded_cstr, buffer_len, first_sym, ok, sym, system_string, until_nul,
 };
 
 /// The library, kept loaded for the process lifetime, and its resolved symbols.
@@ -62,6 +62,7 @@ pub(crate) struct Nvml {
     mig_parent: Option<FnParentHandle>,
     handle_by_uuid: Option<FnHandleByUuid>,
     utilization: Option<FnUtilization>,
+    process_utilization: Option<FnProcessUtilization>,
     // Declared last so it is dropped after the function pointers above (which point into it).
     _lib: Library,
 }
@@ -135,6 +136,7 @@ impl Nvml {
             mig_parent: sym(&lib, b"nvmlDeviceGetDeviceHandleFromMigDeviceHandle\0"),
             handle_by_uuid: sym(&lib, b"nvmlDeviceGetHandleByUUID\0"),
             utilization: sym(&lib, b"nvmlDeviceGetUtilizationRates\0"),
+            process_utilization: sym(&lib, b"nvmlDeviceGetProcessUtilization\0"),
             _lib: lib,
         })
     }

@@ -1,0 +1,131 @@
+//! Ghosts over time: what a caller that looks again and again (a monitor, an exporter, a
+//! training loop) keeps between its looks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use super::idle::{DeviceActivity, now_us};
+use super::pods::Pods;
+use super::{GhostOptions, GhostReport, Look, classify};
+use crate::error::Result;
+
+/// Looks for ghosts again and again, keeping what one look teaches the next: each GPU's
+/// activity samples (so a holder is idle once watched for [`GhostOptions::idle_after`],
+/// whatever the driver's buffer of samples holds), and the processes seen in `D` (so one
+/// still in `D` at a look [`GhostOptions::stuck_after`] or more later is stuck, without
+/// waiting between looks as [`super::ghosts_with`] does).
+///
+/// ```no_run
+/// let mut watch = hypomnesis::GhostWatch::new(hypomnesis::GhostOptions::default());
+/// loop {
+///     let report = watch.look()?;
+///     for g in &report.ghosts {
+///         println!("GPU {}: {} {} MiB: {}", g.device_index, g.class, g.bytes >> 20, g.remedy);
+///     }
+///     std::thread::sleep(std::time::Duration::from_secs(60));
+/// }
+/// # Ok::<(), hypomnesis::HypomnesisError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct GhostWatch {
+    options: GhostOptions,
+    activity: BTreeMap<u32, DeviceActivity>,
+    in_d: BTreeMap<u32, Instant>,
+    live_pods: Option<BTreeSet<(String, String)>>,
+}
+
+impl GhostWatch {
+    /// A watch that has not looked yet.
+    #[must_use]
+    pub fn new(options: GhostOptions) -> Self {
+        Self {
+            options,
+            activity: BTreeMap::new(),
+            in_d: BTreeMap::new(),
+            live_pods: None,
+        }
+    }
+
+    /// How it looks.
+    #[must_use]
+    pub fn options(&self) -> GhostOptions {
+        self.options
+    }
+
+    /// The pods the kubelet runs, by namespace and name, as its pod-resources API listed them
+    /// (`None`: not read): a process whose pod's log directory is still there but which this
+    /// list lacks is then in a pod that no longer exists.
+    pub fn set_live_pods(&mut self, pods: Option<BTreeSet<(String, String)>>) {
+        self.live_pods = pods;
+    }
+
+    /// One look at every GPU, without waiting: a process in `D` is stuck when it was in `D`
+    /// at an earlier look at least `stuck_after` ago.
+    ///
+    /// # Errors
+    ///
+    /// As [`super::ghosts`].
+    pub fn look(&mut self) -> Result<GhostReport> {
+        self.look_with(false)
+    }
+
+    /// One look that waits: a process in `D` is looked at again after `stuck_after` (what
+    /// [`super::ghosts_with`] does, with this watch's pods).
+    ///
+    /// # Errors
+    ///
+    /// As [`super::ghosts`].
+    pub fn look_once(mut self) -> Result<GhostReport> {
+        self.look_with(true)
+    }
+
+    fn look_with(&mut self, single: bool) -> Result<GhostReport> {
+        let n = crate::gpu::device_count()?;
+        let mut devices = Vec::new();
+        let mut unseen = Vec::new();
+        for i in 0..n {
+            match (crate::gpu::device_info(i), crate::gpu::gpu_processes(i)) {
+                (Ok(info), Ok(procs)) => devices.push((info, procs)),
+                (Err(e), _) | (_, Err(e)) => unseen.push(format!("GPU {i}: {e}")),
+            }
+        }
+        if !cfg!(target_os = "linux") {
+            unseen.push("processes are looked at through procfs, on Linux only".into());
+            return Ok(GhostReport {
+                unseen,
+                ..GhostReport::default()
+            });
+        }
+        let procfs = crate::host::roots::procfs()?;
+        let now = now_us();
+        for (info, _) in &devices {
+            let seen = self.activity.entry(info.index).or_default();
+            let answer = crate::gpu::process_activity(info.index, seen.since_us())
+                .map_err(|e| e.to_string());
+            seen.take(now, answer);
+        }
+        let rootfs = crate::host::roots::rootfs().map_err(|e| e.to_string());
+        let look = Look {
+            procfs,
+            pods: Pods::read(rootfs, self.live_pods.as_ref()),
+            activity: &self.activity,
+            now_us: now,
+            in_d: (!single).then_some(&self.in_d),
+            options: self.options,
+        };
+        let (mut report, in_d_now) = classify(&look, &devices);
+        let at = Instant::now();
+        self.in_d.retain(|pid, _| in_d_now.contains(pid));
+        for pid in in_d_now {
+            self.in_d.entry(pid).or_insert(at);
+        }
+        for (info, procs) in &devices {
+            if let Some(seen) = self.activity.get_mut(&info.index) {
+                seen.keep_only(|pid| procs.iter().any(|p| p.pid == pid));
+            }
+        }
+        unseen.append(&mut report.unseen);
+        report.unseen = unseen;
+        Ok(report)
+    }
+}
