@@ -56,6 +56,7 @@ from .device import (
     sources,
 )
 from .frameworks import FrameworkMemory
+from .ghosts import Ghost, GhostReport, ghosts
 from .host import HostMemory, host_memory
 from .ledger import GpuLedger, Ledger, explain
 from .process import (
@@ -81,6 +82,8 @@ __all__ = [
     "DriverNotLoadedError",
     "DriverVersionMismatchError",
     "FrameworkMemory",
+    "Ghost",
+    "GhostReport",
     "GpuLedger",
     "GpuLostError",
     "GpuProcess",
@@ -114,6 +117,7 @@ __all__ = [
     "devices",
     "explain",
     "format_bytes",
+    "ghosts",
     "gpu_processes",
     "host_memory",
     "mig_gpu_instances",

@@ -127,4 +127,23 @@ FIELDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
         ("gpu", "Optional[ProcessGpuInfo]"),
         ("gpu_device", "Optional[DeviceInfo]"),
     ),
+    "Ghost": (
+        ("ghost_class", "str"),
+        ("device_index", "int"),
+        ("pid", "Optional[int]"),
+        ("name", "Optional[str]"),
+        ("bytes", "int"),
+        ("holders", "Tuple[int, ...]"),
+        ("evidence", "Tuple[str, ...]"),
+        ("remedy", "str"),
+        ("kill", "Tuple[int, ...]"),
+        ("reap_parent", "Optional[int]"),
+        ("remedy_text", "str"),
+    ),
+    "GhostReport": (
+        ("ghosts", "Tuple[Ghost, ...]"),
+        ("unseen", "Tuple[str, ...]"),
+        ("scanned_processes", "Optional[int]"),
+        ("scan_complete", "Optional[bool]"),
+    ),
 }

@@ -14,6 +14,7 @@ __all__ = [
     "device_count",
     "device_info",
     "device_utilization",
+    "ghosts",
     "gpu_processes",
     "host_memory",
     "mig_gpu_instances",
@@ -150,6 +151,25 @@ class _Snapshot(TypedDict):
     gpu: _ProcessGpuInfo | None
     gpu_device: _DeviceInfo | None
 
+class _Ghost(TypedDict):
+    ghost_class: str
+    device_index: int
+    pid: int | None
+    name: str | None
+    bytes: int
+    holders: list[int]
+    evidence: list[str]
+    remedy: str
+    kill: list[int]
+    reap_parent: int | None
+    remedy_text: str
+
+class _GhostReport(TypedDict):
+    ghosts: list[_Ghost]
+    unseen: list[str]
+    scanned_processes: int | None
+    scan_complete: bool | None
+
 # --- end of the generated part ---
 
 __version__: str
@@ -168,6 +188,7 @@ def snapshot(index: int) -> _Snapshot: ...
 def mig_state(index: int) -> _MigState: ...
 def mig_instance(uuid: str) -> _MigInstance: ...
 def mig_gpu_instances(index: int) -> list[_MigGpuInstance]: ...
+def ghosts(stuck_after: float = ..., idle_after: float = ...) -> _GhostReport: ...
 def _before_fork() -> None: ...
 def _after_fork_in_parent() -> None: ...
 def _after_fork() -> None: ...

@@ -16,7 +16,7 @@ mod sampler;
 mod shapes;
 mod timeline;
 
-use shapes::{Device, Mig, MigView, ProcessContext, ProcessRow, SnapshotView};
+use shapes::{Device, GhostReportView, Mig, MigView, ProcessContext, ProcessRow, SnapshotView};
 
 /// The snake-case name of an error kind, as `HypomnesisError.kind` carries it in Python.
 fn kind_name(kind: ErrorKind) -> &'static str {
@@ -253,6 +253,26 @@ fn mig_gpu_instances(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
     to_python(py, &groups)
 }
 
+/// GPU memory held that should not be, on every GPU: one look that waits `stuck_after`
+/// seconds for a second look at a process in uninterruptible sleep, idle after `idle_after`
+/// seconds without activity; as a dict.
+#[pyfunction]
+#[pyo3(signature = (stuck_after = 2.0, idle_after = 600.0))]
+fn ghosts(py: Python<'_>, stuck_after: f64, idle_after: f64) -> PyResult<Bound<'_, PyAny>> {
+    let seconds = |name: &str, v: f64| {
+        std::time::Duration::try_from_secs_f64(v).map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "{name} must be a number of seconds of at least 0, not {v}"
+            ))
+        })
+    };
+    let options = hypomnesis::GhostOptions::default()
+        .stuck_after(seconds("stuck_after", stuck_after)?)
+        .idle_after(seconds("idle_after", idle_after)?);
+    let r = measure(py, || hypomnesis::ghosts_with(options))?;
+    to_python(py, &GhostReportView::new(&r))
+}
+
 /// The extension module.
 #[pymodule]
 #[pyo3(name = "_native")]
@@ -271,6 +291,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mig_state, m)?)?;
     m.add_function(wrap_pyfunction!(mig_instance, m)?)?;
     m.add_function(wrap_pyfunction!(mig_gpu_instances, m)?)?;
+    m.add_function(wrap_pyfunction!(ghosts, m)?)?;
     m.add_class::<sampler::Sampler>()?;
     m.add_function(wrap_pyfunction!(sampler::_before_fork, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::_after_fork_in_parent, m)?)?;

@@ -104,3 +104,84 @@ impl<'a> SnapshotView<'a> {
         }
     }
 }
+
+/// A ghost, flat: its remedy as what to do (`kill`, `reap`, `gpu_reset`, `unknown`), with the
+/// pids to kill or the parent to reap, and the remedy in words.
+#[derive(Debug, Serialize)]
+pub struct GhostView<'a> {
+    /// The class (`class` is a keyword in Python).
+    ghost_class: &'static str,
+    device_index: u32,
+    pid: Option<u32>,
+    name: Option<&'a str>,
+    bytes: u64,
+    holders: &'a [u32],
+    evidence: &'a [String],
+    remedy: &'static str,
+    kill: Vec<u32>,
+    reap_parent: Option<u32>,
+    remedy_text: String,
+}
+
+impl<'a> GhostView<'a> {
+    pub fn new(g: &'a hypomnesis::Ghost) -> Self {
+        use hypomnesis::Remedy;
+        let (remedy, kill, reap_parent) = match &g.remedy {
+            Remedy::Kill { pids } => ("kill", pids.clone(), None),
+            Remedy::Reap { parent } => ("reap", Vec::new(), Some(*parent)),
+            Remedy::GpuReset => ("gpu_reset", Vec::new(), None),
+            _ => ("unknown", Vec::new(), None),
+        };
+        Self {
+            ghost_class: g.class.as_str(),
+            device_index: g.device_index,
+            pid: g.pid,
+            name: g.name.as_deref(),
+            bytes: g.bytes,
+            holders: &g.holders,
+            evidence: &g.evidence,
+            remedy,
+            kill,
+            reap_parent,
+            remedy_text: g.remedy.to_string(),
+        }
+    }
+
+    /// The view with both remedy fields holding a value: the field generator's sample, in which
+    /// every field must hold one.
+    #[allow(dead_code)] // used by the field generator only
+    pub fn filled(mut self) -> Self {
+        if self.kill.is_empty() {
+            self.kill = vec![0];
+        }
+        self.reap_parent = self.reap_parent.or(Some(0));
+        self
+    }
+}
+
+/// Every ghost found, what could not be seen, and how the scan of descriptors went.
+#[derive(Debug, Serialize)]
+pub struct GhostReportView<'a> {
+    ghosts: Vec<GhostView<'a>>,
+    unseen: &'a [String],
+    scanned_processes: Option<u64>,
+    scan_complete: Option<bool>,
+}
+
+impl<'a> GhostReportView<'a> {
+    pub fn new(r: &'a hypomnesis::GhostReport) -> Self {
+        Self {
+            ghosts: r.ghosts.iter().map(GhostView::new).collect(),
+            unseen: &r.unseen,
+            scanned_processes: r.holder_scan.map(|s| s.processes),
+            scan_complete: r.holder_scan.map(|s| s.complete),
+        }
+    }
+
+    /// The view with each ghost [`GhostView::filled`] (the field generator's sample).
+    #[allow(dead_code)] // used by the field generator only
+    pub fn filled(mut self) -> Self {
+        self.ghosts = self.ghosts.into_iter().map(GhostView::filled).collect();
+        self
+    }
+}

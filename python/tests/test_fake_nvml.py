@@ -4,6 +4,7 @@ a child process of its own (NVML is loaded once per process)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -358,3 +359,67 @@ def test_a_name_the_kernel_cut_is_whole(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_ghosts_sort_an_exited_pid_a_zombie_and_an_idle_holder() -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    zombie = subprocess.Popen(["true"])
+    stat = Path(f"/proc/{zombie.pid}/stat")
+    deadline = time.monotonic() + 10
+    while ") Z " not in stat.read_text():
+        assert time.monotonic() < deadline, "never a zombie"
+        time.sleep(0.005)
+    idle = subprocess.Popen(["sleep", "60"])
+    time.sleep(1.3)  # older than the idle threshold below
+    try:
+        scenario = {
+            "devices": [
+                h200(
+                    compute_processes=[
+                        {"pid": gone.pid, "used": 3 * GIB},
+                        {"pid": zombie.pid, "used": 2 * GIB},
+                        {"pid": idle.pid, "used": GIB},
+                    ],
+                    # The driver's samples reach back 5 s and show nothing at work.
+                    process_samples=[{"pid": idle.pid, "age_s": 5}],
+                    # All of the allocation is the listed rows'.
+                    free=(143_771 - 614) * MIB - 6 * GIB,
+                )
+            ]
+        }
+        r = run_child(
+            """
+report = hypomnesis.ghosts(stuck_after=0.05, idle_after=1.0)
+out({"report": report, "by_class": report.bytes_by_class, "repr": repr(report.ghosts[0])})
+""",
+            scenario,
+        )
+    finally:
+        zombie.wait()
+        idle.kill()
+        idle.wait()
+    ghosts = {g["ghost_class"]: g for g in r["report"]["ghosts"]}
+    assert set(ghosts) == {"exited", "zombie", "idle"}, r
+    assert ghosts["exited"]["pid"] == gone.pid and ghosts["exited"]["bytes"] == 3 * GIB
+    assert ghosts["zombie"]["remedy"] == "reap"
+    assert ghosts["zombie"]["reap_parent"] == os.getpid()
+    assert ghosts["idle"]["remedy"] == "kill" and ghosts["idle"]["kill"] == [idle.pid]
+    assert any("no activity sample" in e for e in ghosts["idle"]["evidence"])
+    assert r["by_class"] == {"exited": 3 * GIB, "zombie": 2 * GIB, "idle": GIB}
+    assert r["report"]["scan_complete"] is True, "an exited pid: the descriptors were scanned"
+    assert r["repr"].startswith("Ghost(exited on GPU 0"), r["repr"]
+
+
+def test_ghosts_of_a_bad_duration_is_a_value_error() -> None:
+    r = run_child(
+        """
+try:
+    hypomnesis.ghosts(stuck_after=-1)
+    out("no error")
+except ValueError as e:
+    out(str(e))
+""",
+        {"devices": [h200()]},
+    )
+    assert "stuck_after must be a number of seconds" in r

@@ -83,6 +83,10 @@ pub struct ServeArgs {
     /// <rootfs>/var/lib/kubelet/pod-resources/kubelet.sock, when it exists).
     #[arg(long, value_name = "PATH")]
     pub pod_resources_socket: Option<std::path::PathBuf>,
+    /// Do not look for ghosts (`hypomnesis_gpu_ghost_bytes` absent): no process's `stat` read
+    /// for them, no scan of descriptors when a GPU holds memory no process accounts for.
+    #[arg(long)]
+    pub no_ghosts: bool,
 }
 
 /// A loopback address (IPv4-mapped IPv6 ones included).
@@ -150,6 +154,7 @@ async fn serve(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
     };
     let addr = listener.local_addr()?;
     allocation::configure(args.pod_resources_socket.as_deref());
+    measure::look_for_ghosts(!args.no_ghosts);
     if let Err(e) = probe::start(args.fallback_probe_interval) {
         writeln!(
             err,

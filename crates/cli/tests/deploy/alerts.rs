@@ -83,7 +83,7 @@ fn prometheus_config_and_alert_rules_pass_promtool() {
     let tests = alerts.join("hypomnesis.rules.test.yml");
     let (ok, said) = promtool(&promtool_path, &["check", "rules"], &rules);
     assert!(
-        ok && said.contains("8 rules found"),
+        ok && said.contains("9 rules found"),
         "promtool check rules:\n{said}"
     );
     let (ok, said) = promtool(&promtool_path, &["test", "rules"], &tests);
@@ -128,10 +128,21 @@ fn prometheus_config_and_alert_rules_pass_promtool() {
         ),
         ("[1h]", "[5m]"),
         ("* 600 > 2 *", "* 600 > 4 *"),
-        ("        for: 15m\n", "        for: 5m\n"),
+        (
+            "2 * 1024 * 1024 * 1024\n        for: 15m\n",
+            "2 * 1024 * 1024 * 1024\n        for: 5m\n",
+        ),
         (
             "hypomnesis_gpu_pod_memory_outside_allocation_bytes > 0",
             "hypomnesis_gpu_pod_memory_outside_allocation_bytes >= 0",
+        ),
+        (
+            "hypomnesis_gpu_ghost_bytes > 0",
+            "hypomnesis_gpu_ghost_bytes >= 0",
+        ),
+        (
+            "hypomnesis_gpu_ghost_bytes > 0\n        for: 15m",
+            "hypomnesis_gpu_ghost_bytes > 0\n        for: 5m",
         ),
     ];
     for (from, to) in mutants {

@@ -87,11 +87,11 @@ impl DeviceActivity {
         self.last_active_us.retain(|&pid, _| alive(pid));
     }
 
-    /// Whether `pid`, `age` old, is idle for `after` at `now_us`.
+    /// Whether `pid`, `age()` old, is idle for `after` at `now_us`.
     pub(crate) fn verdict(
         &self,
         pid: u32,
-        age: Option<Duration>,
+        age: impl FnOnce() -> Option<Duration>,
         after: Duration,
         now_us: u64,
     ) -> Verdict {
@@ -102,6 +102,8 @@ impl DeviceActivity {
             return Verdict::Unknown("its activity samples have not been read".into());
         };
         let after_us = micros(after);
+        // Its age is read only when the samples can tell.
+        let age = age();
         if age.is_some_and(|a| micros(a) < after_us) {
             return Verdict::Busy;
         }
@@ -210,19 +212,19 @@ mod tests {
             ]),
         );
         let old = Some(Duration::from_secs(3600));
-        let Verdict::Idle(why) = a.verdict(7, old, TEN, now) else {
+        let Verdict::Idle(why) = a.verdict(7, || old, TEN, now) else {
             panic!("7 is idle")
         };
         assert!(why[0].contains("11m old"), "{why:?}");
-        assert_eq!(a.verdict(8, old, TEN, now), Verdict::Busy);
-        let Verdict::Idle(why) = a.verdict(9, old, TEN, now) else {
+        assert_eq!(a.verdict(8, || old, TEN, now), Verdict::Busy);
+        let Verdict::Idle(why) = a.verdict(9, || old, TEN, now) else {
             panic!("9 is idle")
         };
         assert!(why[0].contains("12m"), "{why:?}");
         assert!(why[1].contains("1h"), "its age: {why:?}");
         // Younger than the threshold: not idle, whatever the samples.
         assert_eq!(
-            a.verdict(9, Some(Duration::from_secs(60)), TEN, now),
+            a.verdict(9, || Some(Duration::from_secs(60)), TEN, now),
             Verdict::Busy
         );
         assert_eq!(
@@ -237,7 +239,7 @@ mod tests {
         let now = 100 * MIN;
         let mut a = DeviceActivity::default();
         a.take(now, samples(&[]));
-        let Verdict::Unknown(why) = a.verdict(7, None, TEN, now) else {
+        let Verdict::Unknown(why) = a.verdict(7, || None, TEN, now) else {
             panic!("an empty first read covers nothing")
         };
         assert!(why.contains("cover 0s"), "{why}");
@@ -245,7 +247,7 @@ mod tests {
         for m in 1..=11 {
             a.take(now + m * MIN, samples(&[]));
         }
-        let Verdict::Idle(why) = a.verdict(7, None, TEN, now + 11 * MIN) else {
+        let Verdict::Idle(why) = a.verdict(7, || None, TEN, now + 11 * MIN) else {
             panic!("watched long enough")
         };
         assert!(
@@ -255,12 +257,12 @@ mod tests {
         // A read that fails starts the span again.
         a.take(now + 12 * MIN, Err("NOT_SUPPORTED".into()));
         assert_eq!(
-            a.verdict(7, None, TEN, now + 12 * MIN),
+            a.verdict(7, || None, TEN, now + 12 * MIN),
             Verdict::Unknown("NOT_SUPPORTED".into())
         );
         a.take(now + 13 * MIN, samples(&[]));
         assert!(matches!(
-            a.verdict(7, None, TEN, now + 13 * MIN),
+            a.verdict(7, || None, TEN, now + 13 * MIN),
             Verdict::Unknown(_)
         ));
     }
@@ -271,7 +273,7 @@ mod tests {
         let mut a = DeviceActivity::default();
         a.take(now, samples(&[(7, now - MIN, 50), (8, now - 20 * MIN, 0)]));
         a.keep_only(|p| p != 7);
-        let Verdict::Idle(_) = a.verdict(7, None, TEN, now) else {
+        let Verdict::Idle(_) = a.verdict(7, || None, TEN, now) else {
             panic!("a new process with pid 7 has no activity seen")
         };
     }

@@ -164,6 +164,24 @@ pub struct Ghost {
     pub remedy: Remedy,
 }
 
+impl Ghost {
+    /// A ghost given whole (a view's tests, one found elsewhere): no holders, no evidence,
+    /// its remedy unknown until set.
+    #[must_use]
+    pub fn new(class: GhostClass, device_index: u32, pid: Option<u32>, bytes: u64) -> Self {
+        Self {
+            class,
+            device_index,
+            pid,
+            name: None,
+            bytes,
+            holders: Vec::new(),
+            evidence: Vec::new(),
+            remedy: Remedy::Unknown,
+        }
+    }
+}
+
 /// Every ghost found, with what could not be looked at.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -376,7 +394,7 @@ fn alive(look: &Look<'_>, p: &GpuProcessEntry, notes: &mut BTreeSet<String>) -> 
         ));
         return None;
     };
-    let age = look::age(look.procfs, p.pid);
+    let age = || look::age(look.procfs, p.pid);
     match activity.verdict(p.pid, age, look.options.idle_after, look.now_us) {
         idle::Verdict::Idle(evidence) => Some(Found::Idle(evidence)),
         idle::Verdict::Busy => None,
@@ -623,28 +641,23 @@ fn look_at(procfs: &Path, pid: u32) -> Option<Found> {
         'D' => return Some(Found::MaybeStuck),
         _ => {}
     }
-    // Reparented: to init, or to a subreaper in another session than its own.
+    // A leader gone first (two directory lookups, what most processes stop at), then
+    // reparented: to init, or to a subreaper in another session than its own.
+    let gone = |leader: u32| leader != 0 && leader != pid && !look::exists(procfs, leader);
+    let (leader, of) = if gone(ids.pgrp) {
+        (ids.pgrp, "process group")
+    } else if gone(ids.session) {
+        (ids.session, "session")
+    } else {
+        return None;
+    };
     let reparented = ids.ppid <= 1
         || look::ids(procfs, ids.ppid).is_some_and(|parent| parent.session != ids.session);
-    if !reparented {
-        return None;
-    }
-    let gone = |leader: u32| leader != 0 && leader != pid && !look::exists(procfs, leader);
-    if gone(ids.pgrp) {
-        return Some(Found::Orphan {
-            ppid: ids.ppid,
-            leader: ids.pgrp,
-            of: "process group",
-        });
-    }
-    if gone(ids.session) {
-        return Some(Found::Orphan {
-            ppid: ids.ppid,
-            leader: ids.session,
-            of: "session",
-        });
-    }
-    None
+    reparented.then_some(Found::Orphan {
+        ppid: ids.ppid,
+        leader,
+        of,
+    })
 }
 
 /// A span between two looks: whole seconds and up as [`idle::shown`], less in milliseconds.

@@ -10,15 +10,20 @@
 //!   it names the pods the kubelet runs, by namespace and name, so a pod whose directory is
 //!   still there (logs not yet cleaned up) but that the list lacks is gone too.
 //!
-//! A process in no pod is none of this; a node without the layout says so once, in the report.
+//! A process in no pod is none of this. A node without the layout (no kubelet, and no list
+//! given) is not looked at, and no process's cgroup is read for it; a layout that cannot be
+//! read whole is said once, in the report.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
+
+use crate::host::kube::PodDirs;
 
 /// What the node says of its pods.
 pub(crate) struct Pods<'a> {
-    /// The log layout's pods by UID, or why it could not be read whole.
-    logs: Result<BTreeMap<String, (String, String)>, String>,
+    /// The log layout's pods by UID (`None`: the node has no layout, so no kubelet), or why it
+    /// could not be read whole.
+    logs: Result<Option<PodDirs>, String>,
     /// The pods the kubelet's pod-resources API listed (namespace, name), when read.
     live: Option<&'a BTreeSet<(String, String)>>,
 }
@@ -32,7 +37,8 @@ impl<'a> Pods<'a> {
         let logs = rootfs.and_then(|root| {
             let dir = root.join("var/log/pods");
             match crate::host::kube::pod_dirs(root) {
-                Ok((pods, true)) => Ok(pods),
+                Ok((pods, true)) => Ok(Some(pods)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && live.is_none() => Ok(None),
                 Ok((_, false)) => Err(format!(
                     "{} was not listed whole (its entry or time limit)",
                     dir.display()
@@ -46,10 +52,13 @@ impl<'a> Pods<'a> {
     /// Given directly (tests).
     #[cfg(test)]
     pub(crate) fn given(
-        logs: Result<BTreeMap<String, (String, String)>, String>,
+        logs: Result<PodDirs, String>,
         live: Option<&'a BTreeSet<(String, String)>>,
     ) -> Self {
-        Self { logs, live }
+        Self {
+            logs: logs.map(Some),
+            live,
+        }
     }
 
     /// The evidence that `pid`'s pod is gone; `None` when it is in no pod, its pod is there,
@@ -60,13 +69,17 @@ impl<'a> Pods<'a> {
         pid: u32,
         unseen: &mut BTreeSet<String>,
     ) -> Option<Vec<String>> {
+        if matches!(self.logs, Ok(None)) {
+            return None;
+        }
         let path = procfs.join(pid.to_string()).join("cgroup");
         let text = crate::host::file::read_capped(&path, crate::host::file::STATUS).ok()?;
         let container = crate::host::parse::context::parse_cgroup(&text)?;
         let uid = container.pod_uid?;
         let named = format!("its cgroup names pod {uid}");
         let logs = match &self.logs {
-            Ok(logs) => logs,
+            Ok(Some(logs)) => logs,
+            Ok(None) => return None,
             Err(why) => {
                 unseen.insert(format!(
                     "whether pods of GPU processes still exist is not known: {why}"

@@ -8,6 +8,7 @@ use super::idle::{DeviceActivity, now_us};
 use super::pods::Pods;
 use super::{GhostOptions, GhostReport, Look, classify};
 use crate::error::Result;
+use crate::types::{GpuDeviceInfo, GpuProcessEntry};
 
 /// Looks for ghosts again and again, keeping what one look teaches the next: each GPU's
 /// activity samples (so a holder is idle once watched for [`GhostOptions::idle_after`],
@@ -79,6 +80,20 @@ impl GhostWatch {
         self.look_with(true)
     }
 
+    /// [`Self::look`] at rows already read (each GPU's figures and processes), so that a
+    /// caller that has just listed them (an exporter's scrape) does not ask the driver again;
+    /// only the activity samples and procfs are read.
+    ///
+    /// # Errors
+    ///
+    /// As reading the procfs and rootfs settings (`HYPOMNESIS_PROCFS`, `HYPOMNESIS_ROOTFS`).
+    pub fn look_at_rows(
+        &mut self,
+        devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
+    ) -> Result<GhostReport> {
+        self.classify_rows(devices, false)
+    }
+
     fn look_with(&mut self, single: bool) -> Result<GhostReport> {
         let n = crate::gpu::device_count()?;
         let mut devices = Vec::new();
@@ -89,16 +104,26 @@ impl GhostWatch {
                 (Err(e), _) | (_, Err(e)) => unseen.push(format!("GPU {i}: {e}")),
             }
         }
+        let mut report = self.classify_rows(&devices, single)?;
+        unseen.append(&mut report.unseen);
+        report.unseen = unseen;
+        Ok(report)
+    }
+
+    fn classify_rows(
+        &mut self,
+        devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
+        single: bool,
+    ) -> Result<GhostReport> {
         if !cfg!(target_os = "linux") {
-            unseen.push("processes are looked at through procfs, on Linux only".into());
             return Ok(GhostReport {
-                unseen,
+                unseen: vec!["processes are looked at through procfs, on Linux only".into()],
                 ..GhostReport::default()
             });
         }
         let procfs = crate::host::roots::procfs()?;
         let now = now_us();
-        for (info, _) in &devices {
+        for (info, _) in devices {
             let seen = self.activity.entry(info.index).or_default();
             let answer = crate::gpu::process_activity(info.index, seen.since_us())
                 .map_err(|e| e.to_string());
@@ -113,19 +138,17 @@ impl GhostWatch {
             in_d: (!single).then_some(&self.in_d),
             options: self.options,
         };
-        let (mut report, in_d_now) = classify(&look, &devices);
+        let (report, in_d_now) = classify(&look, devices);
         let at = Instant::now();
         self.in_d.retain(|pid, _| in_d_now.contains(pid));
         for pid in in_d_now {
             self.in_d.entry(pid).or_insert(at);
         }
-        for (info, procs) in &devices {
+        for (info, procs) in devices {
             if let Some(seen) = self.activity.get_mut(&info.index) {
                 seen.keep_only(|pid| procs.iter().any(|p| p.pid == pid));
             }
         }
-        unseen.append(&mut report.unseen);
-        report.unseen = unseen;
         Ok(report)
     }
 }

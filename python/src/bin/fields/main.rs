@@ -28,7 +28,7 @@ use hypomnesis::{
     SourceState, Utilization,
 };
 use record::{Shape, Unsupported, shape_of};
-use shapes::{Device, Mig, MigView, ProcessRow, SnapshotView};
+use shapes::{Device, GhostReportView, GhostView, Mig, MigView, ProcessRow, SnapshotView};
 
 const GIB: u64 = 1 << 30;
 
@@ -123,6 +123,23 @@ fn mig_state() -> MigState {
         .build()
 }
 
+fn ghost() -> hypomnesis::Ghost {
+    let mut g = hypomnesis::Ghost::new(hypomnesis::GhostClass::Zombie, 0, Some(4242), GIB);
+    g.name = Some("python".into());
+    g.holders = vec![4243];
+    g.evidence = vec!["state Z (zombie), not reaped by its parent 1".into()];
+    g.remedy = hypomnesis::Remedy::Reap { parent: 1 };
+    g
+}
+
+fn ghost_report() -> hypomnesis::GhostReport {
+    let mut r = hypomnesis::GhostReport::default();
+    r.ghosts = vec![ghost()];
+    r.unseen = vec!["why".into()];
+    r.holder_scan = Some(hypomnesis::HolderScan::default());
+    r
+}
+
 fn samples() -> Result<Samples, Unsupported> {
     let device = device();
     let context = context()?;
@@ -130,6 +147,8 @@ fn samples() -> Result<Samples, Unsupported> {
     let process = process();
     let instance = mig_instance();
     let state = mig_state();
+    let ghost = ghost();
+    let ghosts = ghost_report();
     let failed = SourceState::Failed("why".into());
     let snapshot = Snapshot::builder()
         .ram_bytes(GIB)
@@ -180,6 +199,11 @@ fn samples() -> Result<Samples, Unsupported> {
         ),
         ("SourceReport", vec![shape_of(&report)?]),
         ("Snapshot", vec![shape_of(&SnapshotView::new(&snapshot))?]),
+        ("Ghost", vec![shape_of(&GhostView::new(&ghost).filled())?]),
+        (
+            "GhostReport",
+            vec![shape_of(&GhostReportView::new(&ghosts).filled())?],
+        ),
     ])
 }
 

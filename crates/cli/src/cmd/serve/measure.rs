@@ -25,6 +25,55 @@ pub const WANT: Want = {
 /// The processes the exporter has seen, across measurements (one runs at a time).
 static KNOWN: Mutex<Option<Known>> = Mutex::new(None);
 
+/// The ghosts' watch, across measurements: activity followed from scrape to scrape, and a
+/// process in `D` stuck when it is at two of them (no scrape waits for a second look).
+static GHOSTS: Mutex<Option<hypomnesis::GhostWatch>> = Mutex::new(None);
+
+/// Why the latest look for ghosts failed, to say each failure once.
+static LAST_GHOST_FAILURE: Mutex<Option<String>> = Mutex::new(None);
+
+/// Whether measurements look for ghosts (`hmn serve --no-ghosts` turns it off).
+static GHOSTS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Sets whether measurements look for ghosts.
+pub fn look_for_ghosts(on: bool) {
+    GHOSTS_ON.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The ghosts of the GPUs whose processes `sample` listed, looked for at the rows it read.
+fn ghosts(sample: &Sample) -> Option<hypomnesis::GhostReport> {
+    let rows: Vec<_> = sample
+        .devices
+        .iter()
+        .filter(|d| sample.listed.contains(&d.index))
+        .map(|d| {
+            let procs = sample
+                .processes
+                .iter()
+                .filter(|p| p.device_index == d.index)
+                .cloned()
+                .collect();
+            (d.clone(), procs)
+        })
+        .collect();
+    let mut watch = GHOSTS.lock().unwrap_or_else(PoisonError::into_inner);
+    let watch = watch
+        .get_or_insert_with(|| hypomnesis::GhostWatch::new(hypomnesis::GhostOptions::default()));
+    let report = watch.look_at_rows(&rows).map_err(|e| e.to_string());
+    // Said on stderr when looking starts failing, and when it works again.
+    let mut last = LAST_GHOST_FAILURE.lock().unwrap_or_else(PoisonError::into_inner);
+    let now = report.as_ref().err().cloned();
+    if *last != now {
+        match &now {
+            Some(why) => eprintln!("hmn: ghosts: {why}"),
+            None if last.is_some() => eprintln!("hmn: ghosts: looking again"),
+            None => {}
+        }
+        *last = now;
+    }
+    report.ok()
+}
+
 /// Measures every device and process list, then asks each source but the fallback for its
 /// report; the fallback's is the latest probe's, or one made now when NVML did not answer.
 /// Blocking: it loads libraries, and runs `nvidia-smi` only where NVML fails.
@@ -49,6 +98,9 @@ pub fn measure() -> Sample {
     }
     drop(gate);
     sample.kube = super::allocation::read(&sample.devices);
+    if cfg!(target_os = "linux") && GHOSTS_ON.load(std::sync::atomic::Ordering::Relaxed) {
+        sample.ghosts = ghosts(&sample);
+    }
     sample
 }
 

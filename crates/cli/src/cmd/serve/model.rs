@@ -55,6 +55,9 @@ pub struct Sample {
     pub mig: Vec<MigGpuInstance>,
     /// Which pod the kubelet allocated each GPU to, where a pod-resources socket is in use.
     pub kube: Option<super::allocation::KubeSample>,
+    /// The ghosts of the listed GPUs (`None`: not looked for, off Linux or when the look
+    /// failed).
+    pub ghosts: Option<hypomnesis::GhostReport>,
 }
 
 impl Sample {

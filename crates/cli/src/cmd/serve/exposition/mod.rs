@@ -316,6 +316,31 @@ impl Exposition {
         )
     }
 
+    /// The bytes of each ghost class on each listed GPU (0 for a class not found), when the
+    /// measurement looked for ghosts: 7 series per GPU, whatever the number of processes.
+    fn ghosts(&self) -> Vec<(Known, i64)> {
+        let Some(report) = &self.sample.ghosts else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for d in &self.sample.devices {
+            if !self.sample.listed.contains(&d.index) {
+                continue;
+            }
+            for class in hypomnesis::GhostClass::ALL {
+                let bytes = report
+                    .ghosts
+                    .iter()
+                    .filter(|g| g.device_index == d.index && g.class == class)
+                    .fold(0_u64, |a, g| a.saturating_add(g.bytes));
+                let mut labels = Self::device_labels(d);
+                labels.push(("class", class.as_str().to_owned()));
+                out.push((labels, gauge(bytes)));
+            }
+        }
+        out
+    }
+
     /// Every (device, pid) row, its memory added up over the lists that have it.
     fn held(&self) -> BTreeMap<(u32, u32), Held<'_>> {
         let mut rows: BTreeMap<(u32, u32), Held<'_>> = BTreeMap::new();
@@ -489,6 +514,13 @@ impl Exposition {
             "Allocated memory of the GPU that no process this exporter can see accounts for, beyond the driver's own overhead per process (processes of other PID namespaces or users); 0 when all is accounted for, absent when unknown (no reservation figure, the process list not read, MIG mode).",
             bytes,
             &self.devices(|d| self.not_visible(d)),
+        )?;
+        gauges(
+            e,
+            "gpu_ghost",
+            "Memory of the GPU held that should not be, by why (class: exited, zombie, stuck, orphan, gone_pod, idle, unaccounted); 0 for a class not found, absent where not looked for (off Linux). `hmn ghosts` on the host names the processes, the evidence and what frees it.",
+            bytes,
+            &self.ghosts(),
         )?;
         self.encode_mig(e, bytes)?;
         self.encode_processes(e, bytes)

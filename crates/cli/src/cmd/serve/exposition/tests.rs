@@ -9,6 +9,8 @@ use super::*;
 
 use crate::view::MIB;
 
+const GIB: u64 = 1 << 30;
+
 fn device(index: u32, reserved: Option<u64>) -> GpuDeviceInfo {
     GpuDeviceInfo::builder()
         .index(index)
@@ -78,6 +80,7 @@ fn sample() -> Sample {
         probes: Vec::new(),
         mig: Vec::new(),
         kube: None,
+        ghosts: None,
     }
 }
 
@@ -636,3 +639,44 @@ fn a_stall_says_what_it_waits_for() {
 }
 
 mod pods;
+
+#[test]
+fn ghost_bytes_are_summed_by_class_per_listed_gpu_and_absent_unlooked() {
+    use hypomnesis::{Ghost, GhostClass, GhostReport};
+    let mut s = sample();
+    let text = render(s.clone(), Duration::from_millis(10), 1, None);
+    assert!(!text.contains("gpu_ghost"), "not looked for: no family");
+    let mut report = GhostReport::default();
+    report.ghosts = vec![
+        Ghost::new(GhostClass::Exited, 0, Some(4400), 3 * GIB),
+        Ghost::new(GhostClass::Exited, 0, Some(4401), GIB),
+        Ghost::new(GhostClass::Unaccounted, 0, None, 2 * GIB),
+        Ghost::new(GhostClass::Idle, 1, Some(77), MIB),
+    ];
+    s.ghosts = Some(report);
+    s.listed = vec![0];
+    let text = render(s, Duration::from_millis(10), 1, None);
+    let series = |gpu: u32, class: &str| {
+        let head = format!("hypomnesis_gpu_ghost_bytes{{gpu=\"{gpu}\",");
+        text.lines()
+            .find(|l| l.starts_with(&head) && l.contains(&format!("class=\"{class}\"")))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+    };
+    assert_eq!(series(0, "exited"), Some(4 * GIB), "{text}");
+    assert_eq!(series(0, "unaccounted"), Some(2 * GIB));
+    assert_eq!(
+        series(0, "zombie"),
+        Some(0),
+        "a class not found is 0, not absent"
+    );
+    assert_eq!(
+        series(1, "idle"),
+        None,
+        "GPU 1's list was not read: unknown"
+    );
+    assert_eq!(text.matches("hypomnesis_gpu_ghost_bytes{").count(), 7);
+    assert!(
+        text.contains("# UNIT hypomnesis_gpu_ghost_bytes bytes"),
+        "{text}"
+    );
+}
