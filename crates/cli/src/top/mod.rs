@@ -10,6 +10,7 @@
 //! view, or the terminal is resized.
 
 pub mod draw;
+mod ghosts;
 mod lasting;
 pub mod model;
 pub mod select;
@@ -415,6 +416,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>, 
     let mut builder = Builder::default();
     let mut lasting = lasting::Lasting::default();
     let mut me = hypomnesis::sampling::ContextReader::new();
+    let mut ghosts = ghosts::GhostLook::default();
     let mut next = Instant::now();
     // Without a GPU the table lists the host's processes by RSS (Linux): the sampler follows
     // every pid, from the refresh after the one that found no GPU.
@@ -426,7 +428,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>, 
             let frame = sampler.frame(&pids);
             host_mode = !matches!(frame.count, Ok(n) if n > 0);
             let view = control.view.lock().map(|v| v.clone()).unwrap_or_default();
-            let screen = builder.screen(
+            let mut screen = builder.screen(
                 &frame,
                 |procs| {
                     contexts(
@@ -440,6 +442,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>, 
                 &own_context(&mut me),
                 view.0.selected.map(|s| s.pid),
             );
+            screen.ghosts = ghosts.refresh(&frame);
             match tx.try_send(Refresh { screen, taken }) {
                 Ok(()) => refreshed.wake(),
                 Err(TrySendError::Full(_)) => {}
@@ -549,6 +552,7 @@ impl Screen {
             me: model::Footprint::default(),
             procs: std::sync::Arc::default(),
             focus: None,
+            ghosts: None,
         }
     }
 

@@ -32,6 +32,20 @@ pub struct Screen {
     pub procs: Arc<Vec<Proc>>,
     /// The history of the GPU memory of the process the view asked about (the selected one).
     pub focus: Option<Focus>,
+    /// The latest look for ghosts (`None`: none made, or no GPU rows to look at).
+    pub ghosts: Option<Arc<hypomnesis::GhostReport>>,
+}
+
+impl Screen {
+    /// The ghost class of process `pid`, where the latest look found it one.
+    pub fn ghost_of(&self, pid: u32) -> Option<hypomnesis::GhostClass> {
+        let report = self.ghosts.as_ref()?;
+        report
+            .ghosts
+            .iter()
+            .find(|g| g.pid == Some(pid))
+            .map(|g| g.class)
+    }
 }
 
 /// The GPU memory of one process over the session, for its detail view.
@@ -349,6 +363,7 @@ impl Builder {
             me,
             procs,
             focus,
+            ghosts: None,
         }
     }
 

@@ -788,3 +788,30 @@ fn a_reused_pid_is_the_later_process_row() {
 }
 
 mod grouped;
+
+#[test]
+fn ghosts_are_marked_on_their_rows_and_listed_under_ram() {
+    use hypomnesis::{Ghost, GhostClass, GhostReport};
+    let mut screen = two_gpus();
+    let (plain, _) = render(&screen, &ViewState::default(), 110, 24);
+    assert!(!plain.contains("ghosts:"), "no look, no key: {plain}");
+    let mut report = GhostReport::default();
+    report.ghosts = vec![
+        Ghost::new(GhostClass::Idle, 1, Some(5151), 20 * GIB),
+        Ghost::new(GhostClass::Unaccounted, 0, None, 17_800 * MIB),
+    ];
+    screen.ghosts = Some(std::sync::Arc::new(report));
+    let (text, _) = render(&screen, &ViewState::default(), 110, 24);
+    check("ghosts", &text);
+    let row = text.lines().find(|l| l.starts_with("5151")).unwrap();
+    assert!(row.contains("[idle] python3 -m vllm"), "{text}");
+    let key = text.lines().find(|l| l.starts_with("ghosts:")).unwrap();
+    assert!(
+        key.contains("[idle] pid 5151 20.0 GiB, [unaccounted] GPU 0 17.4 GiB"),
+        "largest first: {key}"
+    );
+    assert!(
+        !text.lines().any(|l| l.contains("4242") && l.contains('[')),
+        "a row that is no ghost has no mark: {text}"
+    );
+}

@@ -61,7 +61,9 @@ fn ghosts(sample: &Sample) -> Option<hypomnesis::GhostReport> {
         .get_or_insert_with(|| hypomnesis::GhostWatch::new(hypomnesis::GhostOptions::default()));
     let report = watch.look_at_rows(&rows).map_err(|e| e.to_string());
     // Said on stderr when looking starts failing, and when it works again.
-    let mut last = LAST_GHOST_FAILURE.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut last = LAST_GHOST_FAILURE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     let now = report.as_ref().err().cloned();
     if *last != now {
         match &now {

@@ -152,10 +152,12 @@ pub fn draw(
     }
     let gpu_lines = gpu_lines(screen, state, &theme, area.width, area.height);
     let gpu_height = u16::try_from(gpu_lines.len()).unwrap_or(u16::MAX);
-    let [head, gpus, ram, table] = Layout::vertical([
+    let ghosts = ghost_line(screen, &theme);
+    let [head, gpus, ram, key, table] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(gpu_height),
         Constraint::Length(1),
+        Constraint::Length(u16::from(ghosts.is_some())),
         Constraint::Min(0),
     ])
     .areas(area);
@@ -165,6 +167,9 @@ pub fn draw(
     );
     draw_gpus(f, gpus, gpu_lines, &theme, interval);
     f.render_widget(Rows(vec![ram_line(screen, &theme)]), ram);
+    if let Some(line) = ghosts {
+        f.render_widget(Rows(vec![line]), key);
+    }
     f.render_widget(Rows(table_lines(screen, state, &theme, table)), table);
     if let Some(c) = &state.confirm {
         draw_confirm(f, area, c);
@@ -274,10 +279,36 @@ fn ram_line<'a>(screen: &Screen, theme: &Theme) -> Line<'a> {
     ])
 }
 
+/// The key to the ghosts' marks, when the latest look found any: each ghost's class, pid (or
+/// GPU, for memory no process accounts for) and bytes, largest first.
+fn ghost_line<'a>(screen: &Screen, theme: &Theme) -> Option<Line<'a>> {
+    let report = screen.ghosts.as_ref().filter(|r| !r.ghosts.is_empty())?;
+    let mut ghosts: Vec<&hypomnesis::Ghost> = report.ghosts.iter().collect();
+    ghosts.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+    let each: Vec<String> = ghosts
+        .iter()
+        .map(|g| {
+            let who = g
+                .pid
+                .map_or_else(|| format!("GPU {}", g.device_index), |p| format!("pid {p}"));
+            format!("[{}] {who} {}", g.class, format_size(g.bytes))
+        })
+        .collect();
+    let total = ghosts.iter().fold(0_u64, |a, g| a.saturating_add(g.bytes));
+    Some(Line::from(vec![
+        Span::styled(
+            format!("ghosts: {} held  ", format_size(total)),
+            theme.late(),
+        ),
+        Span::raw(each.join(", ")),
+        Span::styled("  ·  `hmn ghosts` says why", theme.dim()),
+    ]))
+}
+
 /// The keys, in a box over the middle of the view. The grouped table has no process to select,
 /// see or signal: its help says so instead of offering those keys.
 fn draw_help(f: &mut Frame<'_>, area: Rect, grouped: bool) {
-    const KEYS: [(&str, &str); 17] = [
+    const KEYS: [(&str, &str); 18] = [
         ("q, Esc, Ctrl-C", "quit"),
         (
             "↑ ↓, PgUp PgDn",
@@ -307,6 +338,7 @@ fn draw_help(f: &mut Frame<'_>, area: Rect, grouped: bool) {
             "PID +n, -n",
             "a process new since the last refresh, gone since",
         ),
+        ("[idle] …", "a ghost: the line under RAM lists them"),
     ];
     const GROUPED: (&str, &str) = (
         "↑ ↓, Enter, k",

@@ -126,7 +126,7 @@ pub(super) fn table_lines<'a>(
     let window = state.window(rows.len(), usize::from(area.height));
     let selected = state.selected;
     for p in rows.iter().skip(window.first).take(window.shown) {
-        let line = proc_line(p, &cols, state, theme);
+        let line = proc_line(p, screen.ghost_of(p.pid), &cols, state, theme);
         let picked = selected.is_some_and(|s| s.pid == p.pid && s.start == p.start);
         lines.push(if picked {
             selected_line(&line, area.width)
@@ -158,7 +158,13 @@ fn selected_line(line: &Line<'_>, width: u16) -> Line<'static> {
     )
 }
 
-fn proc_line<'a>(p: &Proc, cols: &[Col], state: &ViewState, theme: &Theme) -> Line<'a> {
+fn proc_line<'a>(
+    p: &Proc,
+    ghost: Option<hypomnesis::GhostClass>,
+    cols: &[Col],
+    state: &ViewState,
+    theme: &Theme,
+) -> Line<'a> {
     let cells: Vec<String> = cols
         .iter()
         .map(|c| {
@@ -192,6 +198,11 @@ fn proc_line<'a>(p: &Proc, cols: &[Col], state: &ViewState, theme: &Theme) -> Li
                     // Why its owner and command are unknown, as `hmn ps` marks it.
                     let c = match p.unreadable {
                         Some(why) => format!("{c} ({})", crate::view::unseen::mark(why)),
+                        None => c,
+                    };
+                    // A ghost's mark comes first, where a cut command cannot hide it.
+                    let c = match ghost {
+                        Some(g) => format!("[{g}] {c}"),
                         None => c,
                     };
                     if p.change == Change::Gone {
