@@ -284,7 +284,7 @@ fn ram_line<'a>(screen: &Screen, theme: &Theme) -> Line<'a> {
 fn ghost_line<'a>(screen: &Screen, theme: &Theme) -> Option<Line<'a>> {
     let report = screen.ghosts.as_ref().filter(|r| !r.ghosts.is_empty())?;
     let mut ghosts: Vec<&hypomnesis::Ghost> = report.ghosts.iter().collect();
-    ghosts.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+    ghosts.sort_by_key(|g| std::cmp::Reverse(g.bytes));
     let each: Vec<String> = ghosts
         .iter()
         .map(|g| {
