@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GHOST, GHOST_REASON, GIB, MIB, h200, run_child
+from conftest import GHOST, GHOST_REASON, GIB, MIB, REPO, h200, run_child
 
 ALL = """
 out({
@@ -423,3 +423,67 @@ except ValueError as e:
         {"devices": [h200()]},
     )
     assert "stuck_after must be a number of seconds" in r
+
+
+def test_ghosts_of_a_stuck_process_an_orphan_and_memory_no_process_accounts_for() -> None:
+    # The parent of a vfork whose child never execs waits in D.
+    script = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None)\nprint(os.getpid(), flush=True)\n"
+        "if libc.vfork() == 0:\n    libc.pause()\n    os._exit(0)\n"
+    )
+    stuck = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert stuck.stdout is not None
+    stuck_pid = int(stuck.stdout.readline())
+    orphan = int(
+        subprocess.run(
+            ["setsid", "sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    deadline = time.monotonic() + 10
+    while ") D " not in Path(f"/proc/{stuck_pid}/stat").read_text():
+        assert time.monotonic() < deadline, "never in D"
+        time.sleep(0.005)
+    try:
+        scenario = {
+            "devices": [
+                h200(
+                    compute_processes=[
+                        {"pid": stuck_pid, "used": 4 * GIB},
+                        {"pid": orphan, "used": 5 * GIB},
+                    ],
+                    # 7 GiB allocated beyond the listed rows.
+                    free=(143_771 - 614) * MIB - 16 * GIB,
+                )
+            ]
+        }
+        r = run_child(
+            "out(hypomnesis.ghosts(stuck_after=0.1).bytes_by_class)",
+            scenario,
+        )
+    finally:
+        os.killpg(stuck.pid, 9)
+        stuck.wait()
+        os.kill(orphan, 9)
+    assert r == {"stuck": 4 * GIB, "orphan": 5 * GIB, "unaccounted": 7 * GIB}, r
+
+
+def test_ghosts_of_a_process_in_a_pod_the_kubelet_removed(tmp_path: Path) -> None:
+    fixture = REPO / "crates" / "testkit" / "fixtures" / "kubelet"
+    rootfs = tmp_path / "rootfs"
+    shutil.copytree(fixture / "rootfs", rootfs, symlinks=True)
+    shutil.rmtree(
+        rootfs / "var/log/pods/ml-team_trainer-0_6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d"
+    )
+    scenario = {"devices": [h200(compute_processes=[{"pid": 4242, "used": 40 * GIB}])]}
+    r = run_child(
+        "out(hypomnesis.ghosts().ghosts[0])",
+        scenario,
+        env={"HYPOMNESIS_PROCFS": str(fixture / "proc"), "HYPOMNESIS_ROOTFS": str(rootfs)},
+    )
+    assert r["ghost_class"] == "gone_pod" and r["pid"] == 4242, r
+    assert any("6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d" in e for e in r["evidence"]), r

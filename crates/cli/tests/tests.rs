@@ -44,6 +44,7 @@ mod cli {
     mod compat;
     mod fallback_probe;
     mod fleet;
+    mod ghost_zoo;
     mod ghosts;
     mod hidepid;
     mod hostile_names;

@@ -87,6 +87,10 @@ pub struct ServeArgs {
     /// for them, no scan of descriptors when a GPU holds memory no process accounts for.
     #[arg(long)]
     pub no_ghosts: bool,
+    /// A process holding memory is an idle ghost when the driver's activity samples, followed
+    /// from scrape to scrape, show no engine at work for it for this long.
+    #[arg(long, default_value = "10m", value_name = "DURATION", value_parser = args::duration)]
+    pub ghost_idle_after: Duration,
 }
 
 /// A loopback address (IPv4-mapped IPv6 ones included).
@@ -154,7 +158,10 @@ async fn serve(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
     };
     let addr = listener.local_addr()?;
     allocation::configure(args.pod_resources_socket.as_deref());
-    measure::look_for_ghosts(!args.no_ghosts);
+    measure::look_for_ghosts(
+        (!args.no_ghosts)
+            .then(|| hypomnesis::GhostOptions::default().idle_after(args.ghost_idle_after)),
+    );
     if let Err(e) = probe::start(args.fallback_probe_interval) {
         writeln!(
             err,

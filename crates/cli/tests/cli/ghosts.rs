@@ -393,33 +393,3 @@ fn ps_why_marks_each_row_and_sums_the_ghosts_by_class() {
     live.kill().unwrap();
     live.wait().unwrap();
 }
-
-#[test]
-fn the_exporter_serves_ghost_bytes_by_class() {
-    let mut live = Command::new("sleep").arg("60").spawn().unwrap();
-    let gone = exited_pid();
-    let mut zombie = Command::new("true").spawn().unwrap();
-    let stat = format!("/proc/{}/stat", zombie.id());
-    while !std::fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z ")) {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    let sc = scenario(&[(live.id(), GIB), (gone, 3 * GIB), (zombie.id(), 2 * GIB)]);
-    let server = crate::util::serve::Server::start(FakeVariant::Modern, &sc, &[]);
-    let body = server.get("/metrics").body;
-    let series = |class: &str| {
-        body.lines()
-            .find(|l| {
-                l.starts_with("hypomnesis_gpu_ghost_bytes{")
-                    && l.contains(&format!("class=\"{class}\""))
-            })
-            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-    };
-    assert_eq!(series("exited"), Some(3 * GIB), "{body}");
-    assert_eq!(series("zombie"), Some(2 * GIB), "{body}");
-    assert_eq!(series("stuck"), Some(0), "{body}");
-    assert_eq!(body.matches("hypomnesis_gpu_ghost_bytes{").count(), 7);
-    drop(server);
-    zombie.wait().unwrap();
-    live.kill().unwrap();
-    live.wait().unwrap();
-}

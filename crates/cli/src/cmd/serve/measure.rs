@@ -35,9 +35,11 @@ static LAST_GHOST_FAILURE: Mutex<Option<String>> = Mutex::new(None);
 /// Whether measurements look for ghosts (`hmn serve --no-ghosts` turns it off).
 static GHOSTS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
-/// Sets whether measurements look for ghosts.
-pub fn look_for_ghosts(on: bool) {
-    GHOSTS_ON.store(on, std::sync::atomic::Ordering::Relaxed);
+/// Sets whether measurements look for ghosts, and how (`None`: they do not).
+pub fn look_for_ghosts(options: Option<hypomnesis::GhostOptions>) {
+    GHOSTS_ON.store(options.is_some(), std::sync::atomic::Ordering::Relaxed);
+    *GHOSTS.lock().unwrap_or_else(PoisonError::into_inner) =
+        options.map(hypomnesis::GhostWatch::new);
 }
 
 /// The ghosts of the GPUs whose processes `sample` listed, looked for at the rows it read.
