@@ -137,7 +137,11 @@ impl Drop for Zoo {
         // The stuck process's whole group (it and its vfork child), and the orphan.
         let mut targets = vec![format!("-{}", self.stuck_group)];
         targets.extend(self.pids.get("orphan").map(u32::to_string));
-        let _ = Command::new("kill").arg("-9").arg("--").args(&targets).status();
+        let _ = Command::new("kill")
+            .arg("-9")
+            .arg("--")
+            .args(&targets)
+            .status();
         for c in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();

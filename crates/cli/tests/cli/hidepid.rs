@@ -334,3 +334,50 @@ fn a_process_gone_since_the_list_is_not_called_outside() {
         assert_eq!(r["unreadable"], "outside_pid_namespace", "{r}");
     }
 }
+
+/// `hmn ghosts --json` as nobody says what it could not see instead of guessing: root's
+/// process hidden by `hidepid` is a `not seen` line, not an exited ghost; without `hidepid`,
+/// the descriptors of root's processes that nobody cannot list are counted when an exited pid
+/// needs the scan.
+#[test]
+fn ghosts_as_nobody_say_what_they_could_not_see() {
+    if can_run().is_none() {
+        return;
+    }
+    let mut gone = Command::new("true").spawn().unwrap();
+    let exited = gone.id();
+    gone.wait().unwrap();
+    let s = Stage::new("ghosts", &[exited]);
+    let Some((code, out, err)) = s.hmn("hidepid=invisible", None, "ghosts --json") else {
+        return;
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    assert_eq!(code, 1, "the exited pid is a ghost: {v:#}");
+    let classes: Vec<(u64, &str)> = v["ghosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["pid"].as_u64().unwrap(), g["class"].as_str().unwrap()))
+        .collect();
+    assert_eq!(classes, vec![(u64::from(exited), "exited")], "{v:#}");
+    let unseen = v["unseen"].to_string();
+    assert!(
+        unseen.contains(&format!("pid {} on GPU 0 (16384 MiB)", s.root_pid))
+            && unseen.contains("hidepid"),
+        "root's process is said hidden, not guessed: {unseen}"
+    );
+    let Some((_, out, _)) = s.hmn("rw", None, "ghosts --json") else {
+        return;
+    };
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let unseen = v["unseen"].to_string();
+    assert!(
+        unseen.contains("could not be read (another user's)"),
+        "root's descriptors, unlisted by nobody: {v:#}"
+    );
+    assert!(
+        v["holder_scan"]["unreadable"].as_u64().unwrap() > 0,
+        "{v:#}"
+    );
+}
