@@ -317,8 +317,8 @@ fn print(args: &PsArgs, rows: &[PsRow], hidden: &[Hidden], out: &mut impl Write)
 /// The memory of `device` its process rows do not account for, when it is more than the
 /// driver's own overhead for that many processes.
 fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry], causes: &Causes) -> Option<Hidden> {
-    let bytes = device.unattributed_bytes(list)?;
-    (bytes > hypomnesis::driver_overhead_allowance(list.len())).then(|| Hidden {
+    let bytes = device.unaccounted_bytes(list)?;
+    (bytes > 0).then(|| Hidden {
         device_index: device.index,
         device_name: device.name.clone(),
         device_vendor: device.vendor,

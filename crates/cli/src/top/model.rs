@@ -153,14 +153,7 @@ impl Bar {
         let free = info.free_bytes.min(info.total_bytes);
         match (info.allocated_bytes(), info.reserved_bytes) {
             (Some(allocated), Some(reserved)) => {
-                let hidden = rows
-                    .and_then(|r| {
-                        let listed = r.iter().filter(|p| p.device_index == info.index).count();
-                        let unattributed = info.unattributed_bytes(r)?;
-                        (unattributed > hypomnesis::driver_overhead_allowance(listed))
-                            .then_some(unattributed)
-                    })
-                    .unwrap_or(0);
+                let hidden = rows.and_then(|r| info.unaccounted_bytes(r)).unwrap_or(0);
                 Self {
                     total: info.total_bytes,
                     reserved: Some(reserved.min(info.total_bytes)),

@@ -43,7 +43,7 @@ pub use holders::HolderScan;
 pub use watch::GhostWatch;
 
 use crate::error::Result;
-use crate::types::{GpuDeviceInfo, GpuProcessEntry, UnreadableReason, driver_overhead_allowance};
+use crate::types::{GpuDeviceInfo, GpuProcessEntry, UnreadableReason};
 
 /// Why memory is held that should not be (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -413,9 +413,8 @@ fn unaccounted(devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)]) -> Vec<(&GpuDe
     devices
         .iter()
         .filter_map(|(info, procs)| {
-            let beyond = info.unattributed_bytes(procs)?;
-            let allowance = driver_overhead_allowance(procs.len());
-            (beyond > allowance).then_some((info, beyond))
+            let beyond = info.unaccounted_bytes(procs)?;
+            (beyond > 0).then_some((info, beyond))
         })
         .collect()
 }

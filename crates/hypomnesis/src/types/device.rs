@@ -121,6 +121,25 @@ impl GpuDeviceInfo {
             .fold(0_u64, |sum, p| sum.saturating_add(p.used_bytes));
         Some(self.allocated_bytes()?.saturating_sub(listed))
     }
+
+    /// [`Self::unattributed_bytes`] when it is more than the driver's own overhead for that
+    /// many processes ([`driver_overhead_allowance`]), else 0: memory held by processes this
+    /// caller cannot see, or by none (what `hmn ps` shows as "not visible from here", the
+    /// exporter as `gpu_memory_not_visible_bytes`, and a ghost of the `unaccounted` class).
+    /// `None` when the allocated figure is unknown.
+    #[must_use]
+    pub fn unaccounted_bytes(&self, processes: &[GpuProcessEntry]) -> Option<u64> {
+        let beyond = self.unattributed_bytes(processes)?;
+        let listed = processes
+            .iter()
+            .filter(|p| p.device_index == self.index)
+            .count();
+        Some(if beyond > driver_overhead_allowance(listed) {
+            beyond
+        } else {
+            0
+        })
+    }
 }
 
 /// Whole-MiB rounding of `nvidia-smi`'s figures: total, reserved and free may disagree by this.

@@ -343,6 +343,14 @@ fn allocated_leaves_the_reservation_out_and_unattributed_the_listed_rows() {
     );
     assert_eq!(driver_overhead_allowance(0), 64 * MIB);
     assert_eq!(driver_overhead_allowance(3), 88 * MIB);
+    // 155 MiB beyond two rows of this device: above their 80 MiB allowance, so unaccounted;
+    // 40 MiB beyond one row is within its 72 MiB.
+    assert_eq!(busy.unaccounted_bytes(&rows), Some(155 * MIB));
+    assert_eq!(
+        busy.unaccounted_bytes(&[row(1, 43_115), row(0, 9)]),
+        Some(0)
+    );
+    assert_eq!(device(1000, None, 400).unaccounted_bytes(&[]), None);
     assert_eq!(driver_overhead_allowance(usize::MAX), u64::MAX);
 }
 

@@ -300,20 +300,7 @@ impl Exposition {
         if !self.sample.listed.contains(&d.index) || d.mig_enabled == Some(true) {
             return None;
         }
-        let unattributed = d.unattributed_bytes(&self.sample.processes)?;
-        let listed = self
-            .sample
-            .processes
-            .iter()
-            .filter(|p| p.device_index == d.index)
-            .count();
-        Some(
-            if unattributed > hypomnesis::driver_overhead_allowance(listed) {
-                unattributed
-            } else {
-                0
-            },
-        )
+        d.unaccounted_bytes(&self.sample.processes)
     }
 
     /// The bytes of each ghost class on each listed GPU (0 for a class not found), when the
