@@ -75,9 +75,10 @@ pub fn run(args: &GhostsArgs, out: &mut impl Write, err: &mut impl Write) -> io:
 pub fn mark(
     rows: &mut [PsRow],
     hidden: &mut [Hidden],
+    idle_after: Duration,
     err: &mut impl Write,
 ) -> io::Result<Option<hypomnesis::GhostReport>> {
-    let mut watch = GhostWatch::new(GhostOptions::default());
+    let mut watch = GhostWatch::new(GhostOptions::default().idle_after(idle_after));
     let (pods, note) = live_pods();
     watch.set_live_pods(pods);
     let mut report = match watch.look_once() {

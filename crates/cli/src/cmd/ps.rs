@@ -52,6 +52,10 @@ pub struct PsArgs {
     /// none), and a footer that sums the bytes by class (`hmn ghosts` gives the evidence).
     #[arg(long)]
     pub why: bool,
+    /// With --why: a process holding memory is idle when the driver's activity samples show no
+    /// engine at work for it for this long.
+    #[arg(long, requires = "why", default_value = "10m", value_parser = args::duration, value_name = "DURATION")]
+    pub idle_after: std::time::Duration,
     #[command(flatten)]
     pub output: JsonArg,
     #[command(flatten)]
@@ -117,7 +121,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
     let undecided = keep_asked(args, &mut rows);
     render::sort_rows(&mut rows, args.sort);
     let report = if args.why && !devices.is_empty() {
-        super::ghosts::mark(&mut rows, &mut hidden, err)?
+        super::ghosts::mark(&mut rows, &mut hidden, args.idle_after, err)?
     } else {
         None
     };

@@ -165,7 +165,7 @@ fn hmn(scenario: &str, args: &[&str]) -> (Option<i32>, serde_json::Value) {
 }
 
 #[test]
-fn hmn_ghosts_and_ps_why_sort_every_class_of_the_zoo() {
+fn hmn_ghosts_sorts_every_class_of_the_zoo() {
     let zoo = zoo();
     let (code, j) = hmn(
         &zoo.scenario,
@@ -212,9 +212,15 @@ fn hmn_ghosts_and_ps_why_sort_every_class_of_the_zoo() {
             .contains(&format!(":{},", zoo.pids["busy"])),
         "the busy holder is no ghost: {j}"
     );
-    // `hmn ps --why`: each row's class (it looks with the defaults but for idleness, which
-    // needs 10 minutes there: the idle holder is `-`).
-    let (_, rows) = hmn(&zoo.scenario, &["ps", "--why", "--json"]);
+}
+
+#[test]
+fn ps_why_marks_every_class_of_the_zoo() {
+    let zoo = zoo();
+    let (_, rows) = hmn(
+        &zoo.scenario,
+        &["ps", "--why", "--idle-after", "1s", "--json"],
+    );
     let class_of = |pid: u32| {
         rows.as_array()
             .unwrap()
@@ -223,11 +229,31 @@ fn hmn_ghosts_and_ps_why_sort_every_class_of_the_zoo() {
             .map(|r| r["ghost"]["class"].clone())
             .unwrap()
     };
-    for class in ["exited", "zombie", "stuck", "orphan"] {
+    for class in ["exited", "zombie", "stuck", "orphan", "idle"] {
         assert_eq!(class_of(zoo.pids[class]), class, "{rows:#}");
     }
-    assert!(class_of(zoo.pids["idle"]).is_null());
     assert!(class_of(zoo.pids["busy"]).is_null());
+    // And in the text: the not-visible row is unaccounted, the footer sums every class.
+    let o = crate::util::hmn::with_fake(&zoo.scenario)
+        .args(["ps", "--why", "--idle-after", "1s"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let hidden = out.lines().find(|l| l.contains("not visible")).unwrap();
+    assert!(hidden.contains("unaccounted"), "{out}");
+    assert!(
+        out.contains(
+            "6 ghosts holding 27.0 GiB: exited 3.0 GiB, zombie 2.0 GiB, stuck 4.0 GiB, \
+             orphan 5.0 GiB, idle 6.0 GiB, unaccounted 7.0 GiB"
+        ),
+        "{out}"
+    );
+    // Without --why, --idle-after is refused.
+    let o = crate::util::hmn::with_fake(&zoo.scenario)
+        .args(["ps", "--idle-after", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
