@@ -126,15 +126,18 @@ pub fn live_pods() -> (Option<crate::kube::podresources::Pods>, Option<String>) 
     if std::fs::symlink_metadata(&socket).is_err() {
         return (None, None);
     }
-    match crate::kube::pods_blocking(&socket, POD_RESOURCES_DEADLINE) {
+    match live_pods_at(&socket) {
         Ok(pods) => (Some(pods), None),
-        Err(e) => (
-            None,
-            Some(format!(
-                "the kubelet's pod-resources list, for pods that no longer exist: {e}"
-            )),
-        ),
+        Err(why) => (None, Some(why)),
     }
+}
+
+/// The pods the kubelet behind `socket` runs, or why it did not say.
+#[cfg(all(unix, feature = "kubernetes"))]
+pub fn live_pods_at(socket: &std::path::Path) -> Result<crate::kube::podresources::Pods, String> {
+    crate::kube::pods_blocking(socket, POD_RESOURCES_DEADLINE).map_err(|e| {
+        format!("the kubelet's pod-resources list, for pods that no longer exist: {e}")
+    })
 }
 
 /// Without the pod-resources client, pods are told by the kubelet's log layout alone.

@@ -788,3 +788,65 @@ fn every_pod_is_listed_for_ghosts_whatever_its_resources() {
     let e = pods_blocking(&silent.socket(), DEADLINE).unwrap_err();
     assert!(e.to_string().contains("restarting"), "{e}");
 }
+
+/// End to end but for the socket's discovery: the stand-in kubelet lists one pod; a GPU
+/// process of the kubelet fixture's procfs is in pod `ml-team/trainer-0`, whose log directory
+/// is still there, and which the list no longer has: a gone pod, said with the list's size.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_pod_the_kubelets_list_no_longer_has_is_a_gone_pod() {
+    use hypomnesis::{GhostClass, GhostOptions, GhostWatch, GpuDeviceInfo, GpuProcessEntry};
+    let kubelet = Kubelet::start(Reply::Answer(answer(vec![pod(
+        "inference",
+        "vllm-7d9f8b6c4-x2k9p",
+        vec![container(
+            "server",
+            vec![devices("nvidia.com/gpu", &[GPU0])],
+        )],
+    )])));
+    let live = crate::cmd::ghosts::live_pods_at(&kubelet.socket()).unwrap();
+    let fixture = hypomnesis_testkit::fixtures("kubelet");
+    let device = GpuDeviceInfo::builder()
+        .total_bytes(80 << 30)
+        .free_bytes(40 << 30)
+        .used_bytes(40 << 30)
+        .build();
+    let row = |pid: u32| {
+        GpuProcessEntry::builder()
+            .pid(pid)
+            .used_bytes(20 << 30)
+            .build()
+    };
+    let look = |live: Option<std::collections::BTreeSet<(String, String)>>| {
+        let mut watch = GhostWatch::new(GhostOptions::default())
+            .with_roots(fixture.join("proc"), fixture.join("rootfs"));
+        watch.set_live_pods(live);
+        watch
+            .look_at_rows(&[(device.clone(), vec![row(4242), row(4300)])])
+            .unwrap()
+    };
+    let report = look(Some(live));
+    let gone: Vec<_> = report
+        .ghosts
+        .iter()
+        .filter(|g| g.class == GhostClass::GonePod)
+        .collect();
+    assert_eq!(gone.len(), 1, "{report:#?}");
+    assert_eq!(
+        gone[0].pid,
+        Some(4242),
+        "vllm (4300) is listed: {report:#?}"
+    );
+    assert!(
+        gone[0].evidence[1].contains("pod-resources list (1 pods) does not have ml-team/trainer-0"),
+        "{:?}",
+        gone[0].evidence
+    );
+    // Without the list, a pod whose log directory is there is not called gone.
+    assert!(
+        !look(None)
+            .ghosts
+            .iter()
+            .any(|g| g.class == GhostClass::GonePod)
+    );
+}

@@ -2,6 +2,7 @@
 //! training loop) keeps between its looks.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use super::idle::{DeviceActivity, now_us};
@@ -33,6 +34,8 @@ pub struct GhostWatch {
     activity: BTreeMap<u32, DeviceActivity>,
     in_d: BTreeMap<u32, Instant>,
     live_pods: Option<BTreeSet<(String, String)>>,
+    /// The procfs and rootfs looked at, when not the process-wide settings.
+    roots: Option<(PathBuf, PathBuf)>,
 }
 
 impl GhostWatch {
@@ -44,7 +47,17 @@ impl GhostWatch {
             activity: BTreeMap::new(),
             in_d: BTreeMap::new(),
             live_pods: None,
+            roots: None,
         }
+    }
+
+    /// The watch looking at the processes under `procfs` and the kubelet's layout under
+    /// `rootfs` (a node's, mounted at `/host/proc` and `/host`) instead of the process-wide
+    /// settings ([`crate::roots`]).
+    #[must_use]
+    pub fn with_roots(mut self, procfs: impl Into<PathBuf>, rootfs: impl Into<PathBuf>) -> Self {
+        self.roots = Some((procfs.into(), rootfs.into()));
+        self
     }
 
     /// How it looks.
@@ -121,7 +134,13 @@ impl GhostWatch {
                 ..GhostReport::default()
             });
         }
-        let procfs = crate::host::roots::procfs()?;
+        let (procfs, rootfs) = match &self.roots {
+            Some((p, r)) => (p.as_path(), Ok(r.as_path())),
+            None => (
+                crate::host::roots::procfs()?,
+                crate::host::roots::rootfs().map_err(|e| e.to_string()),
+            ),
+        };
         let now = now_us();
         for (info, _) in devices {
             let seen = self.activity.entry(info.index).or_default();
@@ -129,7 +148,6 @@ impl GhostWatch {
                 .map_err(|e| e.to_string());
             seen.take(now, answer);
         }
-        let rootfs = crate::host::roots::rootfs().map_err(|e| e.to_string());
         let look = Look {
             procfs,
             pods: Pods::read(rootfs, self.live_pods.as_ref()),
