@@ -31,6 +31,22 @@ pub enum DeviceRef {
     },
     /// An id of none of the forms above, kept as the plugin wrote it (suffix included).
     Other(String),
+    /// A device allocated by dynamic resource allocation (a claim's), as the kubelet names it:
+    /// the driver, its pool and the device's name there, and the CDI devices
+    /// (`kind=name`) that give a container access to it. Which GPU it is takes the node's CDI
+    /// specs; until read, it is placed on no GPU.
+    Dra {
+        /// The DRA driver (`gpu.nvidia.com`).
+        driver: String,
+        /// Its pool (the NVIDIA driver names it after the node).
+        pool: String,
+        /// The device's name in the pool (`gpu-0`, `gpu-0-mig-…`).
+        device: String,
+        /// The fully qualified CDI device names (`k8s.gpu.nvidia.com/claim=<uid>-gpu-0`).
+        cdi: Vec<String>,
+        /// The share of the device a consumable-capacity claim holds, when it holds one.
+        share: Option<String>,
+    },
 }
 
 /// A device id read: what it names and the replica number its suffix carried, if any.

@@ -16,7 +16,9 @@ pub(crate) mod tests;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub use devices::DeviceRef;
-pub use podresources::{DEFAULT_SOCKET, list_blocking, pods_blocking};
+#[cfg(unix)]
+pub use podresources::pods_blocking;
+pub use podresources::{DEFAULT_SOCKET, list_blocking};
 
 /// Resource names of this prefix are GPU allocations (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`,
 /// `nvidia.com/gpu.shared`); devices of other resources are left out.
@@ -37,7 +39,21 @@ pub struct Allocation {
     pub device: DeviceRef,
     /// The time-slicing replica the id named (`::N`, `-N`), if any.
     pub replica: Option<u32>,
+    /// The resource claim the device was allocated through (dynamic resource allocation);
+    /// `None` for a device plugin's allocation.
+    pub claim: Option<Claim>,
 }
+
+/// A resource claim, by its namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Claim {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The DRA drivers whose devices are GPUs this crate measures; a claim of another driver (a
+/// NIC, an FPGA) is left out, as a device plugin's other resources are.
+pub const GPU_DRA_DRIVERS: [&str; 1] = ["gpu.nvidia.com"];
 
 impl Allocation {
     /// The container this allocation is to.
@@ -127,7 +143,7 @@ pub fn assign(allocations: &[Allocation], node: NodeDevices<'_>) -> Assignment {
                 })
             }
             DeviceRef::Index(i) | DeviceRef::MigIndex { gpu: i, .. } => Some(*i),
-            DeviceRef::Other(_) => None,
+            DeviceRef::Other(_) | DeviceRef::Dra { .. } => None,
         };
         match gpu.and_then(|i| out.by_gpu.get_mut(&i).map(|h| (i, h))) {
             Some((i, holders)) => {
@@ -159,6 +175,7 @@ mod assign_tests {
             resource: "nvidia.com/gpu".to_owned(),
             device: read.device,
             replica: read.replica,
+            claim: None,
         }
     }
 

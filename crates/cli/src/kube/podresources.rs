@@ -346,7 +346,7 @@ pub mod messages {
     use prost::Message as _;
 
     use super::super::devices;
-    use super::super::{Allocation, GPU_RESOURCE_PREFIX};
+    use super::super::{Allocation, Claim, DeviceRef, GPU_DRA_DRIVERS, GPU_RESOURCE_PREFIX};
 
     /// `v1.ListPodResourcesRequest`: no fields.
     #[derive(Clone, PartialEq, prost::Message)]
@@ -374,7 +374,7 @@ pub mod messages {
         pub containers: Vec<ContainerResources>,
     }
 
-    /// `v1.ContainerResources` (its CPU ids, memory and dynamic resources are skipped).
+    /// `v1.ContainerResources` (its CPU ids and memory are skipped).
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct ContainerResources {
         /// The container's name.
@@ -383,6 +383,46 @@ pub mod messages {
         /// The devices allocated to it.
         #[prost(message, repeated, tag = "2")]
         pub devices: Vec<ContainerDevices>,
+        /// The devices dynamic resource allocation gave it, claim by claim (kubelets since
+        /// 1.27 behind a feature gate, by default since 1.34; older ones send none).
+        #[prost(message, repeated, tag = "5")]
+        pub dynamic_resources: Vec<DynamicResource>,
+    }
+
+    /// `v1.DynamicResource` (field 1, the claim's class, was removed in 1.31).
+    #[allow(clippy::struct_field_names)] // the proto's names
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DynamicResource {
+        #[prost(string, tag = "2")]
+        pub claim_name: String,
+        #[prost(string, tag = "3")]
+        pub claim_namespace: String,
+        #[prost(message, repeated, tag = "4")]
+        pub claim_resources: Vec<ClaimResource>,
+    }
+
+    /// `v1.ClaimResource`: one allocated device, named by its driver, pool and name.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ClaimResource {
+        #[prost(message, repeated, tag = "1")]
+        pub cdi_devices: Vec<CdiDevice>,
+        #[prost(string, tag = "2")]
+        pub driver_name: String,
+        #[prost(string, tag = "3")]
+        pub pool_name: String,
+        #[prost(string, tag = "4")]
+        pub device_name: String,
+        /// The share of a consumable-capacity device (1.34 and later).
+        #[prost(string, optional, tag = "5")]
+        pub share_id: Option<String>,
+    }
+
+    /// `v1.CDIDevice`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct CdiDevice {
+        /// The fully qualified CDI device name (`vendor.com/class=name`).
+        #[prost(string, tag = "1")]
+        pub name: String,
     }
 
     /// `v1.ContainerDevices` (its topology is skipped).
@@ -411,27 +451,51 @@ pub mod messages {
             .collect())
     }
 
-    /// An answer decoded into the GPU allocations it lists.
+    /// An answer decoded into the GPU allocations it lists: a device plugin's devices of a
+    /// `nvidia.com/…` resource, and the devices of GPU drivers' claims
+    /// ([`GPU_DRA_DRIVERS`]), each with its claim.
     pub fn allocations(answer: &[u8]) -> Result<Vec<Allocation>, prost::DecodeError> {
         let answer = ListPodResourcesResponse::decode(answer)?;
         let mut out = Vec::new();
         for pod in answer.pod_resources {
             for container in pod.containers {
+                let at = |resource: &str, device, replica, claim| Allocation {
+                    namespace: pod.namespace.clone(),
+                    pod: pod.name.clone(),
+                    container: container.name.clone(),
+                    resource: resource.to_owned(),
+                    device,
+                    replica,
+                    claim,
+                };
                 let gpu = container
                     .devices
-                    .into_iter()
+                    .iter()
                     .filter(|d| d.resource_name.starts_with(GPU_RESOURCE_PREFIX));
                 for devices in gpu {
                     for id in &devices.device_ids {
                         let read = devices::parse(id);
-                        out.push(Allocation {
-                            namespace: pod.namespace.clone(),
-                            pod: pod.name.clone(),
-                            container: container.name.clone(),
-                            resource: devices.resource_name.clone(),
-                            device: read.device,
-                            replica: read.replica,
-                        });
+                        out.push(at(&devices.resource_name, read.device, read.replica, None));
+                    }
+                }
+                for dynamic in &container.dynamic_resources {
+                    let claim = Claim {
+                        namespace: dynamic.claim_namespace.clone(),
+                        name: dynamic.claim_name.clone(),
+                    };
+                    let gpu = dynamic
+                        .claim_resources
+                        .iter()
+                        .filter(|r| GPU_DRA_DRIVERS.contains(&r.driver_name.as_str()));
+                    for r in gpu {
+                        let device = DeviceRef::Dra {
+                            driver: r.driver_name.clone(),
+                            pool: r.pool_name.clone(),
+                            device: r.device_name.clone(),
+                            cdi: r.cdi_devices.iter().map(|c| c.name.clone()).collect(),
+                            share: r.share_id.clone(),
+                        };
+                        out.push(at(&r.driver_name, device, None, Some(claim.clone())));
                     }
                 }
             }

@@ -56,6 +56,41 @@ mod wire {
         pub cpu_ids: Vec<i64>,
         #[prost(message, repeated, tag = "4")]
         pub memory: Vec<Memory>,
+        #[prost(message, repeated, tag = "5")]
+        pub dynamic: Vec<Dynamic>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Dynamic {
+        #[prost(string, tag = "2")]
+        pub claim_name: String,
+        #[prost(string, tag = "3")]
+        pub claim_namespace: String,
+        #[prost(message, repeated, tag = "4")]
+        pub resources: Vec<ClaimResource>,
+        /// A field this client does not know (a later kubelet's): skipped.
+        #[prost(string, tag = "9")]
+        pub later: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ClaimResource {
+        #[prost(message, repeated, tag = "1")]
+        pub cdi: Vec<Cdi>,
+        #[prost(string, tag = "2")]
+        pub driver: String,
+        #[prost(string, tag = "3")]
+        pub pool: String,
+        #[prost(string, tag = "4")]
+        pub device: String,
+        #[prost(string, optional, tag = "5")]
+        pub share: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Cdi {
+        #[prost(string, tag = "1")]
+        pub name: String,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -108,6 +143,7 @@ pub(crate) fn container(name: &str, devices: Vec<wire::Devices>) -> wire::Contai
             memory_type: "memory".to_owned(),
             size: 1 << 30,
         }],
+        dynamic: Vec::new(),
     }
 }
 
@@ -274,6 +310,7 @@ fn allocation(
         resource: resource.to_owned(),
         device,
         replica,
+        claim: None,
     }
 }
 
@@ -848,5 +885,158 @@ fn a_pod_the_kubelets_list_no_longer_has_is_a_gone_pod() {
             .ghosts
             .iter()
             .any(|g| g.class == GhostClass::GonePod)
+    );
+}
+
+/// One device of a DRA claim as the kubelet reports it, with the CDI name the NVIDIA driver gives
+/// it (`k8s.gpu.nvidia.com/claim=<claim uid>-<device>`).
+fn claimed(driver: &str, device: &str, share: Option<&str>) -> wire::ClaimResource {
+    wire::ClaimResource {
+        cdi: vec![wire::Cdi {
+            name: format!("k8s.gpu.nvidia.com/claim=6f1c2b3a-0d4e-4f5a-9b8c-7d6e5f4a3b2c-{device}"),
+        }],
+        driver: driver.to_owned(),
+        pool: "node-a".to_owned(),
+        device: device.to_owned(),
+        share: share.map(str::to_owned),
+    }
+}
+
+fn with_claims(
+    mut c: wire::Container,
+    claims: Vec<(&str, &str, Vec<wire::ClaimResource>)>,
+) -> wire::Container {
+    c.dynamic = claims
+        .into_iter()
+        .map(|(ns, name, resources)| wire::Dynamic {
+            claim_name: name.to_owned(),
+            claim_namespace: ns.to_owned(),
+            resources,
+            later: "ignored".to_owned(),
+        })
+        .collect();
+    c
+}
+
+/// A DRA node's answer: a whole GPU's claim beside a NIC's, one claim shared by two pods (with
+/// a MIG device of a consumable share), and a device plugin's GPU.
+fn dra_answer() -> Bytes {
+    let nic = claimed("sriov.k8s.io", "nic-3", None);
+    answer(vec![
+        // A whole GPU, and a claim of a NIC driver beside it, which is left out.
+        pod(
+            "ml",
+            "trainer-0",
+            vec![with_claims(
+                container("train", vec![]),
+                vec![
+                    (
+                        "ml",
+                        "gpu-claim",
+                        vec![claimed("gpu.nvidia.com", "gpu-0", None)],
+                    ),
+                    ("ml", "nic-claim", vec![nic]),
+                ],
+            )],
+        ),
+        // One claim shared by two pods; a MIG device with a consumable share.
+        pod(
+            "ml",
+            "eval-a",
+            vec![with_claims(
+                container("eval", vec![]),
+                vec![(
+                    "ml",
+                    "shared",
+                    vec![claimed("gpu.nvidia.com", "gpu-1", None)],
+                )],
+            )],
+        ),
+        pod(
+            "ml",
+            "eval-b",
+            vec![with_claims(
+                container("eval", vec![]),
+                vec![(
+                    "ml",
+                    "shared",
+                    vec![
+                        claimed("gpu.nvidia.com", "gpu-1", None),
+                        claimed("gpu.nvidia.com", "gpu-2-mig-1g.18gb-0", Some("share-7")),
+                    ],
+                )],
+            )],
+        ),
+        // The device-plugin path beside it, unchanged.
+        pod(
+            "web",
+            "infer-7",
+            vec![container(
+                "server",
+                vec![devices("nvidia.com/gpu", &[GPU0])],
+            )],
+        ),
+    ])
+}
+
+#[test]
+fn dynamic_resources_of_gpu_drivers_are_read_with_their_claims() {
+    let kubelet = Kubelet::start(Reply::Answer(dra_answer()));
+    let got = list_blocking(&kubelet.socket(), DEADLINE).unwrap();
+    let seen: Vec<(&str, Option<&str>, String)> = got
+        .iter()
+        .map(|a| {
+            let device = match &a.device {
+                DeviceRef::Dra {
+                    device, cdi, share, ..
+                } => {
+                    assert_eq!(cdi.len(), 1, "{a:?}");
+                    assert!(cdi[0].ends_with(device.as_str()), "{a:?}");
+                    format!(
+                        "{device}{}",
+                        share
+                            .as_deref()
+                            .map_or(String::new(), |s| format!(" ({s})"))
+                    )
+                }
+                other => format!("{other:?}"),
+            };
+            (
+                a.pod.as_str(),
+                a.claim.as_ref().map(|c| c.name.as_str()),
+                device,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("trainer-0", Some("gpu-claim"), "gpu-0".to_owned()),
+            ("eval-a", Some("shared"), "gpu-1".to_owned()),
+            ("eval-b", Some("shared"), "gpu-1".to_owned()),
+            (
+                "eval-b",
+                Some("shared"),
+                "gpu-2-mig-1g.18gb-0 (share-7)".to_owned()
+            ),
+            ("infer-7", None, format!("{:?}", gpu(GPU0))),
+        ]
+    );
+    assert_eq!(got[0].resource, "gpu.nvidia.com");
+    assert_eq!(got[0].claim.as_ref().unwrap().namespace, "ml");
+    // Not yet placed on a GPU (that takes the node's CDI specs): reported, not guessed.
+    let gpus = [(0, GPU0.to_owned())];
+    let a = assign(
+        &got,
+        NodeDevices {
+            gpus: &gpus,
+            migs: &[],
+        },
+    );
+    assert_eq!(a.unknown.len(), 4);
+    assert_eq!(
+        a.by_gpu[&0].len(),
+        1,
+        "the device plugin's allocation is placed"
     );
 }

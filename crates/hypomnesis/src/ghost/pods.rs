@@ -50,7 +50,7 @@ impl<'a> Pods<'a> {
     }
 
     /// Given directly (tests).
-    #[cfg(test)]
+    #[cfg(all(test, target_os = "linux"))]
     pub(crate) fn given(
         logs: Result<PodDirs, String>,
         live: Option<&'a BTreeSet<(String, String)>>,

@@ -133,15 +133,24 @@ impl Exposition {
                 (gpu, pods)
             })
             .collect();
+        // A pod with an allocation this node cannot place (a DRA claim's device, until the
+        // node's CDI specs say which GPU it is; a device this node does not have) may hold
+        // its own: whether it is outside is not known, so it has no series.
+        let unplaced: std::collections::HashSet<(&str, &str)> = a
+            .unknown
+            .iter()
+            .map(|u| (u.namespace.as_str(), u.pod.as_str()))
+            .collect();
         self.pod_sums()
             .into_iter()
             .filter(|p| {
                 let (Some(ns), Some(name)) = (p.namespace, p.name) else {
                     return false;
                 };
-                allocated
-                    .get(&p.gpu)
-                    .is_some_and(|pods| !pods.contains(&(ns, name)))
+                !unplaced.contains(&(ns, name))
+                    && allocated
+                        .get(&p.gpu)
+                        .is_some_and(|pods| !pods.contains(&(ns, name)))
             })
             .map(|p| (self.pod_labels(&p), gauge(p.used)))
             .collect()

@@ -177,3 +177,83 @@ fn memory_outside_the_kubelets_allocation_is_its_own_series() {
     assert!(!text.contains("outside_allocation_bytes{"), "{text}");
     assert!(!text.contains("allocation_unknown_devices "), "{text}");
 }
+
+/// A pod whose claim's device the node cannot place yet (a DRA allocation, before its CDI
+/// spec is read) is not called outside its allocation: not known, no series; the other pods
+/// keep theirs.
+#[test]
+fn a_pod_with_an_unplaced_claim_is_not_called_outside_its_allocation() {
+    use crate::cmd::serve::allocation::KubeSample;
+    use crate::kube::{Allocation, Assignment, Claim, DeviceRef};
+    let in_pod = |uid: &str, ns: &str, pod: &str| {
+        let mut c = ProcessContext::default();
+        c.container = hypomnesis::parse_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{CONTAINER}.scope\n",
+            uid.replace('-', "_")
+        ));
+        if let Some(k) = c.container.as_mut() {
+            k.namespace = Some(ns.into());
+            k.pod = Some(pod.into());
+        }
+        c
+    };
+    let mut s = sample();
+    s.processes = vec![
+        process(20, Some("python3"), 100 * MIB, 0),
+        process(21, Some("python3"), 30 * MIB, 0),
+    ];
+    s.contexts = [
+        (20, in_pod(POD, "ml", "trainer-0")),
+        (
+            21,
+            in_pod("8c4d7e5f-3a4b-4c7d-8e1f-2a3b4c5d6e7f", "ml", "notebook"),
+        ),
+    ]
+    .into_iter()
+    .map(|(pid, ctx)| (pid, ctx.into()))
+    .collect();
+    let claimed = Allocation {
+        namespace: "ml".into(),
+        pod: "trainer-0".into(),
+        container: "worker".into(),
+        resource: "gpu.nvidia.com".into(),
+        device: DeviceRef::Dra {
+            driver: "gpu.nvidia.com".into(),
+            pool: "node-a".into(),
+            device: "gpu-0".into(),
+            cdi: vec!["k8s.gpu.nvidia.com/claim=6f1c2b3a-gpu-0".into()],
+            share: None,
+        },
+        replica: None,
+        claim: Some(Claim {
+            namespace: "ml".into(),
+            name: "gpu-claim".into(),
+        }),
+    };
+    s.kube = Some(KubeSample {
+        answer: Ok(Assignment {
+            by_gpu: [(0, Vec::new()), (1, Vec::new())].into_iter().collect(),
+            unknown: vec![claimed],
+            invalid: 0,
+        }),
+        age: Duration::ZERO,
+    });
+    let text = render(s, Duration::from_millis(10), 1, None);
+    assert!(
+        !text.contains(
+            "outside_allocation_bytes{gpu=\"0\",uuid=\"GPU-0\",namespace=\"ml\",pod=\"trainer-0\"}"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("hypomnesis_gpu_pod_memory_outside_allocation_bytes{")
+            .count(),
+        1,
+        "the notebook, which has no claim, is still outside: {text}"
+    );
+    assert!(text.contains("pod=\"notebook\"} 31457280"), "{text}");
+    assert!(
+        text.contains("hypomnesis_gpu_allocation_unknown_devices 1\n"),
+        "{text}"
+    );
+}
