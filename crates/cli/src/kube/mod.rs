@@ -8,6 +8,7 @@
 //!
 //! The client needs a Unix socket; elsewhere (Windows) [`list`] says the API is not available.
 
+pub mod cdi;
 pub mod devices;
 pub mod podresources;
 #[cfg(all(test, unix))]
@@ -84,6 +85,9 @@ pub struct NodeDevices<'a> {
     pub gpus: &'a [(u32, String)],
     /// Each MIG instance's UUID (`MIG-…`) and the index of the GPU it is on.
     pub migs: &'a [(String, u32)],
+    /// The GPU index of each CDI device name the node's CDI specs give a GPU's device node
+    /// (`k8s.gpu.nvidia.com/claim=<uid>-gpu-0` → 0), for DRA allocations; `None`: not read.
+    pub dra: Option<&'a std::collections::BTreeMap<String, u32>>,
 }
 
 /// The allocations laid onto this node's GPUs.
@@ -143,7 +147,10 @@ pub fn assign(allocations: &[Allocation], node: NodeDevices<'_>) -> Assignment {
                 })
             }
             DeviceRef::Index(i) | DeviceRef::MigIndex { gpu: i, .. } => Some(*i),
-            DeviceRef::Other(_) | DeviceRef::Dra { .. } => None,
+            DeviceRef::Dra { cdi, .. } => node
+                .dra
+                .and_then(|names| cdi.iter().find_map(|n| names.get(n)).copied()),
+            DeviceRef::Other(_) => None,
         };
         match gpu.and_then(|i| out.by_gpu.get_mut(&i).map(|h| (i, h))) {
             Some((i, holders)) => {
@@ -188,6 +195,7 @@ mod assign_tests {
         let gpus = [(0, GPU0.to_owned()), (1, GPU1.to_owned())];
         let migs = [(MIG.to_owned(), 1)];
         let node = NodeDevices {
+            dra: None,
             gpus: &gpus,
             migs: &migs,
         };
@@ -228,6 +236,7 @@ mod assign_tests {
     fn invalid_names_are_counted_not_assigned() {
         let gpus = [(0, GPU0.to_owned())];
         let node = NodeDevices {
+            dra: None,
             gpus: &gpus,
             migs: &[],
         };
@@ -251,6 +260,7 @@ mod assign_tests {
             .map(|i| (i, format!("GPU-{i:08x}-1111-2222-3333-444444444444")))
             .collect();
         let node = NodeDevices {
+            dra: None,
             gpus: &gpus,
             migs: &[],
         };
@@ -281,6 +291,7 @@ mod assign_tests {
     fn gpus_nobody_holds_are_listed_empty() {
         let gpus = [(0, GPU0.to_owned()), (3, GPU1.to_owned())];
         let node = NodeDevices {
+            dra: None,
             gpus: &gpus,
             migs: &[],
         };

@@ -329,6 +329,7 @@ fn holder(namespace: &str, pod: &str, container: &str) -> Holder {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one answer and every allocation it lays out
 fn two_pods_their_gpus_mig_instances_and_replicas() {
     let kubelet = Kubelet::start(Reply::Answer(answer(vec![
         pod(
@@ -391,6 +392,7 @@ fn two_pods_their_gpus_mig_instances_and_replicas() {
     let gpus = [(0, GPU0.to_owned()), (1, GPU1.to_owned())];
     let migs = [(MIG.to_owned(), 1)];
     let node = NodeDevices {
+        dra: None,
         gpus: &gpus,
         migs: &migs,
     };
@@ -471,6 +473,7 @@ fn gpus_this_node_does_not_have_are_reported() {
     let assignment = assign(
         &got,
         NodeDevices {
+            dra: None,
             gpus: &gpus,
             migs: &[],
         },
@@ -722,6 +725,7 @@ fn a_hundred_thousand_allocations_with_hostile_names() {
     let got = assign(
         &allocations,
         NodeDevices {
+            dra: None,
             gpus: &gpus,
             migs: &[],
         },
@@ -770,6 +774,7 @@ fn bench_allocations_at_scale() {
         .map(|i| (i, format!("GPU-{i:08x}-1111-2222-3333-444444444444")))
         .collect();
     let node = NodeDevices {
+        dra: None,
         gpus: &gpus,
         migs: &[],
     };
@@ -1029,6 +1034,7 @@ fn dynamic_resources_of_gpu_drivers_are_read_with_their_claims() {
     let a = assign(
         &got,
         NodeDevices {
+            dra: None,
             gpus: &gpus,
             migs: &[],
         },
@@ -1038,5 +1044,79 @@ fn dynamic_resources_of_gpu_drivers_are_read_with_their_claims() {
         a.by_gpu[&0].len(),
         1,
         "the device plugin's allocation is placed"
+    );
+}
+
+/// The DRA node: the stand-in's claims placed on GPUs through the CDI specs of the fixture node
+/// (the NVIDIA driver's layout): a whole GPU, one claim shared by two pods, a MIG device on
+/// its GPU; a device the specs do not name stays unknown; the NIC's claim is not read at all.
+#[test]
+fn dra_devices_are_placed_through_the_nodes_cdi_specs() {
+    let mut pods = dra_answer();
+    // One more claim whose device the node's specs do not name.
+    let extra = answer(vec![pod(
+        "ml",
+        "lost",
+        vec![with_claims(
+            container("c", vec![]),
+            vec![("ml", "lost", vec![claimed("gpu.nvidia.com", "gpu-3", None)])],
+        )],
+    )]);
+    pods = Bytes::from([pods.to_vec(), extra.to_vec()].concat());
+    let kubelet = Kubelet::start(Reply::Answer(pods));
+    let got = list_blocking(&kubelet.socket(), DEADLINE).unwrap();
+    let specs = super::cdi::read(&hypomnesis_testkit::fixtures("dra").join("rootfs"));
+    assert_eq!(
+        specs.unreadable.len(),
+        1,
+        "the broken spec is named: {specs:?}"
+    );
+    assert!(
+        specs.nodes.contains_key("example.com/nic=nic-3"),
+        "JSON is read"
+    );
+    let names = super::cdi::gpu_of_names(&specs, &[(0, 0), (1, 1), (2, 2)]);
+    assert_eq!(names.len(), 3, "{names:?}");
+    let gpus = [
+        (0, GPU0.to_owned()),
+        (1, GPU1.to_owned()),
+        (2, "GPU-2".to_owned()),
+    ];
+    let a = assign(
+        &got,
+        NodeDevices {
+            dra: Some(&names),
+            gpus: &gpus,
+            migs: &[],
+        },
+    );
+    let pods_on = |gpu: u32| {
+        a.by_gpu[&gpu]
+            .iter()
+            .map(|h| h.pod.as_str())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(pods_on(0), vec!["trainer-0", "infer-7"]);
+    assert_eq!(pods_on(1), vec!["eval-a", "eval-b"]);
+    assert_eq!(pods_on(2), vec!["eval-b"], "the MIG device, on its GPU");
+    assert_eq!(a.unknown.len(), 1);
+    assert_eq!(a.unknown[0].pod, "lost");
+    assert_eq!(a.unknown[0].claim.as_ref().unwrap().name, "lost");
+}
+
+#[test]
+fn a_gpu_node_is_told_from_the_control_and_capability_nodes() {
+    let paths = |p: &[&str]| p.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        super::cdi::gpu_minor(&paths(&[
+            "/dev/nvidiactl",
+            "/dev/nvidia-caps/nvidia-cap21",
+            "/dev/nvidia12"
+        ])),
+        Some(12)
+    );
+    assert_eq!(
+        super::cdi::gpu_minor(&paths(&["/dev/nvidia-uvm", "/dev/nvidia"])),
+        None
     );
 }

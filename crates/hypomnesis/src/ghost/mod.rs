@@ -247,6 +247,25 @@ impl GhostOptions {
     }
 }
 
+/// Each of `devices`' minor number, the `N` of its device node `/dev/nvidiaN`, as the NVIDIA
+/// driver's `<procfs>/driver/nvidia/gpus/*/information` files give it (matched by UUID, else by
+/// PCI bus id): `(index, minor)` for each device found there; empty where the files are not
+/// (another vendor, no driver, not Linux).
+#[must_use]
+pub fn nvidia_device_minors(devices: &[GpuDeviceInfo]) -> Vec<(u32, u32)> {
+    let Ok(procfs) = crate::host::roots::procfs() else {
+        return Vec::new();
+    };
+    let gpus = holders::driver_gpus(procfs);
+    devices
+        .iter()
+        .filter_map(|d| {
+            let minor = holders::minor_of(&gpus, d.uuid.as_deref(), d.pci_bus_id.as_deref())?;
+            Some((d.index, minor))
+        })
+        .collect()
+}
+
 /// The ghosts on every GPU, with [`GhostOptions::default`].
 ///
 /// # Errors

@@ -203,9 +203,20 @@ fn lay(
         } else {
             Vec::new()
         };
+        // A DRA claim's device is placed through the node's CDI specs.
+        let wants_cdi = allocations
+            .iter()
+            .any(|a| matches!(a.device, kube::DeviceRef::Dra { .. }));
+        let dra = wants_cdi.then(|| {
+            let rootfs = hypomnesis::roots()
+                .map_or_else(|_| std::path::PathBuf::from("/"), |r| r.rootfs.path);
+            let specs = kube::cdi::read(&rootfs);
+            kube::cdi::gpu_of_names(&specs, &hypomnesis::nvidia_device_minors(devices))
+        });
         kube::assign(
             allocations,
             NodeDevices {
+                dra: dra.as_ref(),
                 gpus: &gpus,
                 migs: &migs,
             },
