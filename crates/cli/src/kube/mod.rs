@@ -63,11 +63,13 @@ impl Allocation {
             namespace: self.namespace.clone(),
             pod: self.pod.clone(),
             container: self.container.clone(),
+            claim: self.claim.clone(),
         }
     }
 }
 
-/// A container, by its pod's namespace and name and its own name.
+/// A container, by its pod's namespace and name and its own name, and the claim it was
+/// allocated the device through (DRA; `None` for a device plugin's).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Holder {
     /// The pod's namespace.
@@ -76,6 +78,8 @@ pub struct Holder {
     pub pod: String,
     /// The container's name.
     pub container: String,
+    /// The resource claim, for a DRA allocation.
+    pub claim: Option<Claim>,
 }
 
 /// This node's GPUs and MIG instances, as the measurement names them.

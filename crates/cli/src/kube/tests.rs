@@ -325,6 +325,7 @@ fn holder(namespace: &str, pod: &str, container: &str) -> Holder {
         namespace: namespace.to_owned(),
         pod: pod.to_owned(),
         container: container.to_owned(),
+        claim: None,
     }
 }
 

@@ -615,6 +615,13 @@ impl Exposition {
             bytes,
             &self.outside_allocation(),
         )?;
+        gauges(
+            e,
+            "gpu_claim_memory",
+            "GPU memory the pods of a DRA resource claim hold on a GPU allocated to the claim (each pod once, also when several pods share the claim): what the claim's processes really hold, beside what the claim books.",
+            bytes,
+            &self.claims(),
+        )?;
         self.encode_allocations(e)?;
         // The processes' memory, and how many series the cap left out.
         let (rows, dropped) = self.process_rows();

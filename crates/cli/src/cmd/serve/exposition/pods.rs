@@ -104,6 +104,18 @@ impl Exposition {
                         ("namespace", label_value(&h.namespace)),
                         ("pod", label_value(&h.pod)),
                         ("container", label_value(&h.container)),
+                        (
+                            "claim_namespace",
+                            h.claim
+                                .as_ref()
+                                .map_or_else(String::new, |c| label_value(&c.namespace)),
+                        ),
+                        (
+                            "claim",
+                            h.claim
+                                .as_ref()
+                                .map_or_else(String::new, |c| label_value(&c.name)),
+                        ),
                     ]);
                     (labels, 1)
                 })
@@ -154,6 +166,43 @@ impl Exposition {
             })
             .map(|p| (self.pod_labels(&p), gauge(p.used)))
             .collect()
+    }
+
+    /// One series per (GPU, claim) for the DRA claims allocated a GPU: the memory the claim's
+    /// pods hold on it, each pod once however many of its containers share the claim, and
+    /// each once when several pods share one claim.
+    pub(super) fn claims(&self) -> Vec<(Known, i64)> {
+        let Some(a) = self.assignment() else {
+            return Vec::new();
+        };
+        let sums = self.pod_sums();
+        let mut out = Vec::new();
+        for (&gpu, holders) in &a.by_gpu {
+            let mut pods: BTreeMap<&crate::kube::Claim, std::collections::BTreeSet<(&str, &str)>> =
+                BTreeMap::new();
+            for h in holders {
+                if let Some(c) = &h.claim {
+                    pods.entry(c)
+                        .or_default()
+                        .insert((h.namespace.as_str(), h.pod.as_str()));
+                }
+            }
+            for (claim, members) in pods {
+                let used = sums
+                    .iter()
+                    .filter(|p| p.gpu == gpu)
+                    .filter(|p| matches!((p.namespace, p.name), (Some(ns), Some(n)) if members.contains(&(ns, n))))
+                    .fold(0_u64, |acc, p| acc.saturating_add(p.used));
+                let labels = known([
+                    ("gpu", gpu.to_string()),
+                    ("uuid", self.uuid_of(gpu)),
+                    ("claim_namespace", label_value(&claim.namespace)),
+                    ("claim", label_value(&claim.name)),
+                ]);
+                out.push((labels, gauge(used)));
+            }
+        }
+        out
     }
 
     /// Whether the pod-resources socket answered (absent where none is in use), how old its

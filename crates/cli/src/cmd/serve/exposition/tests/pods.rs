@@ -126,6 +126,7 @@ fn memory_outside_the_kubelets_allocation_is_its_own_series() {
         namespace: "ml".into(),
         pod: "trainer-0".into(),
         container: "worker".into(),
+        claim: None,
     };
     s.kube = Some(KubeSample {
         answer: Ok(Assignment {
@@ -255,5 +256,96 @@ fn a_pod_with_an_unplaced_claim_is_not_called_outside_its_allocation() {
     assert!(
         text.contains("hypomnesis_gpu_allocation_unknown_devices 1\n"),
         "{text}"
+    );
+}
+
+/// A DRA node: pods allocated GPUs through claims (one claim shared by two pods) carry the
+/// claim on their allocation series, the claim's memory counts each pod once, and only a pod
+/// on a GPU its claims do not include is outside its allocation.
+#[test]
+#[allow(clippy::too_many_lines)] // one node's pods, claims and every series they give
+fn claims_label_allocations_sum_their_pods_and_leave_their_pods_inside() {
+    use crate::cmd::serve::allocation::KubeSample;
+    use crate::kube::{Assignment, Claim, Holder};
+    let in_pod = |uid: &str, pod: &str| {
+        let mut c = ProcessContext::default();
+        c.container = hypomnesis::parse_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{CONTAINER}.scope\n",
+            uid.replace('-', "_")
+        ));
+        if let Some(k) = c.container.as_mut() {
+            k.namespace = Some("ml".into());
+            k.pod = Some(pod.into());
+        }
+        c
+    };
+    let mut s = sample();
+    s.processes = vec![
+        process(20, Some("python3"), 100 * MIB, 0),
+        process(21, Some("python3"), 30 * MIB, 1),
+        process(22, Some("python3"), 20 * MIB, 1),
+        process(23, Some("python3"), 7 * MIB, 1),
+    ];
+    s.contexts = [
+        (20, in_pod(POD, "trainer-0")),
+        (21, in_pod("8c4d7e5f-3a4b-4c7d-8e1f-2a3b4c5d6e7f", "eval-a")),
+        (22, in_pod("9d5e8f6a-4b5c-4d8e-9f2a-3b4c5d6e7f8a", "eval-b")),
+        // trainer-0's claim is GPU 0's: this process of it on GPU 1 is outside.
+        (23, in_pod(POD, "trainer-0")),
+    ]
+    .into_iter()
+    .map(|(pid, ctx)| (pid, ctx.into()))
+    .collect();
+    let held = |pod: &str, claim: &str| Holder {
+        namespace: "ml".into(),
+        pod: pod.into(),
+        container: "c".into(),
+        claim: Some(Claim {
+            namespace: "ml".into(),
+            name: claim.into(),
+        }),
+    };
+    s.kube = Some(KubeSample {
+        answer: Ok(Assignment {
+            by_gpu: [
+                (0, vec![held("trainer-0", "gpu-claim")]),
+                (1, vec![held("eval-a", "shared"), held("eval-b", "shared")]),
+            ]
+            .into_iter()
+            .collect(),
+            unknown: Vec::new(),
+            invalid: 0,
+        }),
+        age: Duration::ZERO,
+    });
+    let text = render(s, Duration::from_millis(10), 1, None);
+    assert!(
+        text.contains("hypomnesis_gpu_allocation_info{gpu=\"1\",namespace=\"ml\",pod=\"eval-b\",container=\"c\",claim_namespace=\"ml\",claim=\"shared\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "hypomnesis_gpu_claim_memory_bytes{{gpu=\"1\",claim_namespace=\"ml\",claim=\"shared\"}} {}\n",
+            50 * MIB
+        )),
+        "both pods of the shared claim, each once: {text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "hypomnesis_gpu_claim_memory_bytes{{gpu=\"0\",uuid=\"GPU-0\",claim_namespace=\"ml\",claim=\"gpu-claim\"}} {}\n",
+            100 * MIB
+        )),
+        "{text}"
+    );
+    let outside: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("hypomnesis_gpu_pod_memory_outside_allocation_bytes{"))
+        .collect();
+    assert_eq!(outside.len(), 1, "{text}");
+    assert!(
+        outside[0].contains("gpu=\"1\"")
+            && outside[0].contains("pod=\"trainer-0\"")
+            && outside[0].ends_with(&format!(" {}", 7 * MIB)),
+        "{outside:?}"
     );
 }
