@@ -612,13 +612,14 @@ fn kubernetes_manifests_are_valid_and_agree_with_the_image() {
     for (var, host) in [("HYPOMNESIS_PROCFS", "/proc"), ("HYPOMNESIS_SYSFS", "/sys")] {
         mounted(&env(var), host);
     }
-    // The rootfs: the node's kubelet logs and pod-resources directory, read-only, each where
-    // it is on the node below it.
+    // The rootfs: the node's kubelet logs, pod-resources directory and CDI specs (DRA),
+    // read-only, each where it is on the node below it.
     let rootfs = env("HYPOMNESIS_ROOTFS");
     for host in [
         "/var/log/pods",
         "/var/log/containers",
         "/var/lib/kubelet/pod-resources",
+        "/var/run/cdi",
     ] {
         mounted(&format!("{rootfs}{host}"), host);
     }
