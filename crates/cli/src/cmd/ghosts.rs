@@ -110,7 +110,7 @@ pub fn mark(
 
 /// How long the kubelet's pod-resources list may take.
 #[cfg(all(unix, feature = "kubernetes"))]
-const POD_RESOURCES_DEADLINE: Duration = Duration::from_secs(2);
+pub const POD_RESOURCES_DEADLINE: Duration = Duration::from_secs(2);
 
 /// The pods the kubelet runs, from its pod-resources socket under the rootfs in use, when the
 /// node has one; a note when it has one that did not answer.

@@ -43,10 +43,14 @@ pub struct PsArgs {
     /// that could not be read).
     #[arg(long)]
     pub exit_status: bool,
-    /// Add each GPU's memory up by owner, container, pod or Kubernetes namespace, instead of
-    /// listing the processes.
+    /// Add each GPU's memory up by owner, container, pod, Kubernetes namespace or DRA resource
+    /// claim, instead of listing the processes.
     #[arg(long, value_enum, value_name = "KEY")]
     pub group_by: Option<GroupBy>,
+    /// With --group-by claim: the kubelet's pod-resources socket, which names each container's
+    /// claims (default: `var/lib/kubelet/pod-resources/kubelet.sock` under the rootfs).
+    #[arg(long, value_name = "PATH")]
+    pub pod_resources_socket: Option<std::path::PathBuf>,
     /// Say why memory is held that should not be: a WHY column with each row's ghost class
     /// (`exited`, `zombie`, `stuck`, `orphan`, `gone_pod`, `idle`, `unaccounted`; `-` for
     /// none), and a footer that sums the bytes by class (`hmn ghosts` gives the evidence).
@@ -125,7 +129,12 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
     } else {
         None
     };
-    print(args, &rows, &hidden, out)?;
+    let claims = if args.group_by == Some(GroupBy::Claim) {
+        claims(args, &devices, err)?
+    } else {
+        None
+    };
+    print(args, &rows, &hidden, claims.as_ref(), out)?;
     if let Some(report) = &report
         && !args.output.json
         && args.group_by.is_none()
@@ -301,9 +310,15 @@ fn device_spill(i: u32) -> Option<(bool, u64)> {
 }
 
 /// The rows (or their groups) as a table or JSON.
-fn print(args: &PsArgs, rows: &[PsRow], hidden: &[Hidden], out: &mut impl Write) -> io::Result<()> {
+fn print(
+    args: &PsArgs,
+    rows: &[PsRow],
+    hidden: &[Hidden],
+    claims: Option<&groups::Claims>,
+    out: &mut impl Write,
+) -> io::Result<()> {
     if let Some(by) = args.group_by {
-        let g = groups::groups(rows, hidden, by);
+        let g = groups::groups(rows, hidden, by, claims);
         return if args.output.json {
             groups::groups_json(out, &g, by)
         } else {
@@ -316,6 +331,67 @@ fn print(args: &PsArgs, rows: &[PsRow], hidden: &[Hidden], out: &mut impl Write)
         let width = terminal_size::terminal_size().map(|(w, _)| usize::from(w.0));
         render::ps_table(out, rows, hidden, width)
     }
+}
+
+/// Each container's DRA claims on each GPU, from the kubelet's pod-resources socket
+/// (`--pod-resources-socket`, else the one under the rootfs) laid onto the `devices`; `None`,
+/// said on `err`, when it cannot be asked.
+#[cfg(all(unix, feature = "kubernetes"))]
+fn claims(
+    args: &PsArgs,
+    devices: &[u32],
+    err: &mut impl Write,
+) -> io::Result<Option<groups::Claims>> {
+    let socket = args.pod_resources_socket.clone().unwrap_or_else(|| {
+        crate::kube::place::NodeFiles::in_use()
+            .rootfs
+            .join(crate::kube::DEFAULT_SOCKET.trim_start_matches('/'))
+    });
+    let allocations =
+        match crate::kube::list_blocking(&socket, super::ghosts::POD_RESOURCES_DEADLINE) {
+            Ok(a) => a,
+            Err(e) => {
+                writeln!(
+                    err,
+                    "hmn: pod-resources: {}; claims are not known (?)",
+                    crate::view::printable::printable(&e.to_string())
+                )?;
+                return Ok(None);
+            }
+        };
+    let infos: Vec<GpuDeviceInfo> = devices
+        .iter()
+        .filter_map(|&i| hypomnesis::device_info(i).ok())
+        .collect();
+    let a = crate::kube::place::place(&allocations, &infos);
+    let names = crate::kube::place::claims_of_containers(&a)
+        .into_iter()
+        .map(|((gpu, ns, pod, container), claims)| {
+            let names: Vec<String> = claims
+                .iter()
+                .map(|c| format!("{}/{}", c.namespace, c.name))
+                .collect();
+            (
+                (gpu, ns.to_owned(), pod.to_owned(), container.to_owned()),
+                names.join(","),
+            )
+        })
+        .collect();
+    Ok(Some(names))
+}
+
+/// Without the pod-resources client, claims are not known.
+#[cfg(not(all(unix, feature = "kubernetes")))]
+fn claims(
+    _args: &PsArgs,
+    _devices: &[u32],
+    err: &mut impl Write,
+) -> io::Result<Option<groups::Claims>> {
+    writeln!(
+        err,
+        "hmn: claims are not known: this hmn was built without the kubelet's pod-resources client"
+    )?;
+    Ok(None)
 }
 
 /// The memory of `device` its process rows do not account for, when it is more than the

@@ -116,16 +116,124 @@ pub fn gpu_minor(paths: &[String]) -> Option<u32> {
     })
 }
 
-/// Each CDI device name whose GPU node is one of this node's GPUs, with that GPU's index, given
-/// each GPU's `(index, minor)`.
-pub fn gpu_of_names(devices: &CdiDevices, minors: &[(u32, u32)]) -> BTreeMap<String, u32> {
+/// Where a CDI device lands: a GPU, by its index, and the MIG GPU instance on it when the
+/// device's capability nodes name one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    pub gpu: u32,
+    /// The MIG GPU instance id (`gi<N>`); `None` for a whole GPU, or a MIG device whose
+    /// capability nodes this node's driver no longer lists.
+    pub mig: Option<u32>,
+}
+
+/// What a MIG capability node's minor stands for: a GPU instance, or a compute instance in one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cap {
+    /// The parent GPU's device minor.
+    pub gpu_minor: u32,
+    /// The GPU instance id.
+    pub gi: u32,
+    /// The compute instance id, for a compute instance's node.
+    pub ci: Option<u32>,
+}
+
+/// The driver's capability directory under the procfs root.
+pub const CAPS_DIR: &str = "driver/nvidia/capabilities";
+/// The most capability files read (a GPU has at most 7 GPU instances of at most 8 compute
+/// instances each; a node at most a few dozen GPUs).
+pub const MAX_CAPS: usize = 8192;
+
+/// The MIG capability nodes the driver lists under `procfs`: each
+/// `driver/nvidia/capabilities/gpu<M>/mig/gi<G>/access` and `…/gi<G>/ci<C>/access` file's
+/// `DeviceFileMinor: <N>`, by that minor (the node is `/dev/nvidia-caps/nvidia-cap<N>`).
+/// Files that cannot be read are skipped: a device whose node is not here is not told apart.
+pub fn mig_caps(procfs: &Path) -> BTreeMap<u32, Cap> {
+    let mut out = BTreeMap::new();
+    let mut read = 0_usize;
+    let numbered = |p: &Path, prefix: &str| -> Option<u32> {
+        p.file_name()?.to_str()?.strip_prefix(prefix)?.parse().ok()
+    };
+    let dirs = |p: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+            .map(|e| e.filter_map(|e| Some(e.ok()?.path())).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    for gpu in dirs(&procfs.join(CAPS_DIR)) {
+        let Some(gpu_minor) = numbered(&gpu, "gpu") else {
+            continue;
+        };
+        for gi_dir in dirs(&gpu.join("mig")) {
+            let Some(gi) = numbered(&gi_dir, "gi") else {
+                continue;
+            };
+            let mut files = vec![(gi_dir.join("access"), None)];
+            for ci_dir in dirs(&gi_dir) {
+                if let Some(ci) = numbered(&ci_dir, "ci") {
+                    files.push((ci_dir.join("access"), Some(ci)));
+                }
+            }
+            for (file, ci) in files {
+                read += 1;
+                if read > MAX_CAPS {
+                    return out;
+                }
+                if let Some(minor) = access_minor(&file) {
+                    out.insert(minor, Cap { gpu_minor, gi, ci });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The `DeviceFileMinor:` of a capability `access` file (a few short lines).
+fn access_minor(file: &Path) -> Option<u32> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(file)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    text.lines().find_map(|l| {
+        let (key, value) = l.split_once(':')?;
+        (key.trim() == "DeviceFileMinor")
+            .then(|| value.trim().parse().ok())
+            .flatten()
+    })
+}
+
+/// The minors of the capability nodes among `paths` (`/dev/nvidia-caps/nvidia-cap21` → 21).
+fn cap_minors(paths: &[String]) -> impl Iterator<Item = u32> + '_ {
+    paths.iter().filter_map(|p| {
+        let digits = p.strip_prefix("/dev/nvidia-caps/nvidia-cap")?;
+        (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse().ok())
+            .flatten()
+    })
+}
+
+/// Each CDI device name whose GPU node is one of this node's GPUs, with where it lands, given
+/// each GPU's `(index, minor)` and the driver's MIG capability nodes ([`mig_caps`]): a device
+/// with a GPU instance's capability node of that GPU is that MIG device.
+pub fn gpu_of_names(
+    devices: &CdiDevices,
+    minors: &[(u32, u32)],
+    caps: &BTreeMap<u32, Cap>,
+) -> BTreeMap<String, Placed> {
     devices
         .nodes
         .iter()
         .filter_map(|(name, paths)| {
             let minor = gpu_minor(paths)?;
-            let index = minors.iter().find(|(_, m)| *m == minor)?.0;
-            Some((name.clone(), index))
+            let gpu = minors.iter().find(|(_, m)| *m == minor)?.0;
+            let mig = cap_minors(paths)
+                .filter_map(|c| caps.get(&c))
+                .find(|c| c.gpu_minor == minor)
+                .map(|c| c.gi);
+            Some((name.clone(), Placed { gpu, mig }))
         })
         .collect()
 }

@@ -8,13 +8,17 @@
 //!
 //! The client needs a Unix socket; elsewhere (Windows) [`list`] says the API is not available.
 
+pub mod booked;
 pub mod cdi;
 pub mod devices;
+pub mod place;
 pub mod podresources;
+#[cfg(unix)]
+pub mod raw_codec;
 #[cfg(all(test, unix))]
 pub(crate) mod tests;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 pub use devices::DeviceRef;
 #[cfg(unix)]
@@ -64,6 +68,7 @@ impl Allocation {
             pod: self.pod.clone(),
             container: self.container.clone(),
             claim: self.claim.clone(),
+            mig: None,
         }
     }
 }
@@ -80,6 +85,8 @@ pub struct Holder {
     pub container: String,
     /// The resource claim, for a DRA allocation.
     pub claim: Option<Claim>,
+    /// The MIG GPU instance id, when the device is a MIG device this node names.
+    pub mig: Option<u32>,
 }
 
 /// This node's GPUs and MIG instances, as the measurement names them.
@@ -87,11 +94,12 @@ pub struct Holder {
 pub struct NodeDevices<'a> {
     /// Each GPU's index and UUID (`GPU-…`).
     pub gpus: &'a [(u32, String)],
-    /// Each MIG instance's UUID (`MIG-…`) and the index of the GPU it is on.
-    pub migs: &'a [(String, u32)],
-    /// The GPU index of each CDI device name the node's CDI specs give a GPU's device node
-    /// (`k8s.gpu.nvidia.com/claim=<uid>-gpu-0` → 0), for DRA allocations; `None`: not read.
-    pub dra: Option<&'a std::collections::BTreeMap<String, u32>>,
+    /// Each MIG instance's UUID (`MIG-…`), the index of the GPU it is on and its GPU instance
+    /// id.
+    pub migs: &'a [(String, u32, Option<u32>)],
+    /// Where each CDI device name the node's CDI specs give a GPU's device node lands
+    /// (`k8s.gpu.nvidia.com/claim=<uid>-gpu-0` → GPU 0), for DRA allocations; `None`: not read.
+    pub dra: Option<&'a BTreeMap<String, cdi::Placed>>,
 }
 
 /// The allocations laid onto this node's GPUs.
@@ -107,6 +115,14 @@ pub struct Assignment {
     /// DNS-1123 label or subdomain, as the kubelet's log layout holds): counted, never put in
     /// a label.
     pub invalid: usize,
+    /// The DRA claims' devices placed on each GPU, each once however many pods share it.
+    pub claimed: BTreeSet<(u32, booked::BookedDevice)>,
+    /// The memory each claim books on each GPU (consumable capacity), where every device of
+    /// the claim there books some and the node's DRA driver keeps the figure
+    /// ([`booked::read`]); filled by [`place::place`].
+    pub booked: BTreeMap<(u32, Claim), u64>,
+    /// Why the bookings could not be read, when they could not.
+    pub booked_error: Option<String>,
 }
 
 /// Whether the allocation's names are Kubernetes names: the namespace and the container a
@@ -122,18 +138,17 @@ fn named_validly(a: &Allocation) -> bool {
 pub fn assign(allocations: &[Allocation], node: NodeDevices<'_>) -> Assignment {
     let mut out = Assignment {
         by_gpu: node.gpus.iter().map(|(i, _)| (*i, Vec::new())).collect(),
-        unknown: Vec::new(),
-        invalid: 0,
+        ..Assignment::default()
     };
     let gpus: HashMap<String, u32> = node
         .gpus
         .iter()
         .map(|(i, u)| (u.to_ascii_lowercase(), *i))
         .collect();
-    let migs: HashMap<String, u32> = node
+    let migs: HashMap<String, (u32, Option<u32>)> = node
         .migs
         .iter()
-        .map(|(u, i)| (u.to_ascii_lowercase(), *i))
+        .map(|(u, i, gi)| (u.to_ascii_lowercase(), (*i, *gi)))
         .collect();
     let by_uuid = |uuid: &str| gpus.get(&uuid.to_ascii_lowercase()).copied();
     let mut seen: HashMap<u32, HashSet<Holder>> = HashMap::new();
@@ -142,23 +157,48 @@ pub fn assign(allocations: &[Allocation], node: NodeDevices<'_>) -> Assignment {
             out.invalid += 1;
             continue;
         }
-        let gpu = match &allocation.device {
-            DeviceRef::Gpu { uuid } => by_uuid(uuid),
+        let whole = |i: Option<u32>| i.map(|gpu| (gpu, None));
+        let place = match &allocation.device {
+            DeviceRef::Gpu { uuid } => whole(by_uuid(uuid)),
             DeviceRef::Mig { uuid } => {
                 migs.get(&uuid.to_ascii_lowercase()).copied().or_else(|| {
                     let rest = uuid.get("MIG-".len()..)?;
-                    by_uuid(devices::legacy_mig_parent(rest)?)
+                    whole(by_uuid(devices::legacy_mig_parent(rest)?))
                 })
             }
-            DeviceRef::Index(i) | DeviceRef::MigIndex { gpu: i, .. } => Some(*i),
+            DeviceRef::Index(i) | DeviceRef::MigIndex { gpu: i, .. } => Some((*i, None)),
             DeviceRef::Dra { cdi, .. } => node
                 .dra
-                .and_then(|names| cdi.iter().find_map(|n| names.get(n)).copied()),
+                .and_then(|names| cdi.iter().find_map(|n| names.get(n)).copied())
+                .map(|p| (p.gpu, p.mig)),
             DeviceRef::Other(_) => None,
         };
-        match gpu.and_then(|i| out.by_gpu.get_mut(&i).map(|h| (i, h))) {
-            Some((i, holders)) => {
-                let holder = allocation.holder();
+        match place.and_then(|(i, mig)| out.by_gpu.get_mut(&i).map(|h| (i, mig, h))) {
+            Some((i, mig, holders)) => {
+                let mut holder = allocation.holder();
+                holder.mig = mig;
+                if let (
+                    DeviceRef::Dra {
+                        driver,
+                        pool,
+                        device,
+                        share,
+                        ..
+                    },
+                    Some(claim),
+                ) = (&allocation.device, &allocation.claim)
+                {
+                    out.claimed.insert((
+                        i,
+                        booked::BookedDevice {
+                            claim: claim.clone(),
+                            driver: driver.clone(),
+                            pool: pool.clone(),
+                            device: device.clone(),
+                            share: share.clone(),
+                        },
+                    ));
+                }
                 if seen.entry(i).or_default().insert(holder.clone()) {
                     holders.push(holder);
                 }
@@ -197,7 +237,7 @@ mod assign_tests {
     #[test]
     fn each_form_lands_on_its_gpu_and_strangers_are_reported() {
         let gpus = [(0, GPU0.to_owned()), (1, GPU1.to_owned())];
-        let migs = [(MIG.to_owned(), 1)];
+        let migs = [(MIG.to_owned(), 1, Some(5))];
         let node = NodeDevices {
             dra: None,
             gpus: &gpus,
@@ -227,7 +267,14 @@ mod assign_tests {
                 ),
                 (
                     1,
-                    vec![holder("b", "c"), holder("m", "c"), holder("i", "c")]
+                    vec![
+                        holder("b", "c"),
+                        Holder {
+                            mig: Some(5),
+                            ..holder("m", "c")
+                        },
+                        holder("i", "c")
+                    ]
                 ),
             ])
         );

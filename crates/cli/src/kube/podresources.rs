@@ -510,13 +510,12 @@ pub mod client {
     use std::path::Path;
     use std::sync::{Arc, Mutex};
 
-    use bytes::{Buf as _, BufMut as _, Bytes};
+    use bytes::Bytes;
     use hyper_util::rt::TokioIo;
     use tokio::net::UnixStream;
-    use tonic::Status;
-    use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
     use tonic::transport::{Endpoint, Uri};
 
+    pub use super::super::raw_codec::RawCodec;
     use super::{LIST_METHOD, MAX_ANSWER_BYTES, PodResourcesError, connect_error, messages};
 
     /// Sends the List request and returns the answer's message bytes.
@@ -573,43 +572,5 @@ pub mod client {
             source = s.source();
         }
         out
-    }
-
-    /// A gRPC codec of message bytes as they are, both ways.
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct RawCodec;
-
-    impl Codec for RawCodec {
-        type Encode = Bytes;
-        type Decode = Bytes;
-        type Encoder = Self;
-        type Decoder = Self;
-
-        fn encoder(&mut self) -> Self {
-            Self
-        }
-
-        fn decoder(&mut self) -> Self {
-            Self
-        }
-    }
-
-    impl Encoder for RawCodec {
-        type Item = Bytes;
-        type Error = Status;
-
-        fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-            dst.put(item);
-            Ok(())
-        }
-    }
-
-    impl Decoder for RawCodec {
-        type Item = Bytes;
-        type Error = Status;
-
-        fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-            Ok(Some(src.copy_to_bytes(src.remaining())))
-        }
     }
 }

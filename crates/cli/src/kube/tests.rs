@@ -1,5 +1,5 @@
-//! The pod-resources client against a kubelet stand-in over a real Unix socket: tonic's server
-//! side speaking gRPC over HTTP/2, its List method answering what each test sets.
+//! The pod-resources client against a kubelet stand-in over a real Unix socket
+//! (`tests/support/kubelet.rs`, shared with the end-to-end tests).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -7,293 +7,30 @@
     clippy::indexing_slicing
 )]
 
-use std::convert::Infallible;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use prost::Message as _;
-use tokio::sync::oneshot;
-use tonic::{Code, Status};
+use tonic::Code;
 
-use super::podresources::client::RawCodec;
-use super::podresources::{LIST_METHOD, PodResourcesError, list};
+use super::podresources::{PodResourcesError, list};
 use super::{Allocation, DeviceRef, Holder, NodeDevices, assign, list_blocking, pods_blocking};
 
 const GPU0: &str = "GPU-8f2c1a3e-5b7d-4c9e-a1f0-2b3c4d5e6f70";
 const GPU1: &str = "GPU-1b2c3d4e-5f60-4718-89a0-bcdef0123456";
 const MIG: &str = "MIG-4c0ffee0-1234-5678-9abc-def012345678";
+#[path = "../../tests/support/kubelet.rs"]
+mod standin;
+pub(crate) use standin::*;
+
+/// The DRA fixture node's GPUs (`fixtures/dra/proc/driver/nvidia/gpus`).
+const DRA_GPUS: [&str; 3] = [
+    "GPU-d4a00000-0000-4000-8000-000000000000",
+    "GPU-d4a00000-0000-4000-8000-000000000001",
+    "GPU-d4a00000-0000-4000-8000-000000000002",
+];
 const DEADLINE: Duration = Duration::from_secs(10);
-
-/// The API's messages with fields the client does not read (CPU ids, memory, topology), to
-/// show they are skipped.
-mod wire {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Response {
-        #[prost(message, repeated, tag = "1")]
-        pub pod_resources: Vec<Pod>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Pod {
-        #[prost(string, tag = "1")]
-        pub name: String,
-        #[prost(string, tag = "2")]
-        pub namespace: String,
-        #[prost(message, repeated, tag = "3")]
-        pub containers: Vec<Container>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Container {
-        #[prost(string, tag = "1")]
-        pub name: String,
-        #[prost(message, repeated, tag = "2")]
-        pub devices: Vec<Devices>,
-        #[prost(int64, repeated, tag = "3")]
-        pub cpu_ids: Vec<i64>,
-        #[prost(message, repeated, tag = "4")]
-        pub memory: Vec<Memory>,
-        #[prost(message, repeated, tag = "5")]
-        pub dynamic: Vec<Dynamic>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Dynamic {
-        #[prost(string, tag = "2")]
-        pub claim_name: String,
-        #[prost(string, tag = "3")]
-        pub claim_namespace: String,
-        #[prost(message, repeated, tag = "4")]
-        pub resources: Vec<ClaimResource>,
-        /// A field this client does not know (a later kubelet's): skipped.
-        #[prost(string, tag = "9")]
-        pub later: String,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ClaimResource {
-        #[prost(message, repeated, tag = "1")]
-        pub cdi: Vec<Cdi>,
-        #[prost(string, tag = "2")]
-        pub driver: String,
-        #[prost(string, tag = "3")]
-        pub pool: String,
-        #[prost(string, tag = "4")]
-        pub device: String,
-        #[prost(string, optional, tag = "5")]
-        pub share: Option<String>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Cdi {
-        #[prost(string, tag = "1")]
-        pub name: String,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Devices {
-        #[prost(string, tag = "1")]
-        pub resource_name: String,
-        #[prost(string, repeated, tag = "2")]
-        pub device_ids: Vec<String>,
-        #[prost(message, optional, tag = "3")]
-        pub topology: Option<Topology>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Topology {
-        #[prost(message, repeated, tag = "1")]
-        pub nodes: Vec<Numa>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Numa {
-        #[prost(int64, tag = "1")]
-        pub id: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Memory {
-        #[prost(string, tag = "1")]
-        pub memory_type: String,
-        #[prost(uint64, tag = "2")]
-        pub size: u64,
-    }
-}
-
-pub(crate) fn devices(resource: &str, ids: &[&str]) -> wire::Devices {
-    wire::Devices {
-        resource_name: resource.to_owned(),
-        device_ids: ids.iter().map(|s| (*s).to_owned()).collect(),
-        topology: Some(wire::Topology {
-            nodes: vec![wire::Numa { id: 1 }],
-        }),
-    }
-}
-
-pub(crate) fn container(name: &str, devices: Vec<wire::Devices>) -> wire::Container {
-    wire::Container {
-        name: name.to_owned(),
-        devices,
-        cpu_ids: vec![2, 3],
-        memory: vec![wire::Memory {
-            memory_type: "memory".to_owned(),
-            size: 1 << 30,
-        }],
-        dynamic: Vec::new(),
-    }
-}
-
-pub(crate) fn pod(namespace: &str, name: &str, containers: Vec<wire::Container>) -> wire::Pod {
-    wire::Pod {
-        name: name.to_owned(),
-        namespace: namespace.to_owned(),
-        containers,
-    }
-}
-
-pub(crate) fn answer(pods: Vec<wire::Pod>) -> Bytes {
-    Bytes::from(
-        wire::Response {
-            pod_resources: pods,
-        }
-        .encode_to_vec(),
-    )
-}
-
-/// A fresh directory, removed when dropped (modes put back first, for a test that took them).
-pub(crate) struct Dir(PathBuf);
-
-impl Dir {
-    fn new() -> Self {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("hmn-kube-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.0.join("kubelet.sock")
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o755));
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// What the stand-in does with a List call.
-#[derive(Clone)]
-pub(crate) enum Reply {
-    /// Answers these message bytes.
-    Answer(Bytes),
-    /// Answers this status.
-    Fail(Code, &'static str),
-    /// Takes connections and never reads or writes on them.
-    Silent,
-    /// Serves gRPC without the List method (an older kubelet, another service).
-    NoMethod,
-}
-
-/// A kubelet stand-in serving on a socket in a directory of its own, on a thread of its own,
-/// stopped when dropped.
-pub(crate) struct Kubelet {
-    dir: Dir,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Kubelet {
-    pub(crate) fn start(reply: Reply) -> Self {
-        let dir = Dir::new();
-        let listener = std::os::unix::net::UnixListener::bind(dir.socket()).unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let (stop, stopped) = oneshot::channel();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(serve(listener, reply, stopped));
-        });
-        Self {
-            dir,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
-    }
-
-    pub(crate) fn socket(&self) -> PathBuf {
-        self.dir.socket()
-    }
-}
-
-impl Drop for Kubelet {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-async fn serve(
-    listener: std::os::unix::net::UnixListener,
-    reply: Reply,
-    stopped: oneshot::Receiver<()>,
-) {
-    let listener = tokio::net::UnixListener::from_std(listener).unwrap();
-    if let Reply::Silent = reply {
-        let mut held = Vec::new();
-        tokio::pin!(stopped);
-        loop {
-            tokio::select! {
-                accepted = listener.accept() => held.push(accepted.unwrap().0),
-                _ = &mut stopped => return,
-            }
-        }
-    }
-    let service = tower::service_fn(move |request: http::Request<tonic::body::Body>| {
-        let reply = reply.clone();
-        async move {
-            if request.uri().path() != LIST_METHOD || matches!(reply, Reply::NoMethod) {
-                return Ok::<_, Infallible>(
-                    Status::unimplemented(request.uri().path()).into_http(),
-                );
-            }
-            let list = tower::service_fn(move |_: tonic::Request<Bytes>| {
-                let reply = reply.clone();
-                async move {
-                    match reply {
-                        Reply::Answer(bytes) => Ok(tonic::Response::new(bytes)),
-                        Reply::Fail(code, message) => Err(Status::new(code, message)),
-                        Reply::Silent | Reply::NoMethod => Err(Status::internal("unreachable")),
-                    }
-                }
-            });
-            Ok(tonic::server::Grpc::new(RawCodec)
-                .unary(list, request)
-                .await)
-        }
-    });
-    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-    tonic::transport::Server::builder()
-        .serve_with_incoming_shutdown(service, incoming, async {
-            let _ = stopped.await;
-        })
-        .await
-        .unwrap();
-}
 
 fn allocation(
     namespace: &str,
@@ -326,6 +63,7 @@ fn holder(namespace: &str, pod: &str, container: &str) -> Holder {
         pod: pod.to_owned(),
         container: container.to_owned(),
         claim: None,
+        mig: None,
     }
 }
 
@@ -391,7 +129,7 @@ fn two_pods_their_gpus_mig_instances_and_replicas() {
         ]
     );
     let gpus = [(0, GPU0.to_owned()), (1, GPU1.to_owned())];
-    let migs = [(MIG.to_owned(), 1)];
+    let migs = [(MIG.to_owned(), 1, None)];
     let node = NodeDevices {
         dra: None,
         gpus: &gpus,
@@ -894,100 +632,9 @@ fn a_pod_the_kubelets_list_no_longer_has_is_a_gone_pod() {
     );
 }
 
-/// One device of a DRA claim as the kubelet reports it, with the CDI name the NVIDIA driver gives
-/// it (`k8s.gpu.nvidia.com/claim=<claim uid>-<device>`).
-fn claimed(driver: &str, device: &str, share: Option<&str>) -> wire::ClaimResource {
-    wire::ClaimResource {
-        cdi: vec![wire::Cdi {
-            name: format!("k8s.gpu.nvidia.com/claim=6f1c2b3a-0d4e-4f5a-9b8c-7d6e5f4a3b2c-{device}"),
-        }],
-        driver: driver.to_owned(),
-        pool: "node-a".to_owned(),
-        device: device.to_owned(),
-        share: share.map(str::to_owned),
-    }
-}
-
-fn with_claims(
-    mut c: wire::Container,
-    claims: Vec<(&str, &str, Vec<wire::ClaimResource>)>,
-) -> wire::Container {
-    c.dynamic = claims
-        .into_iter()
-        .map(|(ns, name, resources)| wire::Dynamic {
-            claim_name: name.to_owned(),
-            claim_namespace: ns.to_owned(),
-            resources,
-            later: "ignored".to_owned(),
-        })
-        .collect();
-    c
-}
-
-/// A DRA node's answer: a whole GPU's claim beside a NIC's, one claim shared by two pods (with
-/// a MIG device of a consumable share), and a device plugin's GPU.
-fn dra_answer() -> Bytes {
-    let nic = claimed("sriov.k8s.io", "nic-3", None);
-    answer(vec![
-        // A whole GPU, and a claim of a NIC driver beside it, which is left out.
-        pod(
-            "ml",
-            "trainer-0",
-            vec![with_claims(
-                container("train", vec![]),
-                vec![
-                    (
-                        "ml",
-                        "gpu-claim",
-                        vec![claimed("gpu.nvidia.com", "gpu-0", None)],
-                    ),
-                    ("ml", "nic-claim", vec![nic]),
-                ],
-            )],
-        ),
-        // One claim shared by two pods; a MIG device with a consumable share.
-        pod(
-            "ml",
-            "eval-a",
-            vec![with_claims(
-                container("eval", vec![]),
-                vec![(
-                    "ml",
-                    "shared",
-                    vec![claimed("gpu.nvidia.com", "gpu-1", None)],
-                )],
-            )],
-        ),
-        pod(
-            "ml",
-            "eval-b",
-            vec![with_claims(
-                container("eval", vec![]),
-                vec![(
-                    "ml",
-                    "shared",
-                    vec![
-                        claimed("gpu.nvidia.com", "gpu-1", None),
-                        claimed("gpu.nvidia.com", "gpu-2-mig-1g.18gb-0", Some("share-7")),
-                    ],
-                )],
-            )],
-        ),
-        // The device-plugin path beside it, unchanged.
-        pod(
-            "web",
-            "infer-7",
-            vec![container(
-                "server",
-                vec![devices("nvidia.com/gpu", &[GPU0])],
-            )],
-        ),
-    ])
-}
-
 #[test]
 fn dynamic_resources_of_gpu_drivers_are_read_with_their_claims() {
-    let kubelet = Kubelet::start(Reply::Answer(dra_answer()));
+    let kubelet = Kubelet::start(Reply::Answer(dra_answer(GPU0)));
     let got = list_blocking(&kubelet.socket(), DEADLINE).unwrap();
     let seen: Vec<(&str, Option<&str>, String)> = got
         .iter()
@@ -1018,13 +665,14 @@ fn dynamic_resources_of_gpu_drivers_are_read_with_their_claims() {
         seen,
         vec![
             ("trainer-0", Some("gpu-claim"), "gpu-0".to_owned()),
-            ("eval-a", Some("shared"), "gpu-1".to_owned()),
-            ("eval-b", Some("shared"), "gpu-1".to_owned()),
+            ("eval-a", Some("shared"), "gpu-1 (s-1)".to_owned()),
+            ("eval-b", Some("shared"), "gpu-1 (s-1)".to_owned()),
             (
                 "eval-b",
                 Some("shared"),
-                "gpu-2-mig-1g.18gb-0 (share-7)".to_owned()
+                "gpu-2-mig-1g18gb-19-0 (share-7)".to_owned()
             ),
+            ("lost-0", Some("lost"), "gpu-3".to_owned()),
             ("infer-7", None, format!("{:?}", gpu(GPU0))),
         ]
     );
@@ -1040,7 +688,7 @@ fn dynamic_resources_of_gpu_drivers_are_read_with_their_claims() {
             migs: &[],
         },
     );
-    assert_eq!(a.unknown.len(), 4);
+    assert_eq!(a.unknown.len(), 5);
     assert_eq!(
         a.by_gpu[&0].len(),
         1,
@@ -1048,25 +696,17 @@ fn dynamic_resources_of_gpu_drivers_are_read_with_their_claims() {
     );
 }
 
-/// The DRA node: the stand-in's claims placed on GPUs through the CDI specs of the fixture node
-/// (the NVIDIA driver's layout): a whole GPU, one claim shared by two pods, a MIG device on
-/// its GPU; a device the specs do not name stays unknown; the NIC's claim is not read at all.
+/// The DRA fixture node (`fixtures/dra`, the NVIDIA driver's layout): the stand-in's claims
+/// placed on GPUs through its CDI specs, the driver's GPU minors and MIG capability nodes: a
+/// whole GPU, one claim shared by two pods, a MIG device on its GPU as its GPU instance; a
+/// device the specs do not name stays unknown; the NIC's claim is not read at all; each
+/// claim's booking read from the DRA driver's checkpoint where it books memory.
 #[test]
 fn dra_devices_are_placed_through_the_nodes_cdi_specs() {
-    let mut pods = dra_answer();
-    // One more claim whose device the node's specs do not name.
-    let extra = answer(vec![pod(
-        "ml",
-        "lost",
-        vec![with_claims(
-            container("c", vec![]),
-            vec![("ml", "lost", vec![claimed("gpu.nvidia.com", "gpu-3", None)])],
-        )],
-    )]);
-    pods = Bytes::from([pods.to_vec(), extra.to_vec()].concat());
-    let kubelet = Kubelet::start(Reply::Answer(pods));
+    let kubelet = Kubelet::start(Reply::Answer(dra_answer(DRA_GPUS[0])));
     let got = list_blocking(&kubelet.socket(), DEADLINE).unwrap();
-    let specs = super::cdi::read(&hypomnesis_testkit::fixtures("dra").join("rootfs"));
+    let node = hypomnesis_testkit::fixtures("dra");
+    let specs = super::cdi::read(&node.join("rootfs"));
     assert_eq!(
         specs.unreadable.len(),
         1,
@@ -1076,33 +716,105 @@ fn dra_devices_are_placed_through_the_nodes_cdi_specs() {
         specs.nodes.contains_key("example.com/nic=nic-3"),
         "JSON is read"
     );
-    let names = super::cdi::gpu_of_names(&specs, &[(0, 0), (1, 1), (2, 2)]);
-    assert_eq!(names.len(), 3, "{names:?}");
-    let gpus = [
-        (0, GPU0.to_owned()),
-        (1, GPU1.to_owned()),
-        (2, "GPU-2".to_owned()),
-    ];
-    let a = assign(
+    let devices: Vec<hypomnesis::GpuDeviceInfo> = DRA_GPUS
+        .iter()
+        .zip(0..)
+        .map(|(uuid, i)| {
+            hypomnesis::GpuDeviceInfo::builder()
+                .index(i)
+                .uuid(Some((*uuid).to_owned()))
+                .build()
+        })
+        .collect();
+    let a = super::place::place_with(
         &got,
-        NodeDevices {
-            dra: Some(&names),
-            gpus: &gpus,
-            migs: &[],
-        },
+        &devices,
+        &super::place::fixture_files(&node),
+        &[(0, 0), (1, 1), (2, 2)],
     );
     let pods_on = |gpu: u32| {
         a.by_gpu[&gpu]
             .iter()
-            .map(|h| h.pod.as_str())
+            .map(|h| (h.pod.as_str(), h.mig))
             .collect::<Vec<_>>()
     };
-    assert_eq!(pods_on(0), vec!["trainer-0", "infer-7"]);
-    assert_eq!(pods_on(1), vec!["eval-a", "eval-b"]);
-    assert_eq!(pods_on(2), vec!["eval-b"], "the MIG device, on its GPU");
+    assert_eq!(pods_on(0), vec![("trainer-0", None), ("infer-7", None)]);
+    assert_eq!(pods_on(1), vec![("eval-a", None), ("eval-b", None)]);
+    assert_eq!(
+        pods_on(2),
+        vec![("eval-b", Some(1))],
+        "the MIG device, as gi1"
+    );
     assert_eq!(a.unknown.len(), 1);
-    assert_eq!(a.unknown[0].pod, "lost");
+    assert_eq!(a.unknown[0].pod, "lost-0");
     assert_eq!(a.unknown[0].claim.as_ref().unwrap().name, "lost");
+    let shared = super::Claim {
+        namespace: "ml".into(),
+        name: "shared".into(),
+    };
+    assert_eq!(
+        a.booked,
+        std::collections::BTreeMap::from([((1, shared.clone()), 20 << 30), ((2, shared), 2 << 30)]),
+        "a whole GPU's claim books no memory figure"
+    );
+    assert_eq!(a.booked_error, None);
+}
+
+/// The driver's GPU minors need not be the GPUs' indices: the minor in the spec's node is what
+/// places the device; a MIG capability node of another GPU does not make it a MIG device.
+#[test]
+fn cdi_devices_are_placed_by_minor_not_index() {
+    let mut specs = super::cdi::CdiDevices::default();
+    specs
+        .nodes
+        .insert("k/c=a".into(), vec!["/dev/nvidia7".into()]);
+    specs.nodes.insert(
+        "k/c=b".into(),
+        vec!["/dev/nvidia3".into(), "/dev/nvidia-caps/nvidia-cap9".into()],
+    );
+    specs
+        .nodes
+        .insert("k/c=c".into(), vec!["/dev/nvidia5".into()]);
+    let caps = std::collections::BTreeMap::from([(
+        9,
+        super::cdi::Cap {
+            gpu_minor: 7,
+            gi: 2,
+            ci: None,
+        },
+    )]);
+    let got = super::cdi::gpu_of_names(&specs, &[(0, 7), (1, 3)], &caps);
+    let placed = |gpu, mig| super::cdi::Placed { gpu, mig };
+    assert_eq!(
+        got,
+        std::collections::BTreeMap::from([
+            ("k/c=a".to_owned(), placed(0, None)),
+            ("k/c=b".to_owned(), placed(1, None)),
+        ]),
+        "minor 5 is no GPU of this node"
+    );
+    let caps = super::cdi::mig_caps(&hypomnesis_testkit::fixtures("dra").join("proc"));
+    assert_eq!(
+        caps.into_iter().collect::<Vec<_>>(),
+        vec![
+            (
+                21,
+                super::cdi::Cap {
+                    gpu_minor: 2,
+                    gi: 1,
+                    ci: None
+                }
+            ),
+            (
+                22,
+                super::cdi::Cap {
+                    gpu_minor: 2,
+                    gi: 1,
+                    ci: Some(0)
+                }
+            ),
+        ]
+    );
 }
 
 #[test]

@@ -25,7 +25,14 @@ pub enum GroupBy {
     Pod,
     /// Its pod's Kubernetes namespace.
     Namespace,
+    /// Its container's DRA resource claim on that GPU (`namespace/claim`), as the kubelet's
+    /// pod-resources API gives it.
+    Claim,
 }
+
+/// Each container's DRA claims on each GPU, by `(gpu, namespace, pod, container)`: the group
+/// name of `--group-by claim` (`namespace/claim`, two claims comma-separated).
+pub type Claims = BTreeMap<(u32, String, String, String), String>;
 
 impl GroupBy {
     /// The next grouping of `hmn top`'s `G` key: none, user, pod, namespace, container, none.
@@ -36,7 +43,7 @@ impl GroupBy {
             Some(Self::User) => Some(Self::Pod),
             Some(Self::Pod) => Some(Self::Namespace),
             Some(Self::Namespace) => Some(Self::Container),
-            Some(Self::Container) => None,
+            Some(Self::Container | Self::Claim) => None,
         }
     }
 
@@ -47,6 +54,7 @@ impl GroupBy {
             Self::Container => "CONTAINER",
             Self::Pod => "POD",
             Self::Namespace => "NAMESPACE",
+            Self::Claim => "CLAIM",
         }
     }
 }
@@ -135,14 +143,47 @@ pub fn key_from(
             Some(c) if c.pod_uid.is_some() => named(c.namespace.clone()),
             _ => Key::NoGroup,
         },
+        // Claims are the kubelet's to say ([`claim_key`]); not known from the process alone.
+        GroupBy::Claim => match container {
+            Some(c) if c.pod_uid.is_some() => Key::Unknown,
+            _ => Key::NoGroup,
+        },
     }
 }
 
-/// Each GPU's groups, largest first, then what no listed process accounts for.
-pub fn groups(rows: &[PsRow], hidden: &[Hidden], by: GroupBy) -> Vec<Group> {
+/// The claim group of `r`: its container's claims on its GPU by `claims` (`None`: the kubelet
+/// was not asked or did not answer), `(no claim)` for a pod's container without one there.
+pub fn claim_key(r: &PsRow, claims: Option<&Claims>) -> Key {
+    let c = r.ctx.container.as_ref();
+    let (Some(claims), Some(c)) = (claims, c) else {
+        return key_of(r, GroupBy::Claim);
+    };
+    if super::unseen::reason_of(&r.entry).is_some() || c.pod_uid.is_none() {
+        return key_of(r, GroupBy::Claim);
+    }
+    let (Some(ns), Some(pod), Some(name)) = (&c.namespace, &c.pod, &c.name) else {
+        return Key::Unknown;
+    };
+    claims
+        .get(&(r.entry.device_index, ns.clone(), pod.clone(), name.clone()))
+        .map_or(Key::NoGroup, |n| Key::Named(n.clone()))
+}
+
+/// Each GPU's groups, largest first, then what no listed process accounts for; `claims` names
+/// the claim groups of [`GroupBy::Claim`].
+pub fn groups(
+    rows: &[PsRow],
+    hidden: &[Hidden],
+    by: GroupBy,
+    claims: Option<&Claims>,
+) -> Vec<Group> {
     let mut sums: BTreeMap<(u32, Key), Group> = BTreeMap::new();
     for r in rows {
-        let key = key_of(r, by);
+        let key = if by == GroupBy::Claim {
+            claim_key(r, claims)
+        } else {
+            key_of(r, by)
+        };
         let g = sums
             .entry((r.entry.device_index, key.clone()))
             .or_insert_with(|| Group {
@@ -196,6 +237,7 @@ pub fn key_cell(key: &Key, by: GroupBy) -> String {
             GroupBy::User => "?".to_string(),
             GroupBy::Container => "(no container)".to_string(),
             GroupBy::Pod | GroupBy::Namespace => "(no pod)".to_string(),
+            GroupBy::Claim => "(no claim)".to_string(),
         },
         Key::NotVisible => "(not visible from here)".to_string(),
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use hypomnesis::GpuDeviceInfo;
 
-use crate::kube::{self, Allocation, Assignment, NodeDevices};
+use crate::kube::{self, Allocation, Assignment};
 use crate::view::printable::printable;
 
 /// How long one `List` call may take (no measurement waits for one, but one before the first
@@ -184,59 +184,17 @@ fn read_with(config: &Config, devices: &[GpuDeviceInfo]) -> Option<KubeSample> {
     Some(lay(&ask(config), devices, Duration::ZERO))
 }
 
-/// The kubelet's `answer` laid onto the measured `devices`.
+/// The kubelet's `answer` laid onto the measured `devices` ([`kube::place::place`]).
 fn lay(
     answer: &Result<Vec<Allocation>, String>,
     devices: &[GpuDeviceInfo],
     age: Duration,
 ) -> KubeSample {
-    let answer = answer.as_ref().map_err(Clone::clone).map(|allocations| {
-        let gpus: Vec<(u32, String)> = devices
-            .iter()
-            .filter_map(|d| Some((d.index, d.uuid.clone()?)))
-            .collect();
-        let wants_migs = allocations
-            .iter()
-            .any(|a| matches!(a.device, kube::DeviceRef::Mig { .. }));
-        let migs = if wants_migs {
-            mig_uuids(devices)
-        } else {
-            Vec::new()
-        };
-        // A DRA claim's device is placed through the node's CDI specs.
-        let wants_cdi = allocations
-            .iter()
-            .any(|a| matches!(a.device, kube::DeviceRef::Dra { .. }));
-        let dra = wants_cdi.then(|| {
-            let rootfs = hypomnesis::roots()
-                .map_or_else(|_| std::path::PathBuf::from("/"), |r| r.rootfs.path);
-            let specs = kube::cdi::read(&rootfs);
-            kube::cdi::gpu_of_names(&specs, &hypomnesis::nvidia_device_minors(devices))
-        });
-        kube::assign(
-            allocations,
-            NodeDevices {
-                dra: dra.as_ref(),
-                gpus: &gpus,
-                migs: &migs,
-            },
-        )
-    });
+    let answer = answer
+        .as_ref()
+        .map_err(Clone::clone)
+        .map(|allocations| kube::place::place(allocations, devices));
     KubeSample { answer, age }
-}
-
-/// Each MIG device's UUID and its GPU, for the GPUs in MIG mode.
-fn mig_uuids(devices: &[GpuDeviceInfo]) -> Vec<(String, u32)> {
-    devices
-        .iter()
-        .filter(|d| d.mig_enabled == Some(true))
-        .flat_map(|d| {
-            hypomnesis::mig_instances(d.index)
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(move |m| Some((m.uuid?, d.index)))
-        })
-        .collect()
 }
 
 #[cfg(all(test, unix))]

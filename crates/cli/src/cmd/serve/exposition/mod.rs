@@ -395,6 +395,7 @@ impl Exposition {
                 let Held { used, name, .. } = held;
                 let ctx = self.sample.contexts.get(&pid);
                 let container = ctx.and_then(|c| c.container.as_ref());
+                let claim = container.map_or_else(String::new, |c| self.claim_of(gpu, c));
                 let labels = known([
                     ("gpu", gpu.to_string()),
                     ("uuid", self.uuid_of(gpu)),
@@ -420,6 +421,7 @@ impl Exposition {
                         "container",
                         label_value(&container.map(pods::container_label).unwrap_or_default()),
                     ),
+                    ("claim", claim),
                     (
                         "type",
                         held.kind
@@ -551,7 +553,7 @@ impl Exposition {
         gauges(
             e,
             "gpu_allocation_info",
-            "One series per GPU and container the kubelet allocated it to (the GPU, a MIG instance or a time-slicing replica of it), always 1; from the pod-resources socket; at most --max-allocation-series of them.",
+            "One series per GPU and container the kubelet allocated it to (the GPU, a MIG instance or a time-slicing replica of it), always 1; from the pod-resources socket; at most --max-allocation-series of them. claim_namespace and claim name a DRA allocation's resource claim; mig the MIG GPU instance, where the node names it.",
             None,
             &series,
         )?;
@@ -604,7 +606,7 @@ impl Exposition {
         gauges(
             e,
             "gpu_pod_memory",
-            "GPU memory a Kubernetes pod holds on a GPU: its processes' memory added up (each process once). Labels namespace and pod are the kubelet's names; pod is the pod UID where its logs do not name it.",
+            "GPU memory a Kubernetes pod holds on a GPU: its processes' memory added up (each process once). Labels namespace and pod are the kubelet's names; pod is the pod UID where its logs do not name it; claim the pod's DRA resource claims on that GPU (comma-separated).",
             bytes,
             &self.pods(),
         )?;
@@ -621,6 +623,13 @@ impl Exposition {
             "GPU memory the pods of a DRA resource claim hold on a GPU allocated to the claim (each pod once, also when several pods share the claim): what the claim's processes really hold, beside what the claim books.",
             bytes,
             &self.claims(),
+        )?;
+        gauges(
+            e,
+            "gpu_claim_memory_booked",
+            "GPU memory a DRA resource claim books on a GPU (consumable capacity: its devices' consumed memory capacity there, added up), as the node's NVIDIA DRA driver keeps it; absent for a claim that books no memory figure (a whole GPU) or where the driver's checkpoint cannot be read.",
+            bytes,
+            &self.booked(),
         )?;
         self.encode_allocations(e)?;
         // The processes' memory, and how many series the cap left out.

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use hypomnesis::Container;
 
-use crate::kube::Assignment;
+use crate::kube::place::claim_names;
+use crate::kube::{Assignment, Claim};
 
 use super::{Exposition, Known, gauge, known, label_value};
 
@@ -70,13 +71,82 @@ impl Exposition {
             .collect()
     }
 
+    /// One series per (GPU, pod): the memory of the pod's processes on that GPU, with the
+    /// pod's claims there.
     fn pod_labels(&self, p: &PodSum<'_>) -> Known {
+        let claims = match (self.assignment(), p.namespace, p.name) {
+            (Some(a), Some(ns), Some(name)) => {
+                let mut claims: Vec<&Claim> = a
+                    .by_gpu
+                    .get(&p.gpu)
+                    .into_iter()
+                    .flatten()
+                    .filter(|h| h.namespace == ns && h.pod == name)
+                    .filter_map(|h| h.claim.as_ref())
+                    .collect();
+                claims.sort();
+                claims.dedup();
+                label_value(&claim_names(&claims))
+            }
+            _ => String::new(),
+        };
+        known([
+            ("gpu", p.gpu.to_string()),
+            ("uuid", self.uuid_of(p.gpu)),
+            ("namespace", label_value(p.namespace.unwrap_or_default())),
+            ("pod", label_value(&p.label)),
+            ("claim", claims),
+        ])
+    }
+
+    /// The outside-allocation series' labels: a pod's, without claims (none is on that GPU).
+    fn outside_labels(&self, p: &PodSum<'_>) -> Known {
         known([
             ("gpu", p.gpu.to_string()),
             ("uuid", self.uuid_of(p.gpu)),
             ("namespace", label_value(p.namespace.unwrap_or_default())),
             ("pod", label_value(&p.label)),
         ])
+    }
+
+    /// The `claim` label of a process in container `c` on GPU `gpu`: its container's DRA
+    /// claims on that GPU, by the kubelet's names (empty: none, or not known).
+    pub(super) fn claim_of(&self, gpu: u32, c: &Container) -> String {
+        let (Some(a), Some(ns), Some(pod), Some(name)) =
+            (self.assignment(), &c.namespace, &c.pod, &c.name)
+        else {
+            return String::new();
+        };
+        let mut claims: Vec<&Claim> = a
+            .by_gpu
+            .get(&gpu)
+            .into_iter()
+            .flatten()
+            .filter(|h| h.namespace == *ns && h.pod == *pod && h.container == *name)
+            .filter_map(|h| h.claim.as_ref())
+            .collect();
+        claims.sort();
+        claims.dedup();
+        label_value(&claim_names(&claims))
+    }
+
+    /// One series per (GPU, claim) that books memory there: what it books.
+    pub(super) fn booked(&self) -> Vec<(Known, i64)> {
+        let Some(a) = self.assignment() else {
+            return Vec::new();
+        };
+        a.booked
+            .iter()
+            .map(|((gpu, claim), bytes)| {
+                let labels = known([
+                    ("gpu", gpu.to_string()),
+                    ("uuid", self.uuid_of(*gpu)),
+                    ("claim_namespace", label_value(&claim.namespace)),
+                    ("claim", label_value(&claim.name)),
+                ]);
+                (labels, gauge(*bytes))
+            })
+            .collect()
     }
 
     /// The kubelet's answer, when it gave one.
@@ -116,6 +186,7 @@ impl Exposition {
                                 .as_ref()
                                 .map_or_else(String::new, |c| label_value(&c.name)),
                         ),
+                        ("mig", h.mig.map_or_else(String::new, |m| m.to_string())),
                     ]);
                     (labels, 1)
                 })
@@ -164,7 +235,7 @@ impl Exposition {
                         .get(&p.gpu)
                         .is_some_and(|pods| !pods.contains(&(ns, name)))
             })
-            .map(|p| (self.pod_labels(&p), gauge(p.used)))
+            .map(|p| (self.outside_labels(&p), gauge(p.used)))
             .collect()
     }
 

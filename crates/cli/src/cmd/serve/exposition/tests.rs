@@ -294,7 +294,7 @@ hypomnesis_gpu_memory_reserved_bytes{{gpu="0",uuid="GPU-0"}} 5242880
 # TYPE hypomnesis_gpu_memory_not_visible_bytes gauge
 # UNIT hypomnesis_gpu_memory_not_visible_bytes bytes
 hypomnesis_gpu_memory_not_visible_bytes{{gpu="0",uuid="GPU-0"}} 307232768
-# HELP hypomnesis_gpu_pod_memory_bytes GPU memory a Kubernetes pod holds on a GPU: its processes' memory added up (each process once). Labels namespace and pod are the kubelet's names; pod is the pod UID where its logs do not name it.
+# HELP hypomnesis_gpu_pod_memory_bytes GPU memory a Kubernetes pod holds on a GPU: its processes' memory added up (each process once). Labels namespace and pod are the kubelet's names; pod is the pod UID where its logs do not name it; claim the pod's DRA resource claims on that GPU (comma-separated).
 # TYPE hypomnesis_gpu_pod_memory_bytes gauge
 # UNIT hypomnesis_gpu_pod_memory_bytes bytes
 hypomnesis_gpu_pod_memory_bytes{{gpu="0",uuid="GPU-0",pod="6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d"}} 106954752

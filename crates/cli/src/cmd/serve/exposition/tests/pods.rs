@@ -127,14 +127,15 @@ fn memory_outside_the_kubelets_allocation_is_its_own_series() {
         pod: "trainer-0".into(),
         container: "worker".into(),
         claim: None,
+        mig: None,
     };
     s.kube = Some(KubeSample {
         answer: Ok(Assignment {
             by_gpu: [(0, vec![holder.clone()]), (1, Vec::new())]
                 .into_iter()
                 .collect(),
-            unknown: Vec::new(),
             invalid: 2,
+            ..Assignment::default()
         }),
         age: Duration::from_millis(1500),
     });
@@ -235,7 +236,7 @@ fn a_pod_with_an_unplaced_claim_is_not_called_outside_its_allocation() {
         answer: Ok(Assignment {
             by_gpu: [(0, Vec::new()), (1, Vec::new())].into_iter().collect(),
             unknown: vec![claimed],
-            invalid: 0,
+            ..Assignment::default()
         }),
         age: Duration::ZERO,
     });
@@ -276,6 +277,7 @@ fn claims_label_allocations_sum_their_pods_and_leave_their_pods_inside() {
         if let Some(k) = c.container.as_mut() {
             k.namespace = Some("ml".into());
             k.pod = Some(pod.into());
+            k.name = Some("c".into());
         }
         c
     };
@@ -304,17 +306,35 @@ fn claims_label_allocations_sum_their_pods_and_leave_their_pods_inside() {
             namespace: "ml".into(),
             name: claim.into(),
         }),
+        mig: None,
     };
     s.kube = Some(KubeSample {
         answer: Ok(Assignment {
             by_gpu: [
-                (0, vec![held("trainer-0", "gpu-claim")]),
+                (
+                    0,
+                    vec![Holder {
+                        mig: Some(2),
+                        ..held("trainer-0", "gpu-claim")
+                    }],
+                ),
                 (1, vec![held("eval-a", "shared"), held("eval-b", "shared")]),
             ]
             .into_iter()
             .collect(),
-            unknown: Vec::new(),
-            invalid: 0,
+            booked: [(
+                (
+                    1,
+                    Claim {
+                        namespace: "ml".into(),
+                        name: "shared".into(),
+                    },
+                ),
+                40 * MIB,
+            )]
+            .into_iter()
+            .collect(),
+            ..Assignment::default()
         }),
         age: Duration::ZERO,
     });
@@ -347,5 +367,23 @@ fn claims_label_allocations_sum_their_pods_and_leave_their_pods_inside() {
             && outside[0].contains("pod=\"trainer-0\"")
             && outside[0].ends_with(&format!(" {}", 7 * MIB)),
         "{outside:?}"
+    );
+    // Each process and pod carries its claim on that GPU; trainer-0's process on GPU 1 has none
+    // there; the MIG device's GPU instance is on the allocation; the booking beside the use.
+    for want in [
+        "hypomnesis_gpu_process_memory_bytes{gpu=\"1\",pid=\"21\",process=\"python3\",namespace=\"ml\",pod=\"eval-a\",container=\"c\",claim=\"shared\"}".to_owned(),
+        "hypomnesis_gpu_process_memory_bytes{gpu=\"1\",pid=\"23\",process=\"python3\",namespace=\"ml\",pod=\"trainer-0\",container=\"c\"}".to_owned(),
+        "hypomnesis_gpu_process_memory_bytes{gpu=\"0\",uuid=\"GPU-0\",pid=\"20\",process=\"python3\",namespace=\"ml\",pod=\"trainer-0\",container=\"c\",claim=\"gpu-claim\"}".to_owned(),
+        format!("hypomnesis_gpu_pod_memory_bytes{{gpu=\"1\",namespace=\"ml\",pod=\"eval-b\",claim=\"shared\"}} {}\n", 20 * MIB),
+        "hypomnesis_gpu_allocation_info{gpu=\"0\",uuid=\"GPU-0\",namespace=\"ml\",pod=\"trainer-0\",container=\"c\",claim_namespace=\"ml\",claim=\"gpu-claim\",mig=\"2\"} 1\n".to_owned(),
+        format!("hypomnesis_gpu_claim_memory_booked_bytes{{gpu=\"1\",claim_namespace=\"ml\",claim=\"shared\"}} {}\n", 40 * MIB),
+    ] {
+        assert!(text.contains(&want), "{want}\n{text}");
+    }
+    assert_eq!(
+        text.matches("hypomnesis_gpu_claim_memory_booked_bytes{")
+            .count(),
+        1,
+        "a whole GPU's claim books no figure: {text}"
     );
 }
