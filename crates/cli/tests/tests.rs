@@ -4,7 +4,8 @@
 //!   fakes; `ps`: its table, JSON and filters, and the memory no visible process accounts for;
 //!   `run_watch`, `run_signals`, `watch_edges`, `serve`, `fleet`, `top` in tmux, `stalls`,
 //!   `hidepid` (a real procfs mount with `hidepid`), `hostile_names`,
-//!   `impossible_figures`, `kubelet` (pod names from a node's log layout), `pid_namespace` (a
+//!   `impossible_figures`, `kubelet` (pod names from a node's log layout), `dra` (a node whose GPUs are allocated
+//!   through resource claims: the first scrape and `ps --group-by claim`), `pid_namespace` (a
 //!   driver pid that a local process also has, in a PID namespace of its own), the first-contact
 //!   `surface`, the README's transcripts, `top_keys` (selecting, inspecting and signalling in
 //!   `hmn top`), and how often `nvidia-smi` runs while NVML answers: `fallback_probe` for serve,
@@ -39,9 +40,15 @@ mod util {
     pub mod smi;
 }
 
+/// The kubelet's pod-resources stand-in, shared with `hmn`'s unit tests.
+#[cfg(all(feature = "serve", target_os = "linux"))]
+#[path = "support/kubelet.rs"]
+mod kubelet_standin;
+
 mod cli {
     mod basics;
     mod compat;
+    pub(crate) mod dra;
     mod fallback_probe;
     mod fleet;
     mod ghost_zoo;

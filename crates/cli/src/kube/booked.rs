@@ -257,4 +257,25 @@ mod tests {
                 .is_empty()
         );
     }
+
+    /// No checkpoint: no bookings, and nothing wrong; one not understood, or too large: why,
+    /// naming the file.
+    #[test]
+    fn a_missing_checkpoint_is_none_and_a_bad_one_is_named() {
+        let root = std::env::temp_dir().join(format!("hmn-booked-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(read(&root), Ok(Bookings::new()));
+        let file = root.join(CHECKPOINT);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "{\"v2\": 7}").unwrap();
+        let why = read(&root).unwrap_err();
+        assert!(
+            why.contains("checkpoint.json") && why.contains("invalid type"),
+            "{why}"
+        );
+        let big = vec![b' '; usize::try_from(MAX_CHECKPOINT_BYTES).unwrap() + 1];
+        std::fs::write(&file, big).unwrap();
+        assert!(read(&root).unwrap_err().contains("larger than"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

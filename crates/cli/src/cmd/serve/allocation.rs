@@ -190,11 +190,34 @@ fn lay(
     devices: &[GpuDeviceInfo],
     age: Duration,
 ) -> KubeSample {
-    let answer = answer
-        .as_ref()
-        .map_err(Clone::clone)
-        .map(|allocations| kube::place::place(allocations, devices));
+    let answer = answer.as_ref().map_err(Clone::clone).map(|allocations| {
+        let a = kube::place::place(allocations, devices);
+        report_bookings(a.booked_error.as_deref());
+        a
+    });
     KubeSample { answer, age }
+}
+
+/// The last reason the DRA driver's bookings could not be read, to say each once.
+static LAST_BOOKING_FAILURE: Mutex<Option<String>> = Mutex::new(None);
+
+/// Says on stderr when the claims' bookings start failing to be read (and why), or are read
+/// again.
+fn report_bookings(why: Option<&str>) {
+    let mut last = LAST_BOOKING_FAILURE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if last.as_deref() == why {
+        return;
+    }
+    match why {
+        Some(why) => eprintln!(
+            "hmn: the DRA claims' memory bookings are not known: {}",
+            printable(why)
+        ),
+        None => eprintln!("hmn: the DRA claims' memory bookings are read again"),
+    }
+    *last = why.map(str::to_owned);
 }
 
 #[cfg(all(test, unix))]
