@@ -83,7 +83,7 @@ fn prometheus_config_and_alert_rules_pass_promtool() {
     let tests = alerts.join("hypomnesis.rules.test.yml");
     let (ok, said) = promtool(&promtool_path, &["check", "rules"], &rules);
     assert!(
-        ok && said.contains("9 rules found"),
+        ok && said.contains("10 rules found"),
         "promtool check rules:\n{said}"
     );
     let (ok, said) = promtool(&promtool_path, &["test", "rules"], &tests);
@@ -144,6 +144,14 @@ fn prometheus_config_and_alert_rules_pass_promtool() {
             "hypomnesis_gpu_ghost_bytes > 0\n        for: 15m",
             "hypomnesis_gpu_ghost_bytes > 0\n        for: 5m",
         ),
+        (
+            "            > on (job, instance, gpu, uuid, claim_namespace, claim)",
+            "            >= on (job, instance, gpu, uuid, claim_namespace, claim)",
+        ),
+        (
+            "hypomnesis_gpu_claim_memory_booked_bytes\n        for: 5m",
+            "hypomnesis_gpu_claim_memory_booked_bytes\n        for: 1m",
+        ),
     ];
     for (from, to) in mutants {
         assert_eq!(
@@ -199,8 +207,13 @@ fn alert_rules_use_series_that_hmn_serves() {
     }
     assert!(used.len() >= 8, "{used:?}");
     // Served only on a Kubernetes node whose pod-resources socket answers: the exposition's unit
-    // test `memory_outside_the_kubelets_allocation_is_its_own_series` serves it.
-    let kubernetes_only = ["hypomnesis_gpu_pod_memory_outside_allocation_bytes"];
+    // test `memory_outside_the_kubelets_allocation_is_its_own_series` serves the first; the
+    // claims' series come from a DRA node, which `cli::dra`'s first scrape serves.
+    let kubernetes_only = [
+        "hypomnesis_gpu_pod_memory_outside_allocation_bytes",
+        "hypomnesis_gpu_claim_memory_bytes",
+        "hypomnesis_gpu_claim_memory_booked_bytes",
+    ];
     for name in used
         .iter()
         .filter(|n| !kubernetes_only.contains(&n.as_str()))

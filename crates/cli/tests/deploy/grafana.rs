@@ -6,7 +6,9 @@
 //! visible process accounts for. Node B: an H200 in MIG mode with two GPU instances and an L40S
 //! with one process. Node C: a V100 behind a pre-R510 driver (no reservation figure). Node D: a
 //! Kubernetes node, two H100s whose processes run in pods (the kubelet fixture's procfs and
-//! rootfs: `crates/testkit/fixtures/kubelet`).
+//! rootfs: `crates/testkit/fixtures/kubelet`). Node E: a node whose GPUs are allocated through
+//! DRA resource claims (three H200s; the DRA fixture node, `crates/testkit/fixtures/dra`, and a
+//! kubelet stand-in answering its claims), which the allocation and claim panels show.
 //!
 //! Needs `prometheus` on PATH (skipped without it, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1`).
 #![cfg(all(feature = "serve", target_os = "linux"))]
@@ -19,6 +21,9 @@ use std::time::{Duration, Instant};
 
 use serving::{Prometheus, Server, Sleepers};
 use support::{FakeVariant, external};
+
+use crate::cli::dra;
+use crate::kubelet_standin::{Kubelet, Reply, dra_answer};
 
 const MIB: f64 = 1_048_576.0;
 
@@ -238,7 +243,20 @@ struct Fleet {
     b: String,
     c: String,
     d: String,
+    e: String,
     pids: [u32; 3],
+}
+
+/// Node E's processes' memory, MiB, per GPU.
+fn e_used(gpu: u32) -> f64 {
+    let gib: u64 = dra::PROCESSES
+        .iter()
+        .filter(|(_, g, _)| *g == gpu)
+        .map(|(_, _, gib)| gib)
+        .sum();
+    #[allow(clippy::cast_precision_loss)] // GiB counts far below 2^52
+    let mib = (gib * 1024) as f64;
+    mib * MIB
 }
 
 impl Fleet {
@@ -246,7 +264,9 @@ impl Fleet {
     #[allow(clippy::too_many_lines)] // one table of expectations
     #[allow(clippy::many_single_char_names)] // nodes a to d, as the module's doc names them
     fn check(&self, title: &str, ref_id: &str, got: &[Series]) {
-        let (a, b, c, d) = (&self.a, &self.b, &self.c, &self.d);
+        let (a, b, c, d, e) = (&self.a, &self.b, &self.c, &self.d, &self.e);
+        let (e_total, e_reserved) = (143_771.0 * MIB, 614.0 * MIB);
+        let e_all = e_used(0) + e_used(1) + e_used(2);
         let [p1, p2, p3] = self.pids;
         let k = |node: &str, rest: &str| format!("{node}/{rest}");
         let what = format!("{title} / {ref_id}");
@@ -261,8 +281,8 @@ impl Fleet {
         let (d_total, d_reserved) = (81_559.0 * MIB, 512.0 * MIB);
         match (title, ref_id) {
             // Fleet-wide: node D is the fourth node, its two H100s the fifth and sixth GPUs.
-            ("Nodes reporting", "A") => assert_values(&what, got, &[(String::new(), 4.0)]),
-            ("GPUs seen", "A") => assert_values(&what, got, &[(String::new(), 6.0)]),
+            ("Nodes reporting", "A") => assert_values(&what, got, &[(String::new(), 5.0)]),
+            ("GPUs seen", "A") => assert_values(&what, got, &[(String::new(), 9.0)]),
             ("GPU memory used by node, of total − reserved", "A") => assert_values(
                 &what,
                 got,
@@ -277,6 +297,7 @@ impl Fleet {
                         d.clone(),
                         (d0_used + d1_used) / (2.0 * (d_total - d_reserved)),
                     ),
+                    (e.clone(), e_all / (3.0 * (e_total - e_reserved))),
                 ],
             ),
             ("Exporter health", "A") => assert_values(
@@ -287,6 +308,7 @@ impl Fleet {
                     (b.clone(), 1.0),
                     (c.clone(), 1.0),
                     (d.clone(), 1.0),
+                    (e.clone(), 1.0),
                 ],
             ),
             ("Exporter health", "B") => {
@@ -302,6 +324,7 @@ impl Fleet {
                         (b.clone(), 1.0),
                         (c.clone(), 1.0),
                         (d.clone(), 1.0),
+                        (e.clone(), 1.0),
                     ],
                 );
             }
@@ -313,6 +336,7 @@ impl Fleet {
                     (b.clone(), (143_771.0 + 46_068.0) * MIB),
                     (c.clone(), 32_768.0 * MIB),
                     (d.clone(), 2.0 * d_total),
+                    (e.clone(), 3.0 * e_total),
                 ],
             ),
             ("GPU memory by node", "B") => assert_values(
@@ -323,6 +347,7 @@ impl Fleet {
                     (b.clone(), b_mig_used + b_l40s_used),
                     (c.clone(), c_used),
                     (d.clone(), d0_used + d1_used),
+                    (e.clone(), e_all),
                 ],
             ),
             ("GPU memory by node", "C") => assert_values(
@@ -336,6 +361,7 @@ impl Fleet {
                         d.clone(),
                         2.0 * d_total - 2.0 * d_reserved - d0_used - d1_used,
                     ),
+                    (e.clone(), 3.0 * (e_total - e_reserved) - e_all),
                 ],
             ),
             ("GPU memory: reserved / used by processes / not visible / free", "A") => {
@@ -348,6 +374,9 @@ impl Fleet {
                         (k(b, "1"), 609.0 * MIB),
                         (k(d, "0"), d_reserved),
                         (k(d, "1"), d_reserved),
+                        (k(e, "0"), e_reserved),
+                        (k(e, "1"), e_reserved),
+                        (k(e, "2"), e_reserved),
                     ],
                 );
             }
@@ -362,6 +391,9 @@ impl Fleet {
                         (k(c, "0"), c_used),
                         (k(d, "0"), d0_used),
                         (k(d, "1"), d1_used),
+                        (k(e, "0"), e_used(0)),
+                        (k(e, "1"), e_used(1)),
+                        (k(e, "2"), e_used(2)),
                     ],
                 );
             }
@@ -374,6 +406,9 @@ impl Fleet {
                         (k(b, "1"), 0.0),
                         (k(d, "0"), 0.0),
                         (k(d, "1"), 0.0),
+                        (k(e, "0"), 0.0),
+                        (k(e, "1"), 0.0),
+                        (k(e, "2"), 0.0),
                     ],
                 );
             }
@@ -388,6 +423,9 @@ impl Fleet {
                         (k(c, "0"), 30_000.0 * MIB),
                         (k(d, "0"), d_total - d_reserved - d0_used),
                         (k(d, "1"), d_total - d_reserved - d1_used),
+                        (k(e, "0"), e_total - e_reserved - e_used(0)),
+                        (k(e, "1"), e_total - e_reserved - e_used(1)),
+                        (k(e, "2"), e_total - e_reserved - e_used(2)),
                     ],
                 );
             }
@@ -401,6 +439,9 @@ impl Fleet {
                     (k(c, "0"), c_used / (32_768.0 * MIB)),
                     (k(d, "0"), d0_used / (d_total - d_reserved)),
                     (k(d, "1"), d1_used / (d_total - d_reserved)),
+                    (k(e, "0"), e_used(0) / (e_total - e_reserved)),
+                    (k(e, "1"), e_used(1) / (e_total - e_reserved)),
+                    (k(e, "2"), e_used(2) / (e_total - e_reserved)),
                 ],
             ),
             ("GPUs", "A") => {
@@ -414,6 +455,9 @@ impl Fleet {
                         (k(c, "0"), 1.0),
                         (k(d, "0"), 1.0),
                         (k(d, "1"), 1.0),
+                        (k(e, "0"), 1.0),
+                        (k(e, "1"), 1.0),
+                        (k(e, "2"), 1.0),
                     ],
                 );
                 let models: BTreeSet<(&str, &str, &str)> = got
@@ -455,9 +499,27 @@ impl Fleet {
                     #[allow(clippy::cast_precision_loss)] // MiB counts far below 2^52
                     want.push((k(d, &format!("{gpu}/{pid}")), m as f64 * MIB));
                 }
+                for (pid, gpu, gib) in dra::PROCESSES {
+                    #[allow(clippy::cast_precision_loss)] // GiB counts far below 2^52
+                    want.push((k(e, &format!("{gpu}/{pid}")), (gib * 1024) as f64 * MIB));
+                }
                 assert_values(&what, got, &want);
                 for s in got {
                     assert!(!s.label("uuid").is_empty(), "{what}: {s:?}");
+                    if s.label("instance") == e {
+                        // Node E's: each in its pod, with its claim on that GPU where it has one.
+                        let claim = match s.label("pid") {
+                            "5100" => "gpu-claim",
+                            "5200" | "5300" | "5301" => "shared",
+                            _ => "",
+                        };
+                        assert_eq!(
+                            (s.label("process"), s.label("claim")),
+                            ("python3", claim),
+                            "{what}: {s:?}"
+                        );
+                        continue;
+                    }
                     if s.label("instance") != d {
                         assert_eq!(s.label("process"), "sleep", "{what}: {s:?}");
                         continue;
@@ -490,6 +552,9 @@ impl Fleet {
                     (k(c, "0"), 1.0),
                     (k(d, "0"), 5.0),
                     (k(d, "1"), 4.0),
+                    (k(e, "0"), 2.0),
+                    (k(e, "1"), 3.0),
+                    (k(e, "2"), 2.0),
                 ],
             ),
             // Node D's pods: ml-team holds trainer-0 (GPU 0: 30,720 MiB of its worker and 512 of
@@ -504,6 +569,9 @@ impl Fleet {
                     ("ml-team".into(), 68_096.0 * MIB),
                     ("inference".into(), 20_480.0 * MIB),
                     ("?".into(), 7_168.0 * MIB),
+                    // Node E's: ml's pods (52 GiB), web's infer-7 (2 GiB).
+                    ("ml".into(), 52.0 * 1024.0 * MIB),
+                    ("web".into(), 2.0 * 1024.0 * MIB),
                 ],
             ),
             ("GPU memory per pod", "A") => {
@@ -524,6 +592,13 @@ impl Fleet {
                             k(d, "1//3e4f5a6b-7c8d-4e9f-a0b1-c2d3e4f5a6b7"),
                             3_072.0 * MIB,
                         ),
+                        (k(e, "0/ml/trainer-0"), 30.0 * 1024.0 * MIB),
+                        (k(e, "0/web/infer-7"), 2.0 * 1024.0 * MIB),
+                        (k(e, "1/ml/eval-a"), 10.0 * 1024.0 * MIB),
+                        (k(e, "1/ml/eval-b"), 6.0 * 1024.0 * MIB),
+                        (k(e, "1/ml/trainer-0"), 1024.0 * MIB),
+                        (k(e, "2/ml/eval-b"), 4.0 * 1024.0 * MIB),
+                        (k(e, "2/ml/lost-0"), 1024.0 * MIB),
                     ],
                 );
                 // Largest first, as the query answers (the table sorts by memory too).
@@ -531,7 +606,7 @@ impl Fleet {
                     got.windows(2).all(|w| w[0].value >= w[1].value),
                     "{what}: not largest first: {got:?}"
                 );
-                for s in got {
+                for s in got.iter().filter(|s| s.label("instance") == d) {
                     assert_eq!(
                         s.label("uuid"),
                         D_UUIDS[usize::from(s.label("gpu") == "1")],
@@ -539,6 +614,45 @@ impl Fleet {
                     );
                 }
             }
+            // Node E's allocations: each container once per GPU, the claim and the MIG GPU
+            // instance where DRA gave them, the device plugin's beside them.
+            ("GPU allocations", "A") => assert_labelled(
+                &what,
+                got,
+                &["instance", "gpu", "pod", "container", "claim", "mig"],
+                &[
+                    (k(e, "0/trainer-0/train/gpu-claim/"), 1.0),
+                    (k(e, "0/infer-7/server//"), 1.0),
+                    (k(e, "1/eval-a/eval/shared/"), 1.0),
+                    (k(e, "1/eval-b/eval/shared/"), 1.0),
+                    (k(e, "2/eval-b/eval/shared/1"), 1.0),
+                ],
+            ),
+            ("GPU memory outside the pod's allocation", "A") => assert_labelled(
+                &what,
+                got,
+                &["instance", "gpu", "namespace", "pod"],
+                &[(k(e, "1/ml/trainer-0"), 1024.0 * MIB)],
+            ),
+            ("DRA claims: memory held and booked", "A") => assert_labelled(
+                &what,
+                got,
+                &["instance", "gpu", "claim"],
+                &[
+                    (k(e, "0/gpu-claim"), 30.0 * 1024.0 * MIB),
+                    (k(e, "1/shared"), 16.0 * 1024.0 * MIB),
+                    (k(e, "2/shared"), 4.0 * 1024.0 * MIB),
+                ],
+            ),
+            ("DRA claims: memory held and booked", "B") => assert_labelled(
+                &what,
+                got,
+                &["instance", "gpu", "claim"],
+                &[
+                    (k(e, "1/shared"), 20.0 * 1024.0 * MIB),
+                    (k(e, "2/shared"), 2.0 * 1024.0 * MIB),
+                ],
+            ),
             ("MIG instances", ref_id) => {
                 let (gi2, gi9) = match ref_id {
                     "A" => (71_424.0, 16_384.0),
@@ -655,6 +769,7 @@ fn wait_for_all(prometheus: &Prometheus, n: usize) {
 }
 
 #[test]
+#[allow(clippy::many_single_char_names)] // nodes a to e, as the module's doc names them
 fn every_panel_query_returns_the_nodes_figures() {
     let Some(binary) = external("prometheus") else {
         return;
@@ -681,17 +796,28 @@ fn every_panel_query_returns_the_nodes_figures() {
             rootfs.to_str().unwrap(),
         ],
     );
-    let addrs: [SocketAddr; 4] = [a.addr, b.addr, c.addr, d.addr];
+    // Node E: the DRA fixture node, its kubelet's claims from the stand-in.
+    let kubelet = Kubelet::start(Reply::Answer(dra_answer(dra::GPUS[0])));
+    let socket = kubelet.socket().display().to_string();
+    let mut e_args = vec![
+        "--no-ghosts".to_owned(),
+        "--pod-resources-socket".to_owned(),
+        socket,
+    ];
+    e_args.extend(dra::roots());
+    let e_args: Vec<&str> = e_args.iter().map(String::as_str).collect();
+    let e = Server::start(FakeVariant::Modern, &dra::scenario(), &e_args);
+    let addrs: [SocketAddr; 5] = [a.addr, b.addr, c.addr, d.addr, e.addr];
     let prometheus = Prometheus::start(&binary, &addrs);
-    wait_for_all(&prometheus, 4);
+    wait_for_all(&prometheus, 5);
     // The sleepers run in this test's cgroup: were that a Kubernetes pod's, nodes A to C would
     // export their memory as that pod's, and the Kubernetes panels would not show node D's
     // pods alone, which their expectations below assume.
     let ambient = query(
         &prometheus,
         &format!(
-            "hypomnesis_gpu_pod_memory_bytes{{instance!=\"{}\"}}",
-            d.addr
+            "hypomnesis_gpu_pod_memory_bytes{{instance!~\"{}|{}\"}}",
+            d.addr, e.addr
         ),
     );
     assert!(
@@ -704,6 +830,7 @@ fn every_panel_query_returns_the_nodes_figures() {
         b: b.addr.to_string(),
         c: c.addr.to_string(),
         d: d.addr.to_string(),
+        e: e.addr.to_string(),
         pids,
     };
 
@@ -737,7 +864,8 @@ fn check_variables(dashboard: &serde_json::Value, prometheus: &Prometheus, fleet
             fleet.a.clone(),
             fleet.b.clone(),
             fleet.c.clone(),
-            fleet.d.clone()
+            fleet.d.clone(),
+            fleet.e.clone()
         ])
     );
     let gpus_of_b: BTreeSet<String> = query(
@@ -756,7 +884,7 @@ fn check_variables(dashboard: &serde_json::Value, prometheus: &Prometheus, fleet
         gpus_of_b,
         BTreeSet::from([B_MIG_UUID.into(), B_L40S_UUID.into()])
     );
-    // The namespaces of the pods the kubelet's logs name: those of node D. (The pods they do not
+    // The namespaces of the pods the kubelet's logs name: those of nodes D and E. (The pods they do not
     // name have no namespace label, which Grafana's `label_values` does not list.)
     let namespaces: BTreeSet<String> = query(prometheus, &label_values(&definition("namespace")))
         .iter()
@@ -765,7 +893,12 @@ fn check_variables(dashboard: &serde_json::Value, prometheus: &Prometheus, fleet
         .collect();
     assert_eq!(
         namespaces,
-        BTreeSet::from(["inference".into(), "ml-team".into()])
+        BTreeSet::from([
+            "inference".into(),
+            "ml".into(),
+            "ml-team".into(),
+            "web".into()
+        ])
     );
     for v in vars.iter().filter(|v| v["type"] == "query") {
         assert_eq!(

@@ -612,14 +612,15 @@ fn kubernetes_manifests_are_valid_and_agree_with_the_image() {
     for (var, host) in [("HYPOMNESIS_PROCFS", "/proc"), ("HYPOMNESIS_SYSFS", "/sys")] {
         mounted(&env(var), host);
     }
-    // The rootfs: the node's kubelet logs, pod-resources directory and CDI specs (DRA),
-    // read-only, each where it is on the node below it.
+    // The rootfs: the node's kubelet logs, pod-resources directory, CDI specs and NVIDIA DRA
+    // driver's directory (DRA), read-only, each where it is on the node below it.
     let rootfs = env("HYPOMNESIS_ROOTFS");
     for host in [
         "/var/log/pods",
         "/var/log/containers",
         "/var/lib/kubelet/pod-resources",
         "/var/run/cdi",
+        "/var/lib/kubelet/plugins/gpu.nvidia.com",
     ] {
         mounted(&format!("{rootfs}{host}"), host);
     }
