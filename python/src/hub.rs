@@ -279,20 +279,6 @@ impl Hub {
         Some(timeline::peak_time(start, first, between.as_ref()))
     }
 
-    /// The readings of `devices` if each is at most `max_age` old.
-    pub fn fresh(&self, devices: &[u32], max_age: Duration) -> Option<Vec<Reading>> {
-        let st = self.lock();
-        devices
-            .iter()
-            .map(|d| {
-                st.latest
-                    .get(d)
-                    .filter(|r| r.at.elapsed() <= max_age)
-                    .copied()
-            })
-            .collect()
-    }
-
     /// Asks the sampling thread for a reading of `devices` taken after `since`.
     pub fn want(&self, devices: &[u32], deadline: Duration) {
         let mut st = self.lock();

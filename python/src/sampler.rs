@@ -1,7 +1,9 @@
 //! `Sampler`: one tracked block, sampled by the shared thread of `hub.rs`. Its entry and exit
-//! samples read RSS at once; their GPU figures are the shared thread's latest when at most one
-//! interval (and at most [`MAX_REUSE`]) old, or else asked of it and waited for at most the deadline, in steps short
-//! enough that Ctrl-C (any signal handler) runs at once.
+//! samples read RSS at once, and GPU figures read after the edge was reached: asked of the
+//! shared thread and waited for at most the deadline, in steps short enough that Ctrl-C (any
+//! signal handler) runs at once. A reading taken before the edge is never reused: on an H200 a
+//! block's 3 GiB `torch.empty` showed in NVML's figure 0.2 ms before the call returned, so a
+//! reading a few milliseconds old at the exit missed the whole allocation (docs/h200/).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -9,13 +11,11 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::hub::{self, Hub, Reading};
+use crate::hub::{self, Hub};
 use crate::timeline::{self, Finished, Kept, RawSample};
 
 /// How long one wait for a reading lasts before signals are looked at.
 const SIGNAL_CHECK: Duration = Duration::from_millis(20);
-/// The oldest GPU reading an entry or exit sample reuses, whatever the interval.
-const MAX_REUSE: Duration = Duration::from_millis(10);
 /// Longest interval and deadline accepted, seconds.
 const MAX_SECONDS: f64 = 86_400.0;
 
@@ -61,19 +61,14 @@ impl Sampler {
             .map_err(|_| PyRuntimeError::new_err("the sampler's state is poisoned"))
     }
 
-    /// An entry or exit sample: RSS now, and GPU readings at most an interval (and at most
-    /// [`MAX_REUSE`]) old.
+    /// An entry or exit sample: RSS now, and GPU readings taken after this call began.
     fn edge(&self, py: Python<'_>, hub: &Hub, start: Instant) -> PyResult<RawSample> {
+        let since = Instant::now();
         // Read with the GIL held: a few microseconds, less than releasing it would cost.
         let rss = hypomnesis::process_rss().map_err(|e| crate::to_py(py, &e))?;
         if self.devices.is_empty() {
             return Ok(hub::edge_sample(start, rss, &[]));
         }
-        if let Some(r) = hub.fresh(&self.devices, self.interval.min(MAX_REUSE)) {
-            let r: Vec<Option<Reading>> = r.into_iter().map(Some).collect();
-            return Ok(hub::edge_sample(start, rss, &r));
-        }
-        let since = Instant::now();
         hub.want(&self.devices, self.deadline);
         // The sampling thread waits for the driver at most the deadline; a little more here
         // covers its round's own work.

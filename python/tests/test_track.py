@@ -5,6 +5,7 @@ in-process API against the session's fake (conftest.SESSION: two H200s, this pro
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 from typing import List
@@ -12,7 +13,7 @@ from typing import List
 import pytest
 
 import hypomnesis
-from conftest import GHOST, GHOST_REASON, GIB, MIB
+from conftest import GHOST, GHOST_REASON, GIB, MIB, h200, run_child
 
 BLOCK = 256 << 20
 
@@ -49,6 +50,45 @@ def test_a_short_block_still_has_baseline_final_and_peak() -> None:
     assert t.baseline is t.samples[0] and t.final is t.samples[1]
     assert t.peak_rss_bytes == max(t.baseline.rss_bytes, t.final.rss_bytes)
     assert t.duration < 5
+
+
+#: A block whose edges follow a change of the driver's figure at once, while the shared thread
+#: reads every 10 ms for an outer block: the inner block's baseline and final must be the
+#: figures after each change, never a reading taken before its edge (on an H200, NVML showed a
+#: 3 GiB torch.empty 0.2 ms before the call returned: a reading milliseconds old missed it).
+EDGES = """
+import os, time
+USED = os.environ["HMN_USED_FILE"]
+GIB = 1 << 30
+def driver(n):
+    with open(USED + ".new", "w") as f:
+        f.write(str(n))
+    os.replace(USED + ".new", USED)
+rows = []
+for _ in range(20):
+    driver(1 * GIB)
+    with hypomnesis.track(interval=0.01):
+        time.sleep(0.03)  # the outer block's readings: 1 GiB, each under 10 ms old
+        driver(2 * GIB)
+        with hypomnesis.track(interval=0.01) as t:
+            time.sleep(0.03)
+            driver(3 * GIB)
+    rows.append((t.baseline.gpu_bytes[0], t.final.gpu_bytes[0], t.peak_gpu_bytes[0]))
+out(rows)
+"""
+
+
+def test_edges_read_the_driver_after_the_edge() -> None:
+    fd, used = tempfile.mkstemp(prefix="hmn-used-")
+    os.close(fd)
+    try:
+        own = [{"pid": "__SELF_PID__", "used": GIB, "used_file": used}]
+        rows = run_child(
+            EDGES, {"devices": [h200(compute_processes=own)]}, env={"HMN_USED_FILE": used}
+        )
+    finally:
+        os.unlink(used)
+    assert rows == [[2 * GIB, 3 * GIB, 3 * GIB]] * 20, rows
 
 
 def test_results_are_refused_while_running() -> None:

@@ -139,7 +139,12 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         && !args.output.json
         && args.group_by.is_none()
     {
-        crate::view::ghosts::footer(out, report)?;
+        crate::view::ghosts::footer_of(out, report, |g| match g.pid {
+            Some(pid) => rows
+                .iter()
+                .any(|r| r.entry.device_index == g.device_index && r.entry.pid == pid),
+            None => hidden.iter().any(|h| h.device_index == g.device_index),
+        })?;
     }
     let asked = Asked {
         pids: &args.pid,

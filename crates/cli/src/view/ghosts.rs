@@ -95,6 +95,37 @@ pub fn footer(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
     writeln!(out, "{n} ghost{s} holding {total}: {parts}")
 }
 
+/// [`footer`] for the ghosts a table shows (`shown`), and a line counting those it leaves out
+/// (a `--pid` or `--user` filter), so a footer never sums memory its rows do not hold.
+pub fn footer_of(
+    out: &mut impl Write,
+    report: &GhostReport,
+    shown: impl Fn(&hypomnesis::Ghost) -> bool,
+) -> io::Result<()> {
+    let mut rows = report.clone();
+    rows.ghosts.retain(|g| shown(g));
+    let left_out = report.ghosts.len() - rows.ghosts.len();
+    if left_out == 0 {
+        return footer(out, &rows);
+    }
+    if rows.ghosts.is_empty() {
+        write!(out, "no ghosts in the rows shown")?;
+    } else {
+        let (total, parts) = held(&by_class(&rows));
+        let n = rows.ghosts.len();
+        let s = if n == 1 { "" } else { "s" };
+        write!(
+            out,
+            "{n} ghost{s} holding {total} in the rows shown: {parts}"
+        )?;
+    }
+    let s = if left_out == 1 { "" } else { "s" };
+    writeln!(
+        out,
+        "; {left_out} more ghost{s} in rows not shown (`hmn ghosts` lists every one)"
+    )
+}
+
 /// One row a ghost with its evidence below, a footer that sums bytes by class, then what
 /// could not be seen.
 pub fn text(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {

@@ -368,6 +368,25 @@ fn ps_why_marks_each_row_and_sums_the_ghosts_by_class() {
         ),
         "{out}"
     );
+    // Filtered to the live process: the footer sums only what the rows shown hold, and counts
+    // the others (as seen on an H200, where `ps --why --pid` summed an idle holder it hid).
+    let live_pid = live.id().to_string();
+    let o = hmn(&sc, &["ps", "--why", "--pid", &live_pid]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        out.contains(
+            "no ghosts in the rows shown; 3 more ghosts in rows not shown (`hmn ghosts` lists \
+             every one)"
+        ),
+        "{out}"
+    );
+    let gone_pid = gone.to_string();
+    let o = hmn(&sc, &["ps", "--why", "--pid", &gone_pid]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        out.contains("1 ghost holding 3.0 GiB in the rows shown: exited 3.0 GiB; 2 more ghosts"),
+        "{out}"
+    );
     // Without --why: no column, no footer.
     let plain = String::from_utf8_lossy(&hmn(&sc, &["ps"]).stdout).into_owned();
     assert!(
