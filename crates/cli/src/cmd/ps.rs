@@ -369,6 +369,13 @@ fn claims(
         .filter_map(|&i| hypomnesis::device_info(i).ok())
         .collect();
     let a = crate::kube::place::place(&allocations, &infos);
+    if let Some(why) = &a.specs_error {
+        writeln!(
+            err,
+            "hmn: the DRA claims' CDI specs: not all read, so their devices are not placed: {}",
+            crate::view::printable::printable(why)
+        )?;
+    }
     let names = crate::kube::place::claims_of_containers(&a)
         .into_iter()
         .map(|((gpu, ns, pod, container), claims)| {

@@ -58,8 +58,14 @@ pub fn read(rootfs: &Path) -> CdiDevices {
     let mut out = CdiDevices::default();
     let mut seen = 0;
     for dir in SPEC_DIRS {
-        let Ok(entries) = std::fs::read_dir(rootfs.join(dir)) else {
-            continue;
+        let entries = match std::fs::read_dir(rootfs.join(dir)) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            // A directory the driver made 0750 root's, read by a user who is not.
+            Err(e) => {
+                out.unreadable.push((rootfs.join(dir), e.to_string()));
+                continue;
+            }
         };
         let mut files: Vec<PathBuf> = entries
             .filter_map(|e| Some(e.ok()?.path()))
@@ -86,6 +92,17 @@ pub fn read(rootfs: &Path) -> CdiDevices {
         }
     }
     out
+}
+
+/// What of the specs could not be read, in a line (the first file or directory and why, and
+/// how many more); `None` when everything could.
+pub fn problems(specs: &CdiDevices) -> Option<String> {
+    let ((path, why), rest) = specs.unreadable.split_first()?;
+    let more = match rest.len() {
+        0 => String::new(),
+        n => format!(" (and {n} more)"),
+    };
+    Some(format!("{}: {why}{more}", path.display()))
 }
 
 fn parse_file(path: &Path) -> Result<Spec, String> {

@@ -123,6 +123,9 @@ pub struct Assignment {
     pub booked: BTreeMap<(u32, Claim), u64>,
     /// Why the bookings could not be read, when they could not.
     pub booked_error: Option<String>,
+    /// Which CDI specs (or their directory) could not be read, and why: DRA devices they
+    /// would have placed stay unknown.
+    pub specs_error: Option<String>,
 }
 
 /// Whether the allocation's names are Kubernetes names: the namespace and the container a

@@ -65,8 +65,10 @@ pub fn place_with(
     } else {
         Vec::new()
     };
+    let mut specs_error = None;
     let dra = wants(allocations, |d| matches!(d, DeviceRef::Dra { .. })).then(|| {
         let specs = cdi::read(&files.rootfs);
+        specs_error = cdi::problems(&specs);
         let caps = cdi::mig_caps(&files.procfs);
         cdi::gpu_of_names(&specs, minors, &caps)
     });
@@ -78,6 +80,7 @@ pub fn place_with(
             migs: &migs,
         },
     );
+    out.specs_error = specs_error;
     if !out.claimed.is_empty() {
         match booked::read(&files.rootfs) {
             Ok(bookings) => out.booked = book(&out, &bookings),

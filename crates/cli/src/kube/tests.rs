@@ -712,6 +712,8 @@ fn dra_devices_are_placed_through_the_nodes_cdi_specs() {
         1,
         "the broken spec is named: {specs:?}"
     );
+    let said = super::cdi::problems(&specs).unwrap();
+    assert!(said.contains("etc/cdi/broken.yaml: "), "{said}");
     assert!(
         specs.nodes.contains_key("example.com/nic=nic-3"),
         "JSON is read"
@@ -832,4 +834,36 @@ fn a_gpu_node_is_told_from_the_control_and_capability_nodes() {
         super::cdi::gpu_minor(&paths(&["/dev/nvidia-uvm", "/dev/nvidia"])),
         None
     );
+}
+
+/// A spec directory that cannot be listed (here a file where it should be; on a node, one the
+/// DRA driver made 0750 root's) is said, with the other directory still read; a missing one is
+/// not a problem.
+#[test]
+fn an_unlistable_spec_directory_is_said() {
+    let root = std::env::temp_dir().join(format!("hmn-cdi-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    assert_eq!(super::cdi::problems(&super::cdi::read(&root)), None);
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::write(root.join("etc/cdi"), "not a directory").unwrap();
+    let fixture = hypomnesis_testkit::fixtures("dra").join("rootfs/var/run/cdi");
+    std::fs::create_dir_all(root.join("var/run/cdi")).unwrap();
+    for f in std::fs::read_dir(&fixture).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, root.join("var/run/cdi").join(f.file_name().unwrap())).unwrap();
+    }
+    let specs = super::cdi::read(&root);
+    let said = super::cdi::problems(&specs).unwrap();
+    assert!(
+        said.contains("etc/cdi: ") && !said.contains("more"),
+        "{said}"
+    );
+    assert!(
+        specs
+            .nodes
+            .keys()
+            .any(|k| k.starts_with("k8s.gpu.nvidia.com/claim=")),
+        "{specs:?}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
 }

@@ -151,6 +151,17 @@ fn the_first_scrape_names_every_process_with_its_claim() {
         lines("hypomnesis_gpu_process_memory_bytes").len(),
         PROCESSES.len()
     );
+    // The README's label budget: a process series has at most 11 labels of its own (here at
+    // most 10: no MPS server, so no role).
+    let counts: Vec<usize> = lines("hypomnesis_gpu_process_memory_bytes")
+        .iter()
+        .map(|l| {
+            l.split_once('{')
+                .and_then(|(_, rest)| rest.rsplit_once('}'))
+                .map_or(0, |(labels, _)| labels.matches("=\"").count())
+        })
+        .collect();
+    assert_eq!(counts.iter().max(), Some(&10), "{counts:?}\n{t}");
     // The shared claim: both pods, each once; a whole GPU's claim; the MIG device's.
     for (g, claim, gib) in [(0, "gpu-claim", 30), (1, "shared", 16), (2, "shared", 4)] {
         let series = format!(
@@ -237,6 +248,12 @@ fn ps_groups_by_claim() {
     let out = c.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    // The fixture's broken spec is named, not skipped in silence.
+    assert!(
+        stderr.contains("the DRA claims' CDI specs: not all read")
+            && stderr.contains("etc/cdi/broken.yaml"),
+        "{stderr}"
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let groups: Vec<(u64, Option<&str>, &str, u64)> = v
         .as_array()

@@ -192,30 +192,38 @@ fn lay(
 ) -> KubeSample {
     let answer = answer.as_ref().map_err(Clone::clone).map(|allocations| {
         let a = kube::place::place(allocations, devices);
-        report_bookings(a.booked_error.as_deref());
+        say_once(
+            &LAST_SPECS_FAILURE,
+            "the DRA claims' CDI specs",
+            "not all read, so their devices are not placed",
+            a.specs_error.as_deref(),
+        );
+        say_once(
+            &LAST_BOOKING_FAILURE,
+            "the DRA claims' memory bookings",
+            "not known",
+            a.booked_error.as_deref(),
+        );
         a
     });
     KubeSample { answer, age }
 }
 
-/// The last reason the DRA driver's bookings could not be read, to say each once.
+/// The last reason the CDI specs could not all be read, and the DRA driver's bookings could
+/// not, to say each once.
+static LAST_SPECS_FAILURE: Mutex<Option<String>> = Mutex::new(None);
 static LAST_BOOKING_FAILURE: Mutex<Option<String>> = Mutex::new(None);
 
-/// Says on stderr when the claims' bookings start failing to be read (and why), or are read
-/// again.
-fn report_bookings(why: Option<&str>) {
-    let mut last = LAST_BOOKING_FAILURE
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
+/// Says on stderr when `what` starts failing to be read (`hmn: <what>: <failed>: <why>`), or
+/// is read again; nothing while it stays as it was (`last`).
+fn say_once(last: &Mutex<Option<String>>, what: &str, failed: &str, why: Option<&str>) {
+    let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
     if last.as_deref() == why {
         return;
     }
     match why {
-        Some(why) => eprintln!(
-            "hmn: the DRA claims' memory bookings are not known: {}",
-            printable(why)
-        ),
-        None => eprintln!("hmn: the DRA claims' memory bookings are read again"),
+        Some(why) => eprintln!("hmn: {what}: {failed}: {}", printable(why)),
+        None => eprintln!("hmn: {what}: read again"),
     }
     *last = why.map(str::to_owned);
 }
