@@ -99,6 +99,9 @@ time.sleep(20)
   "$H" ps --why --idle-after 3s --pid "$busy_pid"; echo "(exit $?)"
   sleep 4
   "$H" ps --why --idle-after 3s --pid "$busy_pid"; echo "(exit $?)"
+  # The first PyTorch process, idle all along, once the busy one's samples cover the span.
+  echo "== hmn ghosts --idle-after 3s (after the busy process)"
+  "$H" ghosts --idle-after 3s; echo "(exit $?)"
   kill "$busy_pid" 2>/dev/null
 fi
 echo "== memory model facts (issue 41): addressing mode, NUMA nodes"
