@@ -98,8 +98,8 @@ pub use host::process::context::{
 pub use host::process::send_signal;
 pub use host::process::visibility::{in_initial_pid_namespace, procfs_mount};
 pub use host::process::{
-    TreeWalker, descendants, parse_stat, process_exists, process_name, process_rss_of,
-    process_start_time, process_tree, started_ago,
+    TreeWalker, descendants, parse_stat, process_cpu_time, process_exists, process_name,
+    process_rss_of, process_start_time, process_tree, started_ago,
 };
 pub use host::roots::{procfs_is_own, roots, set_rootfs, set_roots};
 pub use inflight::{InFlight, in_flight};

@@ -8,11 +8,13 @@
 //! there the tree is the root process alone and the start time and name are unknown.
 
 pub(crate) mod context;
+mod cputime;
 pub(crate) mod procfs;
 #[cfg(unix)]
 mod signal;
 pub(crate) mod visibility;
 
+pub use cputime::process_cpu_time;
 #[cfg(unix)]
 pub use signal::send_signal;
 

@@ -18,6 +18,8 @@ use crate::host::parse::stat::{parse_stat, parse_stat_cpu_ticks, parse_stat_rss_
 /// is served whole, and a scan of thousands takes no more than 128 descriptors of the
 /// process's limit (often 1,024).
 pub(crate) const KEPT_PIDS: usize = 128;
+/// The cap on a `stat` read (as by path): one that fills it is refused.
+const STAT_CAP: usize = 4 << 10;
 
 /// One process's `stat`, with its path (for `in_flight()`).
 struct Files {
@@ -38,6 +40,9 @@ pub(crate) struct Changing {
 pub(crate) struct Kept {
     root: PathBuf,
     by_pid: HashMap<u32, Files>,
+    /// The buffer each read goes into, as large as the cap on a `stat` read by path (4 KiB):
+    /// kept, as zeroing a new one for each process's read cost more than its parse.
+    buf: Vec<u8>,
 }
 
 impl Kept {
@@ -57,7 +62,10 @@ impl Kept {
             let stat = open(&stat_path)?;
             self.by_pid.insert(pid, Files { stat_path, stat });
         }
-        let got = self.by_pid.get(&pid).and_then(read);
+        if self.buf.len() != STAT_CAP {
+            self.buf = vec![0; STAT_CAP];
+        }
+        let got = self.by_pid.get(&pid).and_then(|f| read(f, &mut self.buf));
         if got.is_none() {
             // Exited (or unreadable now): forgotten, so that a later process with this pid
             // is opened afresh.
@@ -85,10 +93,8 @@ fn open(path: &Path) -> Option<File> {
 
 /// Reads `stat` at offset 0: `None` when the read fails, comes back empty or fills the buffer
 /// (a `stat` longer than any real one), or does not parse.
-fn read(f: &Files) -> Option<Changing> {
-    // As large as the cap on a `stat` read by path (4 KiB).
-    let mut buf = [0_u8; 4 << 10];
-    let stat = pread(&f.stat_path, &f.stat, &mut buf)?;
+fn read(f: &Files, buf: &mut [u8]) -> Option<Changing> {
+    let stat = pread(&f.stat_path, &f.stat, buf)?;
     let ticks = parse_stat_cpu_ticks(stat)?;
     let start_time = parse_stat(stat).ok().map(|(_, start)| start);
     let cpu_time = super::linux::ticks_to_duration(ticks);
