@@ -13,6 +13,7 @@ pub mod draw;
 mod ghosts;
 mod lasting;
 pub mod model;
+mod paint;
 pub mod select;
 mod signal;
 pub mod state;
@@ -235,36 +236,36 @@ fn show(
     let mut fresh = Freshness::new(Instant::now());
     let mut late = None;
     let mut dirty = true;
+    // Frames are painted by `paint`, not `Terminal::draw`.
+    let mut painter = paint::Painter::default();
+    painter.take_over(&mut terminal)?;
     // Where the table was drawn: its height bounds the selection's moves, a click maps to a row.
     let mut table = Rect::default();
     // The terminal's height, kept from resize events (asking the terminal opens /dev/tty).
     let mut height = terminal.size().map_or(50, |s| s.height);
     control.set_view(&state, height);
     while !stop.requested() {
-        if jobs.stop_requested() {
-            jobs.suspend(&mut terminal)?;
+        if back_from_job_control(jobs, &mut terminal)? {
             (fresh.expected_since, dirty) = (Instant::now(), true);
-            control.set_view(&state, height);
-        } else if jobs.continued() {
-            // Stopped by a signal nobody can catch (SIGSTOP), then continued: the shell may
-            // have put the terminal back in cooked mode and written over the view.
-            suspend::resume(&mut terminal)?;
-            (fresh.expected_since, dirty) = (Instant::now(), true);
+            painter.forget();
             control.set_view(&state, height);
         }
         if let Some(r) = rx.try_iter().last() {
-            (screen, fresh.taken, dirty) = (r.screen, Some(r.taken), true);
+            dirty |= !draw::draws_alike(&screen, &r.screen);
+            (screen, fresh.taken) = (r.screen, Some(r.taken));
             let before = (state.top, state.selected);
             state.follow(&screen.procs, usize::from(table.height));
             if (state.top, state.selected) != before {
                 control.set_view(&state, height);
+                dirty = true;
             }
         }
         let now_late = fresh.late(Instant::now(), interval, state.paused);
         (dirty, late) = (dirty || now_late != late, now_late);
-        if dirty {
-            terminal.draw(|f| table = draw::draw(f, &screen, &state, interval, late.as_ref()))?;
-            dirty = false;
+        if std::mem::take(&mut dirty) {
+            (table, _) = painter.draw(&mut terminal, |f| {
+                draw::draw(f, &screen, &state, interval, late.as_ref())
+            })?;
         }
         if !pending {
             wake.wait_terminal(wait_for(&fresh, interval, state.paused, Instant::now()))?;
@@ -278,6 +279,7 @@ fn show(
             Event::Mouse(m) => on_mouse(m, &state, table),
             Event::Resize(_, rows) => {
                 height = rows;
+                painter.resized(&mut terminal)?;
                 control.set_view(&state, height);
                 dirty = true;
                 Action::None
@@ -289,6 +291,7 @@ fn show(
             After::Suspend => {
                 jobs.suspend(&mut terminal)?;
                 (fresh.expected_since, dirty) = (Instant::now(), true);
+                painter.forget();
             }
             After::Redraw => {
                 if control.paused.swap(state.paused, Ordering::SeqCst) && !state.paused {
@@ -303,6 +306,24 @@ fn show(
         }
     }
     Ok(stop.signal())
+}
+
+/// Whether the view has just had the terminal back from job control: suspended here (^Z, a
+/// stop signal) and continued, or stopped by a signal nobody can catch (SIGSTOP) and continued,
+/// when the shell may have put the terminal back in cooked mode and written over the view.
+fn back_from_job_control(
+    jobs: &suspend::JobControl,
+    terminal: &mut ratatui::DefaultTerminal,
+) -> io::Result<bool> {
+    if jobs.stop_requested() {
+        jobs.suspend(terminal)?;
+        Ok(true)
+    } else if jobs.continued() {
+        suspend::resume(terminal)?;
+        Ok(true)
+    } else {
+        Ok(false)
+    }
 }
 
 /// How long the terminal thread may sleep when nothing wakes it (a key, a refresh, a signal):
@@ -529,7 +550,7 @@ fn contexts(
 fn own_context(reader: &mut hypomnesis::sampling::ContextReader) -> ProcessContext {
     let mut ctx = if hypomnesis::procfs_is_own() || !cfg!(target_os = "linux") {
         let mut parts = ContextParts::NONE;
-        (parts.cpu_time, parts.rss) = (true, true);
+        parts.rss = true;
         reader
             .read(&[std::process::id()], parts)
             .pop()
@@ -540,6 +561,9 @@ fn own_context(reader: &mut hypomnesis::sampling::ContextReader) -> ProcessConte
     if ctx.rss_bytes.is_none() {
         ctx.rss_bytes = hypomnesis::process_rss().ok();
     }
+    // At the clock's resolution, not in `stat`'s 10 ms ticks (which made 0.0% and 1.0% by
+    // turns, and a view that changed at every refresh).
+    ctx.cpu_time = hypomnesis::process_cpu_time().ok();
     ctx
 }
 

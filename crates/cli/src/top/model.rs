@@ -17,6 +17,8 @@ use hypomnesis::sampling::Frame;
 
 /// Samples of used memory kept per GPU: ten minutes at the default interval.
 pub const HISTORY: usize = 600;
+/// The span over which the view's own CPU share is taken.
+pub const OWN_CPU_SPAN: Duration = Duration::from_secs(10);
 
 /// One refresh of the view.
 #[derive(Debug, Clone)]
@@ -113,7 +115,7 @@ pub struct Footprint {
 }
 
 /// One GPU at one refresh.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Gpu {
     pub index: u32,
     /// Its figures, or why they could not be read.
@@ -304,7 +306,9 @@ fn union(a: Option<GpuContextKind>, b: Option<GpuContextKind>) -> Option<GpuCont
 pub struct Builder {
     history: BTreeMap<u32, VecDeque<u64>>,
     cpu: BTreeMap<u32, (Duration, Duration)>,
-    own_cpu: Option<(Duration, Duration)>,
+    /// This view's own CPU time at its recent refreshes `(when, CPU time)`, oldest first: its
+    /// share is taken over [`OWN_CPU_SPAN`], steadier than one refresh's.
+    own_cpu: VecDeque<(Duration, Duration)>,
     /// The last refresh's rows, by pid (the screen's own, not a copy).
     last: Arc<Vec<Proc>>,
     /// Each listed process's start time (read once) and GPU memory history, by pid.
@@ -337,11 +341,24 @@ impl Builder {
             Ok(_) => Ok(self.gpus(frame)),
         };
         let own = me.cpu_time.map(|c| (frame.at, c));
+        match own {
+            Some(o) => {
+                self.own_cpu.push_back(o);
+                // Keep the newest reading at least the span old as the front.
+                while self
+                    .own_cpu
+                    .get(1)
+                    .is_some_and(|(t, _)| frame.at.saturating_sub(*t) >= OWN_CPU_SPAN)
+                {
+                    self.own_cpu.pop_front();
+                }
+            }
+            None => self.own_cpu.clear(),
+        }
         let me = Footprint {
             rss: me.rss_bytes,
-            cpu: share(self.own_cpu, own),
+            cpu: share(self.own_cpu.front().copied(), own),
         };
-        self.own_cpu = own;
         let procs = self.procs(frame, read);
         let focus = focus.and_then(|pid| {
             let (start, h) = self.seen.get(&pid)?;
@@ -592,5 +609,45 @@ mod tests {
             union(Some(GpuContextKind::Mps), Some(C)),
             Some(GpuContextKind::MpsAndCompute)
         );
+    }
+
+    /// The view's own share is taken over the last 10 s: a burst moves it by a tenth of what
+    /// one refresh's share would, and it returns once the burst leaves the span.
+    #[test]
+    fn the_views_own_share_is_taken_over_ten_seconds() {
+        let frame = |at: u64| {
+            Frame::new(
+                Duration::from_secs(at),
+                Ok(0),
+                Vec::new(),
+                BTreeMap::default(),
+            )
+        };
+        let me = |ms: u64| {
+            let mut c = ProcessContext::default();
+            c.cpu_time = Some(Duration::from_millis(ms));
+            c
+        };
+        let mut b = Builder::default();
+        let mut cpu = 0;
+        let mut shares = Vec::new();
+        for t in 0..30 {
+            // 2 ms a second, and 100 ms more in the second before t = 15.
+            cpu += if t == 15 { 102 } else { 2 };
+            let s = b.screen(
+                &frame(t),
+                |_| BTreeMap::new(),
+                Err("-".into()),
+                &me(cpu),
+                None,
+            );
+            shares.push(s.me.cpu);
+        }
+        let at = |t: usize| shares[t].map(|c| (c * 100.0).round() / 100.0);
+        assert_eq!(shares[0], None, "one reading: no share yet");
+        assert_eq!(at(12), Some(0.2));
+        assert_eq!(at(15), Some(1.2), "the burst over 10 s, not 10.2% over one");
+        assert_eq!(at(24), Some(1.2));
+        assert_eq!(at(25), Some(0.2), "the burst has left the span");
     }
 }

@@ -815,3 +815,42 @@ fn ghosts_are_marked_on_their_rows_and_listed_under_ram() {
         "a row that is no ghost has no mark: {text}"
     );
 }
+
+/// Two refreshes that print the same figures draw alike, whatever bytes lie under them; one
+/// whose printed RAM, own CPU share, a process's figure or the GPU history moved does not.
+#[test]
+fn refreshes_that_print_the_same_figures_draw_alike() {
+    let rows = || vec![row(4242, 0, 2 * GIB, GpuContextKind::Compute, "python3")];
+    let screen = |b: &mut Builder, t: u64, available: u64, cpu_ms: u64, used: u64| {
+        let mut rows = rows();
+        rows[0].used_bytes = used;
+        let f = frame(t, vec![(h200(0, 100 * GIB), rows)]);
+        let ram = Ok(HostMemory::new(24 * GIB, Some(available)));
+        b.screen(&f, |_| BTreeMap::new(), ram, &me(cpu_ms), None)
+    };
+    // The GPU history fills first: while it grows, each refresh is drawn.
+    let mut b = Builder::default();
+    let mut last = screen(&mut b, 0, 18 * GIB, 0, 2 * GIB);
+    let mut grown = screen(&mut b, 1, 18 * GIB, 0, 2 * GIB);
+    assert!(!super::draw::draws_alike(&last, &grown), "the history grew");
+    for t in 2..=super::model::HISTORY as u64 + 1 {
+        last = grown;
+        grown = screen(&mut b, t, 18 * GIB, 0, 2 * GIB);
+    }
+    assert!(
+        super::draw::draws_alike(&last, &grown),
+        "a full, flat history"
+    );
+    // 1 MiB less available RAM prints as 18.0 GiB still.
+    let alike = screen(&mut b, 700, 18 * GIB - MIB, 0, 2 * GIB);
+    assert!(super::draw::draws_alike(&grown, &alike));
+    let ram_moved = screen(&mut b, 701, 17 * GIB, 0, 2 * GIB);
+    assert!(!super::draw::draws_alike(&alike, &ram_moved));
+    // Its own CPU share (0.0% at t=701 and t=702, then 1 s of CPU in 1 s).
+    let still = screen(&mut b, 702, 17 * GIB, 0, 2 * GIB);
+    let busy = screen(&mut b, 703, 17 * GIB, 1000, 2 * GIB);
+    assert!(super::draw::draws_alike(&ram_moved, &still));
+    assert!(!super::draw::draws_alike(&still, &busy));
+    let procs_moved = screen(&mut b, 704, 17 * GIB, 1000, 3 * GIB);
+    assert!(!super::draw::draws_alike(&busy, &procs_moved));
+}

@@ -1,0 +1,216 @@
+//! Putting a drawn frame on the terminal: only the rows that changed since the last frame
+//! painted, and nothing at all when none did.
+//!
+//! ratatui's own `Terminal::draw` asks the terminal for its size (an open of `/dev/tty` and an
+//! `ioctl`), diffs every cell of the screen against the last frame (taking the Unicode width of
+//! each cell's symbol three times: half of `hmn top`'s instructions at 20 processes, by
+//! callgrind) and hides the cursor again, a write, at every frame. Here the size comes from
+//! the terminal's resize events, each row is compared with the last frame's (a row that did
+//! not change costs a comparison of its cells, no widths; the last frame is kept by swapping
+//! buffers, not copied), and a changed row is written whole, skipping the cells that a wide
+//! character before them covers, as ratatui does.
+
+use std::io;
+
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use ratatui::buffer::{Buffer, Cell};
+use unicode_width::UnicodeWidthStr;
+
+/// The last frame painted, to compare the next one with.
+#[derive(Debug, Default)]
+pub struct Painter {
+    last: Option<Buffer>,
+}
+
+impl Painter {
+    /// Forgets what the terminal shows: the next frame is painted whole (after a suspend, or
+    /// anything else that may have written over the screen).
+    pub fn forget(&mut self) {
+        self.last = None;
+    }
+
+    /// Takes the terminal over from ratatui's drawing: the cursor hidden once, and the second
+    /// buffer ratatui keeps for its own diff let go (a screen's worth of cells, about 280 KiB
+    /// at 160x45), as frames are compared with the one kept here.
+    pub fn take_over<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> io::Result<()> {
+        terminal.hide_cursor()?;
+        drop_spare(terminal);
+        self.forget();
+        Ok(())
+    }
+
+    /// After a resize event: the terminal's size as it is now (a later resize may be under
+    /// way), and the next frame painted whole, as a resized terminal may have moved or cleared
+    /// what it showed.
+    pub fn resized<B: Backend>(&mut self, terminal: &mut Terminal<B>) -> io::Result<()> {
+        terminal.autoresize()?;
+        drop_spare(terminal);
+        self.forget();
+        Ok(())
+    }
+
+    /// Draws a frame with `draw` into the terminal's buffer and paints it; returns what `draw`
+    /// returned and how many rows were written. The terminal's size is the one it last knew (`Terminal::autoresize` on a
+    /// resize event keeps it right). The frame drawn becomes the last one, and the last one's
+    /// buffer the terminal's, to be drawn into next.
+    pub fn draw<B: Backend, R>(
+        &mut self,
+        terminal: &mut Terminal<B>,
+        draw: impl FnOnce(&mut ratatui::Frame<'_>) -> R,
+    ) -> io::Result<(R, usize)> {
+        terminal.current_buffer_mut().reset();
+        let drawn = draw(&mut terminal.get_frame());
+        let next = std::mem::take(terminal.current_buffer_mut());
+        let result = self.paint(terminal.backend_mut(), &next);
+        let area = next.area;
+        let mut spare = self
+            .last
+            .replace(next)
+            .unwrap_or_else(|| Buffer::empty(area));
+        if spare.area != area {
+            spare.resize(area);
+        }
+        *terminal.current_buffer_mut() = spare;
+        result.map(|rows| (drawn, rows))
+    }
+
+    /// Paints `next` through `backend`: the rows that differ from the last frame, or every row
+    /// after [`Painter::forget`] or a change of size. Returns how many rows were written. (The
+    /// caller keeps `next` as the last frame.)
+    fn paint<B: Backend>(&self, backend: &mut B, next: &Buffer) -> io::Result<usize> {
+        let width = usize::from(next.area.width).max(1);
+        let last = self.last.as_ref().filter(|l| l.area == next.area);
+        let mut updates: Vec<(u16, u16, &Cell)> = Vec::new();
+        let mut rows = 0;
+        for ((row, y), i) in next
+            .content
+            .chunks(width)
+            .zip(next.area.top()..next.area.bottom())
+            .zip(0_usize..)
+        {
+            let before = last.and_then(|l| l.content.get(i * width..(i + 1) * width));
+            if before == Some(row) {
+                continue;
+            }
+            rows += 1;
+            row_updates(row, next.area.left(), y, &mut updates);
+        }
+        if !updates.is_empty() {
+            backend.draw(updates.into_iter())?;
+            Backend::flush(backend)?;
+        }
+        Ok(rows)
+    }
+}
+
+/// Replaces the terminal's buffer that is not drawn into with an empty one (a resize makes it
+/// whole again, hence after each).
+fn drop_spare<B: Backend>(terminal: &mut Terminal<B>) {
+    terminal.swap_buffers();
+    *terminal.current_buffer_mut() = Buffer::empty(ratatui::layout::Rect::default());
+    terminal.swap_buffers();
+}
+
+/// Every cell of `row` (at `x`, `y`) to write, but those a wide character before them covers
+/// and those ratatui marks to be skipped.
+fn row_updates<'a>(row: &'a [Cell], x: u16, y: u16, out: &mut Vec<(u16, u16, &'a Cell)>) {
+    let mut covered = 0_usize;
+    for (cell, cx) in row.iter().zip(x..) {
+        if covered > 0 {
+            covered -= 1;
+            continue;
+        }
+        if cell.skip {
+            continue;
+        }
+        out.push((cx, y, cell));
+        covered = cell.symbol().width().saturating_sub(1);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use ratatui::backend::TestBackend;
+    use ratatui::layout::Rect;
+    use ratatui::style::{Color, Style};
+
+    fn shown(backend: &TestBackend) -> Vec<String> {
+        let b = backend.buffer();
+        (0..b.area.height)
+            .map(|y| {
+                (0..b.area.width)
+                    .map(|x| b[(x, y)].symbol().to_string())
+                    .collect::<String>()
+            })
+            .collect()
+    }
+
+    /// Paints a frame of `lines` (each set at the start of its row) on `t`; the rows written.
+    fn show(p: &mut Painter, t: &mut Terminal<TestBackend>, lines: &[&str]) -> usize {
+        p.draw(t, |f| {
+            for (y, l) in (0..).zip(lines) {
+                f.buffer_mut().set_string(0, y, l, Style::default());
+            }
+        })
+        .unwrap()
+        .1
+    }
+
+    #[test]
+    fn only_changed_rows_are_written_and_nothing_when_none_changed() {
+        let mut t = Terminal::new(TestBackend::new(12, 3)).unwrap();
+        let mut p = Painter::default();
+        p.take_over(&mut t).unwrap();
+        assert_eq!(show(&mut p, &mut t, &["a", "b", "c"]), 3);
+        assert_eq!(show(&mut p, &mut t, &["a", "B", "c"]), 1);
+        assert_eq!(shown(t.backend())[1], "B           ");
+        assert_eq!(show(&mut p, &mut t, &["a", "B", "c"]), 0);
+        // A style is a change too.
+        let ((), rows) = p
+            .draw(&mut t, |f| {
+                for (y, l) in (0..).zip(["a", "B", "c"]) {
+                    f.buffer_mut().set_string(0, y, l, Style::default());
+                }
+                f.buffer_mut()
+                    .set_style(Rect::new(0, 2, 1, 1), Style::default().fg(Color::Red));
+            })
+            .unwrap();
+        assert_eq!(rows, 1);
+        assert_eq!(t.backend().buffer()[(0, 2)].fg, Color::Red);
+        p.forget();
+        assert_eq!(show(&mut p, &mut t, &["a", "B", "c"]), 3);
+        assert_eq!(t.backend().buffer()[(0, 2)].fg, Color::Reset);
+    }
+
+    /// A shorter line over a longer one clears its tail; a wide character's second cell is not
+    /// written over, and what it covered before is written again when it goes.
+    #[test]
+    fn rows_are_written_whole_around_wide_characters() {
+        let mut t = Terminal::new(TestBackend::new(12, 3)).unwrap();
+        let mut p = Painter::default();
+        show(&mut p, &mut t, &["trainer-0", "", ""]);
+        show(&mut p, &mut t, &["eval", "学習x", ""]);
+        let rows = shown(t.backend());
+        assert_eq!(rows[0], "eval        ");
+        assert!(rows[1].starts_with("学"), "{rows:?}");
+        assert_eq!(t.backend().buffer()[(4, 1)].symbol(), "x");
+        show(&mut p, &mut t, &["eval", "abcde", ""]);
+        assert_eq!(shown(t.backend())[1], "abcde       ");
+    }
+
+    /// A terminal resized is painted whole at its new size.
+    #[test]
+    fn another_size_is_painted_whole() {
+        let mut t = Terminal::new(TestBackend::new(12, 3)).unwrap();
+        let mut p = Painter::default();
+        show(&mut p, &mut t, &["a", "b", "c"]);
+        t.backend_mut().resize(10, 2);
+        p.resized(&mut t).unwrap();
+        assert_eq!(show(&mut p, &mut t, &["a", "b"]), 2);
+        assert_eq!(show(&mut p, &mut t, &["a", "b"]), 0);
+        assert_eq!(shown(t.backend()), ["a         ", "b         "]);
+    }
+}
