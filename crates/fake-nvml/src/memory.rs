@@ -2,8 +2,10 @@
 //! `nvmlDeviceGetUtilizationRates`.
 
 use crate::abi::{
-    Memory, MemoryV2, NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_INVALID_ARGUMENT,
-    NVML_ERROR_NOT_SUPPORTED, NVML_MEMORY_V2_VERSION, NvmlReturn, UtilizationRates,
+    AddressingMode, Memory, MemoryV2, NVML_ADDRESSING_MODE_V1,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH, NVML_ERROR_FUNCTION_NOT_FOUND,
+    NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED, NVML_MEMORY_V2_VERSION, NvmlReturn,
+    UtilizationRates,
 };
 use crate::entry::{any_call, put};
 use crate::handles::{NvmlDevice, Target};
@@ -31,6 +33,34 @@ fn memory_of(l: &Loaded, t: Target) -> Result<(u64, u64, u64), NvmlReturn> {
             }
         }
     }
+}
+
+/// The scenario's `addressing_mode`, NOT_SUPPORTED without one; a version tag other than
+/// v1's is refused as the driver does (`NVML_ERROR_ARGUMENT_VERSION_MISMATCH`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetAddressingMode(
+    device: NvmlDevice,
+    out: *mut AddressingMode,
+) -> NvmlReturn {
+    any_call("nvmlDeviceGetAddressingMode", device, |l, t| {
+        if out.is_null() {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        // SAFETY: out-pointer per the NVML contract; the caller sets the version before the call.
+        let version = unsafe { (*out).version };
+        if version != NVML_ADDRESSING_MODE_V1 {
+            return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        }
+        let mode = match t {
+            Target::Gpu(i) => l.sc.devices[i].addressing_mode,
+            Target::Mig(i, _) => l.sc.devices[i].addressing_mode,
+        };
+        let Some(value) = mode else {
+            return NVML_ERROR_NOT_SUPPORTED;
+        };
+        // SAFETY: out-pointer per the NVML contract.
+        unsafe { put(out, AddressingMode { version, value }) }
+    })
 }
 
 /// The scenario's `utilization`, NOT_SUPPORTED without one (and on MIG devices, as the

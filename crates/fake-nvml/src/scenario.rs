@@ -28,6 +28,8 @@
 //!     "grow_between_calls": 0,            // synthetic compute processes after the first call
 //!     "grow_past_every_resize": false,    // every Compute list call needs more room than given
 //!     "v2_total": null,                   // nvmlDeviceGetMemoryInfo_v2's total, when not v1's
+//!     "addressing_mode": 2,               // nvmlDeviceGetAddressingMode: 0 none, 1 HMM,
+//!                                         // 2 ATS; absent/null = NOT_SUPPORTED
 //!     "utilization": {"gpu": 87, "memory": 41},  // nvmlDeviceGetUtilizationRates, percent;
 //!                                         // absent/null = NOT_SUPPORTED
 //!     "process_samples": [{"pid": 4412, "age_s": 600, "sm": 0, "mem": 0, "enc": 0, "dec": 0}],
@@ -179,6 +181,8 @@ struct RawDevice {
     v2_total: Option<u64>,
     #[serde(default)]
     utilization: Option<Utilization>,
+    #[serde(default)]
+    addressing_mode: Option<u32>,
     #[serde(default)]
     process_samples: Option<Vec<ProcessSample>>,
     #[serde(default)]
@@ -339,6 +343,9 @@ pub struct Device {
     pub v2_total: Option<u64>,
     /// What `nvmlDeviceGetUtilizationRates` reports; `None`: NOT_SUPPORTED.
     pub utilization: Option<Utilization>,
+    /// What `nvmlDeviceGetAddressingMode` reports (0 none, 1 HMM, 2 ATS); `None`:
+    /// NOT_SUPPORTED.
+    pub addressing_mode: Option<u32>,
     /// What `nvmlDeviceGetProcessUtilization` reports; `None`: NOT_SUPPORTED.
     pub process_samples: Option<Vec<ProcessSample>>,
     /// `None`: MIG not supported.
@@ -465,6 +472,7 @@ impl Scenario {
                     grow_past_every_resize: d.grow_past_every_resize,
                     v2_total: d.v2_total,
                     utilization: d.utilization,
+                    addressing_mode: d.addressing_mode,
                     process_samples: d.process_samples,
                     mig_mode: d.mig_mode,
                     mig_pending: d.mig_pending.or(d.mig_mode),

@@ -113,9 +113,10 @@ pub use spill::SpillReportBuilder;
 pub use spill::{SpillEpisode, SpillReport, SpillTracker, snapshot_is_spilling};
 pub use types::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, GpuQuerySource, GpuVendor,
-    Hidepid, KubeletDirState, KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessActivity,
-    ProcessActivitySample, ProcessGpuInfo, ProcfsMount, Residency, Root, RootOrigin, Roots,
-    SourceReport, SourceState, UnreadableReason, Utilization, driver_overhead_allowance,
+    Hidepid, KubeletDirState, KubeletLogs, MemoryModel, MigGpuInstance, MigInstance, MigState,
+    ProcessActivity, ProcessActivitySample, ProcessGpuInfo, ProcfsMount, Residency, Root,
+    RootOrigin, Roots, SourceReport, SourceState, UnreadableReason, Utilization,
+    driver_overhead_allowance,
 };
 #[cfg(feature = "test-helpers")]
 pub use types::{

@@ -32,6 +32,7 @@ mod api {
 mod backends {
     mod faults;
     mod live_gpu;
+    mod memory_model;
     mod nvidia_smi;
     mod nvml;
     mod nvml_shapes;

@@ -5,8 +5,9 @@
 
 use super::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, GpuQuerySource, GpuVendor,
-    Hidepid, KubeletDirState, KubeletLogs, MigGpuInstance, MigInstance, MigState, ProcessGpuInfo,
-    ProcfsMount, Residency, Root, RootOrigin, Roots, SourceReport, SourceState, UnreadableReason,
+    Hidepid, KubeletDirState, KubeletLogs, MemoryModel, MigGpuInstance, MigInstance, MigState,
+    ProcessGpuInfo, ProcfsMount, Residency, Root, RootOrigin, Roots, SourceReport, SourceState,
+    UnreadableReason,
 };
 
 /// Generates a consuming builder for a non-exhaustive struct (feature `test-helpers`).
@@ -84,6 +85,8 @@ builder! {
         @const visible_vram_total_bytes: Option<u64> = None,
         @const visible_vram_used_bytes: Option<u64> = None,
         @const mig_enabled: Option<bool> = None,
+        @const memory_model: Option<MemoryModel> = None,
+        memory_model_evidence: Option<String> = None,
     }
 }
 

@@ -1,6 +1,6 @@
 //! Whole-device figures, where a GPU's memory resides, and one process's snapshot.
 
-use super::{GpuProcessEntry, GpuQuerySource, GpuVendor};
+use super::{GpuProcessEntry, GpuQuerySource, GpuVendor, MemoryModel};
 
 /// Device-wide memory of one GPU, in bytes.
 ///
@@ -52,6 +52,13 @@ pub struct GpuDeviceInfo {
     /// fallback, which answers through [`crate::gpu::mig_state`] instead). When it is on, the
     /// figures above are the whole GPU's; [`crate::gpu::mig_instances`] has each instance's.
     pub mig_enabled: Option<bool>,
+    /// Whether the GPU has memory of its own, shares one pool with the CPU, or has its own
+    /// with coherent access to the CPU's; `None` when the driver does not tell. For a
+    /// [`MemoryModel::Unified`] GPU the figures above are the pool's (for NVIDIA, the host's
+    /// `MemTotal` and `MemAvailable`, and `reserved_bytes` is `None`).
+    pub memory_model: Option<MemoryModel>,
+    /// What [`Self::memory_model`] was told from, in a sentence (`None` with it).
+    pub memory_model_evidence: Option<String>,
 }
 
 impl GpuDeviceInfo {
@@ -75,6 +82,8 @@ impl GpuDeviceInfo {
             visible_vram_total_bytes: None,
             visible_vram_used_bytes: None,
             mig_enabled: None,
+            memory_model: None,
+            memory_model_evidence: None,
         }
     }
 

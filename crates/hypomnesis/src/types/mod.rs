@@ -5,6 +5,7 @@ use std::fmt;
 
 pub(crate) mod builders;
 mod device;
+mod memory_model;
 mod mig;
 mod process;
 mod source;
@@ -22,6 +23,7 @@ pub use device::{
     GpuDeviceInfo, ProcessActivity, ProcessActivitySample, Residency, Utilization,
     driver_overhead_allowance,
 };
+pub use memory_model::MemoryModel;
 pub use mig::{MigGpuInstance, MigInstance, MigState};
 pub use process::{GpuContextKind, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
 pub use source::{

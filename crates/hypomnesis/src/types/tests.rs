@@ -77,6 +77,8 @@ fn every_builder_sets_every_field() {
         .visible_vram_total_bytes(Some(8))
         .visible_vram_used_bytes(Some(9))
         .mig_enabled(Some(true))
+        .memory_model(Some(MemoryModel::Unified))
+        .memory_model_evidence(Some("e".into()))
         .build();
     assert_eq!(
         d,
@@ -97,6 +99,8 @@ fn every_builder_sets_every_field() {
             visible_vram_total_bytes: Some(8),
             visible_vram_used_bytes: Some(9),
             mig_enabled: Some(true),
+            memory_model: Some(MemoryModel::Unified),
+            memory_model_evidence: Some("e".into()),
         }
     );
     let e = GpuProcessEntry::builder()

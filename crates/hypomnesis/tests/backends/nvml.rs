@@ -76,7 +76,6 @@ fn child() {
         "garbage_count" => garbage_count(),
         "garbage_name" => garbage_name(),
         "not_found" => not_found(),
-        "memory_not_supported" => memory_not_supported(),
         "utilization" => utilization(),
         other => panic!("unknown scenario {other}"),
     }
@@ -660,16 +659,6 @@ fn not_found() {
     assert!(e.to_string().contains(&want), "{e}");
 }
 
-fn memory_not_supported() {
-    let e = hypomnesis::device_info(0).unwrap_err().to_string();
-    assert!(
-        e.contains("nvmlDeviceGetMemoryInfo") && e.contains("NVML_ERROR_NOT_SUPPORTED"),
-        "{e}"
-    );
-    let s = Snapshot::now(0).unwrap();
-    assert!(s.gpu_device.is_none());
-}
-
 // ---------------------------------------------------------------- parent tests
 
 fn procs(list: &[(u32, Option<u64>)]) -> String {
@@ -969,16 +958,6 @@ fn a_name_without_nul_is_unknown() {
         h200("")
     );
     run_child("garbage_name", FakeVariant::Modern, &s, &[]);
-}
-
-#[test]
-fn memory_not_supported_is_named() {
-    run_child(
-        "memory_not_supported",
-        FakeVariant::Modern,
-        &one_device(r#", "memory_error": 3"#),
-        &[],
-    );
 }
 
 #[test]

@@ -60,7 +60,13 @@ impl DrmBackend {
     fn rows(&self, index: u32, d: &Device) -> Result<BTreeMap<u32, (u64, u64)>> {
         let mut rows = self.sweep()?.per_slot.remove(&d.slot).unwrap_or_default();
         let before = rows.len();
-        if let Ok((total, _, _)) = memory(d) {
+        if let Ok((total, _, extra)) = memory(d) {
+            // A unified device's processes hold the pool: their VRAM and GTT together.
+            if extra.memory_model == Some(crate::types::MemoryModel::Unified) {
+                for (used, shared) in rows.values_mut() {
+                    *used = used.saturating_add(std::mem::take(shared));
+                }
+            }
             rows.retain(|_, (used, _)| *used <= total);
         }
         let dropped = (before - rows.len()) as u64;

@@ -13,7 +13,7 @@ use crate::gpu::pci::PciAddress;
 use crate::host::roots;
 use crate::{
     error::ErrorKind, error::HypomnesisError, error::Result, types::GpuDeviceInfo,
-    types::GpuQuerySource, types::GpuVendor,
+    types::GpuQuerySource, types::GpuVendor, types::MemoryModel,
 };
 
 /// One DRM device.
@@ -211,14 +211,29 @@ pub(super) fn memory(d: &Device) -> Result<(u64, u64, GpuDeviceInfo)> {
         let total = read_u64(&dev.join("mem_info_vram_total")).map_err(unreadable)?;
         let used = read_u64(&dev.join("mem_info_vram_used")).map_err(unreadable)?;
         let opt = |f: &str| read_u64(&dev.join(f)).ok();
+        let (gtt_total, gtt_used) = (opt("mem_info_gtt_total"), opt("mem_info_gtt_used"));
+        let (memory_model, memory_model_evidence) = super::model::amdgpu(&dev, total, gtt_total);
+        // A unified device's figures are its pool's: the carve-out and GTT together.
+        let (total, used) = match (memory_model, gtt_total, gtt_used) {
+            (Some(MemoryModel::Unified), Some(gt), Some(gu)) => super::model::pool(
+                (total, used),
+                (gt, gu),
+                crate::host::memory::host::host_memory()
+                    .ok()
+                    .map(|h| h.total_bytes),
+            ),
+            _ => (total, used),
+        };
         return Ok((
             total,
             used,
             GpuDeviceInfo {
-                gtt_total_bytes: opt("mem_info_gtt_total"),
-                gtt_used_bytes: opt("mem_info_gtt_used"),
+                gtt_total_bytes: gtt_total,
+                gtt_used_bytes: gtt_used,
                 visible_vram_total_bytes: opt("mem_info_vis_vram_total"),
                 visible_vram_used_bytes: opt("mem_info_vis_vram_used"),
+                memory_model,
+                memory_model_evidence,
                 ..GpuDeviceInfo::blank(GpuQuerySource::Drm)
             },
         ));

@@ -13,6 +13,8 @@ mod backend;
 #[cfg(all(target_os = "linux", feature = "drm"))]
 mod devices;
 #[cfg(all(target_os = "linux", feature = "drm"))]
+mod model;
+#[cfg(all(target_os = "linux", feature = "drm"))]
 mod sweep;
 
 pub(crate) mod parse;

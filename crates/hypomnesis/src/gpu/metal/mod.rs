@@ -365,6 +365,10 @@ impl Backend for MetalBackend {
             uuid: None,
             pci_bus_id: None,
             vendor: Some(GpuVendor::Apple),
+            memory_model: Some(crate::types::MemoryModel::Unified),
+            memory_model_evidence: Some(
+                "Apple silicon: the GPU and the CPU share one memory (hw.memsize)".into(),
+            ),
             ..GpuDeviceInfo::blank(GpuQuerySource::Metal)
         })
     }

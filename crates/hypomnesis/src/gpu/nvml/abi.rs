@@ -61,6 +61,18 @@ pub(crate) struct UtilizationRates {
     pub memory: u32,
 }
 
+/// `nvmlDeviceAddressingMode_t` (v1): 8 bytes, the version tag, then the mode.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct AddressingMode {
+    pub version: u32,
+    pub value: u32,
+}
+
+/// `nvmlDeviceAddressingMode_v1`: `NVML_STRUCT_VERSION(DeviceAddressingMode, 1)`, the size (8)
+/// with the version in the top byte.
+pub(crate) const NVML_ADDRESSING_MODE_V1: u32 = 0x0100_0008;
+
 /// `nvmlMemory_t` (v1): 24 bytes. `used` includes the driver reservation.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -148,6 +160,7 @@ pub(crate) struct PciInfo {
 const _: () = {
     use std::mem::{align_of, offset_of};
     assert!(size_of::<UtilizationRates>() == 8);
+    assert!(size_of::<AddressingMode>() == 8);
     assert!(size_of::<Memory>() == 24);
     assert!(size_of::<MemoryV2>() == 40 && offset_of!(MemoryV2, total) == 8);
     assert!(size_of::<ProcessInfoV1>() == 16 && offset_of!(ProcessInfoV1, used_gpu_memory) == 8);

@@ -11,8 +11,17 @@ use super::session::{Failure, Loaded, failed_call};
 use crate::gpu::nvidia;
 use crate::{
     error::ErrorKind, error::HypomnesisError, types::GpuDeviceInfo, types::GpuQuerySource,
-    types::GpuVendor, types::ProcessActivity, types::ProcessActivitySample, types::Utilization,
+    types::GpuVendor, types::MemoryModel, types::ProcessActivity, types::ProcessActivitySample,
+    types::Utilization,
 };
+
+/// `NVML_DEVICE_ADDRESSING_MODE_NONE`, `_HMM` (heterogeneous memory management: a discrete
+/// GPU that reaches host memory through the kernel's HMM) and `_ATS` (address translation
+/// services: the GPU shares the CPU's page tables, as on Grace Hopper, Grace Blackwell and
+/// GB10).
+const NVML_ADDRESSING_MODE_NONE: u32 = 0;
+const NVML_ADDRESSING_MODE_HMM: u32 = 1;
+const NVML_ADDRESSING_MODE_ATS: u32 = 2;
 
 /// Tries of the sizing protocol before a sample list that keeps growing is given up on.
 const MAX_SAMPLE_ATTEMPTS: usize = 4;
@@ -22,28 +31,7 @@ const MAX_SAMPLES: usize = 1 << 16;
 impl Loaded {
     /// v1 memory of a device, validated.
     pub(super) fn memory(&self, dev: Device, index: u32) -> std::result::Result<Memory, Failure> {
-        let m = self
-            .nvml
-            .memory(dev)
-            .ok_or_else(|| {
-                Failure::Other(HypomnesisError::nvml(
-                    ErrorKind::Other,
-                    "the library exports no nvmlDeviceGetMemoryInfo",
-                ))
-            })?
-            .map_err(failed_call("nvmlDeviceGetMemoryInfo", Some(index)))?;
-        if m.free > m.total || m.total == NVML_VALUE_NOT_AVAILABLE {
-            return Err(Failure::Other(HypomnesisError::nvml(
-                ErrorKind::BadAnswer,
-                format!(
-                    "nvmlDeviceGetMemoryInfo for GPU {index} returned {} (total {}, free {})",
-                    crate::error::IMPOSSIBLE,
-                    m.total,
-                    m.free
-                ),
-            )));
-        }
-        Ok(m)
+        checked_memory(self.nvml.memory(dev), index)
     }
 
     /// GPU and memory utilization: unknown when the library has no such function or the GPU
@@ -133,9 +121,31 @@ impl Loaded {
 
     pub(super) fn device_info(&self, index: u32) -> std::result::Result<GpuDeviceInfo, Failure> {
         let dev = self.device(index)?;
-        let mem = self.memory(dev, index)?;
-        let v2 = self.nvml.memory_v2(dev, NVML_MEMORY_V2_VERSION);
-        let reserved = reserved_from_v2(v2, mem.total, mem.free);
+        let addressing = self.nvml.addressing_mode(dev);
+        // Whether the v2 query (where the library has it) agrees that there is no device
+        // memory: a v1 refusal alone, once, is a failure, not a kind of GPU.
+        let v2_agrees = |total_zero: bool| match self.nvml.memory_v2(dev, NVML_MEMORY_V2_VERSION) {
+            None | Some(Err(NVML_ERROR_NOT_SUPPORTED)) => true,
+            Some(Ok(m)) => total_zero && m.total == 0,
+            Some(Err(_)) => false,
+        };
+        let (mem, reserved, (model, evidence)) = match self.nvml.memory(dev) {
+            // No memory of its own to report: the GPU's memory is the host's (GB10, Jetson).
+            Some(Err(NVML_ERROR_NOT_SUPPORTED)) if v2_agrees(false) => {
+                let why = "nvmlDeviceGetMemoryInfo answers NOT_SUPPORTED";
+                (pool(index, why)?, None, unified(why, addressing))
+            }
+            Some(Ok(m)) if m.total == 0 && v2_agrees(true) => {
+                let why = "nvmlDeviceGetMemoryInfo reports 0 bytes of device memory";
+                (pool(index, why)?, None, unified(why, addressing))
+            }
+            answer => {
+                let mem = checked_memory(answer, index)?;
+                let v2 = self.nvml.memory_v2(dev, NVML_MEMORY_V2_VERSION);
+                let reserved = reserved_from_v2(v2, mem.total, mem.free);
+                (mem, reserved, own_memory(addressing))
+            }
+        };
         let name = self
             .nvml
             .device_name(dev)
@@ -171,9 +181,110 @@ impl Loaded {
             pci_bus_id,
             vendor: Some(GpuVendor::Nvidia),
             mig_enabled: self.mig_mode(dev).map(|(current, _)| current),
+            memory_model: model,
+            memory_model_evidence: evidence,
             ..GpuDeviceInfo::blank(GpuQuerySource::Nvml)
         })
     }
+}
+
+/// A memory model and the sentence that says why.
+type Model = (Option<MemoryModel>, Option<String>);
+
+/// The host's memory as the figures of GPU `index`, which has none of its own (`why`):
+/// `MemTotal` as its total and `MemAvailable` as its free memory.
+fn pool(index: u32, why: &str) -> std::result::Result<Memory, Failure> {
+    let host = crate::host::memory::host::host_memory().map_err(|e| {
+        Failure::Other(HypomnesisError::nvml(
+            ErrorKind::NotSupported,
+            format!("GPU {index}: {why}, and the host's memory that it shares is not known: {e}"),
+        ))
+    })?;
+    let free = host.available_bytes.ok_or_else(|| {
+        Failure::Other(HypomnesisError::nvml(
+            ErrorKind::NotSupported,
+            format!(
+                "GPU {index}: {why}, and the host does not say how much of the memory it \
+                 shares is available (no MemAvailable)"
+            ),
+        ))
+    })?;
+    Ok(Memory {
+        total: host.total_bytes,
+        free: free.min(host.total_bytes),
+        used: host.total_bytes - free.min(host.total_bytes),
+    })
+}
+
+/// A GPU with no device memory to report (`why`): one pool with the CPU.
+fn unified(why: &str, addressing: Option<std::result::Result<u32, NvmlReturn>>) -> Model {
+    let ats = matches!(addressing, Some(Ok(NVML_ADDRESSING_MODE_ATS)));
+    (
+        Some(MemoryModel::Unified),
+        Some(format!(
+            "{why}{}: the GPU's memory is the host's, so its figures are the host's MemTotal \
+             and MemAvailable",
+            if ats {
+                " and the addressing mode is ATS"
+            } else {
+                ""
+            }
+        )),
+    )
+}
+
+/// A GPU that reports memory of its own: coherent with the CPU's where the addressing mode
+/// is ATS, discrete where it is none or HMM, not known where the driver does not say.
+fn own_memory(addressing: Option<std::result::Result<u32, NvmlReturn>>) -> Model {
+    match addressing {
+        Some(Ok(NVML_ADDRESSING_MODE_ATS)) => (
+            Some(MemoryModel::Coherent),
+            Some(
+                "device memory of its own, and addressing mode ATS: the GPU shares the CPU's \
+                 page tables and reaches its memory coherently (Grace Hopper, Grace Blackwell)"
+                    .into(),
+            ),
+        ),
+        Some(Ok(mode @ (NVML_ADDRESSING_MODE_NONE | NVML_ADDRESSING_MODE_HMM))) => (
+            Some(MemoryModel::Discrete),
+            Some(format!(
+                "device memory of its own, and addressing mode {}",
+                if mode == NVML_ADDRESSING_MODE_HMM {
+                    "HMM (the kernel mirrors host memory for it; the memory is still apart)"
+                } else {
+                    "none"
+                }
+            )),
+        ),
+        _ => (None, None),
+    }
+}
+
+/// What `nvmlDeviceGetMemoryInfo` answered for GPU `index` (`None`: no such symbol), validated.
+fn checked_memory(
+    answer: Option<std::result::Result<Memory, NvmlReturn>>,
+    index: u32,
+) -> std::result::Result<Memory, Failure> {
+    let m = answer
+        .ok_or_else(|| {
+            Failure::Other(HypomnesisError::nvml(
+                ErrorKind::Other,
+                "the library exports no nvmlDeviceGetMemoryInfo",
+            ))
+        })?
+        .map_err(failed_call("nvmlDeviceGetMemoryInfo", Some(index)))?;
+    if m.free > m.total || m.total == NVML_VALUE_NOT_AVAILABLE {
+        return Err(Failure::Other(HypomnesisError::nvml(
+            ErrorKind::BadAnswer,
+            format!(
+                "nvmlDeviceGetMemoryInfo for GPU {index} returned {} (total {}, free {})",
+                crate::error::IMPOSSIBLE,
+                m.total,
+                m.free
+            ),
+        )));
+    }
+    Ok(m)
 }
 
 /// `reserved` from a v2 answer, only when it is consistent with the v1 figures: same total, and

@@ -29,6 +29,7 @@ pub(super) fn report() -> SourceReport {
                     details.push(("devices".into(), n.to_string()));
                     for i in 0..n {
                         details.push((format!("GPU {i} MIG"), l.mig_summary(i)));
+                        details.push((format!("GPU {i} memory"), memory_summary(l, i)));
                         // Read for the rows it leaves out (counted below); the list is not shown.
                         let _ = l.run(|l| l.raw_processes(i));
                     }
@@ -83,5 +84,19 @@ pub(super) fn report() -> SourceReport {
         state,
         details,
         dropped_process_rows: 0,
+    }
+}
+
+/// GPU `index`'s memory model and why, or why it is not known.
+fn memory_summary(l: &Loaded, index: u32) -> String {
+    match l.run(|l| l.device_info(index)) {
+        Ok(d) => match (d.memory_model, d.memory_model_evidence) {
+            (Some(m), Some(why)) => format!("{m}: {why}"),
+            (Some(m), None) => m.to_string(),
+            (None, _) => "kind not known: the driver does not say its addressing mode \
+                          (nvmlDeviceGetAddressingMode, R580 and later)"
+                .into(),
+        },
+        Err(e) => format!("not read: {e}"),
     }
 }

@@ -7,8 +7,8 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use libloading::Library;
 
 use crate::gpu::nvml::abi::{
-    Memory, MemoryV2, NVML_ERROR_INVALID_ARGUMENT, NVML_SUCCESS, NvmlReturn, PciInfo,
-    ProcessUtilizationSample, UtilizationRates,
+    AddressingMode, Memory, MemoryV2, NVML_ERROR_INVALID_ARGUMENT, NVML_SUCCESS, NvmlReturn,
+    PciInfo, ProcessUtilizationSample, UtilizationRates,
 };
 
 /// Buffer sizes for string queries (`NVML_DEVICE_NAME_V2_BUFFER_SIZE`, …).
@@ -32,6 +32,8 @@ pub(super) type FnErrorString = unsafe extern "C" fn(NvmlReturn) -> *const c_cha
 pub(super) type FnCount = unsafe extern "C" fn(*mut c_uint) -> NvmlReturn;
 pub(super) type FnHandleByIndex = unsafe extern "C" fn(c_uint, *mut *mut c_void) -> NvmlReturn;
 pub(super) type FnMemory = unsafe extern "C" fn(*mut c_void, *mut Memory) -> NvmlReturn;
+pub(super) type FnAddressingMode =
+    unsafe extern "C" fn(*mut c_void, *mut AddressingMode) -> NvmlReturn;
 pub(super) type FnUtilization =
     unsafe extern "C" fn(*mut c_void, *mut UtilizationRates) -> NvmlReturn;
 pub(super) type FnProcessUtilization = unsafe extern "C" fn(

@@ -2,7 +2,8 @@
 #![allow(unsafe_code)]
 
 use crate::gpu::nvml::abi::{
-    Memory, MemoryV2, NvmlReturn, PciInfo, ProcessUtilizationSample, UtilizationRates,
+    AddressingMode, Memory, MemoryV2, NVML_ADDRESSING_MODE_V1, NvmlReturn, PciInfo,
+    ProcessUtilizationSample, UtilizationRates,
 };
 use crate::gpu::nvml::ffi::Nvml;
 use crate::gpu::nvml::ffi::call::{
@@ -35,6 +36,21 @@ impl Nvml {
         // SAFETY: `m` is a writable nvmlMemory_v2_t (40 bytes, asserted in tests); `dev` came from NVML.
         let rc = unsafe { f(dev.0, &raw mut m) };
         Some(ok(rc).map(|()| m))
+    }
+
+    /// The addressing mode (`NVML_DEVICE_ADDRESSING_MODE_*`); `None` when the symbol is
+    /// missing (drivers before R580).
+    pub(crate) fn addressing_mode(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
+        let f = self.addressing_mode?;
+        let mut m = AddressingMode {
+            version: NVML_ADDRESSING_MODE_V1,
+            value: 0,
+        };
+        let _waiting = crate::inflight::calling("nvmlDeviceGetAddressingMode");
+        // SAFETY: `m` is a writable nvmlDeviceAddressingMode_t (8 bytes, asserted in abi.rs)
+        // carrying its version; `dev` came from NVML.
+        let rc = unsafe { f(dev.0, &raw mut m) };
+        Some(ok(rc).map(|()| m.value))
     }
 
     /// GPU and memory utilization; `None` when the symbol is missing.

@@ -24,10 +24,11 @@ use processes::{ProcessFns, process_fns};
 
 use crate::gpu::nvml::abi::{NVML_ERROR_INVALID_ARGUMENT, NvmlReturn};
 use call::{
-    FnCount, FnDeviceString, FnDeviceUint, FnErrorString, FnHandleByIndex, FnHandleByUuid, FnInt,
-    FnMemory, FnMemoryV2, FnMigHandle, FnMigMode, FnParentHandle, FnPci, FnProcessName,
-    FnProcessUtilization, FnSystemString, FnUtilization, FnVoid, PROCESS_NAME_BUFFER,
-    SYSTEM_VERSION_BUFFER, bounded_cstr, buffer_len, first_sym, ok, sym, system_string, until_nul,
+    FnAddressingMode, FnCount, FnDeviceString, FnDeviceUint, FnErrorString, FnHandleByIndex,
+    FnHandleByUuid, FnInt, FnMemory, FnMemoryV2, FnMigHandle, FnMigMode, FnParentHandle, FnPci,
+    FnProcessName, FnProcessUtilization, FnSystemString, FnUtilization, FnVoid,
+    PROCESS_NAME_BUFFER, SYSTEM_VERSION_BUFFER, bounded_cstr, buffer_len, first_sym, ok, sym,
+    system_string, until_nul,
 };
 
 /// The library, kept loaded for the process lifetime, and its resolved symbols.
@@ -63,6 +64,7 @@ pub(crate) struct Nvml {
     handle_by_uuid: Option<FnHandleByUuid>,
     utilization: Option<FnUtilization>,
     process_utilization: Option<FnProcessUtilization>,
+    addressing_mode: Option<FnAddressingMode>,
     // Declared last so it is dropped after the function pointers above (which point into it).
     _lib: Library,
 }
@@ -137,6 +139,7 @@ impl Nvml {
             handle_by_uuid: sym(&lib, b"nvmlDeviceGetHandleByUUID\0"),
             utilization: sym(&lib, b"nvmlDeviceGetUtilizationRates\0"),
             process_utilization: sym(&lib, b"nvmlDeviceGetProcessUtilization\0"),
+            addressing_mode: sym(&lib, b"nvmlDeviceGetAddressingMode\0"),
             _lib: lib,
         })
     }
