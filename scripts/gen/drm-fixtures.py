@@ -123,6 +123,44 @@ def mixed():
     w(f"{pr}/uptime", "1234.56 4567.89\n")
 
 
+def wb(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def gpu_metrics(format_revision, content_revision, size):
+    # The table's header (struct metrics_table_header): structure_size (u16, little-endian),
+    # format_revision, content_revision; the rest of the table zeros.
+    return size.to_bytes(2, "little") + bytes([format_revision, content_revision]) + bytes(size - 4)
+
+
+def apus():
+    """Machines whose GPU shares the host's memory: an APU (a Strix Halo-like Ryzen AI Max, a
+    512 MiB carve-out and GTT, the power firmware's APU table, gpu_metrics format 3.0) and an
+    MI300A-like card (no VRAM of its own beside GTT, a discrete-style table, format 1.5), on a
+    host of 128 GiB."""
+    base = f"{ROOT}/apus"
+    sys, pr = f"{base}/sys", f"{base}/proc"
+    card(sys, 0, 0x1002, 0x1586, "amdgpu", "0000:c4:00.0", {
+        "mem_info_vram_total": f"{512 * MIB}\n", "mem_info_vram_used": f"{100 * MIB}\n",
+        "mem_info_vis_vram_total": f"{512 * MIB}\n", "mem_info_vis_vram_used": f"{100 * MIB}\n",
+        "mem_info_gtt_total": f"{62 * 1024 * MIB}\n", "mem_info_gtt_used": f"{3 * 1024 * MIB}\n",
+        "gpu_busy_percent": "5\n"})
+    wb(f"{sys}/class/drm/card0/device/gpu_metrics", gpu_metrics(3, 0, 264))
+    card(sys, 1, 0x1002, 0x74A0, "amdgpu", "0000:02:00.0", {
+        "mem_info_vram_total": "0\n", "mem_info_vram_used": "0\n",
+        "mem_info_gtt_total": f"{128 * 1024 * MIB}\n", "mem_info_gtt_used": f"{21 * 1024 * MIB}\n"})
+    wb(f"{sys}/class/drm/card1/device/gpu_metrics", gpu_metrics(1, 5, 1068))
+    # A model server on the APU holding 64 MiB of the carve-out and 40 GiB of GTT; a job on
+    # the MI300A-like card, all of it GTT.
+    proc(pr, 600, "llama-server", {"4": ("/dev/dri/renderD128", amdgpu_new(30, "0000:c4:00.0", 64 * 1024, 40 * 1024 * 1024))})
+    proc(pr, 700, "python3", {"5": ("/dev/dri/renderD129", amdgpu_new(31, "0000:02:00.0", 0, 20 * 1024 * 1024))})
+    w(f"{pr}/meminfo", f"MemTotal:       {128 * 1024 * 1024} kB\nMemFree:        {40 * 1024 * 1024} kB\n"
+      f"MemAvailable:   {80 * 1024 * 1024} kB\n")
+    w(f"{pr}/uptime", "1234.56 4567.89\n")
+
+
 def nvidia_only():
     base = f"{ROOT}/nvidia-only"
     sys, pr = f"{base}/sys", f"{base}/proc"
@@ -135,4 +173,5 @@ if __name__ == "__main__":
     shutil.rmtree(ROOT, ignore_errors=True)
     mixed()
     nvidia_only()
+    apus()
     print("wrote", os.path.normpath(ROOT))

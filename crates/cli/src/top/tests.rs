@@ -854,3 +854,29 @@ fn refreshes_that_print_the_same_figures_draw_alike() {
     let procs_moved = screen(&mut b, 704, 17 * GIB, 1000, 3 * GIB);
     assert!(!super::draw::draws_alike(&busy, &procs_moved));
 }
+
+/// A unified GPU's figures are the host's pool, and the view says so; a coherent one's are
+/// its own memory; a discrete one's line is as before.
+#[test]
+fn the_memory_model_is_said_on_the_gpus_line() {
+    let gpu = |model: Option<hypomnesis::MemoryModel>| {
+        let mut b = Builder::default();
+        let mut d = h200(0, 100 * GIB);
+        d.memory_model = model;
+        let f = frame(0, vec![(d, Vec::new())]);
+        let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0), None);
+        render(&screen, &ViewState::default(), 160, 12).0
+    };
+    let unified = gpu(Some(hypomnesis::MemoryModel::Unified));
+    assert!(
+        unified.contains(" unified memory (the host's)"),
+        "{unified}"
+    );
+    let coherent = gpu(Some(hypomnesis::MemoryModel::Coherent));
+    assert!(coherent.contains("(coherent with the CPU's)"), "{coherent}");
+    assert_eq!(
+        gpu(Some(hypomnesis::MemoryModel::Discrete)),
+        gpu(None),
+        "a discrete GPU's line is unchanged"
+    );
+}

@@ -33,6 +33,16 @@ pub fn summary_line(d: &GpuDeviceInfo) -> String {
     if let Some(v) = &d.driver_version {
         let _ = write!(s, ", driver {v}");
     }
+    // Said only where it is not the usual kind (0.2.x's line is unchanged for a discrete GPU).
+    match d.memory_model {
+        Some(hypomnesis::MemoryModel::Unified) => {
+            s.push_str("; unified memory: these are the host's RAM, shared with the CPU");
+        }
+        Some(hypomnesis::MemoryModel::Coherent) => {
+            s.push_str("; coherent: its own memory, and the CPU's within its reach");
+        }
+        _ => {}
+    }
     s
 }
 
@@ -324,6 +334,15 @@ mod tests {
             summary_line(&zero).contains("(0 MiB reserved)"),
             "a real zero is shown"
         );
+        let mut gb10 = bare.clone();
+        gb10.memory_model = Some(hypomnesis::MemoryModel::Unified);
+        assert_eq!(
+            summary_line(&gb10),
+            "GPU 3: free 110796 MiB / 143771 MiB; unified memory: these are the host's RAM, shared with the CPU"
+        );
+        let mut discrete = bare.clone();
+        discrete.memory_model = Some(hypomnesis::MemoryModel::Discrete);
+        assert_eq!(summary_line(&discrete), summary_line(&bare), "0.2.x's line");
         assert_eq!(
             text(|w| devices(
                 w,

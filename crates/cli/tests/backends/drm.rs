@@ -378,3 +378,74 @@ fn the_public_api_with_fixture_roots() {
     );
     assert!(out.status.success() && text.contains("1 passed"), "{text}");
 }
+
+/// Machines whose GPU shares the host's memory (`apus`): an APU whose power firmware keeps an
+/// APU's table, and an MI300A-like card with no VRAM beside its GTT. Both are unified, their
+/// figures the pool's (carve-out and GTT), their processes' memory VRAM and GTT together, and
+/// the totals add up.
+#[test]
+fn apus_are_one_pool_with_the_host() {
+    let (code, out, err) = hmn("apus", None, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "GPU 0: free 109568 MiB / 131072 MiB; unified memory: these are the host's RAM, shared with the CPU\n\
+         GPU 1: free 60828 MiB / 64000 MiB; unified memory: these are the host's RAM, shared with the CPU\n"
+    );
+    let v = json(&hmn("apus", None, &["--json"]).1);
+    let (mi300a, apu) = (&v[0], &v[1]);
+    assert_eq!(mi300a["memory_model"], "unified");
+    assert!(
+        mi300a["memory_model_evidence"]
+            .as_str()
+            .unwrap()
+            .contains("mem_info_vram_total reads 0")
+    );
+    assert_eq!(mi300a["total_bytes"], 128 * 1024 * MIB);
+    assert_eq!(apu["memory_model"], "unified");
+    assert!(
+        apu["memory_model_evidence"]
+            .as_str()
+            .unwrap()
+            .contains("APU's table (format 3.0)")
+    );
+    assert_eq!(
+        apu["total_bytes"],
+        (512 + 62 * 1024) * MIB,
+        "carve-out and GTT"
+    );
+    assert_eq!(apu["used_bytes"], (100 + 3 * 1024) * MIB);
+    assert_eq!(
+        apu["gtt_total_bytes"],
+        62 * 1024 * MIB,
+        "GTT still said apart"
+    );
+    let rows = json(&hmn("apus", None, &["ps", "--json"]).1);
+    let used = |pid: u64| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["pid"] == pid)
+            .map(|r| {
+                (
+                    r["used_bytes"].as_u64().unwrap(),
+                    r["shared_used_bytes"].as_u64().unwrap(),
+                )
+            })
+            .unwrap()
+    };
+    assert_eq!(
+        used(600),
+        ((64 + 40 * 1024) * MIB, 0),
+        "VRAM and GTT together"
+    );
+    assert_eq!(used(700), (20 * 1024 * MIB, 0));
+    for (d, pid) in [(apu, 600), (mi300a, 700)] {
+        let (u, _) = used(pid);
+        assert!(
+            u <= d["total_bytes"].as_u64().unwrap(),
+            "a process within its pool"
+        );
+        assert!(d["used_bytes"].as_u64().unwrap() <= d["total_bytes"].as_u64().unwrap());
+    }
+}

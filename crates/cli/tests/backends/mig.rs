@@ -824,10 +824,11 @@ fn hmn_doctor_says_whether_mig_is_on() {
     assert_eq!(code, 0);
     assert!(
         out.contains(
-            "    GPU 0 MIG: on, 5 MIG devices\n    GPU 1 MIG: not supported by this GPU\n    GPU 2 MIG: off\n"
+            "    GPU 0 MIG: on, 5 MIG devices\n    GPU 0 memory: kind not known: the driver does not say its addressing mode (nvmlDeviceGetAddressingMode, R580 and later)\n    GPU 1 MIG: not supported by this GPU\n"
         ),
         "{out}"
     );
+    assert!(out.contains("    GPU 2 MIG: off\n"), "{out}");
     let pending = scenario(r#", "mig_pending": 0"#);
     let (_, out, _) = run(with_fake(&pending), &["doctor"]);
     assert!(

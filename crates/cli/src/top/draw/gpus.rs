@@ -129,8 +129,14 @@ fn title<'a>(g: &Gpu, picked: bool, theme: &Theme) -> Line<'a> {
         Some(v) => format!("{} {}", info.source, printable(v)),
         None => info.source.to_string(),
     };
+    // Of what: a unified GPU's figures are the host's pool, a coherent one's its own memory.
+    let of = match info.memory_model {
+        Some(hypomnesis::MemoryModel::Unified) => " unified memory (the host's)",
+        Some(hypomnesis::MemoryModel::Coherent) => " (coherent with the CPU's)",
+        _ => "",
+    };
     let mut text = format!(
-        "  {}  ({source})  used {} of {}",
+        "  {}  ({source})  used {} of {}{of}",
         printable(info.name_or_unknown()),
         format_size(info.used_bytes),
         format_size(info.total_bytes)

@@ -242,6 +242,13 @@ impl Exposition {
                     ),
                     ("source", d.source.as_str().to_string()),
                     ("mig_mode", mig.to_string()),
+                    (
+                        "memory_model",
+                        d.memory_model
+                            .map(hypomnesis::MemoryModel::as_str)
+                            .unwrap_or_default()
+                            .into(),
+                    ),
                 ]);
                 (labels, 1)
             })
@@ -465,7 +472,7 @@ impl Exposition {
         gauges(
             e,
             "gpu_info",
-            "One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source and MIG mode as labels (unknown ones left out), to join on `gpu` or `uuid`.",
+            "One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source, MIG mode and memory model (discrete, unified: one pool with the CPU, coherent) as labels (unknown ones left out), to join on `gpu` or `uuid`.",
             None,
             &self.info(),
         )?;

@@ -55,6 +55,7 @@ fn sample() -> Sample {
     bare.name = None;
     bare.uuid = None;
     bare.vendor = None;
+    bare.memory_model = Some(hypomnesis::MemoryModel::Unified);
     Sample {
         counted: Some(3),
         devices: vec![device(0, Some(5 * MIB)), bare],
@@ -267,10 +268,10 @@ fn exposition_is_exact_and_stable() {
     let text = render(sample(), Duration::from_millis(1500), 4, None);
     let version = env!("CARGO_PKG_VERSION");
     let expected = format!(
-        r#"# HELP hypomnesis_gpu_info One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source and MIG mode as labels (unknown ones left out), to join on `gpu` or `uuid`.
+        r#"# HELP hypomnesis_gpu_info One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source, MIG mode and memory model (discrete, unified: one pool with the CPU, coherent) as labels (unknown ones left out), to join on `gpu` or `uuid`.
 # TYPE hypomnesis_gpu_info gauge
 hypomnesis_gpu_info{{gpu="0",uuid="GPU-0",model="NVIDIA H200",vendor="nvidia",source="nvml"}} 1
-hypomnesis_gpu_info{{gpu="1",source="nvml"}} 1
+hypomnesis_gpu_info{{gpu="1",source="nvml",memory_model="unified"}} 1
 # HELP hypomnesis_gpu_memory_total_bytes Total memory of the GPU as its driver reports it.
 # TYPE hypomnesis_gpu_memory_total_bytes gauge
 # UNIT hypomnesis_gpu_memory_total_bytes bytes
@@ -470,7 +471,7 @@ fn classic_text_format() {
     );
     assert!(
         text.starts_with(
-            "# HELP hypomnesis_gpu_info One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source and MIG mode as labels (unknown ones left out), to join on `gpu` or `uuid`.\n\
+            "# HELP hypomnesis_gpu_info One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source, MIG mode and memory model (discrete, unified: one pool with the CPU, coherent) as labels (unknown ones left out), to join on `gpu` or `uuid`.\n\
              # TYPE hypomnesis_gpu_info gauge\n\
              hypomnesis_gpu_info{gpu=\"0\""
         ),
