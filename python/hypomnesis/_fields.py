@@ -24,6 +24,8 @@ FIELDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
         ("visible_vram_total_bytes", "Optional[int]"),
         ("visible_vram_used_bytes", "Optional[int]"),
         ("mig_enabled", "Optional[bool]"),
+        ("memory_model", "Optional[str]"),
+        ("memory_model_evidence", "Optional[str]"),
         ("allocated_bytes", "Optional[int]"),
         ("allocatable_bytes", "Optional[int]"),
     ),

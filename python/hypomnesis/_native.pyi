@@ -48,6 +48,8 @@ class _DeviceInfo(TypedDict):
     visible_vram_total_bytes: int | None
     visible_vram_used_bytes: int | None
     mig_enabled: bool | None
+    memory_model: str | None
+    memory_model_evidence: str | None
     allocated_bytes: int | None
     allocatable_bytes: int | None
 

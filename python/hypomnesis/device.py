@@ -69,6 +69,13 @@ class DeviceInfo:
     """CPU-visible VRAM in use, amdgpu only."""
     mig_enabled: Optional[bool]
     """Whether the GPU runs in MIG mode; ``None`` when it cannot be split."""
+    memory_model: Optional[str]
+    """``discrete`` (memory of its own), ``unified`` (one pool with the CPU: GB10, AMD APUs,
+    Apple silicon; the figures above are then the pool's, the host's RAM) or ``coherent``
+    (its own memory, and the CPU's within its reach: Grace Hopper); ``None`` when the driver
+    does not tell."""
+    memory_model_evidence: Optional[str]
+    """What ``memory_model`` was told from, in a sentence."""
 
     @property
     def name_or_unknown(self) -> str:
@@ -88,6 +95,8 @@ class DeviceInfo:
         ]
         if self.mig_enabled:
             parts.append("mig=on")
+        if self.memory_model in ("unified", "coherent"):
+            parts.append(f"memory={self.memory_model}")
         return f"DeviceInfo({', '.join(parts)})"
 
 

@@ -65,6 +65,8 @@ def test_r510_device_figures_processes_and_their_context() -> None:
         "visible_vram_total_bytes": None,
         "visible_vram_used_bytes": None,
         "mig_enabled": None,
+        "memory_model": None,
+        "memory_model_evidence": None,
     }
     # The fake's default free figure: total - reserved; nothing allocated.
     assert d1["name"] == "NVIDIA L40S" and d1["index"] == 1
@@ -185,7 +187,10 @@ out({
 })
 """,
         {
-            "devices": [h200(memory_error=3), h200(handle_error=4), h200(handle_error=15)],
+            "devices": [h200(), h200(handle_error=4), h200(handle_error=15)],
+            # Refused once, the v2 query answering: a failure (a GPU that never reports its
+            # memory is a unified one, test_a_gpu_without_memory_of_its_own_is_the_hosts_pool).
+            "fail": [{"function": "nvmlDeviceGetMemoryInfo", "code": 3, "device": 0}],
         },
     )
     refused = r["refused"]
@@ -487,3 +492,35 @@ def test_ghosts_of_a_process_in_a_pod_the_kubelet_removed(tmp_path: Path) -> Non
     )
     assert r["ghost_class"] == "gone_pod" and r["pid"] == 4242, r
     assert any("6a2b5c3d-1e2f-4a5b-8c9d-0e1f2a3b4c5d" in e for e in r["evidence"]), r
+
+
+def test_a_gpu_without_memory_of_its_own_is_the_hosts_pool(tmp_path: Path) -> None:
+    """GB10 as its driver answers (NOT_SUPPORTED for the memory, addressing mode ATS, a
+    process listed): a unified device whose figures are the host's ``meminfo``."""
+    (tmp_path / "meminfo").write_text(
+        "MemTotal:       134217728 kB\nMemFree:         1048576 kB\n"
+        "MemAvailable:   104857600 kB\n"
+    )
+    scenario = {
+        "devices": [
+            h200(
+                name="NVIDIA GB10",
+                memory_error=3,
+                addressing_mode=2,
+                compute_processes=[{"pid": GHOST, "used": 4 * GIB}],
+            )
+        ]
+    }
+    r = run_child(
+        "d = hypomnesis.device_info(0)\n"
+        "out({'d': d, 'model': d.memory_model, 'why': d.memory_model_evidence,"
+        " 'repr': repr(d), 'procs': hypomnesis.gpu_processes(0)})",
+        scenario,
+        env={"HYPOMNESIS_PROCFS": str(tmp_path)},
+    )
+    assert r["model"] == "unified", r
+    assert (r["d"]["total_bytes"], r["d"]["free_bytes"]) == (128 * GIB, 100 * GIB), r
+    assert r["d"]["reserved_bytes"] is None and r["d"]["allocated_bytes"] is None, r
+    assert "NOT_SUPPORTED" in r["why"] and "ATS" in r["why"], r
+    assert "memory=unified" in r["repr"], r
+    assert [p["used_bytes"] for p in r["procs"]] == [4 * GIB], r

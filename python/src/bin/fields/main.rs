@@ -52,6 +52,8 @@ fn device() -> GpuDeviceInfo {
         .visible_vram_total_bytes(Some(GIB))
         .visible_vram_used_bytes(Some(GIB))
         .mig_enabled(Some(true))
+        .memory_model(Some(hypomnesis::MemoryModel::Discrete))
+        .memory_model_evidence(Some("device memory of its own".into()))
         .build()
 }
 
