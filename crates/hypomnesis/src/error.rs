@@ -60,9 +60,20 @@ pub enum HypomnesisError {
         /// How many of the listed processes could not be read.
         denied: u32,
     },
-    /// An operating-system I/O call failed; the message names the path involved.
-    #[error("I/O error: {0}")]
+    /// An operating-system I/O call failed; the message names the path involved. One of kind
+    /// `InvalidInput` is a setting that cannot be used (a root that is not an absolute
+    /// directory), said as a bad setting.
+    #[error("{}: {}", io_heading(.0), .0)]
     Io(#[from] std::io::Error),
+}
+
+/// How an I/O error is introduced: a bad setting (`InvalidInput`), else an I/O error.
+fn io_heading(e: &std::io::Error) -> &'static str {
+    if e.kind() == std::io::ErrorKind::InvalidInput {
+        "bad setting"
+    } else {
+        "I/O error"
+    }
 }
 
 /// `Result` with [`HypomnesisError`].
@@ -543,6 +554,10 @@ mod tests {
         assert_eq!(HypomnesisError::NoGpuSource.kind(), ErrorKind::NotInstalled);
         let io = |k| HypomnesisError::Io(std::io::Error::new(k, "x")).kind();
         assert_eq!(io(std::io::ErrorKind::InvalidInput), ErrorKind::BadSetting);
+        // Said as what it is: a setting that cannot be used, or an I/O error.
+        let said = |k| HypomnesisError::Io(std::io::Error::new(k, "x")).to_string();
+        assert_eq!(said(std::io::ErrorKind::InvalidInput), "bad setting: x");
+        assert_eq!(said(std::io::ErrorKind::NotFound), "I/O error: x");
         assert_eq!(
             io(std::io::ErrorKind::PermissionDenied),
             ErrorKind::NoPermission
