@@ -240,10 +240,12 @@ fn finish(
     {
         writeln!(err, "hmn run: cannot draw {}: {e}", path.display())?;
     }
-    write!(err, "{}", render::summary(summary))?;
     if args.output.json {
-        // The command's status is passed on even when stdout is closed.
+        // The summary is the JSON object alone, as the help says. The command's status is
+        // passed on even when stdout is closed.
         crate::view::unless_closed(crate::view::json(out, summary))?;
+    } else {
+        write!(err, "{}", render::summary(summary))?;
     }
     Ok(())
 }

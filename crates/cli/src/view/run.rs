@@ -90,10 +90,11 @@ pub fn summary(s: &Summary) -> String {
     };
     let _ = writeln!(
         out,
-        "hmn run: `{}` {how} after {:.1} s ({} samples, every {} ms)",
+        "hmn run: `{}` {how} after {:.1} s ({} sample{}, every {} ms)",
         shell_words(&s.command),
         s.duration_s,
         s.samples,
+        if s.samples == 1 { "" } else { "s" },
         s.interval_ms
     );
     let _ = writeln!(out, "  peak RSS (process tree): {}", size(s.peak_rss_bytes));
