@@ -1,5 +1,8 @@
 //! Snapshot before and after allocating (and touching) 256 MiB, then print every formatter of
 //! the `report` feature. Run: `cargo run --example print_demo --features report`.
+//!
+//! This example's own lines say MiB; the formatters' lines say "MB", which there means MiB
+//! too: their formats are hypomnesis 0.2.4's, byte for byte, and programs parse them.
 
 use hypomnesis::{MemoryReport, Snapshot};
 
@@ -9,13 +12,13 @@ fn main() -> hypomnesis::Result<()> {
     let block = std::hint::black_box(block);
     let after = Snapshot::now(0)?;
     println!(
-        "RAM before {:.0} MB, after {:.0} MB",
+        "RAM before {:.0} MiB, after {:.0} MiB",
         before.ram_mb(),
         after.ram_mb()
     );
     let mine = match (after.vram_mb(), &after.gpu) {
-        (Some(v), Some(g)) if g.is_per_process => format!("{v:.0} MB"),
-        (Some(v), _) => format!("not attributable here; the whole device uses {v:.0} MB"),
+        (Some(v), Some(g)) if g.is_per_process => format!("{v:.0} MiB"),
+        (Some(v), _) => format!("not attributable here; the whole device uses {v:.0} MiB"),
         (None, _) => "unknown (no GPU source answered)".to_string(),
     };
     println!("VRAM of this process: {mine}");
@@ -30,8 +33,8 @@ fn main() -> hypomnesis::Result<()> {
     let report = MemoryReport::new(before, after);
     let vram = report
         .vram_delta_mb()
-        .map_or_else(|| "unknown".to_string(), |v| format!("{v:+.0} MB"));
-    println!("delta {:+.0} MB RAM, VRAM {vram}", report.ram_delta_mb());
+        .map_or_else(|| "unknown".to_string(), |v| format!("{v:+.0} MiB"));
+    println!("delta {:+.0} MiB RAM, VRAM {vram}", report.ram_delta_mb());
     print!("{}", report.format_delta("256 MiB block"));
     print!("{}", report.format_before_after("256 MiB block"));
     report.print_delta("256 MiB block");
