@@ -11,6 +11,7 @@ use std::process::Command;
 use support::{FakeVariant, empty_dir, fake_nvml, write_scenario};
 
 use crate::util::hmn::run;
+use crate::util::serve::Server;
 
 const GIB: u64 = 1 << 30;
 
@@ -18,8 +19,9 @@ fn fixture(part: &str) -> PathBuf {
     support::fixtures("kubelet").join(part)
 }
 
-/// `hmn` on an H200 whose driver lists the fixture's GPU processes, the fixture's procfs in use.
-fn hmn() -> Command {
+/// An H200 whose driver lists the fixture's GPU processes (the same as
+/// `docs/demo-kubelet-scenario.json`, which the README's transcripts run).
+fn scenario() -> String {
     let procs: Vec<String> = [
         (4242, 40),
         (4300, 30),
@@ -32,14 +34,18 @@ fn hmn() -> Command {
     .iter()
     .map(|(pid, gib)| format!(r#"{{"pid": {pid}, "used": {}}}"#, gib * GIB))
     .collect();
-    let scenario = format!(
+    format!(
         r#"{{"devices": [{{"name": "NVIDIA H200", "total": 150754820096,
             "compute_processes": [{}]}}]}}"#,
         procs.join(", ")
-    );
+    )
+}
+
+/// `hmn` on that H200, the fixture's procfs in use.
+fn hmn() -> Command {
     let mut c = crate::util::hmn::hmn();
     c.env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
-        .env("FAKE_NVML_SCENARIO", write_scenario(&scenario))
+        .env("FAKE_NVML_SCENARIO", write_scenario(&scenario()))
         .env("HYPOMNESIS_SYSFS", empty_dir())
         .env("PATH", empty_dir())
         .arg("--procfs")
@@ -270,4 +276,81 @@ fn ps_group_by_adds_memory_up_per_pod_namespace_and_container() {
     let (_, out, _) = run(with_rootfs("rootfs"), &["ps", "--group-by", "container"]);
     assert!(out.contains("ml-team/trainer-0/worker"), "{out}");
     assert!(out.contains("(no container)"), "{out}");
+}
+
+/// `hmn serve` with the same roots labels its series with the kubelet's names: a process's
+/// namespace, pod and container, a pod's total by namespace and name, and by UID alone where the
+/// pod's logs are gone; a process in no pod carries none of those labels.
+#[test]
+fn serve_labels_the_series_with_the_kubelets_names() {
+    let (procfs, rootfs) = (fixture("proc"), fixture("rootfs"));
+    let server = Server::start(
+        FakeVariant::Modern,
+        &scenario(),
+        &[
+            "--procfs",
+            procfs.to_str().unwrap(),
+            "--rootfs",
+            rootfs.to_str().unwrap(),
+        ],
+    );
+    let reply = server.get("/metrics");
+    assert_eq!(reply.status, 200, "{}", server.stderr());
+    let series = |prefix: &str| -> Vec<String> {
+        reply
+            .body
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect()
+    };
+    let process = |pid: u32| -> String {
+        let found = series("hypomnesis_gpu_process_memory_bytes{");
+        let needle = format!("pid=\"{pid}\"");
+        found
+            .into_iter()
+            .find(|l| l.contains(&needle))
+            .unwrap_or_else(|| panic!("no series for pid {pid}:\n{}", reply.body))
+    };
+    let trainer = process(4242);
+    for label in [
+        r#"namespace="ml-team""#,
+        r#"pod="trainer-0""#,
+        r#"container="worker""#,
+    ] {
+        assert!(trainer.contains(label), "{label} missing: {trainer}");
+    }
+    assert!(trainer.ends_with(&format!(" {}", 40 * GIB)), "{trainer}");
+    // Logs gone: the pod's UID, no namespace.
+    let orphan = process(4500);
+    assert!(
+        orphan.contains(r#"pod="2d3e4f5a-6b7c-4d8e-9fa0-b1c2d3e4f5a6""#)
+            && !orphan.contains("namespace="),
+        "{orphan}"
+    );
+    // No pod: no Kubernetes labels at all.
+    let xorg = process(4800);
+    assert!(
+        !xorg.contains("pod=") && !xorg.contains("namespace="),
+        "{xorg}"
+    );
+    let pods = series("hypomnesis_gpu_pod_memory_bytes{");
+    let pod = |labels: &str| -> u64 {
+        pods.iter()
+            .find(|l| l.contains(labels))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no pod series with {labels}: {pods:?}"))
+    };
+    assert_eq!(pod(r#"namespace="ml-team",pod="trainer-0""#), 40 * GIB);
+    assert_eq!(
+        pod(r#"namespace="inference",pod="vllm-7d9f8b6c4-x2k9p""#),
+        30 * GIB
+    );
+    assert_eq!(
+        pod(r#"pod="3e4f5a6b-7c8d-4e9f-a0b1-c2d3e4f5a6b7""#),
+        3 * GIB
+    );
+    // Five pods; the two processes in no pod are in none of them.
+    assert_eq!(pods.len(), 5, "{pods:?}");
 }
