@@ -177,6 +177,10 @@ fn roots_from_the_environment_are_checked_like_the_flags() {
             let (code, out, err) = run(c, args);
             assert_eq!(code, 2, "{var}={value} hmn {args:?}: {err}");
             assert!(err.contains(want), "{var}={value} hmn {args:?}: {err}");
+            assert!(
+                err.contains("bad setting: "),
+                "{var}={value} hmn {args:?}: {err}"
+            );
             assert_eq!(out, "", "nothing measured");
         }
         // Commands that read no root do not care.
@@ -189,8 +193,8 @@ fn roots_from_the_environment_are_checked_like_the_flags() {
     let (code, _, err) = run(with_gpu(), &["ps", "--procfs", "/nonexistent"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("procfs root /nonexistent does not exist"),
-        "{err}"
+        err.contains("hmn: bad setting: procfs root /nonexistent does not exist"),
+        "a setting, not an I/O fault: {err}"
     );
 }
 
