@@ -11,6 +11,7 @@ use std::process::Command;
 use support::{FakeVariant, empty_dir, fake_nvml, write_scenario};
 
 use crate::util::hmn::run;
+#[cfg(feature = "serve")]
 use crate::util::serve::Server;
 
 const GIB: u64 = 1 << 30;
@@ -281,6 +282,7 @@ fn ps_group_by_adds_memory_up_per_pod_namespace_and_container() {
 /// `hmn serve` with the same roots labels its series with the kubelet's names: a process's
 /// namespace, pod and container, a pod's total by namespace and name, and by UID alone where the
 /// pod's logs are gone; a process in no pod carries none of those labels.
+#[cfg(feature = "serve")]
 #[test]
 fn serve_labels_the_series_with_the_kubelets_names() {
     let (procfs, rootfs) = (fixture("proc"), fixture("rootfs"));
