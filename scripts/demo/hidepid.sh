@@ -4,6 +4,8 @@
 # more allocated that no listed process accounts for), mounts a procfs with hidepid=invisible
 # in a mount namespace of its own, and runs `hmn ps` there as nobody. It cleans up after itself.
 # Usage: sudo scripts/demo/hidepid.sh   (needs unshare, setpriv and mount: util-linux)
+# HMN_BIN=/path/to/hmn uses that hmn instead of building one (the README test passes its own:
+# a build here would replace, under every other running test, the binary they run).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 if [ "$(id -u)" != 0 ]; then
@@ -14,11 +16,16 @@ for tool in unshare setpriv mount; do
   command -v "$tool" >/dev/null || { echo "hidepid.sh: $tool (util-linux) is needed" >&2; exit 2; }
 done
 lib="$(fake_nvml)"
-cargo build -q -p hypomnesis-cli --bin hmn >&2
+hmn="${HMN_BIN:-}"
+if [ -z "$hmn" ]; then
+  cargo build -q -p hypomnesis-cli --bin hmn >&2
+  hmn="$CARGO_TARGET_DIR/debug/hmn"
+fi
+[ -x "$hmn" ] || { echo "hidepid.sh: $hmn is not an executable hmn" >&2; exit 2; }
 # What nobody runs must be readable by nobody: a directory of its own under /tmp.
 demo="$(mktemp -d /tmp/hmn-hidepid.XXXXXX)"
 chmod 755 "$demo"
-install -m 755 "$CARGO_TARGET_DIR/debug/hmn" "$demo/hmn"
+install -m 755 "$hmn" "$demo/hmn"
 install -m 755 "$lib" "$demo/libnvidia-ml.so.1"
 mkdir "$demo/proc"
 sleep 600 &

@@ -319,8 +319,11 @@ fn the_readme_hidepid_transcript_is_what_the_script_prints() {
         eprintln!("skipped: the hidepid transcript needs root and util-linux");
         return;
     }
+    // The script is given this test's hmn: building its own would replace, while other tests
+    // run, the binary they run (one of default features, without `debug-output`).
     let out = std::process::Command::new("bash")
         .arg(root.join("scripts/demo/hidepid.sh"))
+        .env("HMN_BIN", env!("CARGO_BIN_EXE_hmn"))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
