@@ -142,6 +142,16 @@ impl<W: Write> Write for Printable<W> {
         Ok(buf.len())
     }
 
+    /// A `write!` is one write to the inner writer, not one per piece of its format: stderr is
+    /// unbuffered and other threads (`hmn serve`'s pollers, the library's diagnostics) write to
+    /// it too, so a line written piecewise could be cut by theirs.
+    fn write_fmt(&mut self, args: std::fmt::Arguments<'_>) -> io::Result<()> {
+        match args.as_str() {
+            Some(text) => self.write_all(text.as_bytes()),
+            None => self.write_all(std::fmt::format(args).as_bytes()),
+        }
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         if !self.held.is_empty() {
             let held = std::mem::take(&mut self.held);
@@ -162,6 +172,34 @@ mod tests {
         }
         p.flush().unwrap();
         p.inner
+    }
+
+    /// Counts the writes it is given.
+    struct Writes(Vec<Vec<u8>>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_formatted_line_is_one_write() {
+        let mut p = Printable::new(Writes(Vec::new()));
+        let addr = "127.0.0.1:9400";
+        writeln!(p, "hmn: serving metrics on http://{addr}/metrics").unwrap();
+        writeln!(p, "plain").unwrap();
+        assert_eq!(
+            p.inner.0,
+            vec![
+                b"hmn: serving metrics on http://127.0.0.1:9400/metrics\n".to_vec(),
+                b"plain\n".to_vec()
+            ]
+        );
     }
 
     #[test]
