@@ -63,6 +63,25 @@ pub unsafe extern "C" fn nvmlDeviceGetAddressingMode(
     })
 }
 
+/// The scenario's `numa_node` (a GPU whose memory is a NUMA node), NOT_SUPPORTED without one.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNumaNodeId(
+    device: NvmlDevice,
+    out: *mut std::ffi::c_uint,
+) -> NvmlReturn {
+    any_call("nvmlDeviceGetNumaNodeId", device, |l, t| {
+        if out.is_null() {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        let (Target::Gpu(i) | Target::Mig(i, _)) = t;
+        let Some(node) = l.sc.devices[i].numa_node else {
+            return NVML_ERROR_NOT_SUPPORTED;
+        };
+        // SAFETY: out-pointer per the NVML contract.
+        unsafe { put(out, node) }
+    })
+}
+
 /// The scenario's `utilization`, NOT_SUPPORTED without one (and on MIG devices, as the
 /// driver does).
 #[unsafe(no_mangle)]

@@ -30,6 +30,8 @@
 //!     "v2_total": null,                   // nvmlDeviceGetMemoryInfo_v2's total, when not v1's
 //!     "addressing_mode": 2,               // nvmlDeviceGetAddressingMode: 0 none, 1 HMM,
 //!                                         // 2 ATS; absent/null = NOT_SUPPORTED
+//!     "numa_node": 1,                     // nvmlDeviceGetNumaNodeId: the NUMA node that is
+//!                                         // the GPU's memory; absent/null = NOT_SUPPORTED
 //!     "utilization": {"gpu": 87, "memory": 41},  // nvmlDeviceGetUtilizationRates, percent;
 //!                                         // absent/null = NOT_SUPPORTED
 //!     "process_samples": [{"pid": 4412, "age_s": 600, "sm": 0, "mem": 0, "enc": 0, "dec": 0}],
@@ -183,6 +185,8 @@ struct RawDevice {
     utilization: Option<Utilization>,
     #[serde(default)]
     addressing_mode: Option<u32>,
+    #[serde(default)]
+    numa_node: Option<u32>,
     #[serde(default)]
     process_samples: Option<Vec<ProcessSample>>,
     #[serde(default)]
@@ -346,6 +350,8 @@ pub struct Device {
     /// What `nvmlDeviceGetAddressingMode` reports (0 none, 1 HMM, 2 ATS); `None`:
     /// NOT_SUPPORTED.
     pub addressing_mode: Option<u32>,
+    /// What `nvmlDeviceGetNumaNodeId` reports; `None`: NOT_SUPPORTED.
+    pub numa_node: Option<u32>,
     /// What `nvmlDeviceGetProcessUtilization` reports; `None`: NOT_SUPPORTED.
     pub process_samples: Option<Vec<ProcessSample>>,
     /// `None`: MIG not supported.
@@ -473,6 +479,7 @@ impl Scenario {
                     v2_total: d.v2_total,
                     utilization: d.utilization,
                     addressing_mode: d.addressing_mode,
+                    numa_node: d.numa_node,
                     process_samples: d.process_samples,
                     mig_mode: d.mig_mode,
                     mig_pending: d.mig_pending.or(d.mig_mode),
