@@ -90,6 +90,7 @@ pub use gpu::{
 pub use host::kube::kubelet_logs;
 pub use host::memory::host::{HostMemory, host_memory};
 pub use host::memory::process_rss;
+pub use host::numa::{numa_node, process_numa_bytes};
 pub use host::process::context::{
     Container, ContextParts, ProcessContext, parse_cgroup, parse_cmdline, parse_passwd,
     process_context, process_contexts, process_contexts_with,
@@ -114,7 +115,7 @@ pub use spill::{SpillEpisode, SpillReport, SpillTracker, snapshot_is_spilling};
 pub use types::{
     GpuContextKind, GpuDeviceInfo, GpuProcessEntry, GpuProcessListing, GpuQuerySource, GpuVendor,
     Hidepid, KubeletDirState, KubeletLogs, MemoryModel, MigGpuInstance, MigInstance, MigState,
-    ProcessActivity, ProcessActivitySample, ProcessGpuInfo, ProcfsMount, Residency, Root,
+    NumaNode, ProcessActivity, ProcessActivitySample, ProcessGpuInfo, ProcfsMount, Residency, Root,
     RootOrigin, Roots, SourceReport, SourceState, UnreadableReason, Utilization,
     driver_overhead_allowance,
 };
@@ -165,6 +166,8 @@ pub mod __parsers {
         Credentials, MountLine, credentials as status_credentials, hides_other_users, mount_of,
         parse_line as parse_mountinfo_line, procfs_options, unescape as unescape_mountinfo,
     };
+    /// The NUMA parsers: a node's `meminfo` and `cpulist`, a line of a process's `numa_maps`.
+    pub use crate::host::parse::numa::{cpulist_has_cpus, node_meminfo, numa_maps_line};
     pub use crate::host::parse::stat::parse_stat_cpu_ticks;
     /// The process tree below a pid through `children` files (`None` where the kernel has
     /// none), and through a scan of every process's `stat` (what `process_tree` did before).

@@ -10,6 +10,7 @@
 pub(crate) mod file;
 pub(crate) mod kube;
 pub(crate) mod memory;
+pub(crate) mod numa;
 pub(crate) mod parse;
 pub(crate) mod process;
 pub(crate) mod roots;

@@ -87,6 +87,9 @@ builder! {
         @const mig_enabled: Option<bool> = None,
         @const memory_model: Option<MemoryModel> = None,
         memory_model_evidence: Option<String> = None,
+        @const numa_node: Option<u32> = None,
+        @const numa_node_total_bytes: Option<u64> = None,
+        @const numa_node_used_bytes: Option<u64> = None,
     }
 }
 

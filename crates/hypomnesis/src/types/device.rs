@@ -59,6 +59,18 @@ pub struct GpuDeviceInfo {
     pub memory_model: Option<MemoryModel>,
     /// What [`Self::memory_model`] was told from, in a sentence (`None` with it).
     pub memory_model_evidence: Option<String>,
+    /// The NUMA node that is this GPU's memory, where the driver hands that memory to the
+    /// kernel as a node with no CPUs (Grace Hopper and Grace Blackwell in NUMA mode; NVML's
+    /// `nvmlDeviceGetNumaNodeId`); `None` elsewhere. [`crate::process_numa_bytes`] says how
+    /// much of a process's memory lies there.
+    pub numa_node: Option<u32>,
+    /// That node's memory as the kernel counts it (its `MemTotal`), bytes; `None` without a
+    /// node, or when its files cannot be read.
+    pub numa_node_total_bytes: Option<u64>,
+    /// That node's memory in use (`MemTotal - MemFree`), bytes: what the kernel has placed in
+    /// the GPU's memory (`malloc`'d and `mmap`'d pages, pages migrated there), which the
+    /// figures above, the driver's, do not count as the GPU's; `None` as above.
+    pub numa_node_used_bytes: Option<u64>,
 }
 
 impl GpuDeviceInfo {
@@ -84,6 +96,9 @@ impl GpuDeviceInfo {
             mig_enabled: None,
             memory_model: None,
             memory_model_evidence: None,
+            numa_node: None,
+            numa_node_total_bytes: None,
+            numa_node_used_bytes: None,
         }
     }
 

@@ -7,6 +7,7 @@ pub(crate) mod builders;
 mod device;
 mod memory_model;
 mod mig;
+mod numa;
 mod process;
 mod source;
 #[cfg(test)]
@@ -25,6 +26,7 @@ pub use device::{
 };
 pub use memory_model::MemoryModel;
 pub use mig::{MigGpuInstance, MigInstance, MigState};
+pub use numa::NumaNode;
 pub use process::{GpuContextKind, GpuProcessEntry, GpuProcessListing, ProcessGpuInfo};
 pub use source::{
     KubeletDirState, KubeletLogs, Root, RootOrigin, Roots, SourceReport, SourceState,

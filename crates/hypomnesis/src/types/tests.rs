@@ -79,6 +79,9 @@ fn every_builder_sets_every_field() {
         .mig_enabled(Some(true))
         .memory_model(Some(MemoryModel::Unified))
         .memory_model_evidence(Some("e".into()))
+        .numa_node(Some(1))
+        .numa_node_total_bytes(Some(10))
+        .numa_node_used_bytes(Some(11))
         .build();
     assert_eq!(
         d,
@@ -101,6 +104,9 @@ fn every_builder_sets_every_field() {
             mig_enabled: Some(true),
             memory_model: Some(MemoryModel::Unified),
             memory_model_evidence: Some("e".into()),
+            numa_node: Some(1),
+            numa_node_total_bytes: Some(10),
+            numa_node_used_bytes: Some(11),
         }
     );
     let e = GpuProcessEntry::builder()

@@ -55,6 +55,11 @@ fn sized(total: u64, free: u64, extra: &str) -> String {
 }
 
 fn run_child(name: &str, scenario: &str, procfs: Option<PathBuf>) {
+    run_child_on(name, scenario, procfs, support::empty_dir());
+}
+
+/// [`run_child`] with the sysfs root `sysfs`.
+fn run_child_on(name: &str, scenario: &str, procfs: Option<PathBuf>, sysfs: PathBuf) {
     let lib = fake_nvml(FakeVariant::Modern);
     let scenario = write_scenario(scenario);
     let mut cmd = support::child_command(module_path!());
@@ -63,7 +68,7 @@ fn run_child(name: &str, scenario: &str, procfs: Option<PathBuf>) {
         .env("FAKE_NVML_SCENARIO", &scenario)
         .env("PATH", support::empty_dir())
         .env_remove("HYPOMNESIS_NVIDIA_SMI")
-        .env("HYPOMNESIS_SYSFS", support::empty_dir());
+        .env("HYPOMNESIS_SYSFS", sysfs);
     match procfs {
         Some(p) => cmd.env("HYPOMNESIS_PROCFS", p),
         None => cmd.env_remove("HYPOMNESIS_PROCFS"),
@@ -129,10 +134,63 @@ fn child() {
             };
             assert!(why.contains(mode), "{why}");
         }
+        "coherent_node" | "node_with_cpus" | "node_unread" => numa_child(&name, d),
         "unknown" => {
             let d = d.unwrap();
             assert_eq!((d.memory_model, d.memory_model_evidence), (None, None));
             assert_eq!(d.total_bytes, 96 * GIB);
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+/// The scenarios of a GPU whose memory NVML names as a NUMA node.
+fn numa_child(name: &str, d: hypomnesis::Result<hypomnesis::GpuDeviceInfo>) {
+    match name {
+        "coherent_node" => {
+            let d = d.unwrap();
+            assert_eq!(d.memory_model, Some(MemoryModel::Coherent), "{d:?}");
+            let why = d.memory_model_evidence.clone().unwrap();
+            assert!(why.contains("ATS") && why.contains("NUMA node 1"), "{why}");
+            // The driver's figures are the GPU's own; the node's are the kernel's.
+            assert_eq!((d.total_bytes, d.free_bytes), (96 * GIB, 90 * GIB));
+            assert_eq!(d.numa_node, Some(1));
+            assert_eq!(d.numa_node_total_bytes, Some(94 * GIB));
+            assert_eq!(d.numa_node_used_bytes, Some(16 * GIB));
+            let node = hypomnesis::numa_node(1).unwrap();
+            assert!(!node.has_cpus && node.free_bytes == 78 * GIB, "{node:?}");
+            assert!(hypomnesis::numa_node(0).unwrap().has_cpus);
+            assert!(hypomnesis::numa_node(7).is_err(), "no such node");
+            // Where the serving process's pages lie: 10 GiB in the GPU's memory.
+            let placed = hypomnesis::process_numa_bytes(5100).unwrap();
+            assert_eq!(placed.get(&1), Some(&(10 * GIB)), "{placed:?}");
+            assert_eq!(placed.get(&0), Some(&(GIB + 4 * (1 << 20) + 128 * 1024)));
+            // One whose numa_maps is not there: an error naming the file, never 0.
+            let e = hypomnesis::process_numa_bytes(5200)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("5200/numa_maps"), "{e}");
+        }
+        "node_with_cpus" => {
+            // NVML naming a node with CPUs names the CPU's memory near the GPU: no GPU node.
+            let d = d.unwrap();
+            assert_eq!(d.memory_model, Some(MemoryModel::Discrete), "{d:?}");
+            assert_eq!(
+                (d.numa_node, d.numa_node_total_bytes, d.numa_node_used_bytes),
+                (None, None, None)
+            );
+        }
+        "node_unread" => {
+            // Named, but its files are not under this sysfs root: coherent, figures unknown.
+            let d = d.unwrap();
+            assert_eq!(d.memory_model, Some(MemoryModel::Coherent), "{d:?}");
+            assert_eq!(d.numa_node, Some(1));
+            assert_eq!(
+                (d.numa_node_total_bytes, d.numa_node_used_bytes),
+                (None, None)
+            );
+            let why = d.memory_model_evidence.unwrap();
+            assert!(why.contains("cannot be read here"), "{why}");
         }
         other => panic!("unknown scenario {other}"),
     }
@@ -179,4 +237,29 @@ fn memory_of_its_own_without_ats_is_discrete() {
 #[test]
 fn without_an_addressing_mode_the_model_is_not_known() {
     run_child("unknown", &device(""), None);
+}
+
+/// The fixture's Grace Hopper in NUMA mode (`fixtures/numa/gh200`): NVML names node 1, a node of
+/// memory only, as the GPU's; its figures and a process's pages there are read.
+#[test]
+fn a_gpu_whose_memory_is_a_numa_node() {
+    let root = support::fixtures("numa/gh200");
+    run_child_on(
+        "coherent_node",
+        &device(r#", "addressing_mode": 2, "numa_node": 1"#),
+        Some(root.join("proc")),
+        root.join("sys"),
+    );
+    run_child_on(
+        "node_with_cpus",
+        &device(r#", "addressing_mode": 0, "numa_node": 0"#),
+        None,
+        root.join("sys"),
+    );
+    run_child_on(
+        "node_unread",
+        &device(r#", "numa_node": 1"#),
+        None,
+        support::empty_dir(),
+    );
 }

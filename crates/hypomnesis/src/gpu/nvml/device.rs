@@ -7,21 +7,13 @@ use super::abi::{
 };
 use super::decode::text;
 use super::ffi::Device;
+use super::model::{GpuNode, gpu_node, own_memory, pool, unified};
 use super::session::{Failure, Loaded, failed_call};
 use crate::gpu::nvidia;
 use crate::{
     error::ErrorKind, error::HypomnesisError, types::GpuDeviceInfo, types::GpuQuerySource,
-    types::GpuVendor, types::MemoryModel, types::ProcessActivity, types::ProcessActivitySample,
-    types::Utilization,
+    types::GpuVendor, types::ProcessActivity, types::ProcessActivitySample, types::Utilization,
 };
-
-/// `NVML_DEVICE_ADDRESSING_MODE_NONE`, `_HMM` (heterogeneous memory management: a discrete
-/// GPU that reaches host memory through the kernel's HMM) and `_ATS` (address translation
-/// services: the GPU shares the CPU's page tables, as on Grace Hopper, Grace Blackwell and
-/// GB10).
-const NVML_ADDRESSING_MODE_NONE: u32 = 0;
-const NVML_ADDRESSING_MODE_HMM: u32 = 1;
-const NVML_ADDRESSING_MODE_ATS: u32 = 2;
 
 /// Tries of the sizing protocol before a sample list that keeps growing is given up on.
 const MAX_SAMPLE_ATTEMPTS: usize = 4;
@@ -129,22 +121,27 @@ impl Loaded {
             Some(Ok(m)) => total_zero && m.total == 0,
             Some(Err(_)) => false,
         };
-        let (mem, reserved, (model, evidence)) = match self.nvml.memory(dev) {
+        let (mem, reserved, (model, evidence), node) = match self.nvml.memory(dev) {
             // No memory of its own to report: the GPU's memory is the host's (GB10, Jetson).
             Some(Err(NVML_ERROR_NOT_SUPPORTED)) if v2_agrees(false) => {
                 let why = "nvmlDeviceGetMemoryInfo answers NOT_SUPPORTED";
-                (pool(index, why)?, None, unified(why, addressing))
+                (pool(index, why)?, None, unified(why, addressing), None)
             }
             Some(Ok(m)) if m.total == 0 && v2_agrees(true) => {
                 let why = "nvmlDeviceGetMemoryInfo reports 0 bytes of device memory";
-                (pool(index, why)?, None, unified(why, addressing))
+                (pool(index, why)?, None, unified(why, addressing), None)
             }
             answer => {
                 let mem = checked_memory(answer, index)?;
                 let v2 = self.nvml.memory_v2(dev, NVML_MEMORY_V2_VERSION);
                 let reserved = reserved_from_v2(v2, mem.total, mem.free);
-                (mem, reserved, own_memory(addressing))
+                let node = gpu_node(self.nvml.numa_node_id(dev), crate::host::numa::numa_node);
+                (mem, reserved, own_memory(addressing, node.as_ref()), node)
             }
+        };
+        let figures = match &node {
+            Some(GpuNode::Memory(n)) => Some(n),
+            _ => None,
         };
         let name = self
             .nvml
@@ -183,80 +180,11 @@ impl Loaded {
             mig_enabled: self.mig_mode(dev).map(|(current, _)| current),
             memory_model: model,
             memory_model_evidence: evidence,
+            numa_node: node.as_ref().map(GpuNode::id),
+            numa_node_total_bytes: figures.map(|n| n.total_bytes),
+            numa_node_used_bytes: figures.map(|n| n.used_bytes),
             ..GpuDeviceInfo::blank(GpuQuerySource::Nvml)
         })
-    }
-}
-
-/// A memory model and the sentence that says why.
-type Model = (Option<MemoryModel>, Option<String>);
-
-/// The host's memory as the figures of GPU `index`, which has none of its own (`why`):
-/// `MemTotal` as its total and `MemAvailable` as its free memory.
-fn pool(index: u32, why: &str) -> std::result::Result<Memory, Failure> {
-    let host = crate::host::memory::host::host_memory().map_err(|e| {
-        Failure::Other(HypomnesisError::nvml(
-            ErrorKind::NotSupported,
-            format!("GPU {index}: {why}, and the host's memory that it shares is not known: {e}"),
-        ))
-    })?;
-    let free = host.available_bytes.ok_or_else(|| {
-        Failure::Other(HypomnesisError::nvml(
-            ErrorKind::NotSupported,
-            format!(
-                "GPU {index}: {why}, and the host does not say how much of the memory it \
-                 shares is available (no MemAvailable)"
-            ),
-        ))
-    })?;
-    Ok(Memory {
-        total: host.total_bytes,
-        free: free.min(host.total_bytes),
-        used: host.total_bytes - free.min(host.total_bytes),
-    })
-}
-
-/// A GPU with no device memory to report (`why`): one pool with the CPU.
-fn unified(why: &str, addressing: Option<std::result::Result<u32, NvmlReturn>>) -> Model {
-    let ats = matches!(addressing, Some(Ok(NVML_ADDRESSING_MODE_ATS)));
-    (
-        Some(MemoryModel::Unified),
-        Some(format!(
-            "{why}{}: the GPU's memory is the host's, so its figures are the host's MemTotal \
-             and MemAvailable",
-            if ats {
-                " and the addressing mode is ATS"
-            } else {
-                ""
-            }
-        )),
-    )
-}
-
-/// A GPU that reports memory of its own: coherent with the CPU's where the addressing mode
-/// is ATS, discrete where it is none or HMM, not known where the driver does not say.
-fn own_memory(addressing: Option<std::result::Result<u32, NvmlReturn>>) -> Model {
-    match addressing {
-        Some(Ok(NVML_ADDRESSING_MODE_ATS)) => (
-            Some(MemoryModel::Coherent),
-            Some(
-                "device memory of its own, and addressing mode ATS: the GPU shares the CPU's \
-                 page tables and reaches its memory coherently (Grace Hopper, Grace Blackwell)"
-                    .into(),
-            ),
-        ),
-        Some(Ok(mode @ (NVML_ADDRESSING_MODE_NONE | NVML_ADDRESSING_MODE_HMM))) => (
-            Some(MemoryModel::Discrete),
-            Some(format!(
-                "device memory of its own, and addressing mode {}",
-                if mode == NVML_ADDRESSING_MODE_HMM {
-                    "HMM (the kernel mirrors host memory for it; the memory is still apart)"
-                } else {
-                    "none"
-                }
-            )),
-        ),
-        _ => (None, None),
     }
 }
 

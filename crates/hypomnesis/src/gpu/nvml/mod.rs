@@ -18,6 +18,7 @@ mod doctor;
 mod ffi;
 mod library;
 mod mig;
+mod model;
 mod processes;
 mod session;
 

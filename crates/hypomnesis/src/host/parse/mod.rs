@@ -8,4 +8,5 @@ pub(crate) mod context;
 pub(crate) mod kube;
 pub(crate) mod memory;
 pub(crate) mod mountinfo;
+pub(crate) mod numa;
 pub(crate) mod stat;

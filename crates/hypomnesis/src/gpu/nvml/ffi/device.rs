@@ -7,7 +7,7 @@ use crate::gpu::nvml::abi::{
 };
 use crate::gpu::nvml::ffi::Nvml;
 use crate::gpu::nvml::ffi::call::{
-    DEVICE_NAME_BUFFER, DEVICE_UUID_BUFFER, Device, buffer_len, device_string, ok,
+    DEVICE_NAME_BUFFER, DEVICE_UUID_BUFFER, Device, buffer_len, device_string, device_uint, ok,
 };
 
 impl Nvml {
@@ -51,6 +51,16 @@ impl Nvml {
         // carrying its version; `dev` came from NVML.
         let rc = unsafe { f(dev.0, &raw mut m) };
         Some(ok(rc).map(|()| m.value))
+    }
+
+    /// The NUMA node that is the GPU (`nvmlDeviceGetNumaNodeId`: on platforms whose GPUs are
+    /// NUMA nodes); `None` when the symbol is missing.
+    pub(crate) fn numa_node_id(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
+        Some(device_uint(
+            "nvmlDeviceGetNumaNodeId",
+            self.numa_node_id?,
+            dev,
+        ))
     }
 
     /// GPU and memory utilization; `None` when the symbol is missing.

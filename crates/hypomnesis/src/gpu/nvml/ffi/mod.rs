@@ -65,6 +65,7 @@ pub(crate) struct Nvml {
     utilization: Option<FnUtilization>,
     process_utilization: Option<FnProcessUtilization>,
     addressing_mode: Option<FnAddressingMode>,
+    numa_node_id: Option<FnDeviceUint>,
     // Declared last so it is dropped after the function pointers above (which point into it).
     _lib: Library,
 }
@@ -140,6 +141,7 @@ impl Nvml {
             utilization: sym(&lib, b"nvmlDeviceGetUtilizationRates\0"),
             process_utilization: sym(&lib, b"nvmlDeviceGetProcessUtilization\0"),
             addressing_mode: sym(&lib, b"nvmlDeviceGetAddressingMode\0"),
+            numa_node_id: sym(&lib, b"nvmlDeviceGetNumaNodeId\0"),
             _lib: lib,
         })
     }
