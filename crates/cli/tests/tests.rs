@@ -57,6 +57,7 @@ mod cli {
     mod hostile_names;
     mod impossible_figures;
     mod kubelet;
+    mod numa;
     mod pid_namespace;
     mod ps;
     mod quiet_fallback;

@@ -122,6 +122,7 @@ pub fn run(args: &PsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Res
         failures,
     } = list(args, &devices, &causes, err)?;
     with_context(&mut rows);
+    on_gpu_nodes(&mut rows);
     let undecided = keep_asked(args, &mut rows);
     render::sort_rows(&mut rows, args.sort);
     let report = if args.why && !devices.is_empty() {
@@ -192,6 +193,7 @@ fn list(
                 let info = hypomnesis::device_info(i).ok();
                 let device_name = info.as_ref().and_then(|d| d.name.clone());
                 let device_vendor = info.as_ref().and_then(|d| d.vendor);
+                let gpu_node = info.as_ref().and_then(|d| d.numa_node);
                 if !args.narrows()
                     && let Some(h) = info.as_ref().and_then(|d| hidden_of(d, &list, causes))
                 {
@@ -215,6 +217,7 @@ fn list(
                             device_name: device_name.clone(),
                             device_vendor,
                             why: Why::NotAsked,
+                            gpu_node: gpu_node.map(|n| (n, None)),
                         }),
                 );
             }
@@ -436,6 +439,29 @@ fn with_context(rows: &mut [PsRow]) {
         if let Some(ctx) = read.get(&row.entry.pid) {
             row.ctx.clone_from(ctx);
         }
+    }
+}
+
+/// Each row's bytes on its GPU's NUMA node, where its GPU's memory is one (a coherent machine
+/// in NUMA mode), from the process's `numa_maps`: read once per process, and only there.
+fn on_gpu_nodes(rows: &mut [PsRow]) {
+    let mut read: std::collections::BTreeMap<u32, Option<std::collections::BTreeMap<u32, u64>>> =
+        std::collections::BTreeMap::new();
+    for row in rows.iter_mut() {
+        let Some((node, _)) = row.gpu_node else {
+            continue;
+        };
+        let Some(pid) = row.entry.readable_pid() else {
+            continue;
+        };
+        let placed = read
+            .entry(pid)
+            .or_insert_with(|| hypomnesis::process_numa_bytes(pid).ok());
+        // A process with no page there has 0 bytes there: its numa_maps was read.
+        row.gpu_node = Some((
+            node,
+            placed.as_ref().map(|p| p.get(&node).copied().unwrap_or(0)),
+        ));
     }
 }
 

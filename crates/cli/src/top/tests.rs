@@ -874,6 +874,17 @@ fn the_memory_model_is_said_on_the_gpus_line() {
     );
     let coherent = gpu(Some(hypomnesis::MemoryModel::Coherent));
     assert!(coherent.contains("(coherent with the CPU's)"), "{coherent}");
+    // Its memory a NUMA node: the kernel's figures of it too.
+    let mut b = Builder::default();
+    let mut d = h200(0, 100 * GIB);
+    d.memory_model = Some(hypomnesis::MemoryModel::Coherent);
+    d.numa_node = Some(1);
+    d.numa_node_used_bytes = Some(16 * GIB);
+    d.numa_node_total_bytes = Some(94 * GIB);
+    let f = frame(0, vec![(d, Vec::new())]);
+    let screen = b.screen(&f, |_| BTreeMap::new(), ram(), &me(0), None);
+    let noded = render(&screen, &ViewState::default(), 160, 12).0;
+    assert!(noded.contains(", node 1 16.0 GiB of 94.0 GiB"), "{noded}");
     assert_eq!(
         gpu(Some(hypomnesis::MemoryModel::Discrete)),
         gpu(None),

@@ -43,6 +43,23 @@ pub fn summary_line(d: &GpuDeviceInfo) -> String {
         }
         _ => {}
     }
+    // A coherent GPU whose memory the kernel manages as a NUMA node: what the kernel placed
+    // there, which the driver's figures above do not count.
+    if let Some(n) = d.numa_node {
+        match (d.numa_node_used_bytes, d.numa_node_total_bytes) {
+            (Some(used), Some(total)) => {
+                let _ = write!(
+                    s,
+                    "; NUMA node {n}: {} MiB / {} MiB placed there by the kernel",
+                    used / MIB,
+                    total / MIB
+                );
+            }
+            _ => {
+                let _ = write!(s, "; NUMA node {n} (its figures cannot be read here)");
+            }
+        }
+    }
     s
 }
 
@@ -343,6 +360,21 @@ mod tests {
         let mut discrete = bare.clone();
         discrete.memory_model = Some(hypomnesis::MemoryModel::Discrete);
         assert_eq!(summary_line(&discrete), summary_line(&bare), "0.2.x's line");
+        let mut gh200 = bare.clone();
+        gh200.memory_model = Some(hypomnesis::MemoryModel::Coherent);
+        gh200.numa_node = Some(1);
+        gh200.numa_node_total_bytes = Some(96_256 * MIB);
+        gh200.numa_node_used_bytes = Some(16_384 * MIB + 5);
+        assert_eq!(
+            summary_line(&gh200),
+            "GPU 3: free 110796 MiB / 143771 MiB; coherent: its own memory, and the CPU's within \
+             its reach; NUMA node 1: 16384 MiB / 96256 MiB placed there by the kernel"
+        );
+        gh200.numa_node_used_bytes = None;
+        assert!(
+            summary_line(&gh200).ends_with("; NUMA node 1 (its figures cannot be read here)"),
+            "unknown, not 0"
+        );
         assert_eq!(
             text(|w| devices(
                 w,

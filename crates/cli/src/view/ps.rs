@@ -42,6 +42,10 @@ pub struct PsRow {
     pub spill: Option<RowSpill>,
     /// What `--why` found of it.
     pub why: Why,
+    /// Where its GPU's memory is a NUMA node of the kernel's (a coherent machine in NUMA
+    /// mode): that node, and this process's bytes on it (`None` when its `numa_maps` cannot
+    /// be read); `None` elsewhere.
+    pub gpu_node: Option<(u32, Option<u64>)>,
 }
 
 /// One row's part in its device's spill, from one sample of the adapter's counters.
@@ -139,10 +143,11 @@ fn device_cell(name: Option<&str>, vendor: Option<hypomnesis::GpuVendor>) -> Str
     }
 }
 
-/// The table's columns: header, right-aligned. GI and CI are shown only when a row has MIG
-/// instance ids, NAMESPACE/POD only when a row runs in a pod, WHY only with `--why`; COMMAND,
-/// last, is cut to the terminal's width.
-const COLUMNS: [(&str, bool); 14] = [
+/// The table's columns: header, right-aligned. ON-GPU-NODE is shown only when a row's GPU
+/// memory is a NUMA node, GI and CI only when a row has MIG instance ids, NAMESPACE/POD only
+/// when a row runs in a pod, WHY only with `--why`; COMMAND, last, is cut to the terminal's
+/// width.
+const COLUMNS: [(&str, bool); 15] = [
     ("PID", false),
     ("USER", false),
     ("TYPE", false),
@@ -150,6 +155,7 @@ const COLUMNS: [(&str, bool); 14] = [
     ("SHARED", true),
     ("SPILL", false),
     ("RSS", true),
+    ("ON-GPU-NODE", true),
     ("GI", true),
     ("CI", true),
     ("GPU", true),
@@ -158,10 +164,11 @@ const COLUMNS: [(&str, bool); 14] = [
     ("WHY", false),
     ("COMMAND", false),
 ];
-const GI: usize = 7;
-const CI: usize = 8;
-const POD: usize = 11;
-const WHY: usize = 12;
+const NODE: usize = 7;
+const GI: usize = 8;
+const CI: usize = 9;
+const POD: usize = 12;
+const WHY: usize = 13;
 
 /// `namespace/pod` of a row's Kubernetes pod: `-` outside any pod, `?` in a pod whose names
 /// the kubelet's logs do not give.
@@ -192,7 +199,7 @@ pub fn type_cell(kind: Option<GpuContextKind>) -> &'static str {
 }
 
 /// The cells of a process row, in the table's column order.
-fn row_cells(r: &PsRow) -> [String; 14] {
+fn row_cells(r: &PsRow) -> [String; 15] {
     let id = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     let pid = match (r.entry.host_pid, unseen::reason_of(&r.entry)) {
         (Some(h), _) => format!("{} (host {h})", r.entry.pid),
@@ -222,6 +229,11 @@ fn row_cells(r: &PsRow) -> [String; 14] {
         format_size(r.entry.shared_used_bytes),
         spill_cell(r.spill).into(),
         r.ctx.rss_bytes.map_or_else(|| "?".into(), format_size),
+        match r.gpu_node {
+            Some((_, Some(b))) => format_size(b),
+            Some((_, None)) => "?".into(),
+            None => "-".into(),
+        },
         id(r.entry.gpu_instance_id),
         id(r.entry.compute_instance_id),
         r.entry.device_index.to_string(),
@@ -232,13 +244,14 @@ fn row_cells(r: &PsRow) -> [String; 14] {
     ]
 }
 
-fn hidden_cells(h: &Hidden) -> [String; 14] {
+fn hidden_cells(h: &Hidden) -> [String; 15] {
     let dash = || "-".to_string();
     [
         dash(),
         dash(),
         dash(),
         format_size(h.bytes),
+        dash(),
         dash(),
         dash(),
         dash(),
@@ -272,10 +285,16 @@ pub fn ps_table(
         .any(|r| r.entry.gpu_instance_id.is_some() || r.entry.compute_instance_id.is_some());
     let pods = rows.iter().any(in_a_pod);
     let why = rows.iter().any(|r| r.why.cell().is_some());
+    let node = rows.iter().any(|r| r.gpu_node.is_some());
     let shown: Vec<usize> = (0..COLUMNS.len())
-        .filter(|&c| (mig || (c != GI && c != CI)) && (pods || c != POD) && (why || c != WHY))
+        .filter(|&c| {
+            (mig || (c != GI && c != CI))
+                && (pods || c != POD)
+                && (why || c != WHY)
+                && (node || c != NODE)
+        })
         .collect();
-    let mut cells: Vec<[String; 14]> = rows.iter().map(row_cells).collect();
+    let mut cells: Vec<[String; 15]> = rows.iter().map(row_cells).collect();
     cells.extend(hidden.iter().map(hidden_cells));
     let mut widths = COLUMNS.map(|(h, _)| h.len());
     for row in &cells {
@@ -290,7 +309,7 @@ pub fn ps_table(
         .map(|&c| widths.get(c).copied().unwrap_or(0) + 2)
         .sum();
     let room = width.map(|w| w.saturating_sub(before_command).max(8));
-    let line = |c: &[String; 14]| {
+    let line = |c: &[String; 15]| {
         let mut s = String::new();
         for &k in &shown {
             let (cell, w) = (c.get(k).map_or("", String::as_str), widths.get(k).copied());
@@ -408,6 +427,10 @@ struct PsJson<'a> {
     paged: Option<bool>,
     /// This row's fraction of the device's shared bytes, 0 to 1.
     shared_share: Option<f64>,
+    /// The NUMA node that is the row's GPU's memory (a coherent machine in NUMA mode).
+    numa_node: Option<u32>,
+    /// This process's bytes on that node (part of its RSS, not of its VRAM).
+    numa_node_bytes: Option<u64>,
     /// With `--why`: the ghost this row is, `null` for none (absent without `--why`).
     #[serde(skip_serializing_if = "Option::is_none")]
     ghost: Option<GhostCell<'a>>,
@@ -445,6 +468,8 @@ pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
             paged: r.spill.map(|s| s.paged),
             shared_share: r.spill.map(|s| s.shared_share),
             ghost: r.why.cell().map(|_| GhostCell(r.why.ghost())),
+            numa_node: r.gpu_node.map(|(n, _)| n),
+            numa_node_bytes: r.gpu_node.and_then(|(_, b)| b),
         })
         .collect();
     json(out, &v)
@@ -477,6 +502,7 @@ mod tests {
             device_vendor: Some(GpuVendor::Nvidia),
             spill: None,
             why: Why::NotAsked,
+            gpu_node: None,
         }
     }
 
@@ -706,6 +732,7 @@ PID    USER   TYPE     VRAM  SHARED  SPILL      RSS  GPU  DEVICE       COMMAND
             device_vendor: Some(GpuVendor::Nvidia),
             spill: None,
             why: Why::NotAsked,
+            gpu_node: None,
         };
         let mut rows = vec![
             row(31337, "python3", 12288 * MIB, Some((2, 1))),

@@ -149,6 +149,22 @@ fn title<'a>(g: &Gpu, picked: bool, theme: &Theme) -> Line<'a> {
             format_size(total)
         );
     }
+    // Its memory as a NUMA node: what the kernel placed there, beside the driver's figures.
+    if let Some(n) = info.numa_node {
+        match (info.numa_node_used_bytes, info.numa_node_total_bytes) {
+            (Some(used), Some(total)) => {
+                let _ = write!(
+                    text,
+                    ", node {n} {} of {}",
+                    format_size(used),
+                    format_size(total)
+                );
+            }
+            _ => {
+                let _ = write!(text, ", node {n} ?");
+            }
+        }
+    }
     if let Some(u) = g.util {
         match (u.gpu_percent, u.memory_percent) {
             (Some(g), Some(m)) => {

@@ -249,6 +249,10 @@ impl Exposition {
                             .unwrap_or_default()
                             .into(),
                     ),
+                    (
+                        "numa_node",
+                        d.numa_node.map(|n| n.to_string()).unwrap_or_default(),
+                    ),
                 ]);
                 (labels, 1)
             })
@@ -472,7 +476,7 @@ impl Exposition {
         gauges(
             e,
             "gpu_info",
-            "One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source, MIG mode and memory model (discrete, unified: one pool with the CPU, coherent) as labels (unknown ones left out), to join on `gpu` or `uuid`.",
+            "One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source, MIG mode, memory model (discrete, unified: one pool with the CPU, coherent) and the NUMA node that is its memory (coherent machines in NUMA mode) as labels (unknown ones left out), to join on `gpu` or `uuid`.",
             None,
             &self.info(),
         )?;
@@ -510,6 +514,20 @@ impl Exposition {
             "Allocated memory of the GPU that no process this exporter can see accounts for, beyond the driver's own overhead per process (processes of other PID namespaces or users); 0 when all is accounted for, absent when unknown (no reservation figure, the process list not read, MIG mode).",
             bytes,
             &self.devices(|d| self.not_visible(d)),
+        )?;
+        gauges(
+            e,
+            "gpu_numa_node_memory_total",
+            "Where the GPU's memory is a NUMA node of the kernel's (Grace Hopper, Grace Blackwell in NUMA mode): that node's memory as the kernel counts it (MemTotal); absent elsewhere.",
+            bytes,
+            &self.devices(|d| d.numa_node_total_bytes),
+        )?;
+        gauges(
+            e,
+            "gpu_numa_node_memory_used",
+            "Where the GPU's memory is a NUMA node of the kernel's: what the kernel has placed there (MemTotal - MemFree: malloc'd and migrated pages), which gpu_memory_used does not count; absent elsewhere.",
+            bytes,
+            &self.devices(|d| d.numa_node_used_bytes),
         )?;
         gauges(
             e,

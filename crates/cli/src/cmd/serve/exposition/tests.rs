@@ -268,7 +268,7 @@ fn exposition_is_exact_and_stable() {
     let text = render(sample(), Duration::from_millis(1500), 4, None);
     let version = env!("CARGO_PKG_VERSION");
     let expected = format!(
-        r#"# HELP hypomnesis_gpu_info One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source, MIG mode and memory model (discrete, unified: one pool with the CPU, coherent) as labels (unknown ones left out), to join on `gpu` or `uuid`.
+        r#"# HELP hypomnesis_gpu_info One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source, MIG mode, memory model (discrete, unified: one pool with the CPU, coherent) and the NUMA node that is its memory (coherent machines in NUMA mode) as labels (unknown ones left out), to join on `gpu` or `uuid`.
 # TYPE hypomnesis_gpu_info gauge
 hypomnesis_gpu_info{{gpu="0",uuid="GPU-0",model="NVIDIA H200",vendor="nvidia",source="nvml"}} 1
 hypomnesis_gpu_info{{gpu="1",source="nvml",memory_model="unified"}} 1
@@ -471,7 +471,7 @@ fn classic_text_format() {
     );
     assert!(
         text.starts_with(
-            "# HELP hypomnesis_gpu_info One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source, MIG mode and memory model (discrete, unified: one pool with the CPU, coherent) as labels (unknown ones left out), to join on `gpu` or `uuid`.\n\
+            "# HELP hypomnesis_gpu_info One series per GPU, always 1: its UUID, model, PCI bus id, driver version, vendor, source, MIG mode, memory model (discrete, unified: one pool with the CPU, coherent) and the NUMA node that is its memory (coherent machines in NUMA mode) as labels (unknown ones left out), to join on `gpu` or `uuid`.\n\
              # TYPE hypomnesis_gpu_info gauge\n\
              hypomnesis_gpu_info{gpu=\"0\""
         ),
@@ -679,5 +679,40 @@ fn ghost_bytes_are_summed_by_class_per_listed_gpu_and_absent_unlooked() {
     assert!(
         text.contains("# UNIT hypomnesis_gpu_ghost_bytes bytes"),
         "{text}"
+    );
+}
+
+/// A GPU whose memory is a NUMA node: the node on its info series, the kernel's figures of it
+/// as two series of their own; none of them for a GPU without one.
+#[test]
+fn a_gpus_numa_node_is_exported() {
+    let mut s = sample();
+    let d = &mut s.devices[0];
+    d.memory_model = Some(hypomnesis::MemoryModel::Coherent);
+    d.numa_node = Some(1);
+    d.numa_node_total_bytes = Some(94 << 30);
+    d.numa_node_used_bytes = Some(16 << 30);
+    let text = render(s, Duration::ZERO, 1, None);
+    assert!(
+        text.contains(r#"memory_model="coherent",numa_node="1"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "\nhypomnesis_gpu_numa_node_memory_total_bytes{{gpu=\"0\",uuid=\"GPU-0\"}} {}\n",
+            94u64 << 30
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "\nhypomnesis_gpu_numa_node_memory_used_bytes{{gpu=\"0\",uuid=\"GPU-0\"}} {}\n",
+            16u64 << 30
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains(r#"numa_node_memory_used_bytes{gpu="1""#),
+        "no node, no series: {text}"
     );
 }
