@@ -67,6 +67,7 @@ from .process import (
     gpu_processes,
     process_context,
     process_gpu_info,
+    process_numa_bytes,
     process_rss,
     process_rss_of,
 )
@@ -126,6 +127,7 @@ __all__ = [
     "mig_state",
     "process_context",
     "process_gpu_info",
+    "process_numa_bytes",
     "process_rss",
     "process_rss_of",
     "sources",

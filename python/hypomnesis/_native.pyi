@@ -22,6 +22,7 @@ __all__ = [
     "mig_state",
     "process_context",
     "process_gpu_info",
+    "process_numa_bytes",
     "process_rss",
     "process_rss_of",
     "snapshot",
@@ -50,6 +51,9 @@ class _DeviceInfo(TypedDict):
     mig_enabled: bool | None
     memory_model: str | None
     memory_model_evidence: str | None
+    numa_node: int | None
+    numa_node_total_bytes: int | None
+    numa_node_used_bytes: int | None
     allocated_bytes: int | None
     allocatable_bytes: int | None
 
@@ -178,6 +182,7 @@ __version__: str
 
 def process_rss() -> int: ...
 def process_rss_of(pid: int) -> int: ...
+def process_numa_bytes(pid: int) -> dict[int, int]: ...
 def sources() -> list[_SourceReport]: ...
 def device_count() -> int: ...
 def device_info(index: int) -> _DeviceInfo: ...

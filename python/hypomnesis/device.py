@@ -76,6 +76,14 @@ class DeviceInfo:
     does not tell."""
     memory_model_evidence: Optional[str]
     """What ``memory_model`` was told from, in a sentence."""
+    numa_node: Optional[int]
+    """The NUMA node that is this GPU's memory, where the driver hands it to the kernel
+    (Grace Hopper, Grace Blackwell in NUMA mode); ``None`` elsewhere."""
+    numa_node_total_bytes: Optional[int]
+    """That node's memory as the kernel counts it (``MemTotal``)."""
+    numa_node_used_bytes: Optional[int]
+    """What the kernel has placed on that node (``malloc``'d and migrated pages), which the
+    driver's figures do not count as the GPU's."""
 
     @property
     def name_or_unknown(self) -> str:

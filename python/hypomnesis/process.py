@@ -5,7 +5,7 @@ a process is (owner, command line, container).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from . import _native
 from ._convert import build, native_type
@@ -188,6 +188,22 @@ def process_rss_of(pid: int) -> int:
     True
     """
     return _native.process_rss_of(pid)
+
+
+def process_numa_bytes(pid: int) -> Dict[int, int]:
+    """Where the pages of process ``pid`` lie: its resident bytes on each NUMA node, from its
+    ``/proc/<pid>/numa_maps`` (Linux). On a coherent machine whose GPU memory is a NUMA node
+    (``DeviceInfo.numa_node``: Grace Hopper, Grace Blackwell in NUMA mode), the bytes on that
+    node are memory the kernel placed in the GPU's memory (``malloc``'d, ``mmap``'d or migrated
+    pages): part of the process's RSS, not of what the driver counts as its GPU memory. Raises
+    :class:`HypomnesisError` when the file cannot be read (another user's process, a kernel
+    without NUMA, not Linux).
+
+    >>> import os, sys, hypomnesis
+    >>> sys.platform != "linux" or sum(hypomnesis.process_numa_bytes(os.getpid()).values()) > 0
+    True
+    """
+    return _native.process_numa_bytes(pid)
 
 
 def process_gpu_info(index: int = 0) -> ProcessGpuInfo:

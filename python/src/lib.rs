@@ -132,6 +132,13 @@ fn process_rss_of(py: Python<'_>, pid: u32) -> PyResult<u64> {
     measure(py, || hypomnesis::process_rss_of(pid))
 }
 
+/// Where the pages of process `pid` lie: its resident bytes on each NUMA node (a dict node →
+/// bytes), from its `numa_maps` (Linux).
+#[pyfunction]
+fn process_numa_bytes(py: Python<'_>, pid: u32) -> PyResult<std::collections::BTreeMap<u32, u64>> {
+    measure(py, || hypomnesis::process_numa_bytes(pid))
+}
+
 /// What each GPU source of this build says about itself (what `hmn doctor` prints): each a
 /// `SourceReport` dict (`state` a dict of `state`, and `reason` unless it answered).
 #[pyfunction]
@@ -279,6 +286,7 @@ fn ghosts(py: Python<'_>, stuck_after: f64, idle_after: f64) -> PyResult<Bound<'
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(process_rss, m)?)?;
     m.add_function(wrap_pyfunction!(process_rss_of, m)?)?;
+    m.add_function(wrap_pyfunction!(process_numa_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(sources, m)?)?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;

@@ -67,6 +67,9 @@ def test_r510_device_figures_processes_and_their_context() -> None:
         "mig_enabled": None,
         "memory_model": None,
         "memory_model_evidence": None,
+        "numa_node": None,
+        "numa_node_total_bytes": None,
+        "numa_node_used_bytes": None,
     }
     # The fake's default free figure: total - reserved; nothing allocated.
     assert d1["name"] == "NVIDIA L40S" and d1["index"] == 1
@@ -524,3 +527,40 @@ def test_a_gpu_without_memory_of_its_own_is_the_hosts_pool(tmp_path: Path) -> No
     assert "NOT_SUPPORTED" in r["why"] and "ATS" in r["why"], r
     assert "memory=unified" in r["repr"], r
     assert [p["used_bytes"] for p in r["procs"]] == [4 * GIB], r
+
+
+def test_a_gpu_whose_memory_is_a_numa_node() -> None:
+    """Grace Hopper in NUMA mode (the fixture ``numa/gh200``): NVML names node 1, a node of
+    memory only, as the GPU's; the device says its figures, and a process's pages there are
+    read from its ``numa_maps``."""
+    fixture = REPO / "crates" / "testkit" / "fixtures" / "numa" / "gh200"
+    scenario = {
+        "devices": [
+            h200(
+                addressing_mode=2,
+                numa_node=1,
+                compute_processes=[{"pid": 5100, "used": 20 * GIB}],
+            )
+        ]
+    }
+    r = run_child(
+        "d = hypomnesis.device_info(0)\n"
+        "def missing(pid):\n"
+        "    try:\n"
+        "        hypomnesis.process_numa_bytes(pid)\n"
+        "    except hypomnesis.HypomnesisError as e:\n"
+        "        return str(e)\n"
+        "out({'d': d, 'placed': hypomnesis.process_numa_bytes(5100),"
+        " 'missing': missing(5200)})",
+        scenario,
+        env={
+            "HYPOMNESIS_PROCFS": str(fixture / "proc"),
+            "HYPOMNESIS_SYSFS": str(fixture / "sys"),
+        },
+    )
+    d = r["d"]
+    assert d["memory_model"] == "coherent" and d["numa_node"] == 1, d
+    assert (d["numa_node_total_bytes"], d["numa_node_used_bytes"]) == (94 * GIB, 16 * GIB), d
+    # JSON object keys come back as text.
+    assert r["placed"]["1"] == 10 * GIB, r
+    assert "5200/numa_maps" in r["missing"], r

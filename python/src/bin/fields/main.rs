@@ -54,6 +54,9 @@ fn device() -> GpuDeviceInfo {
         .mig_enabled(Some(true))
         .memory_model(Some(hypomnesis::MemoryModel::Discrete))
         .memory_model_evidence(Some("device memory of its own".into()))
+        .numa_node(Some(1))
+        .numa_node_total_bytes(Some(GIB))
+        .numa_node_used_bytes(Some(GIB))
         .build()
 }
 
