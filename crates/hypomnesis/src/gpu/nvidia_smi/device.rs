@@ -238,8 +238,14 @@ pub(super) fn select_rows(
         if !mine {
             continue;
         }
-        // As NVML's rows: pid 0 is no process, and none holds more than the whole GPU.
-        let total = gpu.total_mib.as_ref().ok().and_then(|t| t.checked_mul(MIB));
+        // As NVML's rows: pid 0 is no process, and none holds more than the whole GPU (one
+        // that says 0 MiB has no memory of its own: its processes hold the host's).
+        let total = gpu
+            .total_mib
+            .as_ref()
+            .ok()
+            .filter(|&&t| t > 0)
+            .and_then(|t| t.checked_mul(MIB));
         match a.used_mib.ok().and_then(|m| m.checked_mul(MIB)) {
             Some(bytes) if a.pid != 0 && total.is_none_or(|t| bytes <= t) => {
                 rows.push((a.pid, bytes, a.name));
@@ -274,9 +280,87 @@ fn bytes(field: &Field, what: &str, index: u32) -> Result<u64> {
     }
 }
 
+/// Whether a memory figure says the GPU has no memory of its own: `[N/A]` or
+/// `[Not Supported]` (what nvidia-smi prints where NVML refuses the memory query, as on GB10),
+/// or 0 MiB. `[Insufficient Permissions]` and the like are not: the memory is there, unread.
+fn no_memory_of_its_own(field: &Field) -> bool {
+    match field {
+        Ok(mib) => *mib == 0,
+        Err(token) => {
+            token.eq_ignore_ascii_case("[N/A]") || token.eq_ignore_ascii_case("[Not Supported]")
+        }
+    }
+}
+
+/// A GPU whose total and free memory both say it has none of its own (see
+/// [`no_memory_of_its_own`]): one pool with the CPU, whose figures are the host's (`host`:
+/// `MemTotal` and `MemAvailable`), `reserved` unknown. As the NVML backend does.
+fn unified(
+    g: SmiGpu,
+    host: impl FnOnce() -> Result<crate::host::memory::host::HostMemory>,
+) -> Result<GpuDeviceInfo> {
+    let shown = |f: &Field| match f {
+        Ok(mib) => format!("{mib} MiB"),
+        Err(token) => token.clone(),
+    };
+    let why = format!(
+        "nvidia-smi gave memory.total {} and memory.free {}",
+        shown(&g.total_mib),
+        shown(&g.free_mib)
+    );
+    let no_pool = |what: String| {
+        HypomnesisError::nvidia_smi(
+            ErrorKind::NotSupported,
+            format!("GPU {}: {why}, and {what}", g.index),
+        )
+    };
+    let pool = host().map_err(|e| {
+        no_pool(format!(
+            "the host's memory that it shares is not known: {e}"
+        ))
+    })?;
+    let free = pool
+        .available_bytes
+        .ok_or_else(|| {
+            no_pool("the host does not say how much of it is available (no MemAvailable)".into())
+        })?
+        .min(pool.total_bytes);
+    Ok(GpuDeviceInfo {
+        index: g.index,
+        name: g.name,
+        total_bytes: pool.total_bytes,
+        free_bytes: free,
+        used_bytes: pool.total_bytes - free,
+        reserved_bytes: None,
+        driver_version: g.driver_version,
+        uuid: g.uuid,
+        pci_bus_id: g.pci_bus_id,
+        vendor: Some(GpuVendor::Nvidia),
+        memory_model: Some(crate::types::MemoryModel::Unified),
+        memory_model_evidence: Some(format!(
+            "{why}: the GPU has no memory of its own, so its figures are the host's MemTotal \
+             and MemAvailable"
+        )),
+        ..GpuDeviceInfo::blank(GpuQuerySource::NvidiaSmi)
+    })
+}
+
 /// A `--query-gpu` row as device figures: `used = total - free`, and the reservation kept only
-/// when it fits in that used figure (within nvidia-smi's rounding to whole MiB).
+/// when it fits in that used figure (within nvidia-smi's rounding to whole MiB). A GPU with no
+/// memory of its own (both figures `[N/A]`, `[Not Supported]` or 0) is unified: its figures
+/// are the host's.
 pub fn device_info_of(g: SmiGpu) -> Result<GpuDeviceInfo> {
+    device_info_with(g, crate::host::memory::host::host_memory)
+}
+
+/// [`device_info_of`] with the host's memory read by `host` (only for a unified GPU).
+fn device_info_with(
+    g: SmiGpu,
+    host: impl FnOnce() -> Result<crate::host::memory::host::HostMemory>,
+) -> Result<GpuDeviceInfo> {
+    if no_memory_of_its_own(&g.total_mib) && no_memory_of_its_own(&g.free_mib) {
+        return unified(g, host);
+    }
     let total = bytes(&g.total_mib, "memory.total", g.index)?;
     let free = bytes(&g.free_mib, "memory.free", g.index)?;
     let used = total.checked_sub(free).ok_or_else(|| {
@@ -524,5 +608,65 @@ mod tests {
             "{e}"
         );
         assert!(device_info_of(gpu(Ok(1), Ok(2), None)).is_err());
+    }
+
+    /// A host of 119 GiB with 80 GiB available, as a GB10's (as `host_memory` answers).
+    #[allow(clippy::unnecessary_wraps)]
+    fn spark() -> Result<crate::host::memory::host::HostMemory> {
+        Ok(crate::host::memory::host::HostMemory::new(
+            119 * 1024 * MIB,
+            Some(80 * 1024 * MIB),
+        ))
+    }
+
+    #[test]
+    fn no_memory_of_its_own_is_the_hosts_pool() {
+        for (total, free) in [
+            (Err("[N/A]".to_string()), Err("[N/A]".to_string())),
+            (Err("[Not Supported]".into()), Err("[Not Supported]".into())),
+            (Ok(0), Ok(0)),
+        ] {
+            let said = format!("{total:?} {free:?}");
+            let d = device_info_with(gpu(total, free, Some(Err("[N/A]".into()))), spark).unwrap();
+            assert_eq!(
+                d.memory_model,
+                Some(crate::types::MemoryModel::Unified),
+                "{said}"
+            );
+            assert_eq!(
+                (d.total_bytes, d.free_bytes, d.used_bytes, d.reserved_bytes),
+                (119 * 1024 * MIB, 80 * 1024 * MIB, 39 * 1024 * MIB, None),
+                "{said}"
+            );
+            let why = d.memory_model_evidence.unwrap();
+            assert!(why.starts_with("nvidia-smi gave memory.total "), "{why}");
+            assert!(why.contains("MemAvailable"), "{why}");
+        }
+        // Its processes are kept: a total of 0 MiB is no bound on them.
+        let (rows, dropped) =
+            select_rows(&gpu(Ok(0), Ok(0), None), 1, vec![app(None, 7, Ok(4096))]);
+        assert_eq!((rows.len(), dropped.rows), (1, 0));
+        // One figure known is a GPU with memory, whose other figure is missing: an error.
+        let e = device_info_with(gpu(Ok(100), Err("[N/A]".into()), None), spark).unwrap_err();
+        assert!(e.to_string().contains("memory.free is [N/A]"), "{e}");
+        // Unreadable is not absent.
+        assert!(
+            device_info_with(
+                gpu(
+                    Err("[Insufficient Permissions]".into()),
+                    Err("[Insufficient Permissions]".into()),
+                    None
+                ),
+                spark
+            )
+            .is_err()
+        );
+        // A host that does not say what is available: said, not guessed.
+        let e = device_info_with(gpu(Ok(0), Ok(0), None), || {
+            Ok(crate::host::memory::host::HostMemory::new(1, None))
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("no MemAvailable"), "{e}");
+        assert_eq!(e.kind(), ErrorKind::NotSupported);
     }
 }
