@@ -106,7 +106,8 @@ const MIB: u64 = 1 << 20;
 
 /// What the `nvidia-smi` fallback accepts keeps the invariants of a device: free + used =
 /// total, used = total - free, a reservation within used (give or take nvidia-smi's rounding to
-/// whole MiB) and no larger than total.
+/// whole MiB) and no larger than total; a GPU taken as unified (both figures `[N/A]`,
+/// `[Not Supported]` or 0) has the host's pool, whole, and no reservation.
 fn smi_invariants(s: &str) {
     for with_reserved in [true, false] {
         let Ok(parsed) = p::parse_gpus(s, with_reserved) else {
@@ -126,6 +127,16 @@ fn smi_invariants(s: &str) {
         for g in parsed.rows {
             let (total, free) = (g.total_mib.clone(), g.free_mib.clone());
             match p::smi_device_info(g) {
+                Ok(d) if d.memory_model == Some(hypomnesis::MemoryModel::Unified) => {
+                    // No memory of its own: both figures said so, and the host's pool stands in.
+                    let none = |f: &Result<u64, String>| {
+                        matches!(f, Ok(0))
+                            || matches!(f, Err(t) if t == "[N/A]" || t == "[Not Supported]")
+                    };
+                    assert!(none(&total) && none(&free), "{total:?} {free:?} {d:?}");
+                    assert_eq!(d.free_bytes + d.used_bytes, d.total_bytes, "{d:?}");
+                    assert_eq!(d.reserved_bytes, None, "{d:?}");
+                }
                 Ok(d) => {
                     assert_eq!(d.free_bytes + d.used_bytes, d.total_bytes, "{d:?}");
                     assert_eq!(Ok(d.total_bytes), total.map(|t| t * MIB));
