@@ -209,13 +209,16 @@ fn ns_link(path: &Path) -> Option<std::ffi::OsString> {
 /// container), `NSpid` and the `ns/pid` links map host pids to the caller's numbers. A pid that
 /// cannot be read gets its reason (see [`super::visibility::classify`]).
 pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
+    if root_is_own && let Some(alive) = by_number(root, pid) {
+        return if alive {
+            PidView::Here(pid)
+        } else {
+            unseen(root, pid, Lookup::Missing)
+        };
+    }
     let dir = root.join(pid.to_string());
     if root_is_own {
-        return match std::fs::metadata(&dir) {
-            Ok(m) if m.is_dir() => here_unless_refused(root, &dir, pid),
-            Ok(_) => unseen(root, pid, Lookup::Missing),
-            Err(e) => unseen(root, pid, Lookup::of(&e)),
-        };
+        return own_by_dir(root, &dir, pid);
     }
     let status =
         match crate::host::file::read_capped(&dir.join("status"), crate::host::file::STATUS) {
@@ -243,6 +246,40 @@ pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
         }
         // The links cannot be read: the relation is unknown, so the pid is shown as `root` has it.
         _ => PidView::Here(pid),
+    }
+}
+
+/// Whether `pid` has a directory in the caller's own procfs, told by `kill(pid, 0)` instead of
+/// a `stat` of the directory (a path walk; one a listed process at each refresh of a view)
+/// where the two must agree: the mount's `hidepid` known to be off (nothing hidden from this
+/// process) and the root numbering processes as this process's PID namespace does. `None`
+/// elsewhere, or when `kill` cannot tell: then the directory is looked at.
+fn by_number(root: &Path, pid: u32) -> Option<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        let facts = super::visibility::facts(root);
+        let known_off = facts
+            .mount
+            .as_ref()
+            .is_some_and(|m| m.hidepid == Some(crate::types::Hidepid::Off));
+        if known_off && facts.same_numbers == Some(true) {
+            return super::visibility::alive(pid);
+        }
+        None
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (root, pid);
+        None
+    }
+}
+
+/// [`view`] in the caller's own procfs, from `pid`'s directory `dir`.
+fn own_by_dir(root: &Path, dir: &Path, pid: u32) -> PidView {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => here_unless_refused(root, dir, pid),
+        Ok(_) => unseen(root, pid, Lookup::Missing),
+        Err(e) => unseen(root, pid, Lookup::of(&e)),
     }
 }
 
@@ -367,6 +404,37 @@ pub(crate) fn short_name(s: &str) -> &str {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Where `kill(pid, 0)` tells (no hidepid, this namespace's numbers), it tells what the
+    /// directory does: a live process, this one, one reaped, a number no process has.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_number_and_the_directory_agree() {
+        let root = Path::new("/proc");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let live = child.id();
+        let mut reaped = std::process::Command::new("true").spawn().unwrap();
+        let gone = reaped.id();
+        reaped.wait().unwrap();
+        for pid in [std::process::id(), live, gone, 0, u32::MAX] {
+            let by_dir = own_by_dir(root, &root.join(pid.to_string()), pid);
+            match by_number(root, pid) {
+                Some(alive) => {
+                    assert_eq!(alive, matches!(by_dir, PidView::Here(_)), "pid {pid}");
+                    assert_eq!(view(root, pid, true), by_dir, "pid {pid}");
+                }
+                None => assert_eq!(view(root, pid, true), by_dir, "pid {pid}"),
+            }
+        }
+        // Numbers that name no single process are never asked of kill.
+        assert_eq!(by_number(root, 0), None);
+        assert_eq!(by_number(root, u32::MAX), None);
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
 
     #[test]
     fn a_cut_name_is_made_whole_from_the_executable_or_argv0() {
