@@ -126,7 +126,8 @@ mod tests {
         assert!(node_meminfo("Node 1 MemTotal: 5 MB\nNode 1 MemFree: 1 kB\n", 1).is_err());
         assert!(node_meminfo("Node 1 MemTotal: 1 kB\nNode 1 MemFree: 2 kB\n", 1).is_err());
         assert!(node_meminfo("Node 1 MemTotal: x kB\n", 1).is_err());
-        // A node with nothing online (a MIG placeholder node) reads 0 of 0.
+        // A node with no memory online (on GH200 the nodes kept for MIG partitions have none
+        // until one is made) reads 0 of 0.
         assert_eq!(
             node_meminfo("Node 3 MemTotal: 0 kB\nNode 3 MemFree: 0 kB\n", 3),
             Ok((0, 0))
