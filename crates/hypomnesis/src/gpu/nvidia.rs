@@ -12,6 +12,20 @@ use super::backend::Op;
 use crate::host::process::procfs;
 use crate::{error::Result, types::GpuQuerySource, types::ProcessGpuInfo};
 
+/// The host's memory as the figures of a GPU that has none of its own (one pool with the
+/// CPU): `(total, free)`, `MemTotal` and `MemAvailable` (no larger than the total). `Err` says
+/// why they are not known, worded to follow "GPU N: <why it has none of its own>, and ".
+pub(crate) fn host_pool(
+    host: Result<crate::host::memory::host::HostMemory>,
+) -> std::result::Result<(u64, u64), String> {
+    let host = host.map_err(|e| format!("the host's memory that it shares is not known: {e}"))?;
+    let free = host.available_bytes.ok_or_else(|| {
+        "the host does not say how much of the memory it shares is available (no MemAvailable)"
+            .to_string()
+    })?;
+    Ok((host.total_bytes, free.min(host.total_bytes)))
+}
+
 /// Whether an NVIDIA source answers `op` on this platform: per-process figures are N/A under
 /// Windows WDDM, where DXGI and PDH answer them instead.
 /// Whether a process name is the MPS server's: `nvidia-cuda-mps-server`, or its `comm`, which

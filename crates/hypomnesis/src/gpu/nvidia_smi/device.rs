@@ -308,29 +308,18 @@ fn unified(
         shown(&g.total_mib),
         shown(&g.free_mib)
     );
-    let no_pool = |what: String| {
+    let (total, free) = nvidia::host_pool(host()).map_err(|e| {
         HypomnesisError::nvidia_smi(
             ErrorKind::NotSupported,
-            format!("GPU {}: {why}, and {what}", g.index),
+            format!("GPU {}: {why}, and {e}", g.index),
         )
-    };
-    let pool = host().map_err(|e| {
-        no_pool(format!(
-            "the host's memory that it shares is not known: {e}"
-        ))
     })?;
-    let free = pool
-        .available_bytes
-        .ok_or_else(|| {
-            no_pool("the host does not say how much of it is available (no MemAvailable)".into())
-        })?
-        .min(pool.total_bytes);
     Ok(GpuDeviceInfo {
         index: g.index,
         name: g.name,
-        total_bytes: pool.total_bytes,
+        total_bytes: total,
         free_bytes: free,
-        used_bytes: pool.total_bytes - free,
+        used_bytes: total - free,
         reserved_bytes: None,
         driver_version: g.driver_version,
         uuid: g.uuid,

@@ -20,25 +20,17 @@ pub(super) type Model = (Option<MemoryModel>, Option<String>);
 /// The host's memory as the figures of GPU `index`, which has none of its own (`why`):
 /// `MemTotal` as its total and `MemAvailable` as its free memory.
 pub(super) fn pool(index: u32, why: &str) -> std::result::Result<Memory, Failure> {
-    let host = crate::host::memory::host::host_memory().map_err(|e| {
-        Failure::Other(HypomnesisError::nvml(
-            ErrorKind::NotSupported,
-            format!("GPU {index}: {why}, and the host's memory that it shares is not known: {e}"),
-        ))
-    })?;
-    let free = host.available_bytes.ok_or_else(|| {
-        Failure::Other(HypomnesisError::nvml(
-            ErrorKind::NotSupported,
-            format!(
-                "GPU {index}: {why}, and the host does not say how much of the memory it \
-                 shares is available (no MemAvailable)"
-            ),
-        ))
-    })?;
+    let (total, free) = crate::gpu::nvidia::host_pool(crate::host::memory::host::host_memory())
+        .map_err(|e| {
+            Failure::Other(HypomnesisError::nvml(
+                ErrorKind::NotSupported,
+                format!("GPU {index}: {why}, and {e}"),
+            ))
+        })?;
     Ok(Memory {
-        total: host.total_bytes,
-        free: free.min(host.total_bytes),
-        used: host.total_bytes - free.min(host.total_bytes),
+        total,
+        free,
+        used: total - free,
     })
 }
 
