@@ -209,13 +209,6 @@ fn ns_link(path: &Path) -> Option<std::ffi::OsString> {
 /// container), `NSpid` and the `ns/pid` links map host pids to the caller's numbers. A pid that
 /// cannot be read gets its reason (see [`super::visibility::classify`]).
 pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
-    if root_is_own && let Some(alive) = by_number(root, pid) {
-        return if alive {
-            PidView::Here(pid)
-        } else {
-            unseen(root, pid, Lookup::Missing)
-        };
-    }
     let dir = root.join(pid.to_string());
     if root_is_own {
         return own_by_dir(root, &dir, pid);
@@ -249,28 +242,24 @@ pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
     }
 }
 
-/// Whether `pid` has a directory in the caller's own procfs, told by `kill(pid, 0)` instead of
-/// a `stat` of the directory (a path walk; one a listed process at each refresh of a view)
-/// where the two must agree: the mount's `hidepid` known to be off (nothing hidden from this
-/// process) and the root numbering processes as this process's PID namespace does. `None`
-/// elsewhere, or when `kill` cannot tell: then the directory is looked at.
-fn by_number(root: &Path, pid: u32) -> Option<bool> {
+/// Whether, in the caller's own procfs `root`, `kill(pid, 0)` tells what a `stat` of the pid's
+/// directory would (a path walk; one a listed process at each refresh of a view): where the
+/// mount's `hidepid` is known to be off (nothing hidden from this process) and the root
+/// numbers processes as this process's PID namespace does.
+fn numbers_tell(root: &Path) -> bool {
     #[cfg(target_os = "linux")]
     {
         let facts = super::visibility::facts(root);
-        let known_off = facts
+        facts
             .mount
             .as_ref()
-            .is_some_and(|m| m.hidepid == Some(crate::types::Hidepid::Off));
-        if known_off && facts.same_numbers == Some(true) {
-            return super::visibility::alive(pid);
-        }
-        None
+            .is_some_and(|m| m.hidepid == Some(crate::types::Hidepid::Off))
+            && facts.same_numbers == Some(true)
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = (root, pid);
-        None
+        let _ = root;
+        false
     }
 }
 
@@ -332,6 +321,8 @@ pub(crate) struct DriverPids {
     foreign: bool,
     /// The procfs in use is the caller's own `/proc`.
     own: bool,
+    /// A pid is placed by `kill(pid, 0)` (see [`numbers_tell`]), decided once per listing.
+    by_number: bool,
 }
 
 impl DriverPids {
@@ -345,7 +336,12 @@ impl DriverPids {
             let _ = root;
             false
         };
-        Self { foreign, own }
+        let by_number = own && !foreign && numbers_tell(root);
+        Self {
+            foreign,
+            own,
+            by_number,
+        }
     }
 
     /// Whether a reported pid can never be matched to a process here.
@@ -357,6 +353,15 @@ impl DriverPids {
     pub(crate) fn place(self, root: &Path, pid: u32) -> PidView {
         if self.foreign {
             return PidView::Outside(pid);
+        }
+        #[cfg(target_os = "linux")]
+        if self.by_number {
+            match super::visibility::alive(pid) {
+                Some(true) => return PidView::Here(pid),
+                Some(false) => return unseen(root, pid, Lookup::Missing),
+                // Not a single process's number, or kill cannot tell: the directory decides.
+                None => {}
+            }
         }
         place(root, pid)
     }
@@ -419,19 +424,27 @@ mod tests {
         let mut reaped = std::process::Command::new("true").spawn().unwrap();
         let gone = reaped.id();
         reaped.wait().unwrap();
+        let numbers = DriverPids {
+            foreign: false,
+            own: true,
+            by_number: numbers_tell(root),
+        };
+        let dirs = DriverPids {
+            by_number: false,
+            ..numbers
+        };
         for pid in [std::process::id(), live, gone, 0, u32::MAX] {
             let by_dir = own_by_dir(root, &root.join(pid.to_string()), pid);
-            match by_number(root, pid) {
-                Some(alive) => {
-                    assert_eq!(alive, matches!(by_dir, PidView::Here(_)), "pid {pid}");
-                    assert_eq!(view(root, pid, true), by_dir, "pid {pid}");
-                }
-                None => assert_eq!(view(root, pid, true), by_dir, "pid {pid}"),
+            assert_eq!(dirs.place(root, pid), by_dir, "pid {pid}");
+            assert_eq!(numbers.place(root, pid), by_dir, "pid {pid}");
+            if numbers.by_number && pid != 0 && pid != u32::MAX {
+                let alive = super::super::visibility::alive(pid);
+                assert_eq!(alive, Some(matches!(by_dir, PidView::Here(_))), "pid {pid}");
             }
         }
         // Numbers that name no single process are never asked of kill.
-        assert_eq!(by_number(root, 0), None);
-        assert_eq!(by_number(root, u32::MAX), None);
+        assert_eq!(super::super::visibility::alive(0), None);
+        assert_eq!(super::super::visibility::alive(u32::MAX), None);
         child.kill().unwrap();
         child.wait().unwrap();
     }
