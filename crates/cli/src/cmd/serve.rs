@@ -11,7 +11,6 @@ mod check;
 mod conn;
 mod exporter;
 mod exposition;
-mod heap;
 mod http;
 mod measure;
 mod model;
@@ -120,7 +119,7 @@ pub fn run(args: &ServeArgs, err: &mut impl Write) -> io::Result<Outcome> {
             args.listen
         )?;
     }
-    heap::one_arena();
+    crate::heap::one_arena();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(4)

@@ -134,6 +134,8 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
         return Ok(Outcome::Code(2));
     }
     let interval = args.interval.max(Duration::from_millis(100));
+    // The sampling thread allocates each refresh's rows: in the one arena, not one of its own.
+    crate::heap::one_arena();
     let control = Arc::new(Control::default());
     // One refresh in flight at most: a terminal thread that falls behind skips refreshes
     // rather than queueing them.
@@ -437,6 +439,8 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>, 
     let mut builder = Builder::default();
     let mut lasting = lasting::Lasting::default();
     let mut me = hypomnesis::sampling::ContextReader::new();
+    // Asked once: `getpid` is a system call.
+    let own_pid = std::process::id();
     let mut ghosts = ghosts::GhostLook::default();
     let mut next = Instant::now();
     // Without a GPU the table lists the host's processes by RSS (Linux): the sampler follows
@@ -460,7 +464,7 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>, 
                     )
                 },
                 hypomnesis::host_memory().map_err(|e| e.to_string()),
-                &own_context(&mut me),
+                &own_context(&mut me, own_pid),
                 view.0.selected.map(|s| s.pid),
             );
             screen.ghosts = ghosts.refresh(&frame);
@@ -544,17 +548,14 @@ fn contexts(
     lasting.read(read, containers, |pid| listed.contains(&pid))
 }
 
-/// This process's RSS and CPU time (the CPU time only when the procfs root in use is this
+/// This process's (`pid`'s) RSS and CPU time (the CPU time only when the procfs root in use is this
 /// system's own, where this process's pid means this process), read through `reader`'s kept
 /// files there.
-fn own_context(reader: &mut hypomnesis::sampling::ContextReader) -> ProcessContext {
+fn own_context(reader: &mut hypomnesis::sampling::ContextReader, pid: u32) -> ProcessContext {
     let mut ctx = if hypomnesis::procfs_is_own() || !cfg!(target_os = "linux") {
         let mut parts = ContextParts::NONE;
         parts.rss = true;
-        reader
-            .read(&[std::process::id()], parts)
-            .pop()
-            .unwrap_or_default()
+        reader.read(&[pid], parts).pop().unwrap_or_default()
     } else {
         ProcessContext::default()
     };

@@ -154,7 +154,11 @@ mod unix {
             });
             // SAFETY: `fds` is a valid array of two pollfd for the length given; poll(2) only
             // writes their revents.
-            let _ = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+            let woke = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+            // A timeout, or input only: nothing to take (a failed poll takes what may be there).
+            if woke > 0 && fds[0].revents == 0 {
+                return;
+            }
             let mut sink = [0_u8; 64];
             while matches!((&self.reader).read(&mut sink), Ok(n) if n > 0) {}
         }
@@ -170,15 +174,19 @@ mod unix {
 
     /// The descriptor crossterm reads keys from: standard input when it is a terminal, else
     /// the process's terminal (`/dev/tty`, opened once); `None` when there is neither.
+    /// Asked once (an `ioctl` each time would cost a system call a wait).
     pub fn terminal_fd() -> Option<RawFd> {
+        static FD: OnceLock<Option<RawFd>> = OnceLock::new();
         static TTY: OnceLock<Option<File>> = OnceLock::new();
-        // SAFETY: isatty only inspects the descriptor.
-        if unsafe { libc::isatty(libc::STDIN_FILENO) } == 1 {
-            return Some(libc::STDIN_FILENO);
-        }
-        TTY.get_or_init(|| File::open("/dev/tty").ok())
-            .as_ref()
-            .map(AsRawFd::as_raw_fd)
+        *FD.get_or_init(|| {
+            // SAFETY: isatty only inspects the descriptor.
+            if unsafe { libc::isatty(libc::STDIN_FILENO) } == 1 {
+                return Some(libc::STDIN_FILENO);
+            }
+            TTY.get_or_init(|| File::open("/dev/tty").ok())
+                .as_ref()
+                .map(AsRawFd::as_raw_fd)
+        })
     }
 }
 

@@ -15,23 +15,32 @@ pub(crate) fn ids(procfs: &Path, pid: u32) -> Option<StatIds> {
     parse_stat_ids(&text)
 }
 
-/// How long ago `pid` started: `procfs`'s `uptime` less its start (`stat` field 22, in clock
+/// How long ago `pid` started: `procfs`'s uptime less its start (`stat` field 22, in clock
 /// ticks); `None` when either cannot be read.
 pub(crate) fn age(procfs: &Path, pid: u32) -> Option<Duration> {
     let stat_path = procfs.join(pid.to_string()).join("stat");
     let text = crate::host::file::read_capped(&stat_path, crate::host::file::STAT).ok()?;
     let (_, start) = parse_stat(&text).ok()?;
-    let uptime = procfs.join("uptime");
-    let up = crate::host::file::read_capped(&uptime, crate::host::file::STAT).ok()?;
-    let up: f64 = up.split_ascii_whitespace().next()?.parse().ok()?;
+    let up = uptime(procfs)?;
     let hz = ticks_per_second()?.max(1);
     let started = Duration::from_millis(start.checked_mul(1000)? / hz);
-    Duration::try_from_secs_f64(up).ok()?.checked_sub(started)
+    up.checked_sub(started)
 }
 
 #[cfg(target_os = "linux")]
 fn ticks_per_second() -> Option<u64> {
     crate::host::memory::linux::clock_ticks_per_second()
+}
+
+#[cfg(target_os = "linux")]
+fn uptime(procfs: &Path) -> Option<Duration> {
+    crate::host::memory::linux::uptime(procfs)
+}
+
+/// Only Linux has a procfs with an uptime.
+#[cfg(not(target_os = "linux"))]
+fn uptime(_procfs: &Path) -> Option<Duration> {
+    None
 }
 
 /// Only Linux has a procfs whose ticks these are.

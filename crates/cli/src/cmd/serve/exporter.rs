@@ -114,7 +114,7 @@ impl Slot {
         let measure = self.measure;
         let sample = tokio::task::spawn_blocking(move || {
             let sample = measure();
-            super::heap::give_back();
+            crate::heap::give_back();
             sample
         })
         .await
@@ -263,7 +263,7 @@ impl Exporter {
         let body = exposition::render(sample, took, v.measurements, stall);
         // The copy of the sample the body was made from is freed: its pages go back now, not
         // at the next measurement (with 2,000 GPU processes, about a megabyte between scrapes).
-        super::heap::give_back();
+        crate::heap::give_back();
         body
     }
 }

@@ -35,3 +35,22 @@ pub(crate) fn fork_generation() -> Option<u64> {
         .get_or_init(|| unsafe { libc::pthread_atfork(None, None, Some(forked_child)) == 0 });
     ok.then(|| FORKS.load(std::sync::atomic::Ordering::Relaxed))
 }
+
+/// Time since boot by `CLOCK_BOOTTIME` (suspend included, in this process's time namespace):
+/// the clock `/proc/uptime` and the start times in `stat` are counted on, read through the
+/// vDSO without a system call. `None` if the clock cannot be read.
+#[cfg(target_os = "linux")]
+pub(crate) fn boot_time() -> Option<std::time::Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a writable timespec; CLOCK_BOOTTIME is a valid clock on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &raw mut ts) };
+    if rc != 0 {
+        return None;
+    }
+    let secs = u64::try_from(ts.tv_sec).ok()?;
+    let nanos = u64::try_from(ts.tv_nsec).ok()?;
+    std::time::Duration::from_secs(secs).checked_add(std::time::Duration::from_nanos(nanos))
+}

@@ -35,15 +35,16 @@ impl HostMemory {
 /// # Platform-specific behaviour
 ///
 /// Linux: `MemTotal` and `MemAvailable` of `<procfs>/meminfo` (the procfs root in use, so
-/// `--procfs /host/proc` gives the host's). Windows: `GlobalMemoryStatusEx`. macOS: the
+/// `--procfs /host/proc` gives the host's); this system's own is kept open after the first
+/// call and read again (procfs formats it afresh), one system call where opening it costs four. Windows: `GlobalMemoryStatusEx`. macOS: the
 /// `hw.memsize` sysctl; `available_bytes` is `None`.
 pub fn host_memory() -> Result<HostMemory> {
     #[cfg(target_os = "linux")]
     {
         let path = crate::host::roots::procfs()?.join("meminfo");
-        let text = crate::host::file::read_capped(&path, crate::host::file::MEMINFO)
-            .map_err(|e| crate::error::io_at(&path, &e))?;
-        crate::host::parse::memory::meminfo(&text)
+        let own = crate::host::roots::procfs_is_own();
+        super::linux::with_meminfo(&path, own, crate::host::parse::memory::meminfo)
+            .map_err(|e| crate::error::io_at(&path, &e))?
             .map(|(total_bytes, available_bytes)| HostMemory {
                 total_bytes,
                 available_bytes,

@@ -22,6 +22,21 @@ pub(crate) fn clock_ticks_per_second() -> Option<u64> {
     *TICKS.get_or_init(ffi::clock_ticks)
 }
 
+/// How long the system whose procfs is `procfs` has been up: this system's boot clock when
+/// `procfs` is its own `/proc` (what `/proc/uptime` shows, without opening it), else the
+/// first figure of `procfs`'s `uptime`. `None` when it cannot be read.
+pub(crate) fn uptime(procfs: &Path) -> Option<std::time::Duration> {
+    if procfs == Path::new("/proc")
+        && let Some(up) = ffi::boot_time()
+    {
+        return Some(up);
+    }
+    let text =
+        crate::host::file::read_capped(&procfs.join("uptime"), crate::host::file::STAT).ok()?;
+    let up: f64 = text.split_ascii_whitespace().next()?.parse().ok()?;
+    std::time::Duration::try_from_secs_f64(up).ok()
+}
+
 /// This process's `statm`, kept open with the fork generation it was opened in: read again
 /// at offset 0 it costs one system call instead of three. A forked child opens its own.
 static OWN_STATM: Mutex<Option<(u64, fs::File)>> = Mutex::new(None);
@@ -67,6 +82,56 @@ fn kept_statm() -> Option<u64> {
     // Opened anew next time; this time read from the path, with its error if it fails.
     *slot = None;
     None
+}
+
+/// The kernel's `meminfo` kept open, with the buffer it is read into: read again at offset
+/// 0, procfs formats it afresh, so the host's memory at every refresh of a view costs one
+/// `pread` where opening it by path costs an open, two reads and a close.
+static KEPT_MEMINFO: Mutex<Option<(fs::File, Vec<u8>)>> = Mutex::new(None);
+
+/// How much of `meminfo` a kept read takes (real ones: about 1.5 KiB); a longer one is read
+/// by path, up to [`crate::host::file::MEMINFO`].
+const KEPT_MEMINFO_CAP: usize = 16 << 10;
+
+/// `parse` applied to the text of the `meminfo` at `path`. When `own` (the path is this
+/// system's `/proc/meminfo`, not a file a caller may replace) the file is kept open and read
+/// again; else, or when a kept read fails, it is read by path.
+pub(crate) fn with_meminfo<T>(
+    path: &Path,
+    own: bool,
+    parse: impl Fn(&str) -> T,
+) -> std::io::Result<T> {
+    use std::os::unix::fs::FileExt as _;
+    // Never waited for: a caller on another thread sends this one to the path.
+    let slot = match KEPT_MEMINFO.try_lock() {
+        Ok(slot) => Some(slot),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    };
+    if let Some(mut slot) = slot.filter(|_| own) {
+        if slot.is_none() {
+            let _waiting = crate::inflight::reading(path);
+            *slot = fs::File::open(path)
+                .ok()
+                .map(|f| (f, vec![0; KEPT_MEMINFO_CAP]));
+        }
+        if let Some((file, buf)) = slot.as_mut() {
+            let _waiting = crate::inflight::reading(path);
+            let text = file
+                .read_at(buf, 0)
+                .ok()
+                .filter(|&n| n > 0 && n < buf.len())
+                .and_then(|n| buf.get(..n))
+                .and_then(|b| std::str::from_utf8(b).ok());
+            if let Some(text) = text {
+                return Ok(parse(text));
+            }
+        }
+        // Opened anew next time; this time read by path, with its error if it fails.
+        *slot = None;
+    }
+    let text = crate::host::file::read_capped(path, crate::host::file::MEMINFO)?;
+    Ok(parse(&text))
 }
 
 /// RSS of the process whose procfs directory is `dir` (`/proc/self`, `/proc/1234`, or a fixture):
@@ -129,6 +194,30 @@ mod tests {
         // USER_HZ, the unit of `stat`'s CPU times, is 100 on every architecture Linux still
         // ships (x86, arm64, ppc64le, s390x, riscv): 250 ticks are 2.5 s.
         assert_eq!(clock_ticks_per_second(), Some(100));
+    }
+
+    /// The boot clock is what `/proc/uptime` shows (to its hundredths, read around it); a
+    /// fixture's `uptime` is read from the file.
+    #[test]
+    fn uptime_is_the_boot_clock_here_and_the_file_elsewhere() {
+        let before = uptime(Path::new("/proc")).unwrap();
+        let text = fs::read_to_string("/proc/uptime").unwrap();
+        let after = uptime(Path::new("/proc")).unwrap();
+        let file: f64 = text.split_whitespace().next().unwrap().parse().unwrap();
+        assert!(
+            before.as_secs_f64() - 0.01 <= file && file <= after.as_secs_f64() + 0.01,
+            "{before:?} {file} {after:?}"
+        );
+        let dir = std::env::temp_dir().join(format!("hmn-uptime-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("uptime"), "12345.67 8.00\n").unwrap();
+        assert_eq!(
+            uptime(&dir),
+            Some(std::time::Duration::from_millis(12_345_670))
+        );
+        fs::write(dir.join("uptime"), "soon\n").unwrap();
+        assert_eq!(uptime(&dir), None);
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

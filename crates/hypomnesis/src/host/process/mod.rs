@@ -107,23 +107,17 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
 }
 
 /// How long ago a process whose [`process_start_time`] is `start_time` started: the uptime
-/// of the system whose procfs is in use (its `uptime` file) less the start. Linux only;
+/// of the system whose procfs is in use (its `uptime` file, or for this system's own `/proc`
+/// its boot clock, which that file shows) less the start. Linux only;
 /// `None` elsewhere, and when either figure cannot be read or the start lies ahead.
 #[must_use]
 pub fn started_ago(start_time: u64) -> Option<std::time::Duration> {
     #[cfg(target_os = "linux")]
     {
-        let text = crate::host::file::read_capped(
-            &crate::host::roots::procfs().ok()?.join("uptime"),
-            crate::host::file::STAT,
-        )
-        .ok()?;
-        let up: f64 = text.split_whitespace().next()?.parse().ok()?;
+        let up = crate::host::memory::linux::uptime(crate::host::roots::procfs().ok()?)?;
         let hz = crate::host::memory::linux::clock_ticks_per_second()?;
         let started = std::time::Duration::from_millis(start_time.checked_mul(1000)? / hz.max(1));
-        std::time::Duration::try_from_secs_f64(up)
-            .ok()?
-            .checked_sub(started)
+        up.checked_sub(started)
     }
     #[cfg(not(target_os = "linux"))]
     {

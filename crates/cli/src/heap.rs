@@ -1,12 +1,13 @@
-//! The exporter's heap under glibc's malloc. A measurement of thousands of GPU processes
-//! allocates a few megabytes that it frees at once; glibc gives each thread that allocates
-//! an arena of its own (the exporter measures and renders on the runtime's blocking threads,
-//! whichever is free) and keeps what was freed in each for reuse. With 2,000 GPU processes
-//! that held 10.7 MiB in the threads' arenas between scrapes (`scripts/bench/serve_rss.py`).
-//! One arena for the process (an exporter runs one measurement at a time, so its threads do
-//! not contend for it), and the free memory handed back after each measurement, keep the
-//! resident set to what the last measurement keeps. Elsewhere (musl, macOS, Windows) both are
-//! nothing.
+//! The heap of the long-running commands (`hmn serve`, `hmn top`) under glibc's malloc. A
+//! measurement of thousands of GPU processes allocates a few megabytes that it frees at once;
+//! glibc gives each thread that allocates an arena of its own (the exporter measures and
+//! renders on the runtime's blocking threads, whichever is free; `hmn top` samples on a thread
+//! of its own) and keeps what was freed in each for reuse. With 2,000 GPU processes that held
+//! 10.7 MiB in the exporter threads' arenas between scrapes (`scripts/bench/serve_rss.py`), and
+//! 2.4 MiB in `hmn top`'s sampling thread's. One arena for the process (these commands run one
+//! measurement at a time, so their threads do not contend for it), and the free memory handed
+//! back after a measurement, keep the resident set to what the last measurement keeps.
+//! Elsewhere (musl, macOS, Windows) both are nothing.
 
 #![allow(unsafe_code)]
 
