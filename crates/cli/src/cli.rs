@@ -275,12 +275,17 @@ pub fn main() -> ExitCode {
         eprintln!("hmn: {why}");
         return ExitCode::from(2);
     }
+    // Unlocked: `hmn serve` and library diagnostics write to stderr from other threads too.
+    let mut err = Printable::new(io::stderr());
+    // `hmn top` paints from its sampling thread too: standard output is not held locked for it.
+    #[cfg(feature = "top")]
+    if let Some(Command::Top(args)) = &cli.command {
+        return exit_code(crate::top::run(args, &mut err), &mut err);
+    }
     let stdout = io::stdout();
     // Text for a terminal: no control character from a process name or a tool's words reaches
     // it raw. (JSON escapes them itself; the generated completions and man page pass through.)
     let mut out = Printable::new(stdout.lock());
-    // Unlocked: `hmn serve` and library diagnostics write to stderr from other threads too.
-    let mut err = Printable::new(io::stderr());
     let result = match &cli.command {
         None => within(cli.deadline.get(), &mut out, &mut err, move |o, e| {
             devices::run(json, o, e)
@@ -307,8 +312,9 @@ pub fn main() -> ExitCode {
         }
         Some(Command::Run(args)) => run::run(args, &mut out, &mut err),
         Some(Command::Watch(args)) => watch::run(args, &mut out, &mut err),
+        // Run above, with standard output unlocked.
         #[cfg(feature = "top")]
-        Some(Command::Top(args)) => crate::top::run(args, &mut err),
+        Some(Command::Top(_)) => Ok(Outcome::Success),
         Some(Command::Spill(args)) => spill::run(args, &mut out, &mut err),
         #[cfg(feature = "serve")]
         Some(Command::Serve(args)) => serve::run(args, &mut err),
@@ -322,6 +328,11 @@ pub fn main() -> ExitCode {
             .map(|()| Outcome::Success),
     };
     let result = result.and_then(|o| view::unless_closed(out.flush()).map(|()| o));
+    exit_code(result, &mut err)
+}
+
+/// The exit code of a command's `result`; a failure to write is said on `err`.
+fn exit_code(result: io::Result<Outcome>, err: &mut impl Write) -> ExitCode {
     match result {
         Ok(o) => o.exit_code(),
         // `hmn ps | head -1`: the reader is gone; nothing more to say.

@@ -13,6 +13,7 @@ mod args;
 mod cli;
 mod cmd;
 mod collect;
+#[cfg(any(feature = "serve", feature = "top"))]
 mod heap;
 mod help;
 // Off Unix there is no pod-resources socket to ask: the parsers and the mapping go unused.

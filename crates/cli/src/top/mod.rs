@@ -20,13 +20,14 @@ pub mod state;
 mod suspend;
 #[cfg(test)]
 mod tests;
+mod ui;
 mod wake;
 
 use std::collections::BTreeMap;
 use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -46,7 +47,8 @@ use hypomnesis::sampling::{Frame, Sampler, Want};
 use model::{Builder, Screen};
 use state::{Action, Confirm, ViewState};
 use state::{Nav, Pick, Sig};
-use wake::{Wake, Waker};
+use ui::{Ui, lock};
+use wake::{LateTimer, Wake, Waker};
 
 /// The signals that end `hmn top` (see [`Stop`]), which both threads wake for.
 #[cfg(unix)]
@@ -73,6 +75,9 @@ struct Control {
     view: Mutex<(ViewState, usize)>,
     /// Set by the terminal thread when it has given the terminal back.
     restored: AtomicBool,
+    /// When the view turns late: set by the thread that drew last, slept on by the terminal
+    /// thread.
+    late: LateTimer,
 }
 
 impl Control {
@@ -152,14 +157,19 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
     // meanwhile (its debug output) lands on the alternate screen, not in the shell's.
     let terminal = ratatui::try_init()?;
     let restore = Restore;
+    let state = ViewState {
+        color: colour_allowed(),
+        ..ViewState::default()
+    };
+    let ui = Arc::new(Mutex::new(Ui::new(terminal, state, Instant::now())));
     let sampling = {
-        let control = Arc::clone(&control);
+        let (control, ui) = (Arc::clone(&control), Arc::clone(&ui));
         let refreshed = wake.waker();
         std::thread::Builder::new()
             .name("hmn-top-sampler".into())
-            .spawn(move || sample_loop(interval, &control, &tx, &refreshed))?
+            .spawn(move || sample_loop(interval, &control, &ui, &tx, &refreshed))?
     };
-    let result = show(terminal, restore, interval, &control, &rx, &jobs, &wake);
+    let result = show(&ui, restore, interval, &control, &rx, &jobs, &wake);
     control.restored.store(true, Ordering::SeqCst);
     control.stop.store(true, Ordering::SeqCst);
     drop(rx);
@@ -169,13 +179,13 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
 }
 
 /// One refresh: what it shows, and when its measurement began (how old its figures are).
-struct Refresh {
+pub struct Refresh {
     screen: Screen,
     taken: Instant,
 }
 
 /// When the view last had figures or began to expect them, to tell a late refresh.
-struct Freshness {
+pub struct Freshness {
     /// When the figures shown were measured; `None` before the first refresh.
     taken: Option<Instant>,
     /// Since when a refresh is expected: the start, or the end of a pause.
@@ -214,10 +224,12 @@ impl Freshness {
     }
 }
 
-/// The terminal thread: draws, reads keys, until quit (`None`) or a stop signal (its number).
-/// `terminal` is given back when `restore` drops, at the end.
+/// The terminal thread: reads keys, and draws for them, for a resize, job control, a late
+/// refresh and a refresh the sampling thread could not draw (it found the view locked), until
+/// quit (`None`) or a stop signal (its number). The terminal is given back when `restore`
+/// drops, at the end, after the view is closed to the sampling thread.
 fn show(
-    mut terminal: ratatui::DefaultTerminal,
+    ui: &Mutex<Ui>,
     restore: Restore,
     interval: Duration,
     control: &Control,
@@ -227,87 +239,97 @@ fn show(
 ) -> io::Result<Option<i32>> {
     let _restore = restore;
     let stop = Stop::on_signals();
-    mouse(true);
+    let result = terminal_loop(ui, interval, control, rx, jobs, wake, &stop);
+    lock(ui).close();
+    result.map(|()| stop.signal())
+}
+
+fn terminal_loop(
+    ui: &Mutex<Ui>,
+    interval: Duration,
+    control: &Control,
+    rx: &Receiver<Refresh>,
+    jobs: &suspend::JobControl,
+    wake: &Wake,
+    stop: &Stop,
+) -> io::Result<()> {
+    {
+        let mut ui = lock(ui);
+        let ui = &mut *ui;
+        // Under the lock: the sampling thread may be painting, and escape sequences written
+        // from two threads at once could be cut into each other.
+        mouse(true);
+        // Frames are painted by `paint`, not `Terminal::draw`.
+        ui.painter.take_over(&mut ui.terminal)?;
+        ui.height = ui.terminal.size().map_or(50, |s| s.height);
+        control.set_view(&ui.state, ui.height);
+    }
     // An event was read: another may be waiting in crossterm's queue, so look before sleeping.
     let mut pending = false;
-    let mut state = ViewState {
-        color: colour_allowed(),
-        ..ViewState::default()
-    };
-    let mut screen = Screen::waiting();
-    let mut fresh = Freshness::new(Instant::now());
-    let mut late = None;
-    let mut dirty = true;
-    // Frames are painted by `paint`, not `Terminal::draw`.
-    let mut painter = paint::Painter::default();
-    painter.take_over(&mut terminal)?;
-    // Where the table was drawn: its height bounds the selection's moves, a click maps to a row.
-    let mut table = Rect::default();
-    // The terminal's height, kept from resize events (asking the terminal opens /dev/tty).
-    let mut height = terminal.size().map_or(50, |s| s.height);
-    control.set_view(&state, height);
     while !stop.requested() {
-        if back_from_job_control(jobs, &mut terminal)? {
-            (fresh.expected_since, dirty) = (Instant::now(), true);
-            painter.forget();
-            control.set_view(&state, height);
-        }
-        if let Some(r) = rx.try_iter().last() {
-            dirty |= !draw::draws_alike(&screen, &r.screen);
-            (screen, fresh.taken) = (r.screen, Some(r.taken));
-            let before = (state.top, state.selected);
-            state.follow(&screen.procs, usize::from(table.height));
-            if (state.top, state.selected) != before {
-                control.set_view(&state, height);
-                dirty = true;
+        let timeout = {
+            let mut ui = lock(ui);
+            let ui = &mut *ui;
+            if back_from_job_control(jobs, &mut ui.terminal)? {
+                (ui.fresh.expected_since, ui.dirty) = (Instant::now(), true);
+                ui.painter.forget();
+                control.set_view(&ui.state, ui.height);
             }
-        }
-        let now_late = fresh.late(Instant::now(), interval, state.paused);
-        (dirty, late) = (dirty || now_late != late, now_late);
-        if std::mem::take(&mut dirty) {
-            (table, _) = painter.draw(&mut terminal, |f| {
-                draw::draw(f, &screen, &state, interval, late.as_ref())
-            })?;
-        }
+            if let Some(r) = rx.try_iter().last()
+                && ui.take(r)
+            {
+                control.set_view(&ui.state, ui.height);
+            }
+            ui.paint(interval, &control.late)?;
+            ui.wait(interval)
+        };
         if !pending {
-            wake.wait_terminal(wait_for(&fresh, interval, state.paused, Instant::now()))?;
+            wake.wait_terminal(timeout, &control.late)?;
         }
         pending = event::poll(Duration::ZERO)?;
         if !pending {
             continue;
         }
-        let action = match event::read()? {
-            Event::Key(key) => state.on_key(key, screen.gpu_count()),
-            Event::Mouse(m) => on_mouse(m, &state, table),
+        let event = event::read()?;
+        let mut ui = lock(ui);
+        let ui = &mut *ui;
+        let action = match event {
+            Event::Key(key) => ui.state.on_key(key, ui.screen.gpu_count()),
+            Event::Mouse(m) => on_mouse(m, &ui.state, ui.table),
             Event::Resize(_, rows) => {
-                height = rows;
-                painter.resized(&mut terminal)?;
-                control.set_view(&state, height);
-                dirty = true;
+                ui.height = rows;
+                ui.painter.resized(&mut ui.terminal)?;
+                control.set_view(&ui.state, ui.height);
+                ui.dirty = true;
                 Action::None
             }
             _ => Action::None,
         };
-        match apply(action, &mut state, &screen, usize::from(table.height)) {
+        match apply(
+            action,
+            &mut ui.state,
+            &ui.screen,
+            usize::from(ui.table.height),
+        ) {
             After::Quit => break,
             After::Suspend => {
-                jobs.suspend(&mut terminal)?;
-                (fresh.expected_since, dirty) = (Instant::now(), true);
-                painter.forget();
+                jobs.suspend(&mut ui.terminal)?;
+                (ui.fresh.expected_since, ui.dirty) = (Instant::now(), true);
+                ui.painter.forget();
             }
             After::Redraw => {
-                if control.paused.swap(state.paused, Ordering::SeqCst) && !state.paused {
-                    fresh.expected_since = Instant::now();
+                if control.paused.swap(ui.state.paused, Ordering::SeqCst) && !ui.state.paused {
+                    ui.fresh.expected_since = Instant::now();
                 }
-                dirty = true;
+                ui.dirty = true;
             }
             After::Nothing => {}
         }
         if !matches!(action, Action::None | Action::Quit) {
-            control.set_view(&state, height);
+            control.set_view(&ui.state, ui.height);
         }
     }
-    Ok(stop.signal())
+    Ok(())
 }
 
 /// Whether the view has just had the terminal back from job control: suspended here (^Z, a
@@ -429,7 +451,13 @@ fn ask_signal(state: &mut ViewState, screen: &Screen) {
 /// when the terminal hangs up (its window closed, tmux killed), reading keys may never return,
 /// so after a signal the terminal thread gets half a second to end before this thread gives
 /// the terminal back (as far as it still can) and ends the process.
-fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>, refreshed: &Waker) {
+fn sample_loop(
+    interval: Duration,
+    control: &Control,
+    ui: &Mutex<Ui>,
+    tx: &SyncSender<Refresh>,
+    refreshed: &Waker,
+) {
     let signals = Stop::on_signals();
     let wake = Wake::new(STOP_SIGNALS);
     let mut want = Want::NONE;
@@ -468,10 +496,22 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>, 
                 view.0.selected.map(|s| s.pid),
             );
             screen.ghosts = ghosts.refresh(&frame);
-            match tx.try_send(Refresh { screen, taken }) {
-                Ok(()) => refreshed.wake(),
-                Err(TrySendError::Full(_)) => {}
-                Err(TrySendError::Disconnected(_)) => return,
+            let refresh = Refresh { screen, taken };
+            // Drawn here when the view is free; else handed to the terminal thread, which has
+            // it (a key, a resize) and draws it when done.
+            let wake_terminal = match ui.try_lock() {
+                Ok(mut ui) => draw_refresh(&mut ui, refresh, interval, control),
+                Err(TryLockError::Poisoned(p)) => {
+                    draw_refresh(&mut p.into_inner(), refresh, interval, control)
+                }
+                Err(TryLockError::WouldBlock) => match tx.try_send(refresh) {
+                    Ok(()) => true,
+                    Err(TrySendError::Full(_)) => false,
+                    Err(TrySendError::Disconnected(_)) => return,
+                },
+            };
+            if wake_terminal {
+                refreshed.wake();
             }
         }
         next += interval;
@@ -491,6 +531,18 @@ fn sample_loop(interval: Duration, control: &Control, tx: &SyncSender<Refresh>, 
             wake.sleep(left);
         }
     }
+}
+
+/// The sampling thread's drawing of `refresh`. Whether to wake the terminal thread: a frame
+/// that could not be painted (the terminal refused a write) is left marked to paint, for the
+/// terminal thread to paint again and end on the error.
+fn draw_refresh(ui: &mut Ui, refresh: Refresh, interval: Duration, control: &Control) -> bool {
+    if ui.take(refresh) {
+        control.set_view(&ui.state, ui.height);
+    }
+    let failed = ui.paint(interval, &control.late).is_err();
+    ui.dirty |= failed;
+    failed
 }
 
 /// After a stop signal: the terminal thread's half second, then the terminal back and exit

@@ -60,22 +60,25 @@ impl Wake {
     pub fn sleep(&self, timeout: Duration) {
         #[cfg(unix)]
         if let Some(pair) = &self.pair {
-            pair.wait(None, Some(timeout));
+            pair.wait([None, None], Some(timeout));
             return;
         }
         std::thread::sleep(timeout.min(SLICE));
     }
 
-    /// The terminal thread's wait: until input on the terminal, a wake, one of the signals, or
-    /// `timeout` (`None`: no timeout). Afterwards `event::poll(Duration::ZERO)` tells whether
-    /// an event is there (a resize comes as a signal, not as input).
+    /// The terminal thread's wait: until input on the terminal, a wake, one of the signals,
+    /// `timer` firing, or `timeout` (`None`: no timeout; not used where `timer` works, as the
+    /// timer holds the deadline). Afterwards `event::poll(Duration::ZERO)` tells whether an
+    /// event is there (a resize comes as a signal, not as input).
     #[cfg_attr(not(unix), allow(clippy::unused_self))]
-    pub fn wait_terminal(&self, timeout: Option<Duration>) -> io::Result<()> {
+    pub fn wait_terminal(&self, timeout: Option<Duration>, timer: &LateTimer) -> io::Result<()> {
         #[cfg(unix)]
         if let Some(pair) = &self.pair {
-            pair.wait(unix::terminal_fd(), timeout);
+            let timeout = if timer.works() { None } else { timeout };
+            pair.wait([unix::terminal_fd(), timer.fd()], timeout);
             return Ok(());
         }
+        let _ = timer;
         event::poll(timeout.map_or(SLICE, |t| t.min(SLICE))).map(|_| ())
     }
 }
@@ -89,6 +92,126 @@ impl Waker {
             use std::io::Write as _;
             let _ = (&**w).write(&[1]);
         }
+    }
+}
+
+/// The deadline of a late refresh, for the terminal thread to sleep on: set by whichever
+/// thread drew last (the sampling thread, after each refresh it draws), so that the terminal
+/// thread sleeps through refreshes instead of waking at each to move its deadline. A
+/// `timerfd` on Linux; elsewhere there is none, and the terminal thread's wait times out.
+#[derive(Debug)]
+pub struct LateTimer {
+    #[cfg(target_os = "linux")]
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+impl Default for LateTimer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LateTimer {
+    /// A timer, not set; one that cannot be made does not work (see [`LateTimer::works`]).
+    pub fn new() -> Self {
+        Self {
+            #[cfg(target_os = "linux")]
+            fd: linux::timer(),
+        }
+    }
+
+    /// Whether the timer works; else a wait must time out by itself.
+    #[cfg(unix)]
+    #[cfg_attr(not(target_os = "linux"), allow(clippy::unused_self))]
+    pub fn works(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.fd.is_some()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+
+    /// Fires once, `after` from now (`None`: never). Setting it again also takes back a
+    /// firing that no wait has seen yet.
+    #[cfg_attr(not(target_os = "linux"), allow(clippy::unused_self))]
+    pub fn set(&self, after: Option<Duration>) {
+        #[cfg(target_os = "linux")]
+        if let Some(fd) = &self.fd {
+            linux::set(fd, after);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = after;
+    }
+
+    /// The descriptor a wait polls for the firing.
+    #[cfg(unix)]
+    #[cfg_attr(not(target_os = "linux"), allow(clippy::unused_self))]
+    fn fd(&self) -> Option<std::os::fd::RawFd> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            self.fd.as_ref().map(AsRawFd::as_raw_fd)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    // timerfd(2) has no wrapper in std.
+    #![allow(unsafe_code)]
+
+    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+    use std::time::Duration;
+
+    /// A non-blocking monotonic timerfd, not set; `None` when the kernel refuses one.
+    pub fn timer() -> Option<OwnedFd> {
+        // SAFETY: timerfd_create takes a clock and flags and returns a new descriptor or -1.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        // SAFETY: `fd` is a descriptor just opened here and owned by nobody else.
+        (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Sets `fd` to fire once after `after` (at least a nanosecond: zero would disarm it), or
+    /// disarms it; either way a firing not yet read is taken back.
+    // `c_long` is 32 bits on 32-bit targets, where a nanosecond count may not fit.
+    #[allow(clippy::unnecessary_fallible_conversions)]
+    pub fn set(fd: &OwnedFd, after: Option<Duration>) {
+        let value = after.map_or(
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            |d| {
+                let d = d.max(Duration::from_nanos(1));
+                libc::timespec {
+                    tv_sec: libc::time_t::try_from(d.as_secs()).unwrap_or(libc::time_t::MAX),
+                    tv_nsec: libc::c_long::try_from(d.subsec_nanos()).unwrap_or(0),
+                }
+            },
+        );
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: value,
+        };
+        // SAFETY: `spec` is a valid itimerspec; the old value is not asked for.
+        let _ = unsafe {
+            libc::timerfd_settime(fd.as_raw_fd(), 0, &raw const spec, std::ptr::null_mut())
+        };
     }
 }
 
@@ -130,21 +253,16 @@ mod unix {
             Ok(pair)
         }
 
-        /// Waits for a byte on the socket or input on `also`, at most `timeout`; takes every
-        /// byte waiting on the socket, so the next wait sleeps again.
-        pub fn wait(&self, also: Option<RawFd>, timeout: Option<Duration>) {
-            let mut fds = [
-                libc::pollfd {
-                    fd: self.reader.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: also.unwrap_or(-1),
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
+        /// Waits for a byte on the socket or input on one of `also`, at most `timeout`; takes
+        /// every byte waiting on the socket, so the next wait sleeps again.
+        pub fn wait(&self, also: [Option<RawFd>; 2], timeout: Option<Duration>) {
+            let polled = |fd: Option<RawFd>| libc::pollfd {
+                fd: fd.unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let [a, b] = also;
+            let mut fds = [polled(Some(self.reader.as_raw_fd())), polled(a), polled(b)];
             // A negative fd is skipped by poll(2); a timeout too long for an int waits forever,
             // as none does.
             let ms = timeout.map_or(-1, |t| {
@@ -152,9 +270,9 @@ mod unix {
                 let ms = t.as_micros().div_ceil(1000);
                 libc::c_int::try_from(ms).unwrap_or(-1)
             });
-            // SAFETY: `fds` is a valid array of two pollfd for the length given; poll(2) only
-            // writes their revents.
-            let woke = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+            // SAFETY: `fds` is a valid array of three pollfd for the length given; poll(2)
+            // only writes their revents.
+            let woke = unsafe { libc::poll(fds.as_mut_ptr(), 3, ms) };
             // A timeout, or input only: nothing to take (a failed poll takes what may be there).
             if woke > 0 && fds[0].revents == 0 {
                 return;
@@ -241,6 +359,41 @@ mod tests {
         });
         wake.sleep(Duration::from_secs(20));
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        thread.join().unwrap();
+    }
+
+    /// The late timer ends a wait with no timeout when it fires; set again before it fires, or
+    /// unset, it does not end one.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_late_timer_ends_a_wait_when_it_fires_and_not_once_set_again() {
+        let wake = Wake::new(&[]);
+        let pair = wake.pair.as_ref().unwrap();
+        let timer = LateTimer::new();
+        assert!(timer.works());
+        timer.set(Some(Duration::from_millis(30)));
+        let t = Instant::now();
+        pair.wait([None, timer.fd()], None);
+        assert!(
+            t.elapsed() >= Duration::from_millis(25),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        // Fired and not read: setting it takes the firing back, and unset it never fires.
+        timer.set(None);
+        let waker = wake.waker();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            waker.wake();
+        });
+        let t = Instant::now();
+        pair.wait([None, timer.fd()], None);
+        assert!(
+            t.elapsed() >= Duration::from_millis(150),
+            "{:?}",
+            t.elapsed()
+        );
         thread.join().unwrap();
     }
 

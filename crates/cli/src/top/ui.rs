@@ -1,0 +1,104 @@
+//! What `hmn top`'s two threads share to draw: the terminal and what it shows. The sampling
+//! thread draws each refresh itself when it finds the view free, so a refresh is measured and
+//! painted by one thread: no hand-over, and the terminal thread sleeps through it (its wake,
+//! two reads of its socket and a look for input cost about as much as the painting's own
+//! system calls). The terminal thread draws for keys, resizes, job control and a late refresh.
+
+use std::io;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use ratatui::layout::Rect;
+
+use super::draw::{self, Late};
+use super::model::Screen;
+use super::paint::Painter;
+use super::state::ViewState;
+use super::wake::LateTimer;
+use super::{Freshness, Refresh, wait_for};
+
+/// The terminal and what it shows, behind the lock both threads take to draw.
+pub struct Ui {
+    pub terminal: ratatui::DefaultTerminal,
+    pub painter: Painter,
+    pub state: ViewState,
+    pub screen: Screen,
+    pub fresh: Freshness,
+    late: Option<Late>,
+    /// Something changed since the last frame painted.
+    pub dirty: bool,
+    /// Where the table was drawn: its height bounds the selection's moves, a click maps to a row.
+    pub table: Rect,
+    /// The terminal's height, kept from resize events (asking the terminal opens /dev/tty).
+    pub height: u16,
+    /// Set when the terminal thread gives the terminal back: nothing is painted after.
+    closed: bool,
+}
+
+impl Ui {
+    pub fn new(terminal: ratatui::DefaultTerminal, state: ViewState, now: Instant) -> Self {
+        Self {
+            terminal,
+            painter: Painter::default(),
+            state,
+            screen: Screen::waiting(),
+            fresh: Freshness::new(now),
+            late: None,
+            dirty: true,
+            table: Rect::default(),
+            height: 50,
+            closed: false,
+        }
+    }
+
+    /// Takes a refresh in; the selection follows its process. Whether the selection moved
+    /// (the view the sampling thread reads changed).
+    pub fn take(&mut self, r: Refresh) -> bool {
+        self.dirty |= !draw::draws_alike(&self.screen, &r.screen);
+        (self.screen, self.fresh.taken) = (r.screen, Some(r.taken));
+        let before = (self.state.top, self.state.selected);
+        self.state
+            .follow(&self.screen.procs, usize::from(self.table.height));
+        let moved = (self.state.top, self.state.selected) != before;
+        self.dirty |= moved;
+        moved
+    }
+
+    /// Paints the frame when something changed, lateness included, unless the terminal was
+    /// given back; then sets `timer` for when the view would turn late (or, while it is late,
+    /// for its age to be shown again a second on).
+    pub fn paint(&mut self, interval: Duration, timer: &LateTimer) -> io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let now_late = self.fresh.late(Instant::now(), interval, self.state.paused);
+        self.dirty |= now_late != self.late;
+        self.late = now_late;
+        if std::mem::take(&mut self.dirty) {
+            let (screen, state, late) = (&self.screen, &self.state, self.late.as_ref());
+            (self.table, _) = self.painter.draw(&mut self.terminal, |f| {
+                draw::draw(f, screen, state, interval, late)
+            })?;
+        }
+        timer.set(self.wait(interval));
+        Ok(())
+    }
+
+    /// How long the terminal thread may sleep when nothing wakes it (see [`wait_for`]).
+    pub fn wait(&self, interval: Duration) -> Option<Duration> {
+        wait_for(&self.fresh, interval, self.state.paused, Instant::now())
+    }
+
+    /// Nothing is painted from now on (the terminal is being given back), and the cursor is
+    /// shown again (the terminal is never dropped, which would show it: the sampling thread,
+    /// not waited for, shares it).
+    pub fn close(&mut self) {
+        self.closed = true;
+        let _ = self.terminal.show_cursor();
+    }
+}
+
+/// The view, locked; a thread that panicked holding it does not keep the other from it.
+pub fn lock(ui: &Mutex<Ui>) -> MutexGuard<'_, Ui> {
+    ui.lock().unwrap_or_else(PoisonError::into_inner)
+}
