@@ -274,7 +274,7 @@ mod unix {
             // only writes their revents.
             let woke = unsafe { libc::poll(fds.as_mut_ptr(), 3, ms) };
             // A timeout, or input only: nothing to take (a failed poll takes what may be there).
-            if woke > 0 && fds[0].revents == 0 {
+            if woke >= 0 && fds[0].revents == 0 {
                 return;
             }
             let mut sink = [0_u8; 64];

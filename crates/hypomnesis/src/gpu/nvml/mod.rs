@@ -57,6 +57,11 @@ impl NvmlBackend {
             // Under MPS the server holds its clients' contexts: it is named as such. Without
             // names that costs one `comm` read per process, only where MPS clients are listed.
             let mps = rows.iter().any(|r| r.context.mps());
+            // Without names, where each pid is placed by its number: asked for the list at once.
+            let placing = (!names).then(|| {
+                let pids: Vec<u32> = rows.iter().map(|r| r.pid).collect();
+                driver.placing(&pids)
+            });
             let mut out: Vec<GpuProcessEntry> = rows
                 .into_iter()
                 .map(|r| {
@@ -72,7 +77,10 @@ impl NvmlBackend {
                         });
                         (view, name)
                     } else {
-                        (driver.place(root, r.pid), None)
+                        let view = placing
+                            .as_ref()
+                            .map_or_else(|| driver.place(root, r.pid), |p| p.place(root, r.pid));
+                        (view, None)
                     };
                     let mps_server = if names {
                         name.as_deref().is_some_and(nvidia::is_mps_server)

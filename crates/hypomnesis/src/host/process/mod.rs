@@ -9,6 +9,8 @@
 
 pub(crate) mod context;
 mod cputime;
+#[cfg(target_os = "linux")]
+mod pidfd;
 pub(crate) mod procfs;
 #[cfg(unix)]
 mod signal;

@@ -8,6 +8,7 @@
     allow(dead_code)
 )]
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use super::visibility::Lookup;
@@ -366,6 +367,27 @@ impl DriverPids {
         place(root, pid)
     }
 
+    /// The placing of a whole list of reported pids: where a pid is placed by its number,
+    /// whether each is running is asked at once (pidfds kept open, one `poll` a list), and
+    /// `kill` answers for the rest (not kept, exited, or no pidfds on this system).
+    pub(crate) fn placing(self, pids: &[u32]) -> Placing {
+        #[cfg(target_os = "linux")]
+        let running = if self.by_number {
+            super::pidfd::running(pids)
+        } else {
+            HashMap::new()
+        };
+        #[cfg(not(target_os = "linux"))]
+        let running = {
+            let _ = pids;
+            HashMap::new()
+        };
+        Placing {
+            driver: self,
+            running,
+        }
+    }
+
     /// [`place_named`] for a reported pid.
     pub(crate) fn place_named(self, root: &Path, pid: u32) -> (PidView, Option<String>) {
         if self.foreign {
@@ -378,6 +400,25 @@ impl DriverPids {
     /// reported number: only from a host's procfs, where that number is the process's.
     pub(crate) fn names_outside(self) -> bool {
         !self.own
+    }
+}
+
+/// [`DriverPids::place`] for the pids of one list, with their liveness asked at once (see
+/// [`DriverPids::placing`]).
+pub(crate) struct Placing {
+    driver: DriverPids,
+    /// Pids known to be running (only where pids are placed by number).
+    running: HashMap<u32, bool>,
+}
+
+impl Placing {
+    /// A reported pid of the list placed in the caller's view.
+    pub(crate) fn place(&self, root: &Path, pid: u32) -> PidView {
+        // Only where pids are placed by number (so not foreign), as `kill` saying so would.
+        if self.running.get(&pid) == Some(&true) {
+            return PidView::Here(pid);
+        }
+        self.driver.place(root, pid)
     }
 }
 
@@ -411,7 +452,8 @@ mod tests {
     use super::*;
 
     /// Where `kill(pid, 0)` tells (no hidepid, this namespace's numbers), it tells what the
-    /// directory does: a live process, this one, one reaped, a number no process has.
+    /// directory does: a live process, this one, one reaped, a number no process has; and so
+    /// do the kept pidfds of a list placed at once.
     #[cfg(target_os = "linux")]
     #[test]
     fn the_number_and_the_directory_agree() {
@@ -433,10 +475,13 @@ mod tests {
             by_number: false,
             ..numbers
         };
-        for pid in [std::process::id(), live, gone, 0, u32::MAX] {
+        let pids = [std::process::id(), live, gone, 0, u32::MAX];
+        let placing = numbers.placing(&pids);
+        for pid in pids {
             let by_dir = own_by_dir(root, &root.join(pid.to_string()), pid);
             assert_eq!(dirs.place(root, pid), by_dir, "pid {pid}");
             assert_eq!(numbers.place(root, pid), by_dir, "pid {pid}");
+            assert_eq!(placing.place(root, pid), by_dir, "pid {pid}");
             if numbers.by_number && pid != 0 && pid != u32::MAX {
                 let alive = super::super::visibility::alive(pid);
                 assert_eq!(alive, Some(matches!(by_dir, PidView::Here(_))), "pid {pid}");

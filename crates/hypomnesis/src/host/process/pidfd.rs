@@ -1,0 +1,175 @@
+//! Whether the processes of a list are running, through pidfds kept open (Linux 5.3 and
+//! later): one `poll` for the whole list at each refresh of a view, where `kill(pid, 0)`
+//! costs a system call a process. A pidfd names one process: it turns readable when that
+//! process has exited, and never answers for a later process given the same number. So only
+//! "running" is taken from it; a process whose pidfd turned readable (a zombie, or exited and
+//! its number perhaps reused) is asked of `kill` as before, and its pidfd let go.
+
+// pidfd_open(2) and poll(2) have no wrapper in std.
+#![allow(unsafe_code)]
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, TryLockError};
+
+/// The most pidfds kept (one descriptor each, as [`crate::host::process::context`] keeps
+/// `stat` files): a view of a few dozen rows is served whole; the rest of a list of thousands
+/// is asked of `kill`.
+const KEPT_PIDFDS: usize = 128;
+
+/// The pidfds kept for the callers of [`running`].
+static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
+
+/// Set when the kernel has no `pidfd_open` (before 5.3) or a seccomp filter refuses it: not
+/// asked again.
+static REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Which of `pids` (this PID namespace's numbers) are running, as far as a kept pidfd tells:
+/// `pid → true` for each; a pid left out is for `kill` to answer (not kept, or exited).
+/// Pidfds of processes no longer listed are closed.
+pub(crate) fn running(pids: &[u32]) -> HashMap<u32, bool> {
+    if REFUSED.load(Ordering::Relaxed) {
+        return HashMap::new();
+    }
+    // Never waited for: a caller on another thread sends this one to `kill`.
+    let mut slot = match KEPT.try_lock() {
+        Ok(slot) => slot,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => return HashMap::new(),
+    };
+    if let Some(out) = slot.get_or_insert_with(Kept::default).running(pids) {
+        return out;
+    }
+    REFUSED.store(true, Ordering::Relaxed);
+    *slot = None;
+    HashMap::new()
+}
+
+/// Pidfds kept, by pid.
+#[derive(Default)]
+struct Kept {
+    by_pid: HashMap<u32, OwnedFd>,
+}
+
+impl Kept {
+    /// [`running`] through these pidfds; `None` when the kernel refuses pidfds.
+    fn running(&mut self, pids: &[u32]) -> Option<HashMap<u32, bool>> {
+        let mut out = HashMap::new();
+        let listed: HashSet<u32> = pids.iter().copied().collect();
+        self.by_pid.retain(|pid, _| listed.contains(pid));
+        for &pid in pids {
+            if self.by_pid.len() >= KEPT_PIDFDS {
+                break;
+            }
+            if self.by_pid.contains_key(&pid) {
+                continue;
+            }
+            match open(pid) {
+                Opened::Fd(fd) => {
+                    self.by_pid.insert(pid, fd);
+                }
+                Opened::NoProcess => {}
+                Opened::Refused => return None,
+            }
+        }
+        let order: Vec<u32> = self.by_pid.keys().copied().collect();
+        let mut fds: Vec<libc::pollfd> = order
+            .iter()
+            .filter_map(|pid| self.by_pid.get(pid))
+            .map(|fd| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let Ok(count) = libc::nfds_t::try_from(fds.len()) else {
+            return Some(out);
+        };
+        // SAFETY: `fds` is a valid array of `count` pollfd; with a timeout of 0 poll(2) only
+        // writes their revents and returns at once.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), count, 0) };
+        if rc < 0 {
+            return Some(out);
+        }
+        for (pid, fd) in order.into_iter().zip(&fds) {
+            if fd.revents == 0 {
+                out.insert(pid, true);
+            } else {
+                // Exited (or the descriptor went bad): `kill` answers, and the number is
+                // opened afresh if it is listed again.
+                self.by_pid.remove(&pid);
+            }
+        }
+        Some(out)
+    }
+}
+
+/// What `pidfd_open` gave.
+enum Opened {
+    Fd(OwnedFd),
+    /// No process has this number (or it cannot have a pidfd): `kill` answers.
+    NoProcess,
+    /// The kernel has no `pidfd_open`, or refuses it to this process.
+    Refused,
+}
+
+fn open(pid: u32) -> Opened {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return Opened::NoProcess;
+    };
+    if pid <= 0 {
+        return Opened::NoProcess;
+    }
+    // SAFETY: pidfd_open takes a pid and flags (none) and returns a new descriptor or -1.
+    let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    match std::os::fd::RawFd::try_from(rc) {
+        // SAFETY: `fd` is a descriptor just opened here (close-on-exec, as every pidfd) and
+        // owned by nobody else.
+        Ok(fd) if fd >= 0 => Opened::Fd(unsafe { OwnedFd::from_raw_fd(fd) }),
+        _ => match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENOSYS | libc::EPERM | libc::EACCES) => Opened::Refused,
+            _ => Opened::NoProcess,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A running child is running; once it has exited (a zombie, then reaped) the kept pidfd
+    /// no longer says so, and is let go; a process no longer listed has its pidfd closed.
+    #[test]
+    fn a_kept_pidfd_says_running_until_the_process_exits() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let me = std::process::id();
+        let mut kept = Kept::default();
+        let Some(first) = kept.running(&[pid, me]) else {
+            // This kernel or sandbox has no pidfds: nothing to check.
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return;
+        };
+        assert_eq!(first.get(&pid), Some(&true));
+        assert_eq!(first.get(&me), Some(&true));
+        assert_eq!(kept.by_pid.len(), 2);
+        // Asked again through the kept descriptor; `me` no longer listed is let go.
+        assert_eq!(kept.running(&[pid]).unwrap().get(&pid), Some(&true));
+        assert_eq!(kept.by_pid.len(), 1);
+        child.kill().unwrap();
+        // A zombie, not yet reaped: not "running" by its pidfd (kill answers for it).
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(kept.running(&[pid]).unwrap().get(&pid), None);
+        child.wait().unwrap();
+        assert_eq!(kept.running(&[pid]).unwrap().get(&pid), None);
+        // Numbers no process has: left to kill.
+        assert_eq!(kept.running(&[0, u32::MAX]).unwrap(), HashMap::new());
+        assert!(kept.by_pid.is_empty());
+    }
+}
