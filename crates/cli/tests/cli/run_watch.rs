@@ -455,3 +455,54 @@ fn spill_says_it_is_not_measurable_here_and_still_runs_the_command() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("spill is not measurable here"), "{err}");
 }
+
+/// A device's name, UUID, PCI bus id, NUMA node and addressing mode are asked of the driver
+/// once a session, its memory at every sample (the fake counts the calls, written at most
+/// once a second).
+#[test]
+fn a_devices_lasting_facts_are_asked_once_and_its_memory_at_each_sample() {
+    let scenario = format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
+        143_771 * MIB,
+        614 * MIB,
+        110_796 * MIB,
+    );
+    let log = tmp("facts-calls.log");
+    let _ = std::fs::remove_file(&log);
+    let o = hmn()
+        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(&scenario))
+        .env("FAKE_NVML_CALL_LOG", &log)
+        .args([
+            "watch",
+            "--interval",
+            "100ms",
+            "--duration",
+            "2500ms",
+            "--follow-new",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let count = |f: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(f)?.strip_prefix(' ')?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert!(count("nvmlDeviceGetMemoryInfo") >= 5, "{text}");
+    for once in [
+        "nvmlDeviceGetName",
+        "nvmlDeviceGetUUID",
+        "nvmlDeviceGetPciInfo_v3",
+        "nvmlDeviceGetNumaNodeId",
+        "nvmlDeviceGetAddressingMode",
+    ] {
+        assert_eq!(count(once), 1, "{once}: {text}");
+    }
+}

@@ -8,7 +8,7 @@ use super::abi::{
 use super::decode::text;
 use super::ffi::Device;
 use super::model::{GpuNode, gpu_node, own_memory, pool, unified};
-use super::session::{Failure, Loaded, failed_call};
+use super::session::{Facts, Failure, Loaded, failed_call};
 use crate::gpu::nvidia;
 use crate::{
     error::ErrorKind, error::HypomnesisError, types::GpuDeviceInfo, types::GpuQuerySource,
@@ -111,9 +111,60 @@ impl Loaded {
         )))
     }
 
+    /// What does not change while `dev`'s handle lives: asked of the driver once a session
+    /// (a refresh of a view asked each again: 7 of its 16 NVML calls), unless an answer was a
+    /// failure that may pass (only answers, "not supported" and a missing symbol are kept).
+    pub(super) fn facts(&self, dev: Device) -> Facts {
+        if let Some((_, f)) = self.lock().facts.iter().find(|(d, _)| *d == dev) {
+            return f.clone();
+        }
+        let name = self.nvml.device_name(dev);
+        let uuid = self.nvml.device_uuid(dev);
+        let pci = self.nvml.pci_info(dev);
+        let numa = self.nvml.numa_node_id(dev);
+        let addressing = self.nvml.addressing_mode(dev);
+        let keep = lasting(name.as_ref())
+            && lasting(uuid.as_ref())
+            && lasting(pci.as_ref())
+            && lasting(numa.as_ref())
+            && lasting(addressing.as_ref());
+        let string = |answer: Option<std::result::Result<Vec<u8>, NvmlReturn>>| {
+            answer
+                .and_then(std::result::Result::ok)
+                .and_then(|b| text(&b))
+        };
+        let (name, uuid) = (string(name), string(uuid));
+        let pci_bus_id = pci.and_then(std::result::Result::ok).and_then(|p| {
+            text(
+                &p.bus_id
+                    .iter()
+                    .map(|c| c.cast_unsigned())
+                    .take_while(|&b| b != 0)
+                    .collect::<Vec<u8>>(),
+            )
+        });
+        let facts = Facts {
+            name,
+            uuid,
+            pci_bus_id,
+            numa,
+            addressing,
+        };
+        if keep {
+            self.lock().facts.push((dev, facts.clone()));
+        }
+        facts
+    }
+
     pub(super) fn device_info(&self, index: u32) -> std::result::Result<GpuDeviceInfo, Failure> {
         let dev = self.device(index)?;
-        let addressing = self.nvml.addressing_mode(dev);
+        let Facts {
+            name,
+            uuid,
+            pci_bus_id,
+            numa,
+            addressing,
+        } = self.facts(dev);
         // Whether the v2 query (where the library has it) agrees that there is no device
         // memory: a v1 refusal alone, once, is a failure, not a kind of GPU.
         let v2_agrees = |total_zero: bool| match self.nvml.memory_v2(dev, NVML_MEMORY_V2_VERSION) {
@@ -135,7 +186,7 @@ impl Loaded {
                 let mem = checked_memory(answer, index)?;
                 let v2 = self.nvml.memory_v2(dev, NVML_MEMORY_V2_VERSION);
                 let reserved = reserved_from_v2(v2, mem.total, mem.free);
-                let node = gpu_node(self.nvml.numa_node_id(dev), crate::host::numa::numa_node);
+                let node = gpu_node(numa, crate::host::numa::numa_node);
                 (mem, reserved, own_memory(addressing, node.as_ref()), node)
             }
         };
@@ -143,29 +194,6 @@ impl Loaded {
             Some(GpuNode::Memory(n)) => Some(n),
             _ => None,
         };
-        let name = self
-            .nvml
-            .device_name(dev)
-            .and_then(std::result::Result::ok)
-            .and_then(|b| text(&b));
-        let uuid = self
-            .nvml
-            .device_uuid(dev)
-            .and_then(std::result::Result::ok)
-            .and_then(|b| text(&b));
-        let pci_bus_id = self
-            .nvml
-            .pci_info(dev)
-            .and_then(std::result::Result::ok)
-            .and_then(|p| {
-                text(
-                    &p.bus_id
-                        .iter()
-                        .map(|c| c.cast_unsigned())
-                        .take_while(|&b| b != 0)
-                        .collect::<Vec<u8>>(),
-                )
-            });
         Ok(GpuDeviceInfo {
             index,
             name,
@@ -186,6 +214,12 @@ impl Loaded {
             ..GpuDeviceInfo::blank(GpuQuerySource::Nvml)
         })
     }
+}
+
+/// Whether an answer may be kept for the session: an answer, "not supported", or no such
+/// function in the library (not a failure that may pass).
+fn lasting<T>(answer: Option<&std::result::Result<T, NvmlReturn>>) -> bool {
+    matches!(answer, None | Some(Ok(_) | Err(NVML_ERROR_NOT_SUPPORTED)))
 }
 
 /// What `nvmlDeviceGetMemoryInfo` answered for GPU `index` (`None`: no such symbol), validated.

@@ -161,16 +161,8 @@ impl Loaded {
     pub(super) fn mig_state(&self, index: u32) -> std::result::Result<MigState, Failure> {
         let dev = self.device(index)?;
         let mut s = MigState::unknown(index, GpuQuerySource::Nvml);
-        s.name = self
-            .nvml
-            .device_name(dev)
-            .and_then(std::result::Result::ok)
-            .and_then(|b| text(&b));
-        s.uuid = self
-            .nvml
-            .device_uuid(dev)
-            .and_then(std::result::Result::ok)
-            .and_then(|b| text(&b));
+        let facts = self.facts(dev);
+        (s.name, s.uuid) = (facts.name, facts.uuid);
         let Some((current, pending)) = self.mig_mode(dev) else {
             return Ok(s);
         };

@@ -34,6 +34,21 @@ pub(super) struct Session {
     /// MIG mode per device handle, with when it was read: the driver call costs ~150 µs on an
     /// H200, and a mode change only takes effect at a GPU reset.
     pub(super) mig_modes: Vec<(Device, Instant, MigMode)>,
+    /// What does not change while a handle lives (name, UUID, PCI bus id, NUMA node,
+    /// addressing mode), per device handle, asked once a session.
+    pub(super) facts: Vec<(Device, Facts)>,
+}
+
+/// What does not change while a device handle lives (asked by `Loaded::facts`).
+#[derive(Clone)]
+pub(super) struct Facts {
+    pub(super) name: Option<String>,
+    pub(super) uuid: Option<String>,
+    pub(super) pci_bus_id: Option<String>,
+    /// `nvmlDeviceGetNumaNodeId`'s answer (`None`: no such symbol).
+    pub(super) numa: Option<std::result::Result<u32, NvmlReturn>>,
+    /// `nvmlDeviceGetAddressingMode`'s answer (`None`: no such symbol).
+    pub(super) addressing: Option<std::result::Result<u32, NvmlReturn>>,
 }
 
 /// A loaded library with its session.
@@ -134,6 +149,7 @@ impl Loaded {
             s.last_failure = None;
             s.handles.clear();
             s.mig_modes.clear();
+            s.facts.clear();
             s.driver_version = OnceLock::new();
             Ok(())
         } else {
@@ -159,6 +175,7 @@ impl Loaded {
             s.live = false;
             s.handles.clear();
             s.mig_modes.clear();
+            s.facts.clear();
         }
     }
 
