@@ -448,7 +448,7 @@ impl Builder {
         read: impl FnOnce(&[Proc]) -> BTreeMap<u32, ProcessContext>,
     ) -> Arc<Vec<Proc>> {
         let mut now = rows_of(frame);
-        let contexts = read(&now);
+        let mut contexts = read(&now);
         let mut cpu = BTreeMap::new();
         let last = Arc::clone(&self.last);
         let listed_before = |pid: u32| {
@@ -457,12 +457,14 @@ impl Builder {
         };
         let first = last.is_empty();
         for p in &mut now {
-            if let Some(ctx) = contexts.get(&p.pid) {
-                p.user.clone_from(&ctx.user);
-                p.container = ctx.container.clone().map(Box::new);
+            // Taken out of the map, its strings moved into the row rather than copied.
+            let read_start = contexts.get(&p.pid).and_then(|c| c.start_time);
+            if let Some(ctx) = contexts.remove(&p.pid) {
+                p.user = ctx.user;
+                p.container = ctx.container.map(Box::new);
                 p.rss = ctx.rss_bytes.or(p.rss);
                 if ctx.command.is_some() {
-                    p.command.clone_from(&ctx.command);
+                    p.command = ctx.command;
                 }
                 if let Some(c) = ctx.cpu_time {
                     cpu.insert(p.pid, (frame.at, c));
@@ -472,7 +474,6 @@ impl Builder {
             if !first && !listed_before(p.pid) {
                 p.change = Change::New;
             }
-            let read_start = contexts.get(&p.pid).and_then(|c| c.start_time);
             self.follow_start(p, read_start);
         }
         let here = |pid: u32| now.binary_search_by_key(&pid, |p| p.pid).is_ok();

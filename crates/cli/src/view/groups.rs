@@ -251,7 +251,7 @@ pub fn groups_table(out: &mut impl Write, groups: &[Group], by: GroupBy) -> io::
         .map(|g| {
             [
                 g.device_index.to_string(),
-                cut(&key_cell(&g.key, by), MAX_COLUMN),
+                cut(&key_cell(&g.key, by), MAX_COLUMN).into_owned(),
                 g.processes.map_or_else(|| "-".into(), |n| n.to_string()),
                 format_size(g.used_bytes),
                 g.device_name

@@ -31,6 +31,8 @@ pub const MAX_COLUMN: usize = 48;
 /// `s` cut to `width` characters (the last one `…` when cut) and padded to it, right-aligned
 /// when `right`: every padded table cell (`hmn ps`, `hmn top`).
 pub fn fit(s: &str, width: usize, right: bool) -> String {
+    // One allocation a cell: the cut text is borrowed where nothing is cut (`hmn top` fits
+    // every cell of its table at each refresh).
     let text = cut(s, width);
     if right {
         format!("{text:>width$}")
@@ -39,14 +41,15 @@ pub fn fit(s: &str, width: usize, right: bool) -> String {
     }
 }
 
-/// `s` cut to `max` characters, the last one `…` when cut (every table's cells and `hmn top`'s).
-pub fn cut(s: &str, max: usize) -> String {
+/// `s` cut to `max` characters, the last one `…` when cut (every table's cells and `hmn top`'s);
+/// `s` itself when it fits.
+pub fn cut(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     if s.chars().count() <= max {
-        return s.to_string();
+        return std::borrow::Cow::Borrowed(s);
     }
     let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
-    out
+    std::borrow::Cow::Owned(out)
 }
 
 /// A write whose reader may be gone: a closed pipe is not an error (for commands that still

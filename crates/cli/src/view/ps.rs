@@ -315,7 +315,7 @@ pub fn ps_table(
             let (cell, w) = (c.get(k).map_or("", String::as_str), widths.get(k).copied());
             let right = COLUMNS.get(k).is_some_and(|(_, r)| *r);
             if k + 1 == COLUMNS.len() {
-                s.push_str(&room.map_or_else(|| cell.to_string(), |r| cut(cell, r)));
+                s.push_str(&room.map_or(std::borrow::Cow::Borrowed(cell), |r| cut(cell, r)));
             } else {
                 s.push_str(&fit(cell, w.unwrap_or(0), right));
                 s.push_str("  ");
