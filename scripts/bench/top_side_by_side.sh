@@ -4,7 +4,9 @@
 # on-CPU time of each (the sum of its threads' schedstat, nanoseconds) over WINDOW seconds and
 # its VmRSS at the end. Running them together puts every tool under the same load, so their
 # ratios hold where a shared machine's load moves absolute figures from minute to minute
-# (scripts/bench/top_vs_peers.py runs them one after another, each alone).
+# (scripts/bench/top_vs_peers.py runs them one after another, each alone). The order of the
+# TOOLs matters on a small machine (the same build took 1.6x nvtop's CPU started first, 1.1x
+# started second, BENCHMARKS.md 2026-12-05): rotate it across runs and quote the median.
 #
 # Usage: scripts/bench/top_side_by_side.sh [-n N] [-w WINDOW] [-s SETTLE] TOOL...
 #   TOOL is `nvtop` or the path of an hmn binary (e.g. target/release/hmn, and a copy of an
