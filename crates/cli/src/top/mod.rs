@@ -2,12 +2,14 @@
 //!
 //! - `model`: what one refresh shows, made on the sampling thread from the one sampler's frame;
 //! - `state`: the view's own state (sort, filter, pause, GPU, help) and the keys;
-//! - `draw`: a pure function of both into a ratatui frame, tested through the test backend.
+//! - `draw`: a pure function of both into a ratatui frame, tested through the test backend;
+//! - `ui`: the terminal and what it shows, behind the lock both threads take to paint.
 //!
 //! The sampling thread reads only what the view shows (each GPU's figures, processes and MIG
 //! instances; the listed processes' owner, command, RSS and CPU time; the host's RAM) and
-//! nothing while paused; the terminal thread draws when a refresh arrives, a key changes the
-//! view, or the terminal is resized.
+//! nothing while paused, and paints each refresh itself; the terminal thread paints when a key
+//! changes the view, the terminal is resized, a refresh is late, or a refresh found the view
+//! locked and was handed over.
 
 pub mod draw;
 mod ghosts;
