@@ -47,6 +47,29 @@ pub(crate) fn read_capped(path: &Path, cap: u64) -> io::Result<String> {
     Ok(text)
 }
 
+/// `file`'s text read again at offset 0 into `buf` (a procfs file kept open is formatted
+/// afresh at each such read): `None` when the read fails, comes back empty or fills `buf` (the
+/// file may be longer), or is not UTF-8. The caller says which path it waits on, if any.
+#[cfg(unix)]
+pub(crate) fn pread_text<'a>(file: &std::fs::File, buf: &'a mut [u8]) -> Option<&'a str> {
+    use std::os::unix::fs::FileExt as _;
+    let n = file.read_at(buf, 0).ok()?;
+    if n == 0 || n >= buf.len() {
+        return None;
+    }
+    std::str::from_utf8(buf.get(..n)?).ok()
+}
+
+/// The lock of a kept file, never waited for: `None` while another thread holds it (that
+/// caller goes to the path instead); a poisoned lock is taken all the same.
+pub(crate) fn lock_now<T>(kept: &std::sync::Mutex<T>) -> Option<std::sync::MutexGuard<'_, T>> {
+    match kept.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,15 +53,10 @@ pub(crate) fn self_rss() -> Result<u64> {
 /// The resident bytes from this process's kept `statm`, opening it when it is not kept (or
 /// kept from before a fork: the parent's file, in a forked child).
 fn kept_statm() -> Option<u64> {
-    use std::os::unix::fs::FileExt as _;
     let generation = ffi::fork_generation()?;
     // Never waited for: another thread reading it now (or, in a child forked meanwhile, a
     // thread that no longer exists) sends this caller to the path instead.
-    let mut slot = match OWN_STATM.try_lock() {
-        Ok(slot) => slot,
-        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return None,
-    };
+    let mut slot = crate::host::file::lock_now(&OWN_STATM)?;
     if slot.as_ref().is_none_or(|(g, _)| *g != generation) {
         *slot = fs::File::open("/proc/self/statm")
             .ok()
@@ -71,11 +66,7 @@ fn kept_statm() -> Option<u64> {
     let mut buf = [0_u8; 256];
     // Not listed in `in_flight()`: this process's own statm waits on no other process (the
     // path read below, the fallback, is listed as every read of a file is).
-    let n = file.read_at(&mut buf, 0);
-    let text = n
-        .ok()
-        .and_then(|n| buf.get(..n))
-        .and_then(|b| std::str::from_utf8(b).ok());
+    let text = crate::host::file::pread_text(file, &mut buf);
     if let Some(Ok(bytes)) = text.map(|t| parse::statm_resident_bytes(t, page_size())) {
         return Some(bytes);
     }
@@ -101,14 +92,13 @@ pub(crate) fn with_meminfo<T>(
     own: bool,
     parse: impl Fn(&str) -> T,
 ) -> std::io::Result<T> {
-    use std::os::unix::fs::FileExt as _;
     // Never waited for: a caller on another thread sends this one to the path.
-    let slot = match KEPT_MEMINFO.try_lock() {
-        Ok(slot) => Some(slot),
-        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => None,
+    let slot = if own {
+        crate::host::file::lock_now(&KEPT_MEMINFO)
+    } else {
+        None
     };
-    if let Some(mut slot) = slot.filter(|_| own) {
+    if let Some(mut slot) = slot {
         if slot.is_none() {
             let _waiting = crate::inflight::reading(path);
             *slot = fs::File::open(path)
@@ -117,13 +107,7 @@ pub(crate) fn with_meminfo<T>(
         }
         if let Some((file, buf)) = slot.as_mut() {
             let _waiting = crate::inflight::reading(path);
-            let text = file
-                .read_at(buf, 0)
-                .ok()
-                .filter(|&n| n > 0 && n < buf.len())
-                .and_then(|n| buf.get(..n))
-                .and_then(|b| std::str::from_utf8(b).ok());
-            if let Some(text) = text {
+            if let Some(text) = crate::host::file::pread_text(file, buf) {
                 return Ok(parse(text));
             }
         }

@@ -10,8 +10,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, TryLockError};
 
 /// The most pidfds kept (one descriptor each, as [`crate::host::process::context`] keeps
 /// `stat` files): a view of a few dozen rows is served whole; the rest of a list of thousands
@@ -33,10 +33,8 @@ pub(crate) fn running(pids: &[u32]) -> HashMap<u32, bool> {
         return HashMap::new();
     }
     // Never waited for: a caller on another thread sends this one to `kill`.
-    let mut slot = match KEPT.try_lock() {
-        Ok(slot) => slot,
-        Err(TryLockError::Poisoned(p)) => p.into_inner(),
-        Err(TryLockError::WouldBlock) => return HashMap::new(),
+    let Some(mut slot) = crate::host::file::lock_now(&KEPT) else {
+        return HashMap::new();
     };
     if let Some(out) = slot.get_or_insert_with(Kept::default).running(pids) {
         return out;

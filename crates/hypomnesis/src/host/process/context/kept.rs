@@ -8,7 +8,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -109,11 +108,7 @@ fn read(f: &Files, buf: &mut [u8]) -> Option<Changing> {
 
 fn pread<'a>(path: &Path, file: &File, buf: &'a mut [u8]) -> Option<&'a str> {
     let _waiting = crate::inflight::reading(path);
-    let n = file.read_at(buf, 0).ok()?;
-    if n == 0 || n >= buf.len() {
-        return None;
-    }
-    std::str::from_utf8(buf.get(..n)?).ok()
+    crate::host::file::pread_text(file, buf)
 }
 
 #[cfg(test)]
