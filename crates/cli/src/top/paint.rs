@@ -13,6 +13,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::io;
+use std::ops::Range;
 
 use ratatui::Terminal;
 use ratatui::backend::Backend;
@@ -60,25 +61,50 @@ impl Painter {
 
     /// Draws a frame with `draw` into the terminal's buffer and paints it; returns what `draw`
     /// returned and how many rows were written. The terminal's size is the one it last knew
-    /// (`Terminal::autoresize` on a resize event keeps it right).
+    /// (`Terminal::autoresize` on a resize event keeps it right). The whole frame is drawn:
+    /// the tests' form of [`Painter::draw_over`].
+    #[cfg(test)]
     pub fn draw<B: Backend, R>(
         &mut self,
         terminal: &mut Terminal<B>,
         draw: impl FnOnce(&mut ratatui::Frame<'_>) -> R,
     ) -> io::Result<(R, usize)> {
-        terminal.current_buffer_mut().reset();
-        let drawn = draw(&mut terminal.get_frame());
+        self.draw_over(terminal, |f, _| {
+            f.buffer_mut().reset();
+            (draw(f), 0..0)
+        })
+    }
+
+    /// Draws a frame over the last one and paints it. `draw` is told whether the terminal's
+    /// buffer still holds the frame last painted (not after [`Painter::forget`] or a resize),
+    /// clears what it draws over, and returns what else it returns and the rows it left as
+    /// they were, which are then taken as unchanged without being compared (when the buffer
+    /// did not hold the last frame, they are painted all the same).
+    pub fn draw_over<B: Backend, R>(
+        &mut self,
+        terminal: &mut Terminal<B>,
+        draw: impl FnOnce(&mut ratatui::Frame<'_>, bool) -> (R, Range<u16>),
+    ) -> io::Result<(R, usize)> {
+        let holds_last = !self.last.is_empty() && self.area == terminal.current_buffer_mut().area;
+        let (drawn, kept) = draw(&mut terminal.get_frame(), holds_last);
+        let kept = if holds_last { kept } else { 0..0 };
         // Out of the terminal while its backend paints it, then back, to be drawn into next.
         let next = std::mem::take(terminal.current_buffer_mut());
-        let result = self.paint(terminal.backend_mut(), &next);
+        let result = self.paint(terminal.backend_mut(), &next, &kept);
         *terminal.current_buffer_mut() = next;
         result.map(|rows| (drawn, rows))
     }
 
     /// Paints `next` through `backend`: the rows that differ from the last frame, or every row
     /// after [`Painter::forget`] or a change of size. Returns how many rows were written, and
-    /// keeps `next`'s rows as the last frame.
-    fn paint<B: Backend>(&mut self, backend: &mut B, next: &Buffer) -> io::Result<usize> {
+    /// keeps `next`'s rows as the last frame. The rows `unchanged` are the last frame's, unless it
+    /// is painted whole.
+    fn paint<B: Backend>(
+        &mut self,
+        backend: &mut B,
+        next: &Buffer,
+        unchanged: &Range<u16>,
+    ) -> io::Result<usize> {
         let width = usize::from(next.area.width).max(1);
         let height = usize::from(next.area.height);
         let whole = self.area != next.area || self.last.len() != height;
@@ -95,6 +121,9 @@ impl Painter {
             .zip(next.area.top()..next.area.bottom())
             .zip(self.last.iter_mut())
         {
+            if !whole && unchanged.contains(&y) {
+                continue;
+            }
             self.scratch.clear();
             encode_row(row, &mut self.scratch);
             if !whole && *kept == self.scratch {
@@ -241,6 +270,33 @@ mod tests {
         assert_eq!(t.backend().buffer()[(4, 1)].symbol(), "x");
         show(&mut p, &mut t, &["eval", "abcde", ""]);
         assert_eq!(shown(t.backend())[1], "abcde       ");
+    }
+
+    /// Rows a drawing over the last frame says it left are taken as painted: not compared, not
+    /// written; once the terminal is forgotten, the drawing is told its buffer holds nothing to
+    /// keep, and every row is painted.
+    #[test]
+    fn rows_left_as_they_were_are_not_compared_until_forgotten() {
+        let mut t = Terminal::new(TestBackend::new(6, 3)).unwrap();
+        let mut p = Painter::default();
+        p.take_over(&mut t).unwrap();
+        let over = |p: &mut Painter, t: &mut Terminal<TestBackend>, middle: &str| {
+            p.draw_over(t, |f, holds_last| {
+                let buf = f.buffer_mut();
+                buf.reset();
+                buf.set_string(0, 0, "top", Style::default());
+                buf.set_string(0, 1, middle, Style::default());
+                (holds_last, 1..2)
+            })
+            .unwrap()
+        };
+        assert_eq!(over(&mut p, &mut t, "a"), (false, 3));
+        // The middle row differs from what was painted, but the drawing says it left it.
+        assert_eq!(over(&mut p, &mut t, "b"), (true, 0));
+        assert_eq!(shown(t.backend())[1], "a     ");
+        p.forget();
+        assert_eq!(over(&mut p, &mut t, "b"), (false, 3));
+        assert_eq!(shown(t.backend())[1], "b     ");
     }
 
     /// A terminal resized is painted whole at its new size.

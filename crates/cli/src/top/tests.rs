@@ -570,6 +570,7 @@ fn the_terminal_thread_sleeps_until_the_view_would_turn_late() {
 }
 
 mod grouped;
+mod over;
 mod selection;
 
 #[test]

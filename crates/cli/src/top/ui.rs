@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ratatui::layout::Rect;
 
-use super::draw::{self, Late};
+use super::draw::{self, Drawn, Late};
 use super::model::Screen;
 use super::paint::Painter;
 use super::state::ViewState;
@@ -21,6 +21,8 @@ use super::{Freshness, Refresh, wait_for};
 pub struct Ui {
     pub terminal: ratatui::DefaultTerminal,
     pub painter: Painter,
+    /// What the last frame drew its table from (a table that would come out the same is left).
+    drawn: Drawn,
     pub state: ViewState,
     pub screen: Screen,
     pub fresh: Freshness,
@@ -40,6 +42,7 @@ impl Ui {
         Self {
             terminal,
             painter: Painter::default(),
+            drawn: Drawn::default(),
             state,
             screen: Screen::waiting(),
             fresh: Freshness::new(now),
@@ -76,9 +79,12 @@ impl Ui {
         self.late = now_late;
         if std::mem::take(&mut self.dirty) {
             let (screen, state, late) = (&self.screen, &self.state, self.late.as_ref());
-            (self.table, _) = self.painter.draw(&mut self.terminal, |f| {
-                draw::draw(f, screen, state, interval, late)
-            })?;
+            let drawn = &mut self.drawn;
+            (self.table, _) = self
+                .painter
+                .draw_over(&mut self.terminal, |f, holds_last| {
+                    draw::draw_over(f, screen, state, interval, late, drawn, holds_last)
+                })?;
         }
         timer.set(self.wait(interval));
         Ok(())

@@ -1,6 +1,7 @@
 //! Drawing `hmn top`: a pure function of the sampled [`Screen`] and the [`ViewState`], into
 //! any ratatui frame (the terminal's, or the test backend's in the snapshot tests).
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ pub(super) mod gpus;
 mod table;
 
 use gpus::{draw_gpus, gpu_lines};
-use table::table_lines;
+use table::{TableKey, table_lines};
 
 /// Lines drawn one to a row and cut at the area's width: what `Paragraph` draws for lines
 /// that never wrap, without its passes over every cell of the area (and of each row) for a
@@ -148,7 +149,8 @@ impl Late {
 }
 
 /// Draws the whole view; `late` when a refresh is overdue. Returns where the process table
-/// is (its header line first), for the mouse.
+/// is (its header line first), for the mouse. (The snapshot tests' form of [`draw_over`].)
+#[cfg(test)]
 pub fn draw(
     f: &mut Frame<'_>,
     screen: &Screen,
@@ -156,6 +158,40 @@ pub fn draw(
     interval: Duration,
     late: Option<&Late>,
 ) -> Rect {
+    draw_over(
+        f,
+        screen,
+        state,
+        interval,
+        late,
+        &mut Drawn::default(),
+        false,
+    )
+    .0
+}
+
+/// What the last frame drew its process table from, to draw the next one over it.
+#[derive(Debug, Default)]
+pub struct Drawn {
+    /// `None` when no table was drawn, or something was drawn over it (help, a question).
+    table: Option<TableKey>,
+}
+
+/// Draws the view over the frame `drawn` says was drawn last, when `holds_last` (the frame's
+/// buffer still holds it): a process table that would come out the same is left as it is,
+/// neither cleared nor drawn again (most refreshes change the GPU lines and not the table);
+/// all else is cleared and drawn. Returns where the table is, and the rows left as they were
+/// (none when the whole frame was drawn).
+pub fn draw_over(
+    f: &mut Frame<'_>,
+    screen: &Screen,
+    state: &ViewState,
+    interval: Duration,
+    late: Option<&Late>,
+    drawn: &mut Drawn,
+    holds_last: bool,
+) -> (Rect, Range<u16>) {
+    let last = drawn.table.take();
     let area = f.area();
     let theme = Theme { color: state.color };
     let inspected = state
@@ -163,6 +199,7 @@ pub fn draw(
         .then(|| state.selected_proc(&screen.procs))
         .flatten();
     if let Some(p) = inspected {
+        f.buffer_mut().reset();
         // The details take the whole view below the title line.
         let [head, rest] =
             Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
@@ -183,7 +220,7 @@ pub fn draw(
         if let Some(c) = &state.confirm {
             draw_confirm(f, area, c);
         }
-        return rest;
+        return (rest, 0..0);
     }
     let gpu_lines = gpu_lines(screen, state, &theme, area.width, area.height);
     let gpu_height = u16::try_from(gpu_lines.len()).unwrap_or(u16::MAX);
@@ -196,6 +233,16 @@ pub fn draw(
         Constraint::Min(0),
     ])
     .areas(area);
+    let overlaid = state.confirm.is_some() || state.help;
+    let now = (!overlaid).then(|| TableKey::new(screen, state, table));
+    let keep = holds_last && now.is_some() && last == now;
+    let kept = if keep {
+        clear_rows_but(f.buffer_mut(), table.top()..table.bottom());
+        table.top()..table.bottom()
+    } else {
+        f.buffer_mut().reset();
+        0..0
+    };
     f.render_widget(
         Rows(vec![header(screen, state, &theme, interval, late)]),
         head,
@@ -205,14 +252,28 @@ pub fn draw(
     if let Some(line) = ghosts {
         f.render_widget(Rows(vec![line]), key);
     }
-    f.render_widget(Rows(table_lines(screen, state, &theme, table)), table);
+    if !keep {
+        f.render_widget(Rows(table_lines(screen, state, &theme, table)), table);
+    }
     if let Some(c) = &state.confirm {
         draw_confirm(f, area, c);
     }
     if state.help {
         draw_help(f, area, state.group.is_some());
     }
-    table
+    drawn.table = now;
+    (table, kept)
+}
+
+/// Resets every cell of `buf` outside the rows `keep`.
+fn clear_rows_but(buf: &mut Buffer, keep: Range<u16>) {
+    let width = usize::from(buf.area.width);
+    let top = buf.area.top();
+    for (row, y) in buf.content.chunks_mut(width.max(1)).zip(top..) {
+        if !keep.contains(&y) {
+            row.iter_mut().for_each(ratatui::buffer::Cell::reset);
+        }
+    }
 }
 
 /// The question before a signal goes: which process, which signal, and the keys.

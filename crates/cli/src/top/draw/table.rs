@@ -1,5 +1,7 @@
 //! The process table of `hmn top`: the columns that fit the width, and one line a process.
 
+use std::sync::Arc;
+
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
@@ -74,6 +76,48 @@ fn columns(screen: &Screen, state: &ViewState, width: usize) -> Vec<Col> {
     }
     out.push(col(Column::Command, None, 0));
     out
+}
+
+/// Everything [`table_lines`] draws from, and where: two frames with equal keys draw the same
+/// table. What it reads of the screen beyond its rows (how many GPUs, whether there are none,
+/// the memory no listed process accounts for) is kept as those figures; a new read of the
+/// screen in `table_lines` belongs here too, or a table drawn over the last would go stale.
+#[derive(Debug, Clone)]
+pub(super) struct TableKey {
+    area: Rect,
+    procs: Arc<Vec<Proc>>,
+    ghosts: Option<Arc<hypomnesis::GhostReport>>,
+    gpus: Result<usize, ()>,
+    hidden: u64,
+    state: ViewState,
+}
+
+impl TableKey {
+    pub(super) fn new(screen: &Screen, state: &ViewState, area: Rect) -> Self {
+        Self {
+            area,
+            procs: Arc::clone(&screen.procs),
+            ghosts: screen.ghosts.clone(),
+            gpus: screen.gpus.as_ref().map(Vec::len).map_err(|_| ()),
+            hidden: hidden_bytes(screen, state),
+            // What the last action said is the header's, not the table's.
+            state: ViewState {
+                message: None,
+                ..state.clone()
+            },
+        }
+    }
+}
+
+impl PartialEq for TableKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.area == other.area
+            && (Arc::ptr_eq(&self.procs, &other.procs) || self.procs == other.procs)
+            && self.ghosts == other.ghosts
+            && self.gpus == other.gpus
+            && self.hidden == other.hidden
+            && self.state == other.state
+    }
 }
 
 pub(super) fn table_lines<'a>(
