@@ -453,6 +453,12 @@ fn ask_signal(state: &mut ViewState, screen: &Screen) {
 /// when the terminal hangs up (its window closed, tmux killed), reading keys may never return,
 /// so after a signal the terminal thread gets half a second to end before this thread gives
 /// the terminal back (as far as it still can) and ends the process.
+/// Rows from which a refresh hands the allocator's free pages back after it: one of 2,000
+/// processes frees about 200 KB that the heap would otherwise keep between refreshes (the
+/// rows' list before, the driver's lists), where one of a few dozen frees a few pages, not
+/// worth the trim's walk of the heap at every refresh.
+const GIVE_BACK_ROWS: usize = 256;
+
 fn sample_loop(
     interval: Duration,
     control: &Control,
@@ -498,6 +504,7 @@ fn sample_loop(
                 view.0.selected.map(|s| s.pid),
             );
             screen.ghosts = ghosts.refresh(&frame);
+            let many = screen.procs.len() >= GIVE_BACK_ROWS;
             let refresh = Refresh { screen, taken };
             // Drawn here when the view is free; else handed to the terminal thread, which has
             // it (a key, a resize) and draws it when done.
@@ -514,6 +521,9 @@ fn sample_loop(
             };
             if wake_terminal {
                 refreshed.wake();
+            }
+            if many {
+                crate::heap::give_back();
             }
         }
         next += interval;
