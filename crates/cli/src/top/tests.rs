@@ -637,6 +637,26 @@ fn refreshes_that_print_the_same_figures_draw_alike() {
     assert!(!super::draw::draws_alike(&still, &busy));
     let procs_moved = screen(&mut b, 704, 17 * GIB, 1000, 3 * GIB);
     assert!(!super::draw::draws_alike(&busy, &procs_moved));
+    // A look for ghosts: what it found is drawn, what it read to find it is not.
+    let look = |evidence: &str, bytes: u64| {
+        let mut ghost = hypomnesis::Ghost::new(hypomnesis::GhostClass::Idle, 0, Some(4242), bytes);
+        ghost.evidence = vec![evidence.to_string()];
+        let mut report = hypomnesis::GhostReport::default();
+        report.ghosts = vec![ghost];
+        let mut s = procs_moved.clone();
+        s.ghosts = Some(std::sync::Arc::new(report));
+        s
+    };
+    let found = look("idle for 30 s", 2 * GIB);
+    assert!(!super::draw::draws_alike(&procs_moved, &found));
+    assert!(super::draw::draws_alike(
+        &found,
+        &look("idle for 40 s", 2 * GIB)
+    ));
+    assert!(!super::draw::draws_alike(
+        &found,
+        &look("idle for 40 s", GIB)
+    ));
 }
 
 /// A unified GPU's figures are the host's pool, and the view says so; a coherent one's are

@@ -386,8 +386,22 @@ pub fn draws_alike(a: &Screen, b: &Screen) -> bool {
     a.gpus == b.gpus
         && (Arc::ptr_eq(&a.procs, &b.procs) || a.procs == b.procs)
         && a.focus == b.focus
-        && a.ghosts == b.ghosts
+        && drawn_ghosts(a) == drawn_ghosts(b)
         && ram_texts(a) == ram_texts(b)
+}
+
+/// What the view draws of the latest look for ghosts (the line under the RAM and the rows'
+/// marks): each ghost's class, GPU, pid and bytes. The rest of a look (each ghost's evidence
+/// and holders, the scan's figures and time) is `hmn ghosts`'s, and changes at every look.
+pub(super) fn drawn_ghosts(
+    screen: &Screen,
+) -> Vec<(hypomnesis::GhostClass, u32, Option<u32>, u64)> {
+    screen.ghosts.as_ref().map_or_else(Vec::new, |r| {
+        r.ghosts
+            .iter()
+            .map(|g| (g.class, g.device_index, g.pid, g.bytes))
+            .collect()
+    })
 }
 
 /// The key to the ghosts' marks, when the latest look found any: each ghost's class, pid (or

@@ -79,14 +79,15 @@ fn columns(screen: &Screen, state: &ViewState, width: usize) -> Vec<Col> {
 }
 
 /// Everything [`table_lines`] draws from, and where: two frames with equal keys draw the same
-/// table. What it reads of the screen beyond its rows (how many GPUs, whether there are none,
-/// the memory no listed process accounts for) is kept as those figures; a new read of the
-/// screen in `table_lines` belongs here too, or a table drawn over the last would go stale.
+/// table. What it reads of the screen beyond its rows (the ghosts' marks, how many GPUs,
+/// whether there are none, the memory no listed process accounts for) is kept as those
+/// figures; a new read of the screen in `table_lines` belongs here too, or a table drawn over
+/// the last would go stale.
 #[derive(Debug, Clone)]
 pub(super) struct TableKey {
     area: Rect,
     procs: Arc<Vec<Proc>>,
-    ghosts: Option<Arc<hypomnesis::GhostReport>>,
+    ghosts: Vec<(hypomnesis::GhostClass, u32, Option<u32>, u64)>,
     gpus: Result<usize, ()>,
     hidden: u64,
     state: ViewState,
@@ -97,7 +98,7 @@ impl TableKey {
         Self {
             area,
             procs: Arc::clone(&screen.procs),
-            ghosts: screen.ghosts.clone(),
+            ghosts: super::drawn_ghosts(screen),
             gpus: screen.gpus.as_ref().map(Vec::len).map_err(|_| ()),
             hidden: hidden_bytes(screen, state),
             // What the last action said is the header's, not the table's.

@@ -99,6 +99,11 @@ fn a_frame_drawn_over_the_last_is_the_frame_drawn_whole() {
     haunted.ghosts = Some(std::sync::Arc::new(report));
     assert_eq!(p.show(&haunted, &state), 0);
     assert_eq!(p.show(&haunted, &state), table - 1);
+    // The next look, its evidence reworded (as at every look): the table stays.
+    let mut relooked = haunted.ghosts.as_deref().unwrap().clone();
+    relooked.ghosts[0].evidence = vec!["idle for 40 s".into()];
+    haunted.ghosts = Some(std::sync::Arc::new(relooked));
+    assert_eq!(p.show(&haunted, &state), table - 1);
     // Another process the ghost: the key line stays, the marks move.
     let mut report = haunted.ghosts.as_deref().unwrap().clone();
     report.ghosts[0].pid = Some(4242);
