@@ -456,11 +456,11 @@ fn spill_says_it_is_not_measurable_here_and_still_runs_the_command() {
     assert!(err.contains("spill is not measurable here"), "{err}");
 }
 
-/// A device's name, UUID, PCI bus id, NUMA node and addressing mode are asked of the driver
-/// once a session, its memory at every sample (the fake counts the calls, written at most
-/// once a second).
+/// A device's name, UUID, PCI bus id, NUMA node, addressing mode and memory total (the bound
+/// on a process list's rows) are asked of the driver once a session, its process lists at
+/// every sample (the fake counts the calls, written at most once a second).
 #[test]
-fn a_devices_lasting_facts_are_asked_once_and_its_memory_at_each_sample() {
+fn a_devices_lasting_facts_are_asked_once_and_its_lists_at_each_sample() {
     let scenario = format!(
         r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "reserved": {}, "free": {}}}]}}"#,
         143_771 * MIB,
@@ -495,7 +495,13 @@ fn a_devices_lasting_facts_are_asked_once_and_its_memory_at_each_sample() {
             .find_map(|l| l.strip_prefix(f)?.strip_prefix(' ')?.parse::<u64>().ok())
             .unwrap_or(0)
     };
-    assert!(count("nvmlDeviceGetMemoryInfo") >= 5, "{text}");
+    assert!(
+        count("nvmlDeviceGetComputeRunningProcesses_v3") >= 5,
+        "{text}"
+    );
+    // The device's figures once at the start (with its v2 memory), the lists' bound kept.
+    assert!(count("nvmlDeviceGetMemoryInfo") <= 2, "{text}");
+    assert_eq!(count("nvmlDeviceGetMemoryInfo_v2"), 1, "{text}");
     for once in [
         "nvmlDeviceGetName",
         "nvmlDeviceGetUUID",

@@ -26,6 +26,26 @@ impl Loaded {
         checked_memory(self.nvml.memory(dev), index)
     }
 
+    /// The memory total of a device with memory of its own: kept from the first valid answer
+    /// of the session (a GPU's total does not change while its handle lives), else asked.
+    /// `None`: no such memory (a unified GPU answers 0 or `NOT_SUPPORTED`), or the call failed.
+    pub(super) fn total(&self, dev: Device, index: u32) -> Option<u64> {
+        if let Some(&(_, total)) = self.lock().totals.iter().find(|(d, _)| *d == dev) {
+            return Some(total);
+        }
+        let total = self.memory(dev, index).ok()?.total;
+        self.keep_total(dev, total);
+        Some(total).filter(|&t| t > 0)
+    }
+
+    /// Keeps `total` as the memory total of `dev` for the session (not 0: no memory of its own).
+    fn keep_total(&self, dev: Device, total: u64) {
+        let mut s = self.lock();
+        if total > 0 && !s.totals.iter().any(|(d, _)| *d == dev) {
+            s.totals.push((dev, total));
+        }
+    }
+
     /// GPU and memory utilization: unknown when the library has no such function or the GPU
     /// does not sample it (`NOT_SUPPORTED`: a GPU in MIG mode, an old board).
     pub(super) fn utilization(&self, index: u32) -> std::result::Result<Utilization, Failure> {
@@ -184,6 +204,7 @@ impl Loaded {
             }
             answer => {
                 let mem = checked_memory(answer, index)?;
+                self.keep_total(dev, mem.total);
                 let v2 = self.nvml.memory_v2(dev, NVML_MEMORY_V2_VERSION);
                 let reserved = reserved_from_v2(v2, mem.total, mem.free);
                 let node = gpu_node(numa, crate::host::numa::numa_node);

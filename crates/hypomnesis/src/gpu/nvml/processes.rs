@@ -53,11 +53,7 @@ impl Loaded {
         let dev = self.device(index)?;
         // No bound from a device that reports no memory of its own (0 bytes: a unified GPU,
         // whose processes' memory is the host's).
-        let total = self
-            .memory(dev, index)
-            .ok()
-            .map(|m| m.total)
-            .filter(|&t| t > 0);
+        let total = self.total(dev, index);
         // This list's rows left out are counted afresh.
         self.dropped_rows.set(index, Dropped::default());
         let parent = self.read_lists(dev, index, total, None);

@@ -37,6 +37,9 @@ pub(super) struct Session {
     /// What does not change while a handle lives (name, UUID, PCI bus id, NUMA node,
     /// addressing mode), per device handle, asked once a session.
     pub(super) facts: Vec<(Device, Facts)>,
+    /// The memory total of each device handle whose memory is its own, from its first valid
+    /// answer: a process list's rows are bounded by it without asking again.
+    pub(super) totals: Vec<(Device, u64)>,
 }
 
 /// What does not change while a device handle lives (asked by `Loaded::facts`).
@@ -150,6 +153,7 @@ impl Loaded {
             s.handles.clear();
             s.mig_modes.clear();
             s.facts.clear();
+            s.totals.clear();
             s.driver_version = OnceLock::new();
             Ok(())
         } else {
