@@ -1,5 +1,7 @@
-//! Drawing `hmn top`: a pure function of the sampled [`Screen`] and the [`ViewState`], into
-//! any ratatui frame (the terminal's, or the test backend's in the snapshot tests).
+//! Drawing `hmn top`: a function of the sampled [`Screen`] and the [`ViewState`], into any
+//! ratatui frame (the terminal's, or the test backend's in the snapshot tests). Drawn over the
+//! last frame ([`draw_over`]), it leaves a process table that would come out the same; the
+//! frame is then what drawing it whole gives (`crates/cli/src/top/tests/over.rs`).
 
 use std::ops::Range;
 use std::sync::Arc;
