@@ -42,6 +42,17 @@ pub(super) struct Session {
     pub(super) totals: Vec<(Device, u64)>,
 }
 
+impl Session {
+    /// Forgets the device handles and all that is kept per handle (MIG modes, facts, memory
+    /// totals): a handle names nothing once the session it came from has ended.
+    fn forget_handles(&mut self) {
+        self.handles.clear();
+        self.mig_modes.clear();
+        self.facts.clear();
+        self.totals.clear();
+    }
+}
+
 /// What does not change while a device handle lives (asked by `Loaded::facts`).
 #[derive(Clone)]
 pub(super) struct Facts {
@@ -150,10 +161,7 @@ impl Loaded {
         if rc == NVML_SUCCESS {
             s.live = true;
             s.last_failure = None;
-            s.handles.clear();
-            s.mig_modes.clear();
-            s.facts.clear();
-            s.totals.clear();
+            s.forget_handles();
             s.driver_version = OnceLock::new();
             Ok(())
         } else {
@@ -177,9 +185,7 @@ impl Loaded {
         if s.live {
             let _ = self.nvml.shutdown();
             s.live = false;
-            s.handles.clear();
-            s.mig_modes.clear();
-            s.facts.clear();
+            s.forget_handles();
         }
     }
 
