@@ -2,7 +2,8 @@
 //!
 //! - `model`: what one refresh shows, made on the sampling thread from the one sampler's frame;
 //! - `state`: the view's own state (sort, filter, pause, GPU, help) and the keys;
-//! - `draw`: a pure function of both into a ratatui frame, tested through the test backend;
+//! - `draw`: both drawn into a ratatui frame (over the last one, its unchanged table left),
+//!   tested through the test backend;
 //! - `ui`: the terminal and what it shows, behind the lock both threads take to paint.
 //!
 //! The sampling thread reads only what the view shows (each GPU's figures, processes and MIG
