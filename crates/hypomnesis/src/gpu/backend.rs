@@ -17,8 +17,9 @@ use crate::{
 pub(crate) enum Presence {
     /// It exists (it may still fail when asked).
     Present,
-    /// It does not exist here; the reason says where it was looked for.
-    Absent(String),
+    /// It does not exist here. (Why is each source's report's to say, `SourceState::Absent`:
+    /// presence is asked at every call the dispatcher makes, and its reason was never read.)
+    Absent,
 }
 
 /// A question the dispatcher asks.

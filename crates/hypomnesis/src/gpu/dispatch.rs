@@ -98,7 +98,7 @@ pub(super) fn first_ok<T>(
         .iter()
         .filter(|b| b.scope() == scope && b.answers(op))
     {
-        if let Presence::Absent(_) = b.presence() {
+        if b.presence() == Presence::Absent {
             continue;
         }
         match f(*b) {
@@ -428,7 +428,7 @@ mod tests {
             if self.present {
                 Presence::Present
             } else {
-                Presence::Absent("not here".into())
+                Presence::Absent
             }
         }
         fn device_count(&self) -> Result<u32> {

@@ -156,7 +156,7 @@ impl Backend for DrmBackend {
     fn presence(&self) -> Presence {
         let devs = devices();
         if devs.list.is_empty() && devs.error.is_none() {
-            Presence::Absent(no_device())
+            Presence::Absent
         } else {
             Presence::Present
         }

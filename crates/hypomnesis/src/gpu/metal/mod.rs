@@ -335,9 +335,8 @@ impl Backend for MetalBackend {
 
     fn presence(&self) -> Presence {
         match self.chip() {
-            Ok(Chip::Other(brand)) => Presence::Absent(format!(
-                "not Apple silicon: machdep.cpu.brand_string is {brand:?}"
-            )),
+            // Not Apple silicon (`machdep.cpu.brand_string` names another maker).
+            Ok(Chip::Other(_)) => Presence::Absent,
             // A brand string that cannot be read is a failure to report, not an absence.
             Ok(Chip::AppleSilicon(_)) | Err(_) => Presence::Present,
         }

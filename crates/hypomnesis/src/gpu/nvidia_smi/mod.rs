@@ -76,7 +76,7 @@ impl Backend for SmiBackend {
     fn presence(&self) -> Presence {
         let s = self.setup();
         match (&s.exe, s.explicit) {
-            (Err(why), false) => Presence::Absent(why.text.clone()),
+            (Err(_), false) => Presence::Absent,
             _ => Presence::Present,
         }
     }

@@ -128,10 +128,8 @@ impl Backend for NvmlBackend {
                 Presence::Present
             }
             LoadOutcome::Failed {
-                reason,
-                explicit: false,
-                ..
-            } => Presence::Absent(reason.clone()),
+                explicit: false, ..
+            } => Presence::Absent,
         }
     }
 

@@ -209,9 +209,9 @@ impl Backend for DxgiBackend {
 
     fn presence(&self) -> Presence {
         match scoped(self.scope) {
-            Ok([]) => Presence::Absent("DXGI lists no such adapter".into()),
+            // DXGI lists no such adapter, or cannot be asked.
+            Ok([]) | Err(_) => Presence::Absent,
             Ok(_) => Presence::Present,
-            Err(e) => Presence::Absent(e.to_string()),
         }
     }
 
@@ -326,9 +326,9 @@ impl Backend for PdhBackend {
 
     fn presence(&self) -> Presence {
         match scoped(Scope::Nvidia) {
-            Ok([]) => Presence::Absent("no NVIDIA adapter to list processes for".into()),
+            // No NVIDIA adapter to list processes for, or DXGI cannot be asked.
+            Ok([]) | Err(_) => Presence::Absent,
             Ok(_) => Presence::Present,
-            Err(e) => Presence::Absent(e.to_string()),
         }
     }
 
