@@ -53,17 +53,6 @@ pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
     f.number(14)?.checked_add(f.number(15)?)
 }
 
-/// Resident pages (field 24, `rss`) from the text of `/proc/<pid>/stat`: the kernel's
-/// `get_mm_rss()`, the figure `statm`'s second field and `VmRSS` give too.
-#[must_use]
-#[cfg_attr(
-    not(all(target_os = "linux", feature = "sampling")),
-    allow(dead_code) // only the kept reader (Linux, `sampling`) takes RSS from stat
-)]
-pub fn parse_stat_rss_pages(text: &str) -> Option<u64> {
-    fields(text)?.number(24)
-}
-
 /// A process's state and relations from the text of `/proc/<pid>/stat`: field 3 (state, one
 /// letter), 4 (parent pid), 5 (process group), 6 (session).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,9 +122,6 @@ mod tests {
         assert_eq!(parse_stat_cpu_ticks(short), None, "cut short");
         let no_name = "no parenthesis 1 2 3 4 5 6 7 8 9 10 11 12 13";
         assert_eq!(parse_stat_cpu_ticks(no_name), None);
-        assert_eq!(parse_stat_rss_pages(line), Some(415));
-        assert_eq!(parse_stat_rss_pages(short), None, "no field 24");
-        assert_eq!(parse_stat_rss_pages(&line.replace(" 415 ", " -1 ")), None);
         let bad = line.replace(" 250 ", " 2x0 ");
         assert_eq!(parse_stat_cpu_ticks(&bad), None);
         let bad = line.replace(" 50 7 ", " -5 7 ");

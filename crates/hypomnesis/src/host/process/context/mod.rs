@@ -214,8 +214,8 @@ impl ContextReader {
             let mut changing = ContextParts::NONE;
             (changing.rss, changing.cpu_time) = (parts.rss, parts.cpu_time);
             for (ctx, &pid) in out.iter_mut().zip(pids) {
-                let (cpu_time, start_time, rss_bytes) = if let Some(c) = self.kept.read(procfs, pid)
-                {
+                let kept = self.kept.read(procfs, pid, parts.cpu_time, parts.rss);
+                let (cpu_time, start_time, rss_bytes) = if let Some(c) = kept {
                     (c.cpu_time, c.start_time, c.rss_bytes)
                 } else {
                     let no_names = std::collections::BTreeMap::new();
