@@ -279,7 +279,7 @@ fn terminal_loop(
                 control.set_view(&ui.state, ui.height);
             }
             if let Some(r) = rx.try_iter().last()
-                && ui.take(r)
+                && ui.take(r, interval)
             {
                 control.set_view(&ui.state, ui.height);
             }
@@ -550,7 +550,7 @@ fn sample_loop(
 /// that could not be painted (the terminal refused a write) is left marked to paint, for the
 /// terminal thread to paint again and end on the error.
 fn draw_refresh(ui: &mut Ui, refresh: Refresh, interval: Duration, control: &Control) -> bool {
-    if ui.take(refresh) {
+    if ui.take(refresh, interval) {
         control.set_view(&ui.state, ui.height);
     }
     let failed = ui.paint(interval, &control.late).is_err();
@@ -613,16 +613,18 @@ fn contexts(
     lasting.read(read, containers, |pid| listed.contains(&pid))
 }
 
-/// This process's (`pid`'s) RSS and CPU time (the CPU time only when the procfs root in use is this
-/// system's own, where this process's pid means this process), read through `reader`'s kept
-/// files there.
+/// This process's (`pid`'s) RSS and CPU time. On Linux the RSS is the library's, from this
+/// process's `statm` kept open, where `reader` would read `stat`, for which the kernel also
+/// sums the CPU times of each of this process's threads (at 20 processes, one of a refresh's
+/// 21 `stat` reads, and the only one of a process with several threads). Elsewhere `reader`
+/// answers.
 fn own_context(reader: &mut hypomnesis::sampling::ContextReader, pid: u32) -> ProcessContext {
-    let mut ctx = if hypomnesis::procfs_is_own() || !cfg!(target_os = "linux") {
+    let mut ctx = if cfg!(target_os = "linux") {
+        ProcessContext::default()
+    } else {
         let mut parts = ContextParts::NONE;
         parts.rss = true;
         reader.read(&[pid], parts).pop().unwrap_or_default()
-    } else {
-        ProcessContext::default()
     };
     if ctx.rss_bytes.is_none() {
         ctx.rss_bytes = hypomnesis::process_rss().ok();
