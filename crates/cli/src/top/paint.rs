@@ -13,7 +13,6 @@
 
 use std::hash::{Hash, Hasher};
 use std::io;
-use std::ops::Range;
 
 use ratatui::Terminal;
 use ratatui::backend::Backend;
@@ -49,6 +48,12 @@ impl Painter {
         Ok(())
     }
 
+    /// The width of the frame last painted; `None` before the first, or after a resize or a
+    /// [`Painter::forget`].
+    pub fn width(&self) -> Option<u16> {
+        (!self.last.is_empty()).then_some(self.area.width)
+    }
+
     /// After a resize event: the terminal's size as it is now (a later resize may be under
     /// way), and the next frame painted whole, as a resized terminal may have moved or cleared
     /// what it showed.
@@ -71,23 +76,24 @@ impl Painter {
     ) -> io::Result<(R, usize)> {
         self.draw_over(terminal, |f, _| {
             f.buffer_mut().reset();
-            (draw(f), 0..0)
+            (draw(f), Vec::new())
         })
     }
 
     /// Draws a frame over the last one and paints it. `draw` is told whether the terminal's
     /// buffer still holds the frame last painted (not after [`Painter::forget`] or a resize),
-    /// clears what it draws over, and returns what else it returns and the rows it left as
-    /// they were, which are then taken as unchanged without being compared (when the buffer
-    /// did not hold the last frame, they are painted all the same).
+    /// clears what it draws over, and returns what else it returns and which rows (from the
+    /// top, `true` for each) it left as they were, which are then taken as unchanged without
+    /// being compared (when the buffer did not hold the last frame, they are painted all the
+    /// same).
     pub fn draw_over<B: Backend, R>(
         &mut self,
         terminal: &mut Terminal<B>,
-        draw: impl FnOnce(&mut ratatui::Frame<'_>, bool) -> (R, Range<u16>),
+        draw: impl FnOnce(&mut ratatui::Frame<'_>, bool) -> (R, Vec<bool>),
     ) -> io::Result<(R, usize)> {
         let holds_last = !self.last.is_empty() && self.area == terminal.current_buffer_mut().area;
         let (drawn, kept) = draw(&mut terminal.get_frame(), holds_last);
-        let kept = if holds_last { kept } else { 0..0 };
+        let kept = if holds_last { kept } else { Vec::new() };
         // Out of the terminal while its backend paints it, then back, to be drawn into next.
         let next = std::mem::take(terminal.current_buffer_mut());
         let result = self.paint(terminal.backend_mut(), &next, &kept);
@@ -97,13 +103,13 @@ impl Painter {
 
     /// Paints `next` through `backend`: the rows that differ from the last frame, or every row
     /// after [`Painter::forget`] or a change of size. Returns how many rows were written, and
-    /// keeps `next`'s rows as the last frame. The rows `unchanged` are the last frame's, unless it
-    /// is painted whole.
+    /// keeps `next`'s rows as the last frame. The rows marked in `unchanged` (from the top) are
+    /// the last frame's, unless it is painted whole.
     fn paint<B: Backend>(
         &mut self,
         backend: &mut B,
         next: &Buffer,
-        unchanged: &Range<u16>,
+        unchanged: &[bool],
     ) -> io::Result<usize> {
         let width = usize::from(next.area.width).max(1);
         let height = usize::from(next.area.height);
@@ -115,13 +121,14 @@ impl Painter {
         }
         let mut updates: Vec<(u16, u16, &Cell)> = Vec::new();
         let mut rows = 0;
-        for ((row, y), kept) in next
+        for (((row, y), kept), &same) in next
             .content
             .chunks(width)
             .zip(next.area.top()..next.area.bottom())
             .zip(self.last.iter_mut())
+            .zip(unchanged.iter().chain(std::iter::repeat(&false)))
         {
-            if !whole && unchanged.contains(&y) {
+            if !whole && same {
                 continue;
             }
             self.scratch.clear();
@@ -129,9 +136,15 @@ impl Painter {
             if !whole && *kept == self.scratch {
                 continue;
             }
+            // The cells that changed, where the row the terminal shows is known; else all.
+            let cells = if whole {
+                None
+            } else {
+                cells_to_write(row, &self.scratch, kept)
+            };
             std::mem::swap(kept, &mut self.scratch);
             rows += 1;
-            row_updates(row, next.area.left(), y, &mut updates);
+            row_updates(row, next.area.left(), y, cells.as_deref(), &mut updates);
         }
         if !updates.is_empty() {
             backend.draw(updates.into_iter())?;
@@ -151,9 +164,9 @@ fn drop_spare<B: Backend>(terminal: &mut Terminal<B>) {
 
 /// Appends `row` to `out` so that two rows give the same bytes only when their cells are
 /// alike: each cell's symbol (UTF-8, which never holds the bytes 0xFE and 0xFF), then 0xFF
-/// when its style (colours, modifiers, whether it is skipped) is the cell before's, else 0xFE
-/// and the style's bytes as its derived `Hash` writes them (each field in order, an enum's
-/// variant first, so no style's bytes begin another's).
+/// when its style (colours, modifiers, whether it is skipped) is the cell before's, else 0xFE,
+/// the length of the style's bytes (two bytes) and the style's bytes as its derived `Hash`
+/// writes them. [`Cells`] reads it back, cell by cell.
 fn encode_row(row: &[Cell], out: &mut Vec<u8>) {
     let mut before = None;
     for cell in row {
@@ -163,10 +176,67 @@ fn encode_row(row: &[Cell], out: &mut Vec<u8>) {
             out.push(0xFF);
             continue;
         }
-        out.push(0xFE);
+        out.extend_from_slice(&[0xFE, 0, 0]);
+        let at = out.len();
         style.hash(&mut Bytes(out));
+        let len = u16::try_from(out.len() - at).unwrap_or(u16::MAX);
+        if let Some(slot) = out.get_mut(at - 2..at) {
+            slot.copy_from_slice(&len.to_le_bytes());
+        }
         before = style;
     }
+}
+
+/// The cells of a row [`encode_row`] wrote, each as its symbol's bytes and its style's (the
+/// cell before's, where it says so).
+struct Cells<'a> {
+    rest: &'a [u8],
+    style: &'a [u8],
+}
+
+impl<'a> Cells<'a> {
+    fn of(encoded: &'a [u8]) -> Self {
+        Self {
+            rest: encoded,
+            style: &[],
+        }
+    }
+}
+
+impl<'a> Iterator for Cells<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let end = self.rest.iter().position(|&b| b >= 0xFE)?;
+        let (symbol, tail) = self.rest.split_at(end);
+        let (&mark, tail) = tail.split_first()?;
+        self.rest = tail;
+        if mark == 0xFE {
+            let (len, tail) = self.rest.split_first_chunk::<2>()?;
+            let (style, tail) = tail.split_at_checked(usize::from(u16::from_le_bytes(*len)))?;
+            (self.style, self.rest) = (style, tail);
+        }
+        Some((symbol, self.style))
+    }
+}
+
+/// Which cells of `row` (encoded as `next`) to write over the row the terminal shows (encoded
+/// as `last`), as ratatui's own diff picks them: each that changed, and after a wide character
+/// (before or now) the cells it covered, but those a wide character now covers and those
+/// ratatui marks to be skipped. `None` when `last` is not a row of as many cells.
+fn cells_to_write(row: &[Cell], next: &[u8], last: &[u8]) -> Option<Vec<bool>> {
+    let (mut now, mut before) = (Cells::of(next), Cells::of(last));
+    let mut out = Vec::with_capacity(row.len());
+    let (mut invalidated, mut covered) = (0_usize, 0_usize);
+    for cell in row {
+        let (now, before) = (now.next()?, before.next()?);
+        out.push(!cell.skip && (now != before || invalidated > 0) && covered == 0);
+        let width = cell.symbol().width();
+        let width_before = std::str::from_utf8(before.0).map_or(1, UnicodeWidthStr::width);
+        covered = width.saturating_sub(1);
+        invalidated = width.max(width_before).max(invalidated).saturating_sub(1);
+    }
+    before.next().is_none().then_some(out)
 }
 
 /// A `Hasher` that keeps the bytes it is given: a value's derived `Hash` written out.
@@ -182,9 +252,21 @@ impl Hasher for Bytes<'_> {
     }
 }
 
-/// Every cell of `row` (at `x`, `y`) to write, but those a wide character before them covers
-/// and those ratatui marks to be skipped.
-fn row_updates<'a>(row: &'a [Cell], x: u16, y: u16, out: &mut Vec<(u16, u16, &'a Cell)>) {
+/// The cells of `row` (at `x`, `y`) to write: those `pick` marks, or where it is `None`,
+/// every cell but those a wide character before them covers and those ratatui marks to be
+/// skipped.
+fn row_updates<'a>(
+    row: &'a [Cell],
+    x: u16,
+    y: u16,
+    pick: Option<&[bool]>,
+    out: &mut Vec<(u16, u16, &'a Cell)>,
+) {
+    if let Some(pick) = pick {
+        let picked = row.iter().zip(x..).zip(pick).filter(|(_, p)| **p);
+        out.extend(picked.map(|((cell, cx), _)| (cx, y, cell)));
+        return;
+    }
     let mut covered = 0_usize;
     for (cell, cx) in row.iter().zip(x..) {
         if covered > 0 {
@@ -286,7 +368,7 @@ mod tests {
                 buf.reset();
                 buf.set_string(0, 0, "top", Style::default());
                 buf.set_string(0, 1, middle, Style::default());
-                (holds_last, 1..2)
+                (holds_last, vec![false, true, false])
             })
             .unwrap()
         };
@@ -382,5 +464,36 @@ mod tests {
         ) {
             prop_assert_eq!(encoded(&a) == encoded(&b), a == b);
         }
+
+        /// The cells written over a row are those ratatui's own diff of the two rows picks,
+        /// wide characters, their covered cells and skipped cells included.
+        #[test]
+        fn the_cells_written_are_ratatuis_diff(
+            (a, b) in (1_usize..8).prop_flat_map(|n| (
+                proptest::collection::vec(any_cell(), n),
+                proptest::collection::vec(any_cell(), n),
+            )),
+        ) {
+            let area = Rect::new(0, 0, u16::try_from(a.len()).unwrap(), 1);
+            let before = Buffer { area, content: a.clone() };
+            let now = Buffer { area, content: b.clone() };
+            let theirs: Vec<(u16, u16, Cell)> =
+                before.diff(&now).into_iter().map(|(x, y, c)| (x, y, c.clone())).collect();
+            let pick = cells_to_write(&b, &encoded(&b), &encoded(&a)).unwrap();
+            let mut ours = Vec::new();
+            row_updates(&b, 0, 0, Some(&pick), &mut ours);
+            let ours: Vec<(u16, u16, Cell)> =
+                ours.into_iter().map(|(x, y, c)| (x, y, c.clone())).collect();
+            prop_assert_eq!(ours, theirs);
+        }
+    }
+
+    /// A row of another length than the one painted is written whole.
+    #[test]
+    fn a_row_of_another_length_is_not_diffed() {
+        let r = Color::Reset;
+        let row = [cell("a", r, false, false), cell("b", r, false, false)];
+        assert!(cells_to_write(&row, &encoded(&row), &encoded(&row[..1])).is_none());
+        assert!(cells_to_write(&row[..1], &encoded(&row[..1]), &encoded(&row)).is_none());
     }
 }

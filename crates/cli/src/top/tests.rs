@@ -612,31 +612,31 @@ fn refreshes_that_print_the_same_figures_draw_alike() {
         let ram = Ok(HostMemory::new(24 * GIB, Some(available)));
         b.screen(&f, |_| BTreeMap::new(), ram, &me(cpu_ms), None)
     };
+    let alike = |a: &Screen, b: &Screen| {
+        super::draw::draws_alike(a, b, None, std::time::Duration::from_secs(1))
+    };
     // The GPU history fills first: while it grows, each refresh is drawn.
     let mut b = Builder::default();
     let mut last = screen(&mut b, 0, 18 * GIB, 0, 2 * GIB);
     let mut grown = screen(&mut b, 1, 18 * GIB, 0, 2 * GIB);
-    assert!(!super::draw::draws_alike(&last, &grown), "the history grew");
+    assert!(!alike(&last, &grown), "the history grew");
     for t in 2..=super::model::HISTORY as u64 + 1 {
         last = grown;
         grown = screen(&mut b, t, 18 * GIB, 0, 2 * GIB);
     }
-    assert!(
-        super::draw::draws_alike(&last, &grown),
-        "a full, flat history"
-    );
+    assert!(alike(&last, &grown), "a full, flat history");
     // 1 MiB less available RAM prints as 18.0 GiB still.
-    let alike = screen(&mut b, 700, 18 * GIB - MIB, 0, 2 * GIB);
-    assert!(super::draw::draws_alike(&grown, &alike));
+    let same_ram = screen(&mut b, 700, 18 * GIB - MIB, 0, 2 * GIB);
+    assert!(alike(&grown, &same_ram));
     let ram_moved = screen(&mut b, 701, 17 * GIB, 0, 2 * GIB);
-    assert!(!super::draw::draws_alike(&alike, &ram_moved));
+    assert!(!alike(&same_ram, &ram_moved));
     // Its own CPU share (0.0% at t=701 and t=702, then 1 s of CPU in 1 s).
     let still = screen(&mut b, 702, 17 * GIB, 0, 2 * GIB);
     let busy = screen(&mut b, 703, 17 * GIB, 1000, 2 * GIB);
-    assert!(super::draw::draws_alike(&ram_moved, &still));
-    assert!(!super::draw::draws_alike(&still, &busy));
+    assert!(alike(&ram_moved, &still));
+    assert!(!alike(&still, &busy));
     let procs_moved = screen(&mut b, 704, 17 * GIB, 1000, 3 * GIB);
-    assert!(!super::draw::draws_alike(&busy, &procs_moved));
+    assert!(!alike(&busy, &procs_moved));
     // A look for ghosts: what it found is drawn, what it read to find it is not.
     let look = |evidence: &str, bytes: u64| {
         let mut ghost = hypomnesis::Ghost::new(hypomnesis::GhostClass::Idle, 0, Some(4242), bytes);
@@ -648,15 +648,72 @@ fn refreshes_that_print_the_same_figures_draw_alike() {
         s
     };
     let found = look("idle for 30 s", 2 * GIB);
-    assert!(!super::draw::draws_alike(&procs_moved, &found));
-    assert!(super::draw::draws_alike(
-        &found,
-        &look("idle for 40 s", 2 * GIB)
-    ));
-    assert!(!super::draw::draws_alike(
-        &found,
-        &look("idle for 40 s", GIB)
-    ));
+    assert!(!alike(&procs_moved, &found));
+    assert!(alike(&found, &look("idle for 40 s", 2 * GIB)));
+    assert!(!alike(&found, &look("idle for 40 s", GIB)));
+}
+
+/// On a terminal of known width, a GPU's history is compared as its line shows it: once the
+/// line is full, a flat history that grows (and is kept up to ten minutes) draws alike, and a
+/// point that moves on the line does not; a point that has left the line is not compared.
+#[test]
+fn a_history_is_compared_as_its_line_shows_it() {
+    let mut b = Builder::default();
+    let mut screen = |t: u64, used: u64| {
+        let mut rows = vec![row(4242, 0, 2 * GIB, GpuContextKind::Compute, "python3")];
+        rows[0].used_bytes = used;
+        let f = frame(t, vec![(h200(0, 100 * GIB - used), rows)]);
+        let ram = Ok(HostMemory::new(24 * GIB, Some(18 * GIB)));
+        b.screen(&f, |_| BTreeMap::new(), ram, &me(0), None)
+    };
+    let second = std::time::Duration::from_secs(1);
+    let alike = |a: &Screen, b: &Screen, width| super::draw::draws_alike(a, b, width, second);
+    let (w, _) = render(&screen(0, 2 * GIB), &ViewState::default(), 60, 20);
+    assert!(w.contains("used, 1 sample"), "{w}");
+    let mut screens = vec![screen(1, 2 * GIB)];
+    for t in 2..120 {
+        screens.push(screen(t, 2 * GIB));
+    }
+    // 60 cells: at most 42 points, fewer beside the label; the label stops at 41 s.
+    let growing = screens
+        .windows(2)
+        .position(|p| alike(&p[0], &p[1], Some(60)));
+    let full = growing.unwrap();
+    assert!((30..45).contains(&full), "alike from refresh {full}");
+    assert!(
+        screens
+            .windows(2)
+            .skip(full)
+            .all(|p| alike(&p[0], &p[1], Some(60))),
+        "a full, flat line"
+    );
+    assert!(
+        !alike(&screens[100], &screens[101], None),
+        "the whole history still grows"
+    );
+    assert!(
+        !alike(&screens[100], &screens[101], Some(200)),
+        "a wider line grows"
+    );
+    // The GPU's used memory moved: its figures and the latest point.
+    let moved = screen(120, 3 * GIB);
+    assert!(!alike(&screens[118], &moved, Some(60)));
+    // The history line changes at each refresh until the points before the move have left it.
+    let mut last = moved;
+    let mut changed_at = Vec::new();
+    for t in 121..200 {
+        let next = screen(t, 3 * GIB);
+        if !alike(&last, &next, Some(60)) {
+            changed_at.push(t);
+        }
+        last = next;
+    }
+    assert_eq!(
+        changed_at,
+        (121..121 + changed_at.len() as u64).collect::<Vec<_>>()
+    );
+    assert!((30..45).contains(&changed_at.len()), "{changed_at:?}");
+    assert!(alike(&last, &screen(200, 3 * GIB), Some(60)));
 }
 
 /// A unified GPU's figures are the host's pool, and the view says so; a coherent one's are

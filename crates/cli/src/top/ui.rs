@@ -54,10 +54,11 @@ impl Ui {
         }
     }
 
-    /// Takes a refresh in; the selection follows its process. Whether the selection moved
-    /// (the view the sampling thread reads changed).
-    pub fn take(&mut self, r: Refresh) -> bool {
-        self.dirty |= !draw::draws_alike(&self.screen, &r.screen);
+    /// Takes a refresh in (made every `interval`); the selection follows its process. Whether
+    /// the selection moved (the view the sampling thread reads changed).
+    pub fn take(&mut self, r: Refresh, interval: Duration) -> bool {
+        let width = self.painter.width();
+        self.dirty |= !draw::draws_alike(&self.screen, &r.screen, width, interval);
         (self.screen, self.fresh.taken) = (r.screen, Some(r.taken));
         let before = (self.state.top, self.state.selected);
         self.state

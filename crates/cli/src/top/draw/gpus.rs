@@ -4,11 +4,11 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Color;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Sparkline;
+use ratatui::widgets::{Sparkline, Widget};
 
 use super::{FREE, HELD, HIDDEN, RESERVED, Theme, human};
 use crate::top::model::{Bar, Gpu, Screen};
@@ -24,6 +24,7 @@ pub(super) fn gpu_lines<'a>(
     theme: &Theme,
     width: u16,
     height: u16,
+    interval: Duration,
 ) -> Vec<GpuLine<'a>> {
     let gpus = match &screen.gpus {
         Ok(g) => g,
@@ -38,7 +39,10 @@ pub(super) fn gpu_lines<'a>(
     for detail in [Detail::Full, Detail::Bar, Detail::Title] {
         let lines: Vec<GpuLine<'a>> = gpus
             .iter()
-            .flat_map(|g| gpu_block(g, detail, state.gpu == Some(g.index), theme, width))
+            .flat_map(|g| {
+                let picked = state.gpu == Some(g.index);
+                gpu_block(g, detail, picked, theme, width, interval)
+            })
             .collect();
         if lines.len() <= budget || detail == Detail::Title {
             return lines;
@@ -83,7 +87,7 @@ pub(super) enum Detail {
 /// A line of the GPU part: text, or a GPU's history (drawn by the sparkline widget).
 pub(super) enum GpuLine<'a> {
     Text(Line<'a>),
-    History(&'a Gpu),
+    History(History),
 }
 
 fn gpu_block<'a>(
@@ -92,6 +96,7 @@ fn gpu_block<'a>(
     picked: bool,
     theme: &Theme,
     width: u16,
+    interval: Duration,
 ) -> Vec<GpuLine<'a>> {
     let mut out = vec![GpuLine::Text(title(g, picked, theme))];
     let Some(bar) = g.bar else {
@@ -103,7 +108,7 @@ fn gpu_block<'a>(
     out.push(GpuLine::Text(bar_line(&bar, theme, usize::from(width))));
     if detail == Detail::Full {
         out.push(GpuLine::Text(legend(&bar, theme)));
-        out.push(GpuLine::History(g));
+        out.push(GpuLine::History(History::of(g, theme, width, interval)));
         for m in &g.mig {
             out.push(GpuLine::Text(mig_line(m)));
         }
@@ -281,25 +286,73 @@ fn mig_line<'a>(m: &hypomnesis::MigGpuInstance) -> Line<'a> {
     Line::raw(format!("  MIG GI {id} {profile}  {figures}"))
 }
 
-pub(super) fn draw_gpus(
-    f: &mut Frame<'_>,
-    area: Rect,
-    lines: Vec<GpuLine<'_>>,
-    theme: &Theme,
-    interval: Duration,
-) {
-    let rows = Layout::vertical(lines.iter().map(|_| Constraint::Length(1))).split(area);
-    for (line, rect) in lines.into_iter().zip(rows.iter()) {
-        match line {
-            GpuLine::Text(l) => f.render_widget(super::Rows(vec![l]), *rect),
-            GpuLine::History(g) => draw_history(f, *rect, g, theme, interval),
+/// A GPU's history line as drawn: the used memory over the last refreshes, scaled to the
+/// total, with its span as a label. Two alike draw the same cells.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct History {
+    /// The latest points, one a cell of the sparkline.
+    points: Vec<u64>,
+    /// The sparkline's full height: the GPU's total.
+    max: u64,
+    label: String,
+    spark: Style,
+    dim: Style,
+}
+
+impl History {
+    fn of(g: &Gpu, theme: &Theme, width: u16, interval: Duration) -> Self {
+        let (label, points) = shown_history(g, width, interval);
+        Self {
+            points: points.to_vec(),
+            max: g.bar.map_or(1, |b| b.total.max(1)),
+            label,
+            spark: theme.held(),
+            dim: theme.dim(),
         }
+    }
+
+    /// Draws it on the row `rect`.
+    pub(super) fn render(&self, buf: &mut Buffer, rect: Rect) {
+        let (spark, text) = history_areas(rect, &self.label);
+        Sparkline::default()
+            .data(&self.points)
+            .max(self.max)
+            .style(self.spark)
+            .render(spark, buf);
+        super::Rows(vec![Line::from(Span::styled(
+            self.label.as_str(),
+            self.dim,
+        ))])
+        .render(text, buf);
     }
 }
 
-/// The used memory over the last refreshes, scaled to the total, with its span as a label.
-fn draw_history(f: &mut Frame<'_>, rect: Rect, g: &Gpu, theme: &Theme, interval: Duration) {
-    let cells = usize::from(rect.width.saturating_sub(18));
+/// Whether GPUs `a` and `b` draw alike on a terminal `width` wide: every figure alike, and
+/// their histories as their lines show them.
+pub(super) fn drawn_alike(a: &Gpu, b: &Gpu, width: u16, interval: Duration) -> bool {
+    // Every field named: one added later is compared, or left out, on purpose.
+    let Gpu {
+        index,
+        info,
+        bar,
+        history: _,
+        mig,
+        listed,
+        util,
+    } = a;
+    *index == b.index
+        && *info == b.info
+        && *bar == b.bar
+        && *mig == b.mig
+        && *listed == b.listed
+        && *util == b.util
+        && shown_history(a, width, interval) == shown_history(b, width, interval)
+}
+
+/// What the history line of `g` shows on a row `width` wide: its label, and the latest points
+/// of the history, as many as the sparkline beside the label has cells.
+pub(super) fn shown_history(g: &Gpu, width: u16, interval: Duration) -> (String, &[u64]) {
+    let cells = usize::from(width.saturating_sub(18));
     let n = g.history.len().min(cells);
     let span = interval.saturating_mul(u32::try_from(n.saturating_sub(1)).unwrap_or(u32::MAX));
     let label = if n <= 1 {
@@ -307,26 +360,51 @@ fn draw_history(f: &mut Frame<'_>, rect: Rect, g: &Gpu, theme: &Theme, interval:
     } else {
         format!(" used, last {}", human(span))
     };
-    let label_width = u16::try_from(label.chars().count()).unwrap_or(0);
-    let [spark, text] =
-        Layout::horizontal([Constraint::Min(0), Constraint::Length(label_width)]).areas(rect);
-    let cells = usize::from(spark.width);
-    let data: Vec<u64> = g
+    let (spark, _) = history_areas(Rect::new(0, 0, width, 1), &label);
+    let shown = usize::from(spark.width);
+    let points = g
         .history
-        .iter()
-        .skip(g.history.len().saturating_sub(cells))
-        .copied()
-        .collect();
-    let total = g.bar.map_or(1, |b| b.total.max(1));
-    f.render_widget(
-        Sparkline::default()
-            .data(&data)
-            .max(total)
-            .style(theme.held()),
-        spark,
-    );
-    f.render_widget(
-        super::Rows(vec![Line::from(Span::styled(label, theme.dim()))]),
-        text,
-    );
+        .get(g.history.len().saturating_sub(shown)..)
+        .unwrap_or_default();
+    (label, points)
+}
+
+/// The sparkline's part of a history row, and its label's: the label at the right, whole
+/// where the row has room (the split `Layout` makes of `[Min(0), Length(label)]`, without its
+/// solver, which cost as much as the rest of a refresh's comparison of two views).
+fn history_areas(rect: Rect, label: &str) -> (Rect, Rect) {
+    let label_width = u16::try_from(label.chars().count())
+        .unwrap_or(u16::MAX)
+        .min(rect.width);
+    let spark = Rect {
+        width: rect.width - label_width,
+        ..rect
+    };
+    let text = Rect {
+        x: rect.x + spark.width,
+        width: label_width,
+        ..rect
+    };
+    (spark, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratatui::layout::{Constraint, Layout};
+
+    /// The history row splits as ratatui's layout splits it, label or row the wider.
+    #[test]
+    fn the_history_row_splits_as_the_layout_does() {
+        for width in 0..120 {
+            for len in 0..40 {
+                let label = "x".repeat(len);
+                let rect = Rect::new(3, 7, width, 1);
+                let lw = u16::try_from(len).unwrap_or(u16::MAX);
+                let [spark, text] =
+                    Layout::horizontal([Constraint::Min(0), Constraint::Length(lw)]).areas(rect);
+                assert_eq!(history_areas(rect, &label), (spark, text), "{width} {len}");
+            }
+        }
+    }
 }

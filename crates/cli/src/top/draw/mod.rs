@@ -3,7 +3,6 @@
 //! last frame ([`draw_over`]), it leaves a process table that would come out the same; the
 //! frame is then what drawing it whole gives (`crates/cli/src/top/tests/over.rs`).
 
-use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,9 +21,11 @@ use crate::view::printable::printable;
 
 mod detail;
 pub(super) mod gpus;
+mod rows;
 mod table;
 
-use gpus::{draw_gpus, gpu_lines};
+use gpus::{GpuLine, gpu_lines};
+use rows::Row;
 use table::{TableKey, table_lines};
 
 /// Lines drawn one to a row and cut at the area's width: what `Paragraph` draws for lines
@@ -36,12 +37,17 @@ pub(super) struct Rows<'a>(pub Vec<Line<'a>>);
 impl Widget for Rows<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         for (line, y) in self.0.iter().zip(area.top()..area.bottom()) {
-            if line.style != Style::default() {
-                buf.set_style(Rect::new(area.x, y, area.width, 1), line.style);
-            }
-            set_line(buf, area.x, y, line, area.width);
+            line_row(buf, Rect::new(area.x, y, area.width, 1), line);
         }
     }
+}
+
+/// `line` drawn on the row `rect` as [`Rows`] draws each of its lines.
+pub(super) fn line_row(buf: &mut Buffer, rect: Rect, line: &Line<'_>) {
+    if line.style != Style::default() {
+        buf.set_style(rect, line.style);
+    }
+    set_line(buf, rect.x, rect.y, line, rect.width);
 }
 
 /// `Buffer::set_line`, with its spans of ASCII text set a byte to a cell: a printable ASCII
@@ -177,13 +183,16 @@ pub fn draw(
 pub struct Drawn {
     /// `None` when no table was drawn, or something was drawn over it (help, a question).
     table: Option<TableKey>,
+    /// What each row above the table was drawn from (none when the frame was not this view).
+    rows: rows::Memo,
 }
 
 /// Draws the view over the frame `drawn` says was drawn last, when `holds_last` (the frame's
 /// buffer still holds it): a process table that would come out the same is left as it is,
-/// neither cleared nor drawn again (most refreshes change the GPU lines and not the table);
-/// all else is cleared and drawn. Returns where the table is, and the rows left as they were
-/// (none when the whole frame was drawn).
+/// neither cleared nor drawn again, and so is each line above it that would (most refreshes
+/// change a GPU's history line and nothing else); all else is cleared and drawn. Returns where
+/// the table is, and which rows (from the top) were left as they were: none when the whole
+/// frame was drawn.
 pub fn draw_over(
     f: &mut Frame<'_>,
     screen: &Screen,
@@ -192,8 +201,9 @@ pub fn draw_over(
     late: Option<&Late>,
     drawn: &mut Drawn,
     holds_last: bool,
-) -> (Rect, Range<u16>) {
+) -> (Rect, Vec<bool>) {
     let last = drawn.table.take();
+    let last_rows = std::mem::take(&mut drawn.rows);
     let area = f.area();
     let theme = Theme { color: state.color };
     let inspected = state
@@ -201,30 +211,10 @@ pub fn draw_over(
         .then(|| state.selected_proc(&screen.procs))
         .flatten();
     if let Some(p) = inspected {
-        f.buffer_mut().reset();
-        // The details take the whole view below the title line.
-        let [head, rest] =
-            Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
-        f.render_widget(
-            Rows(vec![header(screen, state, &theme, interval, late)]),
-            head,
-        );
-        let started = screen
-            .focus
-            .as_ref()
-            .filter(|f| f.pid == p.pid)
-            .and_then(|f| f.age)
-            .map(|age| format!("{} ago", human(age)));
-        f.render_widget(
-            Rows(detail::detail_lines(screen, p, started, &theme, rest.width)),
-            rest,
-        );
-        if let Some(c) = &state.confirm {
-            draw_confirm(f, area, c);
-        }
-        return (rest, 0..0);
+        let rest = draw_details(f, screen, state, (&theme, interval, late), p);
+        return (rest, Vec::new());
     }
-    let gpu_lines = gpu_lines(screen, state, &theme, area.width, area.height);
+    let gpu_lines = gpu_lines(screen, state, &theme, area.width, area.height, interval);
     let gpu_height = u16::try_from(gpu_lines.len()).unwrap_or(u16::MAX);
     let ghosts = ghost_line(screen, &theme);
     let [head, gpus, ram, key, table] = Layout::vertical([
@@ -237,24 +227,42 @@ pub fn draw_over(
     .areas(area);
     let overlaid = state.confirm.is_some() || state.help;
     let now = (!overlaid).then(|| TableKey::new(screen, state, table));
-    let keep = holds_last && now.is_some() && last == now;
-    let kept = if keep {
-        clear_rows_but(f.buffer_mut(), table.top()..table.bottom());
-        table.top()..table.bottom()
-    } else {
+    // Over the last frame where it was this view at this size, with nothing drawn over it.
+    let over = holds_last && !overlaid && last_rows.holds(area.height);
+    if !over {
         f.buffer_mut().reset();
-        0..0
-    };
-    f.render_widget(
-        Rows(vec![header(screen, state, &theme, interval, late)]),
-        head,
-    );
-    draw_gpus(f, gpus, gpu_lines, &theme, interval);
-    f.render_widget(Rows(vec![ram_line(screen, &theme)]), ram);
-    if let Some(line) = ghosts {
-        f.render_widget(Rows(vec![line]), key);
     }
-    if !keep {
+    let header = header(screen, state, &theme, interval, late);
+    let lines = lines_above(
+        header,
+        (gpus, gpu_lines),
+        ram_line(screen, &theme),
+        ghosts,
+        [head, ram, key],
+    );
+    let mut kept = vec![false; usize::from(area.height)];
+    let table_rows = table.top()..table.bottom();
+    let memo = rows::draw_rows(
+        f.buffer_mut(),
+        area,
+        lines,
+        last_rows,
+        over,
+        &table_rows,
+        &mut kept,
+    );
+    if over && now.is_some() && last == now {
+        for k in kept
+            .iter_mut()
+            .skip(usize::from(table.y.saturating_sub(area.y)))
+            .take(usize::from(table.height))
+        {
+            *k = true;
+        }
+    } else {
+        if over {
+            rows::clear(f.buffer_mut(), table_rows);
+        }
         f.render_widget(Rows(table_lines(screen, state, &theme, table)), table);
     }
     if let Some(c) = &state.confirm {
@@ -264,18 +272,75 @@ pub fn draw_over(
         draw_help(f, area, state.group.is_some());
     }
     drawn.table = now;
+    drawn.rows = if overlaid {
+        rows::Memo::default()
+    } else {
+        memo
+    };
     (table, kept)
 }
 
-/// Resets every cell of `buf` outside the rows `keep`.
-fn clear_rows_but(buf: &mut Buffer, keep: Range<u16>) {
-    let width = usize::from(buf.area.width);
-    let top = buf.area.top();
-    for (row, y) in buf.content.chunks_mut(width.max(1)).zip(top..) {
-        if !keep.contains(&y) {
-            row.iter_mut().for_each(ratatui::buffer::Cell::reset);
-        }
+/// The details of process `p`, which take the whole view below the title line; returns where
+/// they are.
+fn draw_details(
+    f: &mut Frame<'_>,
+    screen: &Screen,
+    state: &ViewState,
+    (theme, interval, late): (&Theme, Duration, Option<&Late>),
+    p: &super::model::Proc,
+) -> Rect {
+    f.buffer_mut().reset();
+    let area = f.area();
+    let [head, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
+    f.render_widget(
+        Rows(vec![header(screen, state, theme, interval, late)]),
+        head,
+    );
+    let started = screen
+        .focus
+        .as_ref()
+        .filter(|f| f.pid == p.pid)
+        .and_then(|f| f.age)
+        .map(|age| format!("{} ago", human(age)));
+    f.render_widget(
+        Rows(detail::detail_lines(screen, p, started, theme, rest.width)),
+        rest,
+    );
+    if let Some(c) = &state.confirm {
+        draw_confirm(f, area, c);
     }
+    rest
+}
+
+/// The lines above the table, each with its row: the header, the GPU part's lines (as many as
+/// its area has rows), the RAM line and the ghosts' key, where their areas have room.
+fn lines_above<'a>(
+    header: Line<'a>,
+    (gpus, gpu_lines): (Rect, Vec<GpuLine<'a>>),
+    ram_line: Line<'a>,
+    ghosts: Option<Line<'a>>,
+    [head, ram, key]: [Rect; 3],
+) -> Vec<(u16, Row<'a>)> {
+    let mut lines = Vec::with_capacity(gpu_lines.len() + 3);
+    lines.push((head, Row::Text(header)));
+    let gpu_rows = (gpus.top()..gpus.bottom()).map(|y| Rect {
+        y,
+        height: 1,
+        ..gpus
+    });
+    lines.extend(gpu_rows.zip(gpu_lines).map(|(rect, line)| match line {
+        GpuLine::Text(l) => (rect, Row::Text(l)),
+        GpuLine::History(h) => (rect, Row::History(h)),
+    }));
+    lines.push((ram, Row::Text(ram_line)));
+    if let Some(line) = ghosts {
+        lines.push((key, Row::Text(line)));
+    }
+    lines
+        .into_iter()
+        .filter(|(rect, _)| rect.height > 0)
+        .map(|(rect, row)| (rect.y, row))
+        .collect()
 }
 
 /// The question before a signal goes: which process, which signal, and the keys.
@@ -382,11 +447,21 @@ fn ram_texts(screen: &Screen) -> (String, String) {
 
 /// Whether two refreshes draw the same view: every figure they show alike, the host's RAM and
 /// this view's own footprint as the RAM line prints them (their bytes move at every refresh,
-/// their printed figures seldom). A view that would draw alike is not drawn again, which in a
-/// steady view (once the GPU history's span stops growing) is most refreshes.
-pub fn draws_alike(a: &Screen, b: &Screen) -> bool {
-    a.gpus == b.gpus
-        && (Arc::ptr_eq(&a.procs, &b.procs) || a.procs == b.procs)
+/// their printed figures seldom), and each GPU's history as its line shows it on a terminal
+/// `width` wide (`None`: not known yet, the whole history compared). A view that would draw
+/// alike is not drawn again, which in a steady view (once the GPU history's line is full, after
+/// a refresh per cell of it) is most refreshes.
+pub fn draws_alike(a: &Screen, b: &Screen, width: Option<u16>, interval: Duration) -> bool {
+    let gpus = match (&a.gpus, &b.gpus, width) {
+        (Ok(x), Ok(y), Some(width)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|(x, y)| gpus::drawn_alike(x, y, width, interval))
+        }
+        _ => a.gpus == b.gpus,
+    };
+    gpus && (Arc::ptr_eq(&a.procs, &b.procs) || a.procs == b.procs)
         && a.focus == b.focus
         && drawn_ghosts(a) == drawn_ghosts(b)
         && ram_texts(a) == ram_texts(b)
