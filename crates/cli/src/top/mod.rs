@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use hypomnesis::{ContextParts, ProcessContext};
+use hypomnesis::ProcessContext;
 use ratatui::crossterm::event::{
     self, DisableMouseCapture, EnableMouseCapture, Event, MouseButton, MouseEvent, MouseEventKind,
 };
@@ -475,9 +475,6 @@ fn sample_loop(
     let sampler = Sampler::new(want);
     let mut builder = Builder::default();
     let mut lasting = lasting::Lasting::default();
-    let mut me = hypomnesis::sampling::ContextReader::new();
-    // Asked once: `getpid` is a system call.
-    let own_pid = std::process::id();
     let mut ghosts = ghosts::GhostLook::default();
     let mut next = Instant::now();
     // Without a GPU the table lists the host's processes by RSS (Linux): the sampler follows
@@ -501,7 +498,7 @@ fn sample_loop(
                     )
                 },
                 hypomnesis::host_memory().map_err(|e| e.to_string()),
-                &own_context(&mut me, own_pid),
+                &own_context(),
                 view.0.selected.map(|s| s.pid),
             );
             screen.ghosts = ghosts.refresh(&frame);
@@ -613,24 +610,13 @@ fn contexts(
     lasting.read(read, containers, |pid| listed.contains(&pid))
 }
 
-/// This process's (`pid`'s) RSS and CPU time. On Linux the RSS is the library's, from this
-/// process's `statm` kept open, where `reader` would read `stat`, for which the kernel also
-/// sums the CPU times of each of this process's threads (at 20 processes, one of a refresh's
-/// 21 `stat` reads, and the only one of a process with several threads). Elsewhere `reader`
-/// answers.
-fn own_context(reader: &mut hypomnesis::sampling::ContextReader, pid: u32) -> ProcessContext {
-    let mut ctx = if cfg!(target_os = "linux") {
-        ProcessContext::default()
-    } else {
-        let mut parts = ContextParts::NONE;
-        parts.rss = true;
-        reader.read(&[pid], parts).pop().unwrap_or_default()
-    };
-    if ctx.rss_bytes.is_none() {
-        ctx.rss_bytes = hypomnesis::process_rss().ok();
-    }
-    // At the clock's resolution, not in `stat`'s 10 ms ticks (which made 0.0% and 1.0% by
-    // turns, and a view that changed at every refresh).
+/// This process's RSS and CPU time, from the library: the RSS from `/proc/self/statm` kept
+/// open on Linux (not `stat`, for which the kernel also sums each of this process's threads'
+/// CPU times), the CPU time at the clock's resolution, not in `stat`'s 10 ms ticks (which made
+/// 0.0% and 1.0% by turns, and a view that changed at every refresh).
+fn own_context() -> ProcessContext {
+    let mut ctx = ProcessContext::default();
+    ctx.rss_bytes = hypomnesis::process_rss().ok();
     ctx.cpu_time = hypomnesis::process_cpu_time().ok();
     ctx
 }
