@@ -319,11 +319,8 @@ impl History {
             .max(self.max)
             .style(self.spark)
             .render(spark, buf);
-        super::Rows(vec![Line::from(Span::styled(
-            self.label.as_str(),
-            self.dim,
-        ))])
-        .render(text, buf);
+        let label = Line::from(Span::styled(self.label.as_str(), self.dim));
+        super::line_row(buf, text, &label);
     }
 }
 

@@ -1,7 +1,8 @@
 //! Drawing `hmn top`: a function of the sampled [`Screen`] and the [`ViewState`], into any
 //! ratatui frame (the terminal's, or the test backend's in the snapshot tests). Drawn over the
-//! last frame ([`draw_over`]), it leaves a process table that would come out the same; the
-//! frame is then what drawing it whole gives (`crates/cli/src/top/tests/over.rs`).
+//! last frame ([`draw_over`]), it leaves a process table, and each line above it, that would
+//! come out the same; the frame is then what drawing it whole gives
+//! (`crates/cli/src/top/tests/over.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
