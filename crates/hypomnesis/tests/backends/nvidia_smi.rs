@@ -55,6 +55,8 @@ fn child() {
         "lost_gpu" => lost_gpu(),
         "probe" => probe(),
         "probe_failing" => probe_failing(),
+        #[cfg(target_os = "linux")]
+        "exit_mid_run" => exit_mid_run(),
         other => panic!("unknown case {other}"),
     }
 }
@@ -270,6 +272,93 @@ fn hang() {
         "one run, then none while paused: {:?}",
         runs()
     );
+}
+
+/// The pids the fake `nvidia-smi` wrote in `FAKE_SMI_PID_DIR`, one file each.
+#[cfg(target_os = "linux")]
+fn started_pids(dir: &std::path::Path) -> Vec<u32> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Runs after the library's own exit handler (registered before it): holds the exit up, as a
+/// loaded machine may, so that a run started after that handler would have time to start.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)] // an exit handler is an extern "C" fn
+extern "C" fn linger_at_exit() {
+    std::thread::sleep(Duration::from_millis(500));
+}
+
+/// The process exits while one thread waits on a hung `nvidia-smi` and another waits for its
+/// turn to run one: the hung one is killed on the way out, and the waiting one starts none.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)] // atexit, to hold the exit up
+fn exit_mid_run() {
+    // SAFETY: an `extern "C" fn()` that does not unwind; registered before any run, so it runs
+    // after the handler the library registers at its first run.
+    assert_eq!(unsafe { libc::atexit(linger_at_exit) }, 0);
+    let dir = PathBuf::from(env("FAKE_SMI_PID_DIR"));
+    std::thread::spawn(|| hypomnesis::device_info(0));
+    let t = Instant::now();
+    while started_pids(&dir).is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "nvidia-smi never ran"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::spawn(hypomnesis::device_count);
+    // The second caller is now waiting for the hung run to end.
+    std::thread::sleep(Duration::from_millis(200));
+    std::process::exit(0);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn no_nvidia_smi_outlives_an_exit_in_the_middle_of_a_run() {
+    let dir = std::env::temp_dir().join(format!("hmn-smi-exit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cmd = support::child_command(module_path!());
+    cmd.env("HMN_CHILD", "exit_mid_run")
+        .env("HYPOMNESIS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1")
+        .env("HYPOMNESIS_NVIDIA_SMI", fake_smi())
+        .env("HYPOMNESIS_NVIDIA_SMI_TIMEOUT", "60s")
+        .env("FAKE_SMI_CAPTURE", l40s())
+        .env("FAKE_SMI_MODE", "hang")
+        .env("FAKE_SMI_PID_DIR", &dir)
+        .env("HYPOMNESIS_SYSFS", support::empty_dir())
+        .env_remove("HYPOMNESIS_PROCFS")
+        .env_remove("FAKE_SMI_LOG");
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let started = started_pids(&dir);
+    assert!(!started.is_empty(), "nvidia-smi never ran");
+    // Killed, a process takes a moment to be gone (or a zombie) on a loaded machine.
+    for pid in &started {
+        let alive = || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.rsplit_once(')')
+                .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+        };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            !alive(),
+            "nvidia-smi {pid} outlived the process that ran it (all: {started:?})"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `probe_source` asks nvidia-smi one `--query-gpu`; `sources_where` leaving it out asks it

@@ -3,25 +3,71 @@
 #![allow(unsafe_code)]
 
 use std::os::fd::RawFd;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::sync::{Mutex, OnceLock, PoisonError, TryLockError};
 use std::time::Duration;
 
-/// The process groups of runs in progress.
-static RUNNING: Mutex<Vec<libc::pid_t>> = Mutex::new(Vec::new());
+/// The process groups of runs in progress, and whether this process is on its way out.
+static GROUPS: Mutex<Groups> = Mutex::new(Groups::new());
+
+/// How long the exit handler waits for a run being started (the list is locked only to start
+/// a run or to change the list).
+const EXIT_WAIT: Duration = Duration::from_millis(500);
+
+struct Groups {
+    running: Vec<libc::pid_t>,
+    exiting: bool,
+}
+
+impl Groups {
+    const fn new() -> Self {
+        Self {
+            running: Vec::new(),
+            exiting: false,
+        }
+    }
+
+    /// Starts `cmd` in a process group of its own and remembers the group; on the way out,
+    /// starts nothing (a caller that waited for a killed run would otherwise start one that
+    /// outlives this process).
+    fn spawn(&mut self, cmd: &mut Command) -> std::io::Result<Child> {
+        if self.exiting {
+            return Err(std::io::Error::other(
+                "not started: this process is exiting",
+            ));
+        }
+        let child = cmd.process_group(0).spawn()?;
+        if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
+            self.running.push(pgid);
+        }
+        Ok(child)
+    }
+
+    fn forget(&mut self, pgid: u32) {
+        if let Ok(pgid) = libc::pid_t::try_from(pgid) {
+            self.running.retain(|&p| p != pgid);
+        }
+    }
+
+    /// The way out: each group still running is killed, and no run starts after.
+    fn exit(&mut self) {
+        self.exiting = true;
+        kill_all(&self.running);
+    }
+}
 
 /// Sends SIGKILL to process group `pgid` (nothing happens when none is left).
 pub(super) fn kill(pgid: u32) {
     if let Ok(pgid) = libc::pid_t::try_from(pgid) {
-        // SAFETY: killpg takes plain integers and touches no memory of ours.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
+        kill_all(&[pgid]);
     }
 }
 
-/// Remembers `pgid` as running until [`forget`]: if this process exits meanwhile (a signal
-/// stops `hmn serve` in the middle of a measurement), the group is killed on the way out.
-pub(super) fn remember(pgid: u32) {
+/// Starts `cmd` in a process group of its own, remembered until [`forget`]: if this process
+/// exits meanwhile (a signal stops `hmn serve` in the middle of a measurement), the group is
+/// killed on the way out, and no run starts after that.
+pub(super) fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
     static AT_EXIT: OnceLock<()> = OnceLock::new();
     AT_EXIT.get_or_init(|| {
         // SAFETY: `kill_remembered` is an `extern "C" fn()` that does not unwind.
@@ -29,29 +75,33 @@ pub(super) fn remember(pgid: u32) {
             libc::atexit(kill_remembered);
         }
     });
-    if let Ok(pgid) = libc::pid_t::try_from(pgid) {
-        RUNNING
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(pgid);
-    }
+    GROUPS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .spawn(cmd)
 }
 
 /// The run of `pgid` is over.
 pub(super) fn forget(pgid: u32) {
-    if let Ok(pgid) = libc::pid_t::try_from(pgid) {
-        RUNNING
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|&p| p != pgid);
-    }
+    GROUPS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .forget(pgid);
 }
 
-/// At exit: kills the groups of runs still in progress. Never blocks (another thread may hold
-/// the list) and never unwinds.
+/// At exit: kills the groups of runs still in progress, and lets none start after. Waits at
+/// most [`EXIT_WAIT`] for the list (another thread may be starting a run) and never unwinds.
 extern "C" fn kill_remembered() {
-    if let Ok(groups) = RUNNING.try_lock() {
-        kill_all(&groups);
+    let deadline = std::time::Instant::now() + EXIT_WAIT;
+    loop {
+        match GROUPS.try_lock() {
+            Ok(mut groups) => return groups.exit(),
+            Err(TryLockError::Poisoned(p)) => return p.into_inner().exit(),
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(TryLockError::WouldBlock) => return,
+        }
     }
 }
 
@@ -89,44 +139,60 @@ pub(super) fn readable(fds: &[RawFd], limit: Duration) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
 
-    fn running(pgid: libc::pid_t) -> bool {
-        RUNNING
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(&pgid)
+    fn sleeper() -> Command {
+        let mut c = Command::new("sleep");
+        c.arg("30");
+        c
     }
 
     #[test]
     fn runs_are_remembered_until_forgotten() {
-        // Group ids above any pid_max: no real group is touched.
-        remember(4_000_001);
-        remember(4_000_002);
-        assert!(running(4_000_001) && running(4_000_002));
-        forget(4_000_001);
-        assert!(!running(4_000_001) && running(4_000_002));
-        forget(4_000_002);
-        assert!(!running(4_000_002));
-        remember(u32::MAX); // not a pid_t: not remembered, not a panic
-        assert!(
-            !RUNNING
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .iter()
-                .any(|&p| p < 0)
-        );
+        let mut groups = Groups::new();
+        let mut a = groups.spawn(&mut sleeper()).unwrap();
+        let mut b = groups.spawn(&mut sleeper()).unwrap();
+        let pgid = |c: &Child| libc::pid_t::try_from(c.id()).unwrap();
+        assert_eq!(groups.running, [pgid(&a), pgid(&b)]);
+        // Each in a group of its own.
+        for c in [&a, &b] {
+            // SAFETY: getpgid takes a plain integer.
+            assert_eq!(unsafe { libc::getpgid(pgid(c)) }, pgid(c));
+        }
+        groups.forget(a.id());
+        assert_eq!(groups.running, [pgid(&b)]);
+        groups.forget(u32::MAX); // not a pid_t: nothing forgotten, not a panic
+        assert_eq!(groups.running, [pgid(&b)]);
+        for c in [&mut a, &mut b] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
     }
 
     #[test]
-    fn at_exit_each_group_is_killed() {
-        use std::os::unix::process::{CommandExt, ExitStatusExt};
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        // Not kill_remembered itself: other tests' runs may be in progress.
-        kill_all(&[libc::pid_t::try_from(child.id()).unwrap()]);
+    fn on_the_way_out_each_group_is_killed_and_none_starts() {
+        let mut groups = Groups::new();
+        let mut child = groups.spawn(&mut sleeper()).unwrap();
+        groups.exit();
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+        let dir = std::env::temp_dir().join(format!("hmn-group-exit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mark = dir.join("started");
+        let mut touch = Command::new("touch");
+        touch.arg(&mark);
+        let e = groups.spawn(&mut touch).unwrap_err();
+        assert_eq!(e.to_string(), "not started: this process is exiting");
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!mark.exists(), "a run started on the way out");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_group_is_killed_whole() {
+        let mut child = sleeper().process_group(0).spawn().unwrap();
+        kill(child.id());
         let status = child.wait().unwrap();
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
     }

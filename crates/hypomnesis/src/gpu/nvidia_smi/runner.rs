@@ -132,18 +132,16 @@ impl<R: Read + std::os::fd::AsRawFd> Pipe<R> {
 /// behind), and a group still running when this process exits is killed then.
 #[cfg(unix)]
 pub(crate) fn run(exe: &Path, args: &[&str], timeout: Duration) -> Result<Ran, RunError> {
-    use std::os::unix::process::CommandExt;
     let _waiting = crate::inflight::running(exe);
-    let mut child = Command::new(exe)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(RunError::Spawn)?;
+    let mut child = super::group::spawn(
+        Command::new(exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .map_err(RunError::Spawn)?;
     let group = child.id();
-    super::group::remember(group);
     let outcome = follow(&mut child, timeout);
     if outcome.is_err() {
         // A timed-out run, or one whose pipes a straggler of its group still holds.
