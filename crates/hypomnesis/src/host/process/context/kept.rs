@@ -1,20 +1,12 @@
 //! Processes' changing figures (CPU time and RSS) read through their files kept open: read
 //! again at offset 0, a procfs file is formatted afresh, so a refresh costs one `pread` a file
-//! where opening by path costs a path walk, an open, a read and a close. The RSS comes from
-//! `statm`, as by path: `stat`'s field 24 lags (on Linux 6.18 it read 421 pages of a `sleep`
-//! whose `statm`, `status` and `smaps_rollup`, a walk of its page tables, all said 448), and a
-//! row of `hmn top` moved whenever the same process was read by path instead. The start time
-//! comes from `stat`; the CPU time from the process's CPU clock where the procfs root is this
-//! system's own (as by path), from `stat` elsewhere. An open procfs file names one process:
-//! once it has exited the read fails (and a later process given the same pid is opened afresh),
-//! so a kept file never reads another process.
-//!
-//! Where the clock gives the CPU time and the RSS is asked too, `stat` is read once, for the
-//! start time, and closed: a refresh reads the clock, then `statm`. The clock is read by number,
-//! so every file is opened before it and read after it: a kept file's read that succeeds after
-//! the clock's proves that the number named that file's process all along (a number is given
-//! again only once its process has exited and been reaped, and then the kept file's read
-//! fails); `statm` is opened before `stat` is read, so the start time kept is its process's.
+//! where opening by path costs a path walk, an open, a read and a close. The CPU time (and the
+//! start time) comes from `stat`, the RSS from `statm`, as by path: `stat`'s field 24 lags (on
+//! Linux 6.18 it read 421 pages of a `sleep` whose `statm`, `status` and `smaps_rollup`, a walk
+//! of its page tables, all said 448), and a row of `hmn top` moved whenever the same process
+//! was read by path instead. An open procfs file names one process: once it has exited the read
+//! fails (and a later process given the same pid is opened afresh), so a kept file never reads
+//! another process.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -37,12 +29,11 @@ struct Open {
     file: File,
 }
 
-/// One process's files, each opened when first wanted, and its start time once read.
+/// One process's files, each opened when first wanted.
 #[derive(Default)]
 struct Files {
     stat: Option<Open>,
     statm: Option<Open>,
-    start_time: Option<u64>,
 }
 
 /// What a kept read gives: CPU time and start time (from `stat`), resident bytes (`statm`),
@@ -115,9 +106,8 @@ fn opened<'a>(slot: &'a mut Option<Open>, procfs: &Path, pid: u32, name: &str) -
     slot.as_ref()
 }
 
-/// Reads the CPU time and start time (where `cpu`) and `statm` (where `rss`): `None` when a
-/// read fails, comes back empty or fills the buffer (a file longer than any real one), or does
-/// not parse. See the module's documentation for the order of the reads.
+/// Reads `stat` (where `cpu`) and `statm` (where `rss`) at offset 0: `None` when a read fails,
+/// comes back empty or fills the buffer (a file longer than any real one), or does not parse.
 fn read(
     procfs: &Path,
     pid: u32,
@@ -126,37 +116,12 @@ fn read(
     cpu: bool,
     rss: bool,
 ) -> Option<Changing> {
-    let own = procfs == Path::new("/proc");
     let mut out = Changing::default();
-    // Each file read after the clock is opened before it: see the module's documentation.
-    if rss {
-        opened(&mut files.statm, procfs, pid, "statm")?;
-    }
-    if cpu && !(own && rss && files.start_time.is_some()) {
-        opened(&mut files.stat, procfs, pid, "stat")?;
-    }
     if cpu {
-        let clock = if own {
-            crate::host::process::cputime::cpu_time_of(pid)
-        } else {
-            None
-        };
-        match (clock, files.start_time) {
-            (Some(clock), Some(start)) if rss => {
-                (out.cpu_time, out.start_time) = (Some(clock), Some(start));
-            }
-            _ => {
-                let stat = pread(opened(&mut files.stat, procfs, pid, "stat")?, buf)?;
-                let ticks = parse_stat_cpu_ticks(stat)?;
-                out.start_time = parse_stat(stat).ok().map(|(_, start)| start);
-                out.cpu_time = clock.or_else(|| super::linux::ticks_to_duration(ticks));
-                if clock.is_some() && rss {
-                    // `statm`'s read stands for it from now on.
-                    files.start_time = out.start_time;
-                    files.stat = None;
-                }
-            }
-        }
+        let stat = pread(opened(&mut files.stat, procfs, pid, "stat")?, buf)?;
+        let ticks = parse_stat_cpu_ticks(stat)?;
+        out.start_time = parse_stat(stat).ok().map(|(_, start)| start);
+        out.cpu_time = super::linux::ticks_to_duration(ticks);
     }
     if rss {
         let statm = pread(opened(&mut files.statm, procfs, pid, "statm")?, buf)?;
@@ -232,60 +197,6 @@ mod tests {
         child.wait().unwrap();
     }
 
-    /// Busy for `ms` milliseconds of this thread's CPU.
-    fn spin(ms: u64) {
-        let start = std::time::Instant::now();
-        let mut x = 0_u64;
-        while start.elapsed() < Duration::from_millis(ms) {
-            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
-        }
-    }
-
-    /// On this system's `/proc` the CPU time is the process's clock, at its resolution: between
-    /// this process's own clock read before and after (`stat`'s 10 ms ticks fall behind the
-    /// first). With the RSS asked too, `stat` is read once (for the start time) and closed.
-    #[test]
-    fn the_cpu_time_is_the_process_s_clock_and_stat_is_read_once() {
-        let me = std::process::id();
-        let procfs = Path::new("/proc");
-        let mut kept = Kept::default();
-        spin(25);
-        for round in 0..3 {
-            let before = crate::process_cpu_time().unwrap();
-            let got = kept.read(procfs, me, true, true).unwrap();
-            let after = crate::process_cpu_time().unwrap();
-            let cpu = got.cpu_time.unwrap();
-            assert!(
-                before <= cpu && cpu <= after,
-                "round {round}: {before:?} <= {cpu:?} <= {after:?}"
-            );
-            assert_eq!(
-                got.start_time,
-                crate::process_start_time(me),
-                "round {round}"
-            );
-            assert!(got.rss_bytes.is_some());
-            let files = &kept.by_pid[&me];
-            assert!(
-                files.stat.is_none() && files.statm.is_some(),
-                "round {round}"
-            );
-            spin(12);
-        }
-        // The CPU time alone: `stat` is kept, read after the clock for the start time.
-        let mut alone = Kept::default();
-        let before = crate::process_cpu_time().unwrap();
-        let got = alone.read(procfs, me, true, false).unwrap();
-        let after = crate::process_cpu_time().unwrap();
-        let cpu = got.cpu_time.unwrap();
-        assert!(
-            before <= cpu && cpu <= after,
-            "{before:?} <= {cpu:?} <= {after:?}"
-        );
-        assert_eq!(got.start_time, crate::process_start_time(me));
-        assert!(alone.by_pid[&me].stat.is_some() && alone.by_pid[&me].statm.is_none());
-    }
-
     #[test]
     fn an_exited_process_is_forgotten_and_never_read_as_another() {
         let procfs = Path::new("/proc");
@@ -333,8 +244,6 @@ mod tests {
         );
         let one = got[0].unwrap();
         assert_eq!(one.start_time, Some(42));
-        // Not this system's `/proc`: the CPU time is `stat`'s, 7 + 3 ticks.
-        assert_eq!(one.cpu_time, super::super::linux::ticks_to_duration(10));
         assert_eq!(
             one.rss_bytes,
             Some(6 * crate::host::memory::linux::page_size())

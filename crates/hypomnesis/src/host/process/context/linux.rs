@@ -145,9 +145,7 @@ pub fn context(
         && let Some(b) = read_capped(&dir.join("stat"))
     {
         let stat = String::from_utf8_lossy(&b);
-        ctx.cpu_time = cpu_time(procfs, pid, || {
-            parse_stat_cpu_ticks(&stat).and_then(ticks_to_duration)
-        });
+        ctx.cpu_time = parse_stat_cpu_ticks(&stat).and_then(ticks_to_duration);
         ctx.start_time = crate::host::parse::stat::parse_stat(&stat)
             .ok()
             .map(|(_, start)| start);
@@ -176,22 +174,6 @@ fn container(path: &Path) -> Option<Container> {
         }
     })?;
     found
-}
-
-/// The CPU time of `pid`: from its CPU clock (nanoseconds) where `procfs` is this system's own
-/// `/proc`, whose numbers are this PID namespace's; else (a host's procfs, a recorded one, or
-/// a process gone since) what `ticks` gives from its `stat`. Its 10 ms ticks made a process
-/// using 0.2% of a core show 0.0% and 1.0% by turns in a view refreshed each second.
-pub(super) fn cpu_time(
-    procfs: &Path,
-    pid: u32,
-    ticks: impl FnOnce() -> Option<std::time::Duration>,
-) -> Option<std::time::Duration> {
-    if procfs == Path::new("/proc") {
-        crate::host::process::cputime::cpu_time_of(pid).or_else(ticks)
-    } else {
-        ticks()
-    }
 }
 
 /// Clock ticks (`stat`'s unit for CPU time) as a duration.
@@ -284,37 +266,5 @@ mod tests {
             Some("bob")
         );
         let _ = std::fs::remove_dir_all(&procfs);
-    }
-
-    /// By path too, the CPU time on this system's `/proc` is the process's clock (between this
-    /// process's own before and after), and a copy of its `stat` elsewhere gives its ticks.
-    #[test]
-    fn the_cpu_time_by_path_is_the_clock_on_the_own_procfs_and_ticks_elsewhere() {
-        let me = std::process::id();
-        let mut parts = ContextParts::NONE;
-        parts.cpu_time = true;
-        let start = std::time::Instant::now();
-        while start.elapsed() < std::time::Duration::from_millis(25) {
-            std::hint::black_box(start.elapsed());
-        }
-        let before = crate::process_cpu_time().unwrap();
-        let ctx = context(Path::new("/proc"), me, &BTreeMap::new(), parts);
-        let after = crate::process_cpu_time().unwrap();
-        let cpu = ctx.cpu_time.unwrap();
-        assert!(
-            before <= cpu && cpu <= after,
-            "{before:?} <= {cpu:?} <= {after:?}"
-        );
-        let root = scratch("ticks");
-        std::fs::create_dir_all(root.join("7")).unwrap();
-        std::fs::write(
-            root.join("7/stat"),
-            "7 (x) S 1 1 1 0 -1 0 0 0 0 0 250 50 0 0 20 0 1 0 42 0 5 0\n",
-        )
-        .unwrap();
-        let ctx = context(&root, 7, &BTreeMap::new(), parts);
-        assert_eq!(ctx.cpu_time, ticks_to_duration(300));
-        assert_eq!(ctx.start_time, Some(42));
-        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -3,10 +3,8 @@
 //!
 //! # Platform-specific behaviour
 //!
-//! Linux reads `<procfs>/<pid>/cmdline`, `statm`, `stat` (the start time, and the CPU time
-//! from another system's procfs; from this system's own `/proc` the CPU time is the process's
-//! CPU clock, in nanoseconds, where `stat` counts 10 ms ticks) and `cgroup`, each only when its
-//! part is asked for, and the owner of `<procfs>/<pid>`
+//! Linux reads `<procfs>/<pid>/cmdline`, `statm`, `stat` (the CPU time) and `cgroup`, each
+//! only when its part is asked for, and the owner of `<procfs>/<pid>`
 //! (the effective user, as `ps` shows it; a process that is not dumpable, like a setuid one,
 //! shows as root's), from the procfs root in use (so `HYPOMNESIS_PROCFS=/host/proc` gives a host's processes their owners and containers)
 //! and user names from `/etc/passwd` (the host's, `<procfs>/1/root/etc/passwd`, when the procfs
@@ -42,17 +40,15 @@ pub struct ProcessContext {
     /// cgroup cannot be read).
     pub container: Option<Container>,
     /// CPU time the process has used so far, user and system together (JSON: seconds, as
-    /// `cpu_seconds`). Two readings a known interval apart give its CPU share. On Linux to the
-    /// nanosecond (the process's CPU clock) from this system's own `/proc`, in 10 ms clock
-    /// ticks (its `stat`) from another procfs root.
+    /// `cpu_seconds`). Two readings a known interval apart give its CPU share.
     #[cfg_attr(
         feature = "serde",
         serde(rename = "cpu_seconds", serialize_with = "seconds")
     )]
     pub cpu_time: Option<Duration>,
     /// When the process started, as [`crate::host::process::process_start_time`] gives it (Linux: clock ticks
-    /// since boot), read with `cpu_time`: two readings that differ are two processes that had
-    /// the same pid. Not in JSON.
+    /// since boot), read with `cpu_time` from the same file: two readings that differ are two
+    /// processes that had the same pid. Not in JSON.
     #[cfg_attr(feature = "serde", serde(skip))]
     pub start_time: Option<u64>,
 }
@@ -89,7 +85,7 @@ pub struct ContextParts {
     pub rss: bool,
     /// `container`.
     pub container: bool,
-    /// `cpu_time` (and `start_time`).
+    /// `cpu_time` (and `start_time`, from the same file).
     pub cpu_time: bool,
 }
 
