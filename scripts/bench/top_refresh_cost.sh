@@ -27,43 +27,9 @@ while getopts "n:r:w:s:" opt; do
   esac
 done
 shift $((OPTIND - 1))
-[ "$#" -gt 0 ] || { echo "top_refresh_cost: name at least one tool (nvtop, or an hmn binary)" >&2; exit 2; }
-command -v tmux >/dev/null || { echo "top_refresh_cost: tmux is needed" >&2; exit 2; }
-for tool in "$@"; do
-  if [ "$tool" = nvtop ]; then
-    command -v nvtop >/dev/null || { echo "top_refresh_cost: nvtop is not installed" >&2; exit 2; }
-  elif [ ! -x "$tool" ]; then
-    echo "top_refresh_cost: $tool is not an executable hmn" >&2; exit 2
-  fi
-done
-
-work="$(mktemp -d /tmp/hmn-refresh.XXXXXX)"
-lib="$(fake_nvml)"
-mkdir "$work/lib" "$work/sys"
-cp "$lib" "$work/lib/libnvidia-ml.so.1"
-ln -s libnvidia-ml.so.1 "$work/lib/libnvidia-ml.so"
-sleepers=()
-sessions=()
-cleanup() {
-  for s in "${sessions[@]}"; do tmux -L "$s" kill-server 2>/dev/null || true; done
-  [ "${#sleepers[@]}" -gt 0 ] && kill "${sleepers[@]}" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-for _ in $(seq 1 "$n"); do
-  sleep 100000 &
-  sleepers+=($!)
-done
-python3 - "${sleepers[@]}" > "$work/scenario.json" <<'PY'
-import json, sys
-MIB = 1 << 20
-pids = [int(p) for p in sys.argv[1:]]
-total, reserved = 143771 * MIB, 614 * MIB
-print(json.dumps({"devices": [{
-    "name": "NVIDIA H200", "uuid": "GPU-11111111-2222-3333-4444-555555555555",
-    "total": total, "reserved": reserved, "free": total - reserved - len(pids) * MIB,
-    "compute_processes": [{"pid": p, "used": MIB} for p in pids]}]}))
-PY
+source "$ROOT/scripts/lib/top_bench.sh"
+top_bench_check_tools "$@"
+top_bench_setup "$n"
 
 # The median refresh of process $1 over $window seconds, in microseconds.
 median_refresh() {
@@ -101,11 +67,7 @@ tools=("$@")
 for r in $(seq 1 "$rounds"); do
   for i in $(seq 0 $((k - 1))); do
     tool="${tools[$(((i + r - 1) % k))]}"
-    if [ "$tool" = nvtop ]; then
-      cmd="env LD_LIBRARY_PATH=$work/lib FAKE_NVML_SCENARIO=$work/scenario.json nvtop -d 10"
-    else
-      cmd="env HYPOMNESIS_NVML_LIBRARY=$work/lib/libnvidia-ml.so.1 FAKE_NVML_SCENARIO=$work/scenario.json HYPOMNESIS_SYSFS=$work/sys $tool top --interval 1s"
-    fi
+    cmd="$(top_bench_command "$tool")"
     # A server of its own for each run: a new one started as the last one exits can fail.
     session="hmn-refresh-$$-$r-$i"
     sessions+=("$session")

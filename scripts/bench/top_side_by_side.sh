@@ -23,55 +23,16 @@ while getopts "n:w:s:" opt; do
   esac
 done
 shift $((OPTIND - 1))
-[ "$#" -gt 0 ] || { echo "top_side_by_side: name at least one tool (nvtop, or an hmn binary)" >&2; exit 2; }
-command -v tmux >/dev/null || { echo "top_side_by_side: tmux is needed" >&2; exit 2; }
-for tool in "$@"; do
-  if [ "$tool" = nvtop ]; then
-    command -v nvtop >/dev/null || { echo "top_side_by_side: nvtop is not installed" >&2; exit 2; }
-  elif [ ! -x "$tool" ]; then
-    echo "top_side_by_side: $tool is not an executable hmn" >&2; exit 2
-  fi
-done
-
-work="$(mktemp -d /tmp/hmn-side.XXXXXX)"
-lib="$(fake_nvml)"
-# nvtop dlopens libnvidia-ml.so (then .so.1) through LD_LIBRARY_PATH; hmn is given the file.
-mkdir "$work/lib" "$work/sys"
-cp "$lib" "$work/lib/libnvidia-ml.so.1"
-ln -s libnvidia-ml.so.1 "$work/lib/libnvidia-ml.so"
-sleepers=()
-sessions=()
-cleanup() {
-  for s in "${sessions[@]}"; do tmux -L "$s" kill-server 2>/dev/null || true; done
-  [ "${#sleepers[@]}" -gt 0 ] && kill "${sleepers[@]}" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-for _ in $(seq 1 "$n"); do
-  sleep 100000 &
-  sleepers+=($!)
-done
-python3 - "${sleepers[@]}" > "$work/scenario.json" <<'PY'
-import json, sys
-MIB = 1 << 20
-pids = [int(p) for p in sys.argv[1:]]
-total, reserved = 143771 * MIB, 614 * MIB
-print(json.dumps({"devices": [{
-    "name": "NVIDIA H200", "uuid": "GPU-11111111-2222-3333-4444-555555555555",
-    "total": total, "reserved": reserved, "free": total - reserved - len(pids) * MIB,
-    "compute_processes": [{"pid": p, "used": MIB} for p in pids]}]}))
-PY
+source "$ROOT/scripts/lib/top_bench.sh"
+top_bench_check_tools "$@"
+top_bench_setup "$n"
 
 i=0
 for tool in "$@"; do
   i=$((i + 1))
   s="hmn-side-$$-$i"
   sessions+=("$s")
-  if [ "$tool" = nvtop ]; then
-    cmd="env LD_LIBRARY_PATH=$work/lib FAKE_NVML_SCENARIO=$work/scenario.json nvtop -d 10"
-  else
-    cmd="env HYPOMNESIS_NVML_LIBRARY=$work/lib/libnvidia-ml.so.1 FAKE_NVML_SCENARIO=$work/scenario.json HYPOMNESIS_SYSFS=$work/sys $tool top --interval 1s"
-  fi
+  cmd="$(top_bench_command "$tool")"
   tmux -L "$s" -f /dev/null new-session -d -s bench -x 160 -y 45 "$cmd"
 done
 sleep "$settle"

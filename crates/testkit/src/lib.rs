@@ -308,6 +308,32 @@ pub fn mkfifo(path: &Path) {
     );
 }
 
+/// The pids named by the files of `dir` (the fake `nvidia-smi` writes one file a run there,
+/// named by its pid, when `FAKE_SMI_PID_DIR` says where).
+pub fn pids_in(dir: &Path) -> Vec<u32> {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Whether process `pid` still runs (exists and is not a zombie) after waiting up to `grace`
+/// for it to be gone: killed, a process takes a moment to exit on a loaded machine. Linux
+/// (reads `/proc/<pid>/stat`).
+pub fn still_running_after(pid: u32, grace: std::time::Duration) -> bool {
+    let running = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    };
+    let deadline = std::time::Instant::now() + grace;
+    while running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    running()
+}
+
 /// An empty directory (for `PATH` / `LD_LIBRARY_PATH`, so no real GPU tool or library is found).
 pub fn empty_dir() -> PathBuf {
     let d = std::env::temp_dir().join("hmn-empty-path");

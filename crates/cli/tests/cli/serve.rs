@@ -745,13 +745,7 @@ fn stopping_in_the_middle_of_a_hung_nvidia_smi_leaves_none_running() {
         let _ = scrape_within(addr, Duration::from_secs(60));
     });
     let started = Instant::now();
-    let running = || -> Vec<u32> {
-        std::fs::read_dir(&pids)
-            .unwrap()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse().ok())
-            .collect()
-    };
+    let running = || support::pids_in(&pids);
     while running().is_empty() {
         assert!(
             started.elapsed() < Duration::from_secs(20),
@@ -761,19 +755,12 @@ fn stopping_in_the_middle_of_a_hung_nvidia_smi_leaves_none_running() {
     }
     let (took, _) = stop(&mut server, "TERM", Duration::from_secs(20));
     assert!(took < Duration::from_secs(10), "stopping took {took:?}");
-    // Killed, a process takes a moment to exit on a loaded machine: each gets two seconds to
-    // be gone or a zombie.
     for pid in running() {
-        let alive = || {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            stat.rsplit_once(')')
-                .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
-        };
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while alive() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(!alive(), "nvidia-smi {pid} outlived hmn serve");
+        assert!(
+            !support::still_running_after(pid, Duration::from_secs(2)),
+            "nvidia-smi {pid} outlived hmn serve (all: {:?})",
+            running()
+        );
     }
     let _ = std::fs::remove_dir_all(&pids);
 }

@@ -274,16 +274,6 @@ fn hang() {
     );
 }
 
-/// The pids the fake `nvidia-smi` wrote in `FAKE_SMI_PID_DIR`, one file each.
-#[cfg(target_os = "linux")]
-fn started_pids(dir: &std::path::Path) -> Vec<u32> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect()
-}
-
 /// Runs after the library's own exit handler (registered before it): holds the exit up, as a
 /// loaded machine may, so that a run started after that handler would have time to start.
 #[cfg(target_os = "linux")]
@@ -303,7 +293,7 @@ fn exit_mid_run() {
     let dir = PathBuf::from(env("FAKE_SMI_PID_DIR"));
     std::thread::spawn(|| hypomnesis::device_info(0));
     let t = Instant::now();
-    while started_pids(&dir).is_empty() {
+    while support::pids_in(&dir).is_empty() {
         assert!(
             t.elapsed() < Duration::from_secs(20),
             "nvidia-smi never ran"
@@ -340,21 +330,11 @@ fn no_nvidia_smi_outlives_an_exit_in_the_middle_of_a_run() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let started = started_pids(&dir);
+    let started = support::pids_in(&dir);
     assert!(!started.is_empty(), "nvidia-smi never ran");
-    // Killed, a process takes a moment to be gone (or a zombie) on a loaded machine.
     for pid in &started {
-        let alive = || {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            stat.rsplit_once(')')
-                .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
-        };
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while alive() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
         assert!(
-            !alive(),
+            !support::still_running_after(*pid, Duration::from_secs(2)),
             "nvidia-smi {pid} outlived the process that ran it (all: {started:?})"
         );
     }
