@@ -318,20 +318,23 @@ pub fn pids_in(dir: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// Whether process `pid` still runs (exists and is not a zombie) after waiting up to `grace`
-/// for it to be gone: killed, a process takes a moment to exit on a loaded machine. Linux
-/// (reads `/proc/<pid>/stat`).
-pub fn still_running_after(pid: u32, grace: std::time::Duration) -> bool {
-    let running = || {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+/// Whether process `pid` runs: it exists and is not a zombie (one whose parent has not reaped
+/// it yet has ended). Linux (reads `/proc/<pid>/stat`).
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         stat.rsplit_once(')')
             .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-    };
+    })
+}
+
+/// Whether process `pid` still [`running`] after waiting up to `grace` for it to end: killed,
+/// a process takes a moment to exit on a loaded machine.
+pub fn still_running_after(pid: u32, grace: std::time::Duration) -> bool {
     let deadline = std::time::Instant::now() + grace;
-    while running() && std::time::Instant::now() < deadline {
+    while running(pid) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    running()
+    running(pid)
 }
 
 /// An empty directory (for `PATH` / `LD_LIBRARY_PATH`, so no real GPU tool or library is found).

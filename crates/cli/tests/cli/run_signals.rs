@@ -44,14 +44,6 @@ fn comm(pid: u32) -> String {
         .to_string()
 }
 
-/// Whether `pid` still runs (a zombie does not).
-fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
-    })
-}
-
 /// Waits until a descendant of `pid` runs `name`; all the descendants then.
 fn wait_for_descendant(pid: u32, name: &str) -> Vec<u32> {
     let started = Instant::now();
@@ -123,7 +115,7 @@ fn a_signal_to_hmn_alone_reaches_the_whole_command_and_the_summary_still_prints(
         assert!(!said.contains("after"), "the command went on: {said}");
         for p in tree {
             assert!(
-                !running(p),
+                !support::running(p),
                 "SIG{signal}: process {p} ({}) outlived hmn",
                 comm(p)
             );

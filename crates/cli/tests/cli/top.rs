@@ -304,14 +304,7 @@ fn a_terminal_that_hangs_up_ends_top() {
         .output();
     let start = Instant::now();
     // Gone, or a zombie its new parent has not reaped yet.
-    let alive = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-            s.rsplit(')')
-                .next()
-                .is_some_and(|r| !r.trim_start().starts_with('Z'))
-        })
-    };
-    while alive() {
+    while support::running(pid) {
         assert!(
             start.elapsed() < Duration::from_secs(5),
             "hmn top ({pid}) still runs 5 s after its terminal hung up"
