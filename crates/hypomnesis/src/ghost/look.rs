@@ -10,17 +10,26 @@ use crate::host::parse::stat::{StatIds, parse_stat, parse_stat_ids};
 
 /// `stat`'s state and relations of `pid` under `procfs`; `None` when it cannot be read.
 pub(crate) fn ids(procfs: &Path, pid: u32) -> Option<StatIds> {
+    let mut buf = [0_u8; STAT_BUF];
+    let text = read_stat(procfs, pid, &mut buf)?;
+    parse_stat_ids(text)
+}
+
+/// Room for a `stat` read into (the cap of one read by path).
+const STAT_BUF: usize = 4 << 10;
+
+/// The text of `pid`'s `stat` under `procfs`, read into `buf` (one read of a real one, no heap
+/// buffer: a look reads one a listed process); `None` when it cannot be read.
+fn read_stat<'a>(procfs: &Path, pid: u32, buf: &'a mut [u8]) -> Option<&'a str> {
     let path = procfs.join(pid.to_string()).join("stat");
-    let text = crate::host::file::read_capped(&path, crate::host::file::STAT).ok()?;
-    parse_stat_ids(&text)
+    crate::host::file::read_into(&path, buf).ok()
 }
 
 /// How long ago `pid` started: `procfs`'s uptime less its start (`stat` field 22, in clock
 /// ticks); `None` when either cannot be read.
 pub(crate) fn age(procfs: &Path, pid: u32) -> Option<Duration> {
-    let stat_path = procfs.join(pid.to_string()).join("stat");
-    let text = crate::host::file::read_capped(&stat_path, crate::host::file::STAT).ok()?;
-    let (_, start) = parse_stat(&text).ok()?;
+    let mut buf = [0_u8; STAT_BUF];
+    let (_, start) = parse_stat(read_stat(procfs, pid, &mut buf)?).ok()?;
     let up = uptime(procfs)?;
     let hz = ticks_per_second()?.max(1);
     let started = Duration::from_millis(start.checked_mul(1000)? / hz);

@@ -376,6 +376,7 @@ fn find<'a>(
 ) -> Vec<(&'a GpuProcessEntry, Found)> {
     let procfs = look.procfs;
     let mut found = Vec::new();
+    let mut leaders = Leaders::default();
     for p in devices.iter().flat_map(|(_, procs)| procs) {
         match p.unreadable {
             Some(UnreadableReason::Exited) if !look::exists(procfs, p.pid) => {
@@ -389,7 +390,9 @@ fn find<'a>(
                 p.used_bytes >> 20
             )),
             None => {
-                if let Some(f) = look_at(procfs, p.pid).or_else(|| alive(look, p, notes)) {
+                if let Some(f) =
+                    look_at(procfs, p.pid, &mut leaders).or_else(|| alive(look, p, notes))
+                {
                     found.push((p, f));
                 }
             }
@@ -645,9 +648,23 @@ fn unaccounted_ghost(info: &GpuDeviceInfo, bytes: u64, held: Option<(String, Vec
     }
 }
 
+/// Whether each process group or session leader asked about in one look is there: the rows of
+/// one job share their leaders, so each is looked up once a look, not once a row.
+#[derive(Default)]
+struct Leaders(BTreeMap<u32, bool>);
+
+impl Leaders {
+    fn exists(&mut self, procfs: &Path, pid: u32) -> bool {
+        *self
+            .0
+            .entry(pid)
+            .or_insert_with(|| look::exists(procfs, pid))
+    }
+}
+
 /// A listed live process's class, from its `stat`; `None` when it is none of them or cannot
 /// be read.
-fn look_at(procfs: &Path, pid: u32) -> Option<Found> {
+fn look_at(procfs: &Path, pid: u32, leaders: &mut Leaders) -> Option<Found> {
     let ids = look::ids(procfs, pid)?;
     match ids.state {
         'Z' | 'X' => {
@@ -661,7 +678,7 @@ fn look_at(procfs: &Path, pid: u32) -> Option<Found> {
     }
     // A leader gone first (two directory lookups, what most processes stop at), then
     // reparented: to init, or to a subreaper in another session than its own.
-    let gone = |leader: u32| leader != 0 && leader != pid && !look::exists(procfs, leader);
+    let mut gone = |leader: u32| leader != 0 && leader != pid && !leaders.exists(procfs, leader);
     let (leader, of) = if gone(ids.pgrp) {
         (ids.pgrp, "process group")
     } else if gone(ids.session) {

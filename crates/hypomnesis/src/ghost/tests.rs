@@ -486,3 +486,23 @@ fn a_process_in_a_pod_the_kubelet_dropped_is_a_gone_pod() {
         "no list: its directory is all there is"
     );
 }
+
+/// A leader is looked up once a look: the answer stands for every row sharing it, even when
+/// the leader goes in the middle of the look (the look is one moment's).
+#[test]
+fn each_leader_is_looked_up_once_a_look() {
+    let root = std::env::temp_dir().join(format!("hmn-leaders-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("40")).unwrap();
+    let mut leaders = Leaders::default();
+    assert!(leaders.exists(&root, 40) && !leaders.exists(&root, 41));
+    std::fs::remove_dir(root.join("40")).unwrap();
+    std::fs::create_dir(root.join("41")).unwrap();
+    assert!(leaders.exists(&root, 40) && !leaders.exists(&root, 41));
+    let mut next = Leaders::default();
+    assert!(
+        !next.exists(&root, 40) && next.exists(&root, 41),
+        "a new look"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}

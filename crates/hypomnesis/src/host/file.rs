@@ -47,6 +47,37 @@ pub(crate) fn read_capped(path: &Path, cap: u64) -> io::Result<String> {
     Ok(text)
 }
 
+/// The text of the small file at `path` (a procfs `stat` or `statm`, a fixture's stand-in) read
+/// into `buf`, without a heap buffer: procfs formats such a file whole into a read that has
+/// room for it, so a short read is the whole file, and the read that would see its end (a
+/// system call more per file) is not made. A file that fills `buf` is refused as larger than
+/// it, as [`read_capped`] refuses one past its cap; text that is not UTF-8 is refused too.
+pub(crate) fn read_into<'a>(path: &Path, buf: &'a mut [u8]) -> io::Result<&'a str> {
+    let _waiting = crate::inflight::reading(path);
+    let mut file = std::fs::File::open(path)?;
+    let mut len = 0;
+    loop {
+        let Some(rest) = buf.get_mut(len..).filter(|r| !r.is_empty()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is larger than {} bytes", path.display(), buf.len()),
+            ));
+        };
+        let asked = rest.len();
+        let n = file.read(rest)?;
+        len += n;
+        if n < asked {
+            break;
+        }
+    }
+    std::str::from_utf8(buf.get(..len).unwrap_or_default()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is not UTF-8", path.display()),
+        )
+    })
+}
+
 /// `file`'s text read again at offset 0 into `buf` (a procfs file kept open is formatted
 /// afresh at each such read): `None` when the read fails, comes back empty or fills `buf` (the
 /// file may be longer), or is not UTF-8. The caller says which path it waits on, if any.
@@ -103,5 +134,41 @@ mod tests {
         std::fs::write(&small, "x".repeat(4097)).unwrap();
         assert!(read_capped(&small, SYSFS).is_err());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A short file is read whole; one that fills the buffer, or is not UTF-8, is refused by
+    /// name; a real `stat` reads as it does by path.
+    #[test]
+    fn a_file_read_into_a_buffer_is_whole_or_refused() {
+        let dir = std::env::temp_dir().join(format!("hmn-into-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("stat");
+        let mut buf = [0_u8; 64];
+        std::fs::write(&f, "x".repeat(63)).unwrap();
+        assert_eq!(read_into(&f, &mut buf).unwrap().len(), 63);
+        std::fs::write(&f, "x".repeat(64)).unwrap();
+        let e = read_into(&f, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("larger than 64 bytes"), "{e}");
+        assert!(e.to_string().contains(&*f.to_string_lossy()), "{e}");
+        std::fs::write(&f, b"1 (\xff) S").unwrap();
+        let e = read_into(&f, &mut buf).unwrap_err();
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
+        assert_eq!(
+            read_into(&dir.join("gone"), &mut buf).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        #[cfg(target_os = "linux")]
+        {
+            let mut page = [0_u8; 4096];
+            let stat = read_into(Path::new("/proc/self/stat"), &mut page)
+                .unwrap()
+                .to_owned();
+            let by_path = std::fs::read_to_string("/proc/self/stat").unwrap();
+            // The same process, read twice: its pid, name and state agree.
+            let head = |t: &str| t.split(' ').take(3).collect::<Vec<_>>().join(" ");
+            assert_eq!(head(&stat), head(&by_path));
+        }
     }
 }

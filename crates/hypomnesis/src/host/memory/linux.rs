@@ -1,7 +1,6 @@
 //! Linux: resident set from procfs.
 
 use std::fs;
-use std::io::Read;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
@@ -122,8 +121,10 @@ pub(crate) fn with_meminfo<T>(
 /// `statm` first, `status` (`VmRSS`) when `statm` is missing or malformed.
 pub(crate) fn rss_at(dir: &Path) -> Result<u64> {
     let statm = dir.join("statm");
-    let first = match read_small(&statm) {
-        Ok(text) => match parse::statm_resident_bytes(&text, page_size()) {
+    // `statm` is under 100 bytes: read into the stack, once.
+    let mut buf = [0_u8; 256];
+    let first = match crate::host::file::read_into(&statm, &mut buf) {
+        Ok(text) => match parse::statm_resident_bytes(text, page_size()) {
             Ok(bytes) => return Ok(bytes),
             Err(why) => HypomnesisError::ram(
                 crate::error::ErrorKind::Other,
@@ -142,30 +143,6 @@ pub(crate) fn rss_at(dir: &Path) -> Result<u64> {
         }),
         Err(_) => Err(first),
     }
-}
-
-/// Read a small procfs file (statm is under 100 bytes) without a heap-growing loop.
-fn read_small(path: &Path) -> std::io::Result<String> {
-    let mut buf = [0_u8; 256];
-    let _waiting = crate::inflight::reading(path);
-    let mut file = fs::File::open(path)?;
-    let mut len = 0;
-    while let Some(rest) = buf.get_mut(len..) {
-        if rest.is_empty() {
-            break;
-        }
-        let asked = rest.len();
-        let n = file.read(rest)?;
-        len += n;
-        // procfs fills a read as far as the file goes: a short read is the whole file, and
-        // a second read to see the end would cost a system call more per process.
-        if n < asked {
-            break;
-        }
-    }
-    let bytes = buf.get(..len).unwrap_or_default();
-    String::from_utf8(bytes.to_vec())
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
 }
 
 #[cfg(test)]
