@@ -223,9 +223,17 @@ fn read_typed<T: ProcessRecord>(
     dev: Device,
     index: u32,
 ) -> std::result::Result<Vec<ListRow>, Failure> {
-    let mut buf = vec![T::default(); FIRST_CAPACITY];
+    // The first ask on the stack (a list of up to 64 processes costs no allocation, and a
+    // refresh asks for three lists a GPU); a longer one on the heap.
+    let mut first = [T::default(); FIRST_CAPACITY];
+    let mut grown: Vec<T> = Vec::new();
     for _ in 0..MAX_LIST_ATTEMPTS {
-        let (rc, count) = pf.call(dev, &mut buf);
+        let buf: &mut [T] = if grown.is_empty() {
+            &mut first
+        } else {
+            &mut grown
+        };
+        let (rc, count) = pf.call(dev, buf);
         let count = usize::try_from(count).unwrap_or(usize::MAX);
         match rc {
             NVML_SUCCESS => {
@@ -264,7 +272,7 @@ fn read_typed<T: ProcessRecord>(
                     .saturating_mul(2)
                     .saturating_add(8)
                     .min(MAX_LIST_ROWS);
-                buf = vec![T::default(); want];
+                grown = vec![T::default(); want];
             }
             code => {
                 return Err(Failure::Call {
