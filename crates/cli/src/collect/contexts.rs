@@ -16,28 +16,9 @@ pub fn readable<'a>(rows: impl IntoIterator<Item = &'a GpuProcessEntry>) -> BTre
 
 /// The `parts` of the context of each of `pids` (listed pid → pid to read), by listed pid.
 pub fn read(pids: BTreeMap<u32, u32>, parts: ContextParts) -> BTreeMap<u32, ProcessContext> {
-    by_listed(pids, |under| {
-        hypomnesis::process_contexts_with(under, parts)
-    })
-}
-
-/// As [`read`], through `reader` (which keeps the processes' files open between calls).
-#[cfg(feature = "top")]
-pub fn read_with(
-    reader: &mut hypomnesis::sampling::ContextReader,
-    pids: BTreeMap<u32, u32>,
-    parts: ContextParts,
-) -> BTreeMap<u32, ProcessContext> {
-    by_listed(pids, |under| reader.read(under, parts))
-}
-
-/// What `read_under` gives for the pids to read, in their order, by listed pid.
-fn by_listed(
-    pids: BTreeMap<u32, u32>,
-    read_under: impl FnOnce(&[u32]) -> Vec<ProcessContext>,
-) -> BTreeMap<u32, ProcessContext> {
     let under: Vec<u32> = pids.values().copied().collect();
-    pids.into_keys().zip(read_under(&under)).collect()
+    let read = hypomnesis::process_contexts_with(&under, parts);
+    pids.into_keys().zip(read).collect()
 }
 
 #[cfg(test)]

@@ -6,10 +6,39 @@
 //! from one refresh to the next (`ContextReader`), read again at offset 0.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
 
-use hypomnesis::{ContextParts, ProcessContext};
+use hypomnesis::{Container, ContextParts, ProcessContext};
 
 use crate::collect::contexts;
+
+/// What a refresh gives of a process: its lasting parts, shared with what [`Lasting`] keeps
+/// and with the rows made of them (a refresh copies no string: a count is raised), and its
+/// changing figures.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Context {
+    pub user: Option<Arc<str>>,
+    pub command: Option<Arc<str>>,
+    pub container: Option<Arc<Container>>,
+    /// When it started (clock ticks after boot).
+    pub start_time: Option<u64>,
+    pub rss_bytes: Option<u64>,
+    pub cpu_time: Option<Duration>,
+}
+
+impl From<ProcessContext> for Context {
+    fn from(c: ProcessContext) -> Self {
+        Self {
+            user: c.user.map(Arc::from),
+            command: c.command.map(Arc::from),
+            container: c.container.map(Arc::new),
+            start_time: c.start_time,
+            rss_bytes: c.rss_bytes,
+            cpu_time: c.cpu_time,
+        }
+    }
+}
 
 /// Refreshes after which a process's lasting parts are read again.
 pub const RELOOK: u64 = 30;
@@ -28,7 +57,7 @@ pub struct Lasting {
 struct Kept {
     read_at: u64,
     with_container: bool,
-    ctx: ProcessContext,
+    ctx: Context,
 }
 
 impl Lasting {
@@ -40,34 +69,42 @@ impl Lasting {
         wanted: BTreeMap<u32, u32>,
         containers: bool,
         listed: impl Fn(u32) -> bool,
-    ) -> BTreeMap<u32, ProcessContext> {
+    ) -> BTreeMap<u32, Context> {
         self.refresh += 1;
         let refresh = self.refresh;
         self.by_pid.retain(|&pid, _| listed(pid));
-        let (known, new): (BTreeMap<u32, u32>, BTreeMap<u32, u32>) =
-            wanted.into_iter().partition(|(pid, _)| {
-                self.by_pid.get(pid).is_some_and(|k| {
-                    let due = refresh.saturating_sub(k.read_at) >= RELOOK;
-                    !due && (k.with_container || !containers)
-                })
+        // Those kept (listed pid, pid to read, in order), and those to read whole.
+        let mut known: Vec<(u32, u32)> = Vec::with_capacity(wanted.len());
+        let mut new = BTreeMap::new();
+        for (pid, read) in wanted {
+            let kept = self.by_pid.get(&pid).is_some_and(|k| {
+                let due = refresh.saturating_sub(k.read_at) >= RELOOK;
+                !due && (k.with_container || !containers)
             });
+            if kept {
+                known.push((pid, read));
+            } else {
+                new.insert(pid, read);
+            }
+        }
         let mut whole = ContextParts::ALL;
         whole.container = containers;
         // Nothing new: no call, which would read the user database for no process.
-        let mut out = if new.is_empty() {
+        let mut out: BTreeMap<u32, Context> = if new.is_empty() {
             BTreeMap::new()
         } else {
-            contexts::read(new.clone(), whole)
-        };
-        // A process with no command line (it cleared its argv) shows and matches its name,
-        // whole (the library makes a name cut at 15 bytes whole).
-        for (listed, ctx) in &mut out {
-            if ctx.command.is_none()
-                && let Some(&read) = new.get(listed)
-            {
-                ctx.command = hypomnesis::process_name(read);
+            let mut read = contexts::read(new.clone(), whole);
+            // A process with no command line (it cleared its argv) shows and matches its
+            // name, whole (the library makes a name cut at 15 bytes whole).
+            for (listed, ctx) in &mut read {
+                if ctx.command.is_none()
+                    && let Some(&pid) = new.get(listed)
+                {
+                    ctx.command = hypomnesis::process_name(pid);
+                }
             }
-        }
+            read.into_iter().map(|(p, c)| (p, c.into())).collect()
+        };
         for (&pid, ctx) in &out {
             self.by_pid.insert(
                 pid,
@@ -81,14 +118,14 @@ impl Lasting {
         let mut changing = ContextParts::NONE;
         (changing.rss, changing.cpu_time) = (true, true);
         let mut reused = BTreeMap::new();
-        for (pid, now) in contexts::read_with(&mut self.changing, known.clone(), changing) {
+        let under: Vec<u32> = known.iter().map(|&(_, read)| read).collect();
+        let read_now = self.changing.read(&under, changing);
+        for (&(pid, read), now) in known.iter().zip(read_now) {
             if let Some(k) = self.by_pid.get(&pid) {
                 // Another start time: the pid now names a later process, whose owner, command
                 // and container are read afresh.
                 if matches!((k.ctx.start_time, now.start_time), (Some(a), Some(b)) if a != b) {
-                    if let Some(&read) = known.get(&pid) {
-                        reused.insert(pid, read);
-                    }
+                    reused.insert(pid, read);
                     continue;
                 }
                 let mut ctx = k.ctx.clone();
@@ -98,6 +135,7 @@ impl Lasting {
         }
         if !reused.is_empty() {
             for (pid, ctx) in contexts::read(reused, whole) {
+                let ctx = Context::from(ctx);
                 self.by_pid.insert(
                     pid,
                     Kept {

@@ -440,7 +440,7 @@ fn ask_signal(state: &mut ViewState, screen: &Screen) {
         Some(p) if p.change != model::Change::Gone => {
             state.confirm = Some(Confirm {
                 pick: Pick::of(p),
-                command: p.command.clone().unwrap_or_else(|| "?".into()),
+                command: p.command.as_deref().unwrap_or("?").to_owned(),
                 sig: Sig::Term,
             });
         }
@@ -597,7 +597,7 @@ fn contexts(
     frame: &Frame,
     pids: &[u32],
     containers: bool,
-) -> BTreeMap<u32, ProcessContext> {
+) -> BTreeMap<u32, lasting::Context> {
     let wanted: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
     let rows = frame
         .devices

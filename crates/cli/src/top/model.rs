@@ -15,6 +15,8 @@ use hypomnesis::{
 
 use hypomnesis::sampling::Frame;
 
+pub use super::lasting::Context;
+
 /// Samples of used memory kept per GPU: ten minutes at the default interval.
 pub const HISTORY: usize = 600;
 /// The span over which the view's own CPU share is taken.
@@ -187,7 +189,8 @@ pub enum Change {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Proc {
     pub pid: u32,
-    pub user: Option<String>,
+    /// Its owner, shared with what the view keeps of the process (see [`Context`]).
+    pub user: Option<Arc<str>>,
     pub kind: Option<GpuContextKind>,
     /// GPU memory per device index.
     pub gpu: PerGpu,
@@ -195,7 +198,7 @@ pub struct Proc {
     /// CPU share since the last refresh, percent of one core; `None` at the first.
     pub cpu: Option<f64>,
     /// The command line, else the short name, else `None`.
-    pub command: Option<String>,
+    pub command: Option<Arc<str>>,
     /// Whether its files cannot be read from here (another PID namespace, the procfs mount's
     /// `hidepid`, exited since the list): its owner and container are unknown.
     pub outside: bool,
@@ -203,9 +206,9 @@ pub struct Proc {
     pub unreadable: Option<hypomnesis::UnreadableReason>,
     /// Whether it is the MPS server (its clients' contexts are its).
     pub mps_server: bool,
-    /// Its container and pod, when read (grouping or filtering needs them); boxed, as most
+    /// Its container and pod, when read (grouping or filtering needs them); shared, as most
     /// rows have none and a table may hold thousands.
-    pub container: Option<Box<hypomnesis::Container>>,
+    pub container: Option<Arc<hypomnesis::Container>>,
     /// When it started (clock ticks after boot), read when it was first seen; `None` where it
     /// cannot be read (another PID namespace, another system).
     pub start: Option<u64>,
@@ -239,9 +242,10 @@ impl Proc {
 }
 
 /// A process's GPU memory per device index: a process is on one GPU or a few, so a short list
-/// sorted by index (a map would cost a node of eleven entries a process).
+/// sorted by index (a map would cost a node of eleven entries a process), its first entry in
+/// the row itself (a row is made anew at every refresh: no allocation for it).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PerGpu(Vec<(u32, u64)>);
+pub struct PerGpu(smallvec::SmallVec<[(u32, u64); 1]>);
 
 impl PerGpu {
     pub fn get(&self, gpu: u32) -> Option<&u64> {
@@ -261,9 +265,8 @@ impl PerGpu {
                 }
             }
             Err(i) => {
-                // Room for one more, not the four a vector's first growth takes: most
-                // processes are on one GPU, and a table may hold thousands (two lists of
-                // 2,000 took 256 KB where 64 KB holds them).
+                // Room for one more, not the doubling of a vector's growth: a second GPU is
+                // rare, and a table may hold thousands of rows.
                 self.0.reserve_exact(1);
                 self.0.insert(i, (gpu, bytes));
             }
@@ -352,7 +355,7 @@ impl Builder {
     pub fn screen(
         &mut self,
         frame: &Frame,
-        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, ProcessContext>,
+        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, Context>,
         ram: Result<HostMemory, String>,
         me: &ProcessContext,
         focus: Option<u32>,
@@ -478,7 +481,7 @@ impl Builder {
     fn procs(
         &mut self,
         frame: &Frame,
-        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, ProcessContext>,
+        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, Context>,
     ) -> Arc<Vec<Proc>> {
         let mut now = rows_of(frame);
         let mut contexts = read(&now);
@@ -490,11 +493,11 @@ impl Builder {
         };
         let first = last.is_empty();
         for p in &mut now {
-            // Taken out of the map, its strings moved into the row rather than copied.
+            // Taken out of the map, its shared parts moved into the row.
             let read_start = contexts.get(&p.pid).and_then(|c| c.start_time);
             if let Some(ctx) = contexts.remove(&p.pid) {
                 p.user = ctx.user;
-                p.container = ctx.container.map(Box::new);
+                p.container = ctx.container;
                 p.rss = ctx.rss_bytes.or(p.rss);
                 if ctx.command.is_some() {
                     p.command = ctx.command;
@@ -541,7 +544,7 @@ fn rows_of(frame: &Frame) -> Vec<Proc> {
     for d in &frame.devices {
         for r in d.processes().unwrap_or_default() {
             let mut p = Proc {
-                command: r.name.clone(),
+                command: r.name.as_deref().map(Arc::from),
                 outside: crate::view::unseen::reason_of(r).is_some(),
                 unreadable: crate::view::unseen::reason_of(r),
                 kind: r.context,

@@ -357,7 +357,12 @@ impl ViewState {
             if p.change == Change::Gone {
                 continue;
             }
-            let key = key_from(p.outside, p.user.clone(), p.container.as_deref(), by);
+            let key = key_from(
+                p.outside,
+                p.user.as_deref().map(str::to_owned),
+                p.container.as_deref(),
+                by,
+            );
             let g = sums.entry(key.clone()).or_insert_with(|| TopGroup {
                 key,
                 processes: 0,

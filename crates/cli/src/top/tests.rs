@@ -18,6 +18,7 @@ use ratatui::style::Color;
 
 use super::draw::gpus::{split, wrap};
 use super::draw::{Late, draw, human};
+use super::lasting::Context;
 use super::model::{Builder, Screen};
 use super::state::ViewState;
 use hypomnesis::sampling::{DeviceFrame, Frame};
@@ -48,13 +49,14 @@ fn row(pid: u32, device: u32, used: u64, kind: GpuContextKind, name: &str) -> Gp
         .build()
 }
 
-fn ctx(user: &str, command: &str, rss: u64, cpu_ms: u64) -> ProcessContext {
-    let mut c = ProcessContext::default();
-    c.user = Some(user.into());
-    c.command = Some(command.into());
-    c.rss_bytes = Some(rss);
-    c.cpu_time = Some(Duration::from_millis(cpu_ms));
-    c
+fn ctx(user: &str, command: &str, rss: u64, cpu_ms: u64) -> Context {
+    Context {
+        user: Some(user.into()),
+        command: Some(command.into()),
+        rss_bytes: Some(rss),
+        cpu_time: Some(Duration::from_millis(cpu_ms)),
+        ..Context::default()
+    }
 }
 
 /// A device's part of a frame: its figures and processes.
@@ -92,7 +94,7 @@ fn me(cpu_ms: u64) -> ProcessContext {
 /// another exits; 17.8 GiB on GPU 0 is held by processes this view cannot see.
 fn two_gpus() -> Screen {
     let mut b = Builder::default();
-    let contexts: BTreeMap<u32, ProcessContext> = [
+    let contexts: BTreeMap<u32, Context> = [
         (
             4242,
             ctx("alice", "python3 train.py --lr 1e-4 --batch 64", 6 * GIB, 0),
@@ -302,7 +304,7 @@ fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
         .into_iter()
         .collect(),
     );
-    let contexts: BTreeMap<u32, ProcessContext> = [
+    let contexts: BTreeMap<u32, Context> = [
         (1, ctx("root", "/sbin/init", 12 * MIB, 0)),
         (300, ctx("alice", "python3 notebook.py", 2 * GIB, 0)),
         (301, ctx("bob", "postgres: writer", 600 * MIB, 0)),

@@ -168,9 +168,7 @@ fn a_reused_pid_is_the_later_process_row() {
     let read = |command: &str, start: u64| {
         let mut c = ctx("alice", command, GIB, 10);
         c.start_time = Some(start);
-        [(7_u32, c)]
-            .into_iter()
-            .collect::<BTreeMap<u32, ProcessContext>>()
+        [(7_u32, c)].into_iter().collect::<BTreeMap<u32, Context>>()
     };
     let f = |t| {
         frame(
