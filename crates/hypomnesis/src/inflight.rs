@@ -201,22 +201,27 @@ mod tests {
         assert!(listed("/opt/hmn-inflight-test/nvidia-smi").is_none());
     }
 
+    /// A path that is not UTF-8 (Unix); elsewhere one that is.
+    fn not_utf8() -> PathBuf {
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt as _;
+            PathBuf::from(std::ffi::OsStr::from_bytes(b"/proc/1/\xff\xfecomm"))
+        }
+        #[cfg(not(unix))]
+        PathBuf::from("/proc/1/comm")
+    }
+
     /// A path is shown as `Path::display` shows it, kept in place or not: the longest kept in
     /// place, one byte longer, and (on Unix) one that is not UTF-8.
     #[test]
     fn paths_short_and_long_show_as_they_display() {
-        let mut paths = vec![
+        let paths = [
             PathBuf::from("/proc/4194304/statm"),
             PathBuf::from(format!("/{}", "a".repeat(IN_PLACE - 1))),
             PathBuf::from(format!("/{}", "b".repeat(IN_PLACE))),
+            not_utf8(),
         ];
-        #[cfg(unix)]
-        {
-            use std::os::unix::ffi::OsStrExt as _;
-            paths.push(PathBuf::from(std::ffi::OsStr::from_bytes(
-                b"/proc/1/\xff\xfecomm",
-            )));
-        }
         let kinds: Vec<bool> = paths
             .iter()
             .map(|p| matches!(Place::of(p), Place::Short { .. }))
