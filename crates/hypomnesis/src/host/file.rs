@@ -64,7 +64,12 @@ pub(crate) fn read_into<'a>(path: &Path, buf: &'a mut [u8]) -> io::Result<&'a st
             ));
         };
         let asked = rest.len();
-        let n = file.read(rest)?;
+        let n = match file.read(rest) {
+            Ok(n) => n,
+            // A signal before anything was read (a FIFO put where a file was expected).
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         len += n;
         if n < asked {
             break;
@@ -170,5 +175,53 @@ mod tests {
             let head = |t: &str| t.split(' ').take(3).collect::<Vec<_>>().join(" ");
             assert_eq!(head(&stat), head(&by_path));
         }
+    }
+
+    /// A signal that lands while a read waits (a FIFO put where a file was expected, a
+    /// handler installed without `SA_RESTART`) does not fail the read: it is made again.
+    #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
+    #[test]
+    fn a_read_interrupted_by_a_signal_goes_on() {
+        use std::io::Write;
+        extern "C" fn nothing(_: libc::c_int) {}
+        // SAFETY: a handler that does nothing, for a signal no other test uses, installed
+        // without SA_RESTART so that a blocked read returns EINTR.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            assert_eq!(
+                libc::sigaction(libc::SIGUSR2, &raw const sa, std::ptr::null_mut()),
+                0
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("hmn-eintr-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("stat");
+        let _ = std::fs::remove_file(&fifo);
+        let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path and a mode.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                // SAFETY: pthread_self has no preconditions.
+                tx.send(unsafe { libc::pthread_self() }).unwrap();
+                let mut buf = [0_u8; 64];
+                read_into(&fifo, &mut buf).map(str::to_owned)
+            })
+        };
+        let thread = rx.recv().unwrap();
+        // Opening for writing lets the reader's open return; it then waits in read.
+        let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        // SAFETY: the reader thread is alive (it waits for the write below).
+        assert_eq!(unsafe { libc::pthread_kill(thread, libc::SIGUSR2) }, 0);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        writer.write_all(b"1 (x) S").unwrap();
+        drop(writer);
+        assert_eq!(reader.join().unwrap().unwrap(), "1 (x) S");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
