@@ -77,6 +77,13 @@ impl Ui {
         }
         let now_late = self.fresh.late(Instant::now(), interval, self.state.paused);
         self.dirty |= now_late != self.late;
+        // Built with the library's debug output, a measurement may write its lines over the
+        // view (stderr is the same terminal) and scroll it, even one that then hangs: every
+        // paint (each refresh, and each second while a refresh is late) is then whole.
+        if cfg!(feature = "debug-output") {
+            self.painter.forget();
+            self.dirty = true;
+        }
         self.late = now_late;
         if std::mem::take(&mut self.dirty) {
             let (screen, state, late) = (&self.screen, &self.state, self.late.as_ref());
