@@ -15,7 +15,7 @@ use hypomnesis::{
 
 use hypomnesis::sampling::Frame;
 
-pub use super::lasting::Context;
+use super::lasting::Context;
 
 /// Samples of used memory kept per GPU: ten minutes at the default interval.
 pub const HISTORY: usize = 600;
