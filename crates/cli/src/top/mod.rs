@@ -21,6 +21,7 @@ pub mod select;
 mod signal;
 pub mod state;
 mod suspend;
+mod term;
 #[cfg(test)]
 mod tests;
 mod ui;
@@ -158,7 +159,7 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
     let wake = Wake::new(&[STOP_SIGNALS, jobs.signals(), winch].concat());
     // The terminal is taken before the sampler starts: what the library writes to stderr
     // meanwhile (its debug output) lands on the alternate screen, not in the shell's.
-    let terminal = ratatui::try_init()?;
+    let terminal = term::take()?;
     let restore = Restore;
     let state = ViewState {
         color: colour_allowed(),
@@ -340,7 +341,7 @@ fn terminal_loop(
 /// when the shell may have put the terminal back in cooked mode and written over the view.
 fn back_from_job_control(
     jobs: &suspend::JobControl,
-    terminal: &mut ratatui::DefaultTerminal,
+    terminal: &mut term::Term,
 ) -> io::Result<bool> {
     if jobs.stop_requested() {
         jobs.suspend(terminal)?;

@@ -9,9 +9,10 @@
 
 use std::io;
 
-use ratatui::DefaultTerminal;
 use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{EnterAlternateScreen, enable_raw_mode};
+
+use super::term::Term;
 
 /// The stop and continue signals, caught while the view runs.
 pub struct JobControl {
@@ -50,7 +51,7 @@ impl JobControl {
     /// Gives the terminal back, stops this process as the terminal's suspend key would, and
     /// once it is continued takes the terminal again for a full redraw. Does nothing where the
     /// process cannot be stopped (not Unix, SIGTSTP ignored).
-    pub fn suspend(&self, terminal: &mut DefaultTerminal) -> io::Result<()> {
+    pub fn suspend(&self, terminal: &mut Term) -> io::Result<()> {
         if self.flags.is_none() {
             return Ok(());
         }
@@ -66,7 +67,7 @@ impl JobControl {
 /// Takes the terminal again after the process was stopped (the shell put it back in cooked
 /// mode, on the main screen, and may have written to it): raw mode, the alternate screen, and
 /// a cleared buffer so the next draw repaints every cell.
-pub fn resume(terminal: &mut DefaultTerminal) -> io::Result<()> {
+pub fn resume(terminal: &mut Term) -> io::Result<()> {
     enable_raw_mode()?;
     execute!(io::stdout(), EnterAlternateScreen)?;
     super::mouse(true);

@@ -14,12 +14,13 @@ use super::draw::{self, Drawn, Late};
 use super::model::Screen;
 use super::paint::Painter;
 use super::state::ViewState;
+use super::term::Term;
 use super::wake::LateTimer;
 use super::{Freshness, Refresh, wait_for};
 
 /// The terminal and what it shows, behind the lock both threads take to draw.
 pub struct Ui {
-    pub terminal: ratatui::DefaultTerminal,
+    pub terminal: Term,
     pub painter: Painter,
     /// What the last frame drew its table from (a table that would come out the same is left).
     drawn: Drawn,
@@ -38,7 +39,7 @@ pub struct Ui {
 }
 
 impl Ui {
-    pub fn new(terminal: ratatui::DefaultTerminal, state: ViewState, now: Instant) -> Self {
+    pub fn new(terminal: Term, state: ViewState, now: Instant) -> Self {
         Self {
             terminal,
             painter: Painter::default(),

@@ -128,44 +128,45 @@ fn top_in_a_real_terminal_sorts_filters_quits_and_restores_it() {
     ));
     let tmux = start("test", &scenario);
     // The fake GPU's figures: 8,000 MiB held by the two processes, with the reservation.
-    let s = tmux.wait_for("the fake GPU", |s| s.contains("GPU 0  NVIDIA H200"));
-    assert!(
-        s.contains("used 8.4 GiB of 140.4 GiB, busy 55% (mem 20%), 2 processes"),
-        "{s}"
-    );
-    assert!(s.contains("reserved 614 MiB"), "{s}");
-    assert!(s.contains("held by processes 7.8 GiB"), "{s}");
-    let s = tmux.wait_for("both processes with their commands", |s| {
-        s.contains("sleep 311") && s.contains("sleep 312")
+    // What a screen is checked for is waited for, all in one screen: tmux may show a frame
+    // that is still arriving (its new rows above the last frame's).
+    tmux.wait_for("the fake GPU's figures", |s| {
+        s.contains("GPU 0  NVIDIA H200")
+            && s.contains("used 8.4 GiB of 140.4 GiB, busy 55% (mem 20%), 2 processes")
+            && s.contains("reserved 614 MiB")
+            && s.contains("held by processes 7.8 GiB")
     });
     // Largest first: 5,000 MiB (sleep 312) above 3,000 MiB (sleep 311).
-    assert!(
-        s.find("sleep 312").unwrap() < s.find("sleep 311").unwrap(),
-        "{s}"
-    );
+    tmux.wait_for("both processes with their commands, largest first", |s| {
+        s.find("sleep 312")
+            .zip(s.find("sleep 311"))
+            .is_some_and(|(big, small)| big < small)
+    });
     // Sort by PID (the first column, ascending): `<` three times from GPU MEM.
     tmux.keys(&["<", "<", "<"]);
-    let s = tmux.wait_for("sorted by pid", |s| s.contains("PID▲"));
     let (first, second) = if a.id() < b.id() {
         ("sleep 311", "sleep 312")
     } else {
         ("sleep 312", "sleep 311")
     };
-    assert!(s.find(first).unwrap() < s.find(second).unwrap(), "{s}");
+    tmux.wait_for("sorted by pid", |s| {
+        s.contains("PID▲")
+            && s.find(first)
+                .zip(s.find(second))
+                .is_some_and(|(one, two)| one < two)
+    });
     // A narrower window redraws without the columns that no longer fit, and lines do not wrap.
     tmux.cmd(&["resize-window", "-t", "top", "-x", "50", "-y", "30"]);
-    let s = tmux.wait_for("the narrow layout", |s| {
-        !s.contains("USER") && s.contains("COMMAND")
+    tmux.wait_for("the narrow layout, no line wider than 50", |s| {
+        !s.contains("USER") && s.contains("COMMAND") && s.lines().all(|l| l.chars().count() <= 50)
     });
-    assert!(s.lines().all(|l| l.chars().count() <= 50), "{s}");
     tmux.cmd(&["resize-window", "-t", "top", "-x", "120", "-y", "30"]);
     tmux.wait_for("the wide layout again", |s| s.contains("USER"));
     // Filter: only `311`.
     tmux.keys(&["/", "311", "Enter"]);
-    let s = tmux.wait_for("the filter", |s| {
-        s.contains("filter: 311") && !s.contains("sleep 312")
+    tmux.wait_for("the filter", |s| {
+        s.contains("filter: 311") && !s.contains("sleep 312") && s.contains("sleep 311")
     });
-    assert!(s.contains("sleep 311"), "{s}");
     tmux.keys(&["q"]);
     // The shell's line `TOP-EXIT=<status>`, not the command's own `echo TOP-EXIT=$?` (on the
     // screen as soon as the main screen is back, a moment before the status is printed).
@@ -469,12 +470,10 @@ fn a_late_refresh_names_the_file_it_waits_for_and_q_still_quits() {
     let fifo = root.join("proc/601/cmdline");
     support::mkfifo(&fifo);
     let want = format!("old: waiting for {}", fifo.display());
-    let s = tmux.wait_for("the late mark", |s| {
+    tmux.wait_for("the late mark with the figures' age", |s| {
         s.lines()
-            .any(|l| l.starts_with("hmn top") && l.contains(&want))
+            .any(|l| l.starts_with("hmn top") && l.contains(&want) && l.contains("figures "))
     });
-    let head = s.lines().find(|l| l.starts_with("hmn top")).unwrap();
-    assert!(head.contains("figures "), "{head}");
     // The age grows while the read stays blocked.
     tmux.wait_for("an older age", |s| {
         s.lines()
@@ -505,13 +504,10 @@ fn a_late_refresh_names_the_driver_call_it_waits_for() {
     );
     let tmux = start("late-driver", &scenario);
     tmux.wait_for("the view", |s| s.contains("GPU 0  NVIDIA H200"));
-    let s = tmux.wait_for("the late mark", |s| {
+    tmux.wait_for("the late mark, and the last figures staying", |s| {
         s.contains("old: waiting for the NVIDIA driver (nvmlDeviceGetMemoryInfo)")
+            && s.contains("GPU 0  NVIDIA H200")
     });
-    assert!(
-        s.contains("GPU 0  NVIDIA H200"),
-        "the last figures stay: {s}"
-    );
     quit(&tmux);
     let _ = std::fs::remove_file(scenario);
 }
@@ -539,19 +535,22 @@ fn suspend_and_resume_give_the_terminal_back_and_take_it_again() {
         assert!(s.contains("BEFORE-TOP"), "{how}: the main screen: {s}");
         assert_restored(&tmux);
         tmux.keys(&["fg", "Enter"]);
-        let s = tmux.wait_for("the view again", |s| {
-            s.contains("GPU 0  NVIDIA H200") && s.starts_with("hmn top")
-        });
-        assert!(
-            !s.contains("icanon") && !s.contains("Stopped"),
-            "{how}: redrawn whole, no shell line left in the view: {s}"
+        tmux.wait_for(
+            "the view again, redrawn whole: no shell line left in it",
+            |s| {
+                s.contains("GPU 0  NVIDIA H200")
+                    && s.starts_with("hmn top")
+                    && !s.contains("icanon")
+                    && !s.contains("Stopped")
+            },
         );
         let flags = tmux.cmd(&["display", "-p", "-t", "top", "#{alternate_on}"]);
         assert_eq!(flags.trim(), "1", "{how}: the alternate screen again");
         // Raw mode: `p` pauses at once, without Enter, and is not echoed.
         tmux.keys(&["p"]);
-        let s = tmux.wait_for("the pause", |s| s.contains("PAUSED"));
-        assert!(!s.lines().any(|l| l == "p"), "{how}: echoed: {s}");
+        tmux.wait_for("the pause, the key not echoed", |s| {
+            s.contains("PAUSED") && !s.lines().any(|l| l == "p")
+        });
         tmux.keys(&["p"]);
         tmux.wait_for("the pause's end", |s| !s.contains("PAUSED"));
     }

@@ -67,16 +67,18 @@ fn two_thousand_processes_scroll_to_the_last_and_a_row_opens_in_detail() {
         .collect();
     let scenario = h200_with(&rows.join(","));
     let tmux = start("keys-scroll", &scenario);
-    let s = tmux.wait_for("the first rows", |s| window(s).is_some());
-    let (first, last, total) = window(&s).unwrap();
-    assert_eq!((first, total), (1, 2000), "{s}");
-    assert!(s.contains("4201999"), "the largest first: {s}");
+    // What a screen is checked for is waited for, all in one screen: tmux may show a frame
+    // that is still arriving (its new rows above the last frame's).
+    let s = tmux.wait_for("the first rows, the largest first", |s| {
+        window(s).is_some_and(|w| (w.0, w.2) == (1, 2000)) && s.contains("4201999")
+    });
+    let (first, last, _) = window(&s).unwrap();
     // End: the last of 2,000, the smallest.
     tmux.keys(&["End"]);
-    let s = tmux.wait_for("the last rows", |s| window(s).is_some_and(|w| w.1 == 2000));
-    assert!(s.contains("4200000"), "{s}");
     let shown = last - first + 1;
-    assert_eq!(window(&s), Some((2001 - shown, 2000, 2000)), "{s}");
+    tmux.wait_for("the last rows, a window's worth", |s| {
+        window(s) == Some((2001 - shown, 2000, 2000)) && s.contains("4200000")
+    });
     // PgUp moves the view up by a page less one row; Home goes back to the top.
     tmux.keys(&["PageUp"]);
     tmux.wait_for("a page up", |s| window(s).is_some_and(|w| w.1 < 2000));
@@ -84,9 +86,11 @@ fn two_thousand_processes_scroll_to_the_last_and_a_row_opens_in_detail() {
     tmux.wait_for("the top again", |s| window(s).is_some_and(|w| w.0 == 1));
     // Down twice, then Enter: the third largest in detail.
     tmux.keys(&["Down", "Down", "Enter"]);
-    let s = tmux.wait_for("the details", |s| s.contains("process 4201997"));
-    assert!(s.contains("another PID namespace"), "{s}");
-    assert!(s.contains("GPU memory GPU 0 2.0 GiB"), "{s}");
+    tmux.wait_for("the details", |s| {
+        s.contains("process 4201997")
+            && s.contains("another PID namespace")
+            && s.contains("GPU memory GPU 0 2.0 GiB")
+    });
     tmux.wait_for("its history", |s| s.contains("peak 2.0 GiB over"));
     tmux.keys(&["Escape"]);
     tmux.wait_for("the table again", |s| window(s).is_some());
@@ -176,14 +180,8 @@ fn another_users_process_is_refused_and_said_so() {
     tmux.keys(&["k"]);
     tmux.wait_for("the question", |s| s.contains("Send SIGTERM"));
     tmux.keys(&["Enter"]);
-    let s = tmux.wait_for("the refusal", |s| s.contains("not permitted"));
-    assert!(
-        s.contains(&format!(
-            "not permitted to send SIGTERM to pid {}",
-            child.id()
-        )),
-        "{s}"
-    );
+    let refusal = format!("not permitted to send SIGTERM to pid {}", child.id());
+    tmux.wait_for("the refusal", |s| s.contains(&refusal));
     assert!(child.try_wait().unwrap().is_none(), "still running");
     quit(&tmux);
     let _ = child.kill();
@@ -264,8 +262,9 @@ fn a_reused_pid_is_signalled_only_when_asked_about_its_new_process() {
     // A refresh or two with the second sleep in place, then the answer: refused.
     std::thread::sleep(Duration::from_millis(600));
     tmux.keys(&["Enter"]);
-    let s = tmux.wait_for("the refusal", |s| s.contains("nothing sent"));
-    assert!(s.contains("no longer the process selected"), "{s}");
+    tmux.wait_for("the refusal", |s| {
+        s.contains("nothing sent") && s.contains("no longer the process selected")
+    });
     std::thread::sleep(Duration::from_millis(500));
     assert!(!ended.exists(), "the second sleep was not signalled");
     // The row is the second sleep's now: asked about it, the signal reaches it.
