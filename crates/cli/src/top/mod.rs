@@ -245,7 +245,22 @@ fn show(
     let stop = Stop::on_signals();
     let result = terminal_loop(ui, interval, control, rx, jobs, wake, &stop);
     lock(ui).close();
-    result.map(|()| stop.signal())
+    // A terminal that hung up ends the view as its SIGHUP would (which may be on its way).
+    result.map(|ended| match ended {
+        Ended::Asked => stop.signal(),
+        Ended::HungUp => Some(stop.signal().unwrap_or(SIGHUP)),
+    })
+}
+
+/// SIGHUP's number (1 wherever there are signals), for a terminal that hung up.
+const SIGHUP: i32 = 1;
+
+/// How the terminal thread's loop ended.
+enum Ended {
+    /// Quit from the keyboard, or a stop signal.
+    Asked,
+    /// The terminal hung up.
+    HungUp,
 }
 
 fn terminal_loop(
@@ -256,7 +271,7 @@ fn terminal_loop(
     jobs: &suspend::JobControl,
     wake: &Wake,
     stop: &Stop,
-) -> io::Result<()> {
+) -> io::Result<Ended> {
     {
         let mut ui = lock(ui);
         let ui = &mut *ui;
@@ -287,8 +302,13 @@ fn terminal_loop(
             ui.paint(interval, &control.late)?;
             ui.wait(interval)
         };
-        if !pending {
-            wake.wait_terminal(timeout, &control.late)?;
+        let gone = if pending {
+            wake::terminal_gone()
+        } else {
+            wake.wait_terminal(timeout, &control.late)?
+        };
+        if gone {
+            return Ok(Ended::HungUp);
         }
         pending = event::poll(Duration::ZERO)?;
         if !pending {
@@ -333,7 +353,7 @@ fn terminal_loop(
             control.set_view(&ui.state, ui.height);
         }
     }
-    Ok(())
+    Ok(Ended::Asked)
 }
 
 /// Whether the view has just had the terminal back from job control: suspended here (^Z, a

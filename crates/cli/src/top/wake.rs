@@ -68,18 +68,38 @@ impl Wake {
 
     /// The terminal thread's wait: until input on the terminal, a wake, one of the signals,
     /// `timer` firing, or `timeout` (`None`: no timeout; not used where `timer` works, as the
-    /// timer holds the deadline). Afterwards `event::poll(Duration::ZERO)` tells whether an
-    /// event is there (a resize comes as a signal, not as input).
+    /// timer holds the deadline). Returns whether the terminal hung up (see [`terminal_gone`]);
+    /// if not, `event::poll(Duration::ZERO)` then tells whether an event is there (a resize
+    /// comes as a signal, not as input).
     #[cfg_attr(not(unix), allow(clippy::unused_self))]
-    pub fn wait_terminal(&self, timeout: Option<Duration>, timer: &LateTimer) -> io::Result<()> {
+    pub fn wait_terminal(&self, timeout: Option<Duration>, timer: &LateTimer) -> io::Result<bool> {
         #[cfg(unix)]
         if let Some(pair) = &self.pair {
             let timeout = if timer.works() { None } else { timeout };
-            pair.wait([unix::terminal_fd(), timer.fd()], timeout);
-            return Ok(());
+            let [terminal, _] = pair.wait([unix::terminal_fd(), timer.fd()], timeout);
+            return Ok(unix::hung_up(terminal));
         }
         let _ = timer;
-        event::poll(timeout.map_or(SLICE, |t| t.min(SLICE))).map(|_| ())
+        if terminal_gone() {
+            return Ok(true);
+        }
+        event::poll(timeout.map_or(SLICE, |t| t.min(SLICE))).map(|_| false)
+    }
+}
+
+/// Whether the terminal the view reads keys from hung up (its window closed, the connection
+/// to it dropped, its tmux server killed), asked without waiting. crossterm must not be asked
+/// for an event then: on a terminal at its end its reader reads nothing, again and again,
+/// and never returns, a core spent and no signal looked at (crossterm's issue 793). Always
+/// `false` off Unix.
+pub fn terminal_gone() -> bool {
+    #[cfg(unix)]
+    {
+        unix::terminal_fd().is_some_and(|fd| unix::hung_up(unix::poll_now(fd)))
+    }
+    #[cfg(not(unix))]
+    {
+        false
     }
 }
 
@@ -254,8 +274,13 @@ mod unix {
         }
 
         /// Waits for a byte on the socket or input on one of `also`, at most `timeout`; takes
-        /// every byte waiting on the socket, so the next wait sleeps again.
-        pub fn wait(&self, also: [Option<RawFd>; 2], timeout: Option<Duration>) {
+        /// every byte waiting on the socket, so the next wait sleeps again. Returns what poll(2)
+        /// said of each of `also` (its `revents`; 0 for none, and after a failed poll).
+        pub fn wait(
+            &self,
+            also: [Option<RawFd>; 2],
+            timeout: Option<Duration>,
+        ) -> [libc::c_short; 2] {
             let polled = |fd: Option<RawFd>| libc::pollfd {
                 fd: fd.unwrap_or(-1),
                 events: libc::POLLIN,
@@ -273,13 +298,37 @@ mod unix {
             // SAFETY: `fds` is a valid array of three pollfd for the length given; poll(2)
             // only writes their revents.
             let woke = unsafe { libc::poll(fds.as_mut_ptr(), 3, ms) };
+            let [socket, a, b] = fds;
+            let said = if woke < 0 {
+                [0, 0]
+            } else {
+                [a.revents, b.revents]
+            };
             // A timeout, or input only: nothing to take (a failed poll takes what may be there).
-            if woke >= 0 && fds[0].revents == 0 {
-                return;
+            if woke >= 0 && socket.revents == 0 {
+                return said;
             }
             let mut sink = [0_u8; 64];
             while matches!((&self.reader).read(&mut sink), Ok(n) if n > 0) {}
+            said
         }
+    }
+
+    /// What poll(2) says of `fd` at once (its `revents`; 0 when the poll fails).
+    pub fn poll_now(fd: RawFd) -> libc::c_short {
+        let mut one = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `one` is a valid pollfd; poll(2) only writes its revents.
+        let said = unsafe { libc::poll(&raw mut one, 1, 0) };
+        if said < 0 { 0 } else { one.revents }
+    }
+
+    /// Whether `revents` says the descriptor hung up or is no longer usable.
+    pub fn hung_up(revents: libc::c_short) -> bool {
+        revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
     }
 
     impl Drop for Pair {
@@ -395,6 +444,29 @@ mod tests {
             t.elapsed()
         );
         thread.join().unwrap();
+    }
+
+    /// A descriptor whose other end closed hangs up, as a terminal does whose window closed:
+    /// said by the wait as by the look without waiting; an open one that has input does not.
+    #[test]
+    fn a_closed_other_end_is_a_hang_up_and_input_is_not() {
+        use std::io::Write as _;
+        use std::os::fd::AsRawFd as _;
+        let (ours, mut theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let fd = ours.as_raw_fd();
+        assert!(!unix::hung_up(unix::poll_now(fd)));
+        theirs.write_all(b"q").unwrap();
+        let wake = Wake::new(&[]);
+        let pair = wake.pair.as_ref().unwrap();
+        let [said, _] = pair.wait([Some(fd), None], Some(Duration::from_secs(10)));
+        assert_eq!(said & libc::POLLIN, libc::POLLIN);
+        assert!(!unix::hung_up(said));
+        drop(theirs);
+        assert!(unix::hung_up(unix::poll_now(fd)));
+        let t = Instant::now();
+        let [said, _] = pair.wait([Some(fd), None], Some(Duration::from_secs(10)));
+        assert!(unix::hung_up(said), "{said:#x}");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     }
 
     #[test]

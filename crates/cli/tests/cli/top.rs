@@ -397,18 +397,23 @@ fn a_dumb_terminal_is_refused_with_what_to_use_instead() {
     assert!(s.contains("TERM=dumb") && s.contains("hmn watch"), "{s}");
 }
 
-/// Sends `signal` to the `hmn top` that the session's shell runs (its child).
-fn signal_top(tmux: &Tmux, signal: i32) {
+/// The pid of the `hmn top` that the session's shell runs (its child).
+fn top_pid(tmux: &Tmux) -> i32 {
     let shell: u32 = tmux
         .cmd(&["display", "-p", "-t", "top", "#{pane_pid}"])
         .trim()
         .parse()
         .unwrap();
-    let top = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+    std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
         .unwrap()
         .split_whitespace()
         .find_map(|p| p.parse::<i32>().ok())
-        .unwrap();
+        .unwrap()
+}
+
+/// Sends `signal` to the `hmn top` that the session's shell runs.
+fn signal_top(tmux: &Tmux, signal: i32) {
+    let top = top_pid(tmux);
     // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
     #[allow(unsafe_code)]
     let sent = unsafe { libc::kill(top, signal) };
@@ -448,15 +453,7 @@ fn a_late_refresh_names_the_file_it_waits_for_and_q_still_quits() {
         return;
     }
     let root = super::impossible_figures::hostile_tree("top-late");
-    let tmux = start_top(
-        "late-file",
-        220,
-        &[
-            "HYPOMNESIS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1".to_string(),
-            format!("HYPOMNESIS_PROCFS={}", root.join("proc").display()),
-            format!("HYPOMNESIS_SYSFS={}", root.join("sys").display()),
-        ],
-    );
+    let tmux = top_on_a_tree("late-file", &root);
     // The title and the rows of one paint (this build has the library's debug output, whose
     // lines on the first measurement may land over a view painted before it: the refresh's
     // own paint writes the view whole again).
@@ -467,13 +464,7 @@ fn a_late_refresh_names_the_file_it_waits_for_and_q_still_quits() {
         !head.contains(" old:"),
         "live figures carry no mark: {head}"
     );
-    let fifo = root.join("proc/601/cmdline");
-    support::mkfifo(&fifo);
-    let want = format!("old: waiting for {}", fifo.display());
-    tmux.wait_for("the late mark with the figures' age", |s| {
-        s.lines()
-            .any(|l| l.starts_with("hmn top") && l.contains(&want) && l.contains("figures "))
-    });
+    block_a_refresh(&tmux, &root);
     // The age grows while the read stays blocked.
     tmux.wait_for("an older age", |s| {
         s.lines()
@@ -489,6 +480,78 @@ fn a_late_refresh_names_the_file_it_waits_for_and_q_still_quits() {
             .is_some_and(|age| age >= 4)
     });
     quit(&tmux);
+    let _ = std::fs::remove_dir_all(root);
+}
+
+/// `hmn top` in a session of its own on `root` (a [`hostile_tree`]).
+///
+/// [`hostile_tree`]: super::impossible_figures::hostile_tree
+#[cfg(target_os = "linux")]
+fn top_on_a_tree(what: &str, root: &std::path::Path) -> Tmux {
+    start_top(
+        what,
+        220,
+        &[
+            "HYPOMNESIS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1".to_string(),
+            format!("HYPOMNESIS_PROCFS={}", root.join("proc").display()),
+            format!("HYPOMNESIS_SYSFS={}", root.join("sys").display()),
+        ],
+    )
+}
+
+/// Makes the `cmdline` of pid 601 in `root` a FIFO that nobody writes, so that the next
+/// refresh blocks in its read, and waits until the view says so.
+#[cfg(target_os = "linux")]
+fn block_a_refresh(tmux: &Tmux, root: &std::path::Path) {
+    let fifo = root.join("proc/601/cmdline");
+    support::mkfifo(&fifo);
+    let want = format!("old: waiting for {}", fifo.display());
+    tmux.wait_for("the late mark with the figures' age", |s| {
+        s.lines()
+            .any(|l| l.starts_with("hmn top") && l.contains(&want) && l.contains("figures "))
+    });
+}
+
+/// The terminal goes away (its tmux server killed) while a refresh is blocked: `hmn top` ends
+/// within seconds. It spun a core for as long as it was let, deaf to SIGTERM: crossterm's
+/// reader, asked for a key on a terminal at its end, read nothing again and again.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_terminal_that_goes_away_ends_top_even_with_a_refresh_blocked() {
+    if !tmux_here() {
+        return;
+    }
+    let root = super::impossible_figures::hostile_tree("top-hangup");
+    let tmux = top_on_a_tree("hangup", &root);
+    tmux.wait_for("the card's clients", |s| {
+        s.contains("halfbad") && s.lines().any(|l| l.starts_with("hmn top"))
+    });
+    block_a_refresh(&tmux, &root);
+    let top = top_pid(&tmux);
+    drop(tmux);
+    let gone = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit(") ")
+                .next()
+                .is_some_and(|s| s.starts_with(['Z', 'X']))
+        })
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while !gone(top) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{top}/stat")).unwrap_or_default();
+    if !gone(top) {
+        // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(top, libc::SIGKILL);
+        }
+    }
+    assert!(
+        gone(top),
+        "hmn top {top} still runs 10 s after its terminal went: {stat}"
+    );
     let _ = std::fs::remove_dir_all(root);
 }
 
