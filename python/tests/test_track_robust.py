@@ -149,9 +149,13 @@ def test_a_hanging_driver_call_marks_samples_instead_of_blocking() -> None:
 
 
 def test_ctrl_c_during_a_hanging_driver_call_stops_at_once() -> None:
+    # Where the child is after 10 s, if still running: every thread's Python stack on its
+    # stderr, shown when it is not done in time (CI once saw it run on for 30 s, on 2f0d5a8;
+    # 60 runs here since, loaded and not, all ended within 0.1 s).
     child = run_script(
         """
-        import sys
+        import faulthandler, sys
+        faulthandler.dump_traceback_later(10)
         print("ready", flush=True)
         try:
             with hypomnesis.track(interval=60, deadline=60):
@@ -168,7 +172,12 @@ def test_ctrl_c_during_a_hanging_driver_call_stops_at_once() -> None:
     time.sleep(0.5)  # inside the entry sample, which waits for the hung call
     sent = time.monotonic()
     child.send_signal(signal.SIGINT)
-    stdout, stderr = child.communicate(timeout=30)
+    try:
+        stdout, stderr = child.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        stdout, stderr = child.communicate()
+        raise AssertionError(f"still running 30 s after SIGINT; out {stdout!r}, err:\n{stderr}")
     took = time.monotonic() - sent
     assert child.returncode == 0, stderr
     assert "interrupted" in stdout
