@@ -1,9 +1,10 @@
 //! What `hmn top` reads of a process once, not at every refresh: its owner, command line and
-//! container do not change while it runs (nearly: a process may retitle itself, so they are
-//! read again every [`RELOOK`] refreshes), while its RSS and CPU time do. A refresh reads the
-//! lasting parts of the processes it has not seen, and only RSS and CPU time of the others:
-//! two files a process instead of four, and no user database; and those two are kept open
-//! from one refresh to the next (`ContextReader`), read again at offset 0.
+//! container do not change while it runs (nearly: a process may retitle itself or change its
+//! user, so those two are read again every [`RELOOK`] refreshes; the container it runs in
+//! stays), while its RSS and CPU time do. A refresh reads the lasting parts of the processes
+//! it has not seen, and only RSS and CPU time of the others: two files a process instead of
+//! four, and no user database; and those two are kept open from one refresh to the next
+//! (`ContextReader`), read again at offset 0.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -73,18 +74,22 @@ impl Lasting {
         self.refresh += 1;
         let refresh = self.refresh;
         self.by_pid.retain(|&pid, _| listed(pid));
-        // Those kept (listed pid, pid to read, in order), and those to read whole.
+        // Those kept (listed pid, pid to read, in order), those of them whose owner and command
+        // line are due to be read again, and those to read whole.
         let mut known: Vec<(u32, u32)> = Vec::with_capacity(wanted.len());
+        let mut relook: Vec<(u32, u32)> = Vec::new();
         let mut new = BTreeMap::new();
         for (pid, read) in wanted {
-            let kept = self.by_pid.get(&pid).is_some_and(|k| {
-                let due = refresh.saturating_sub(k.read_at) >= RELOOK;
-                !due && (k.with_container || !containers)
-            });
-            if kept {
-                known.push((pid, read));
-            } else {
-                new.insert(pid, read);
+            match self.by_pid.get(&pid) {
+                Some(k) if k.with_container || !containers => {
+                    known.push((pid, read));
+                    if refresh.saturating_sub(k.read_at) >= RELOOK {
+                        relook.push((pid, read));
+                    }
+                }
+                _ => {
+                    new.insert(pid, read);
+                }
             }
         }
         let mut whole = ContextParts::ALL;
@@ -94,13 +99,9 @@ impl Lasting {
             BTreeMap::new()
         } else {
             let mut read = contexts::read(new.clone(), whole);
-            // A process with no command line (it cleared its argv) shows and matches its
-            // name, whole (the library makes a name cut at 15 bytes whole).
             for (listed, ctx) in &mut read {
-                if ctx.command.is_none()
-                    && let Some(&pid) = new.get(listed)
-                {
-                    ctx.command = hypomnesis::process_name(pid);
+                if let Some(&pid) = new.get(listed) {
+                    name_for_no_command(ctx, pid);
                 }
             }
             read.into_iter().map(|(p, c)| (p, c.into())).collect()
@@ -133,6 +134,8 @@ impl Lasting {
                 out.insert(pid, ctx);
             }
         }
+        relook.retain(|(pid, _)| !reused.contains_key(pid));
+        self.relook(&relook, &mut out);
         if !reused.is_empty() {
             for (pid, ctx) in contexts::read(reused, whole) {
                 let ctx = Context::from(ctx);
@@ -148,6 +151,47 @@ impl Lasting {
             }
         }
         out
+    }
+
+    /// Reads the owner and command line of `relook` (listed pid, pid to read) again, into what
+    /// is kept and into `out` (a retitle, another user); RSS and CPU time were read at this
+    /// refresh as for every kept process, and the container stays. A part that cannot be read
+    /// now (the process just ended) stays as kept.
+    fn relook(&mut self, relook: &[(u32, u32)], out: &mut BTreeMap<u32, Context>) {
+        if relook.is_empty() {
+            return;
+        }
+        let mut parts = ContextParts::NONE;
+        (parts.user, parts.command) = (true, true);
+        let under: Vec<u32> = relook.iter().map(|&(_, read)| read).collect();
+        let again = hypomnesis::process_contexts_with(&under, parts);
+        for (&(pid, read), mut fresh) in relook.iter().zip(again) {
+            name_for_no_command(&mut fresh, read);
+            let (Some(k), Some(ctx)) = (self.by_pid.get_mut(&pid), out.get_mut(&pid)) else {
+                continue;
+            };
+            k.read_at = self.refresh;
+            if let Some(user) = fresh.user
+                && k.ctx.user.as_deref() != Some(user.as_str())
+            {
+                k.ctx.user = Some(Arc::from(user));
+                ctx.user.clone_from(&k.ctx.user);
+            }
+            if let Some(command) = fresh.command
+                && k.ctx.command.as_deref() != Some(command.as_str())
+            {
+                k.ctx.command = Some(Arc::from(command));
+                ctx.command.clone_from(&k.ctx.command);
+            }
+        }
+    }
+}
+
+/// A process with no command line (it cleared its argv) shows and matches its name, whole
+/// (the library makes a name cut at 15 bytes whole); `pid` is the pid its files are read under.
+fn name_for_no_command(ctx: &mut ProcessContext, pid: u32) {
+    if ctx.command.is_none() {
+        ctx.command = hypomnesis::process_name(pid);
     }
 }
 
@@ -165,14 +209,32 @@ mod tests {
         let ctx = &first[&me];
         assert!(ctx.command.is_some() && ctx.rss_bytes.is_some() && ctx.cpu_time.is_some());
         // Kept: a changed lasting part is not seen until the relook; RSS and CPU time are read.
-        l.by_pid.get_mut(&me).unwrap().ctx.command = Some("kept".into());
+        let kept = &mut l.by_pid.get_mut(&me).unwrap().ctx;
+        kept.command = Some("kept".into());
+        kept.user = Some("kept-user".into());
         for _ in 1..RELOOK {
             let c = l.read(wanted(), false, |_| true);
             assert_eq!(c[&me].command.as_deref(), Some("kept"));
+            assert_eq!(c[&me].user.as_deref(), Some("kept-user"));
             assert!(c[&me].rss_bytes.is_some() && c[&me].cpu_time.is_some());
         }
+        // The relook reads the owner and the command line again, both kept and shown.
         let again = l.read(wanted(), false, |_| true);
+        let mut parts = ContextParts::NONE;
+        (parts.user, parts.command) = (true, true);
+        let truth = hypomnesis::process_contexts_with(&[me], parts).remove(0);
+        assert_eq!(again[&me].command.as_deref(), truth.command.as_deref());
         assert_ne!(again[&me].command.as_deref(), Some("kept"), "read again");
+        assert!(again[&me].rss_bytes.is_some() && again[&me].cpu_time.is_some());
+        if truth.user.is_some() {
+            assert_eq!(again[&me].user.as_deref(), truth.user.as_deref());
+        }
+        assert_eq!(l.by_pid[&me].ctx.command, again[&me].command);
+        assert_eq!(l.by_pid[&me].read_at, RELOOK + 1);
+        // Not due again until RELOOK more refreshes.
+        l.by_pid.get_mut(&me).unwrap().ctx.command = Some("kept".into());
+        let c = l.read(wanted(), false, |_| true);
+        assert_eq!(c[&me].command.as_deref(), Some("kept"));
         // Asking for containers reads the lasting parts again, with them.
         l.by_pid.get_mut(&me).unwrap().ctx.command = Some("kept".into());
         let c = l.read(wanted(), true, |_| true);
