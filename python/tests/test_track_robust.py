@@ -149,12 +149,15 @@ def test_a_hanging_driver_call_marks_samples_instead_of_blocking() -> None:
 
 
 def test_ctrl_c_during_a_hanging_driver_call_stops_at_once() -> None:
-    # Where the child is after 10 s, if still running: every thread's Python stack on its
-    # stderr, shown when it is not done in time (CI once saw it run on for 30 s, on 2f0d5a8;
-    # 60 runs here since, loaded and not, all ended within 0.1 s).
+    # Python turns SIGINT into KeyboardInterrupt only when it starts with SIGINT at its
+    # default: started from a shell's background job (`(cmd &)`, no job control), SIGINT is
+    # ignored and so it stays. The child sets Python's handler itself, whatever it inherited.
+    # If it is still running after 10 s, every thread's Python stack goes to its stderr, shown
+    # when it is not done in time.
     child = run_script(
         """
-        import faulthandler, sys
+        import faulthandler, signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         faulthandler.dump_traceback_later(10)
         print("ready", flush=True)
         try:
