@@ -244,4 +244,35 @@ mod tests {
         l.read(BTreeMap::new(), false, |_| false);
         assert!(l.by_pid.is_empty());
     }
+
+    /// A process with no command line (here a zombie, whose memory is gone) shows its name,
+    /// when first read and at each relook.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_process_without_a_command_line_shows_its_name() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let zombie = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.rsplit(") ").next().is_some_and(|s| s.starts_with('Z')))
+        };
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while !zombie() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(zombie(), "true ({pid}) never became a zombie");
+        let mut l = Lasting::default();
+        let wanted = || [(pid, pid)].into_iter().collect::<BTreeMap<_, _>>();
+        assert_eq!(
+            l.read(wanted(), false, |_| true)[&pid].command.as_deref(),
+            Some("true")
+        );
+        l.by_pid.get_mut(&pid).unwrap().ctx.command = Some("kept".into());
+        for _ in 1..RELOOK {
+            l.read(wanted(), false, |_| true);
+        }
+        let again = l.read(wanted(), false, |_| true);
+        child.wait().unwrap();
+        assert_eq!(again[&pid].command.as_deref(), Some("true"));
+    }
 }
