@@ -275,7 +275,7 @@ mod unix {
 
         /// Waits for a byte on the socket or input on one of `also`, at most `timeout`; takes
         /// every byte waiting on the socket, so the next wait sleeps again. Returns what poll(2)
-        /// said of each of `also` (its `revents`; 0 for none, and after a failed poll).
+        /// said of each of `also` (its `revents`; 0 for none).
         pub fn wait(
             &self,
             also: [Option<RawFd>; 2],
@@ -298,12 +298,10 @@ mod unix {
             // SAFETY: `fds` is a valid array of three pollfd for the length given; poll(2)
             // only writes their revents.
             let woke = unsafe { libc::poll(fds.as_mut_ptr(), 3, ms) };
+            // Each revents is 0 where nothing happened to its descriptor: after a timeout, and
+            // after a failed poll too (they start at 0).
             let [socket, a, b] = fds;
-            let said = if woke < 0 {
-                [0, 0]
-            } else {
-                [a.revents, b.revents]
-            };
+            let said = [a.revents, b.revents];
             // A timeout, or input only: nothing to take (a failed poll takes what may be there).
             if woke >= 0 && socket.revents == 0 {
                 return said;
@@ -314,7 +312,8 @@ mod unix {
         }
     }
 
-    /// What poll(2) says of `fd` at once (its `revents`; 0 when the poll fails).
+    /// What poll(2) says of `fd` at once (its `revents`; 0 when nothing happened to it, or
+    /// when the poll failed, as they start at 0).
     pub fn poll_now(fd: RawFd) -> libc::c_short {
         let mut one = libc::pollfd {
             fd,
@@ -322,8 +321,8 @@ mod unix {
             revents: 0,
         };
         // SAFETY: `one` is a valid pollfd; poll(2) only writes its revents.
-        let said = unsafe { libc::poll(&raw mut one, 1, 0) };
-        if said < 0 { 0 } else { one.revents }
+        unsafe { libc::poll(&raw mut one, 1, 0) };
+        one.revents
     }
 
     /// Whether `revents` says the descriptor hung up or is no longer usable.
