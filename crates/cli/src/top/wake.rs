@@ -446,7 +446,8 @@ mod tests {
     }
 
     /// A descriptor whose other end closed hangs up, as a terminal does whose window closed:
-    /// said by the wait as by the look without waiting; an open one that has input does not.
+    /// said by the wait as by the look without waiting; an open one that has input does not;
+    /// one in error, or no descriptor at all, is done with too.
     #[test]
     fn a_closed_other_end_is_a_hang_up_and_input_is_not() {
         use std::io::Write as _;
@@ -466,6 +467,17 @@ mod tests {
         let [said, _] = pair.wait([Some(fd), None], Some(Duration::from_secs(10)));
         assert!(unix::hung_up(said), "{said:#x}");
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        // The other two ways a descriptor is done with: an error (a pipe's write end with no
+        // reader left: POLLERR) and no descriptor at all (POLLNVAL).
+        let (reader, writer) = std::io::pipe().unwrap();
+        assert!(!unix::hung_up(unix::poll_now(writer.as_raw_fd())));
+        drop(reader);
+        let said = unix::poll_now(writer.as_raw_fd());
+        assert_eq!(said & libc::POLLERR, libc::POLLERR, "{said:#x}");
+        assert!(unix::hung_up(said));
+        let said = unix::poll_now(1 << 30);
+        assert_eq!(said, libc::POLLNVAL);
+        assert!(unix::hung_up(said));
     }
 
     #[test]
