@@ -15,11 +15,13 @@ pub(super) struct Tmux {
 }
 
 impl Tmux {
-    /// A server of its own (named after `what` and this test process) with one session, `top`,
-    /// of `width` x 30 cells running `command`.
+    /// A server of its own (named after `what`, this test process and a count, so that two
+    /// tests never share one) with one session, `top`, of `width` x 30 cells running `command`.
     pub(super) fn start(what: &str, width: u16, command: &[&str]) -> Self {
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmux = Self {
-            socket: format!("hmn-top-{what}-{}", std::process::id()),
+            socket: format!("hmn-top-{what}-{}-{n}", std::process::id()),
         };
         let width = width.to_string();
         let mut args = vec![
@@ -522,7 +524,7 @@ fn a_terminal_that_goes_away_ends_top_even_with_a_refresh_blocked() {
         return;
     }
     let root = super::impossible_figures::hostile_tree("top-hangup");
-    let tmux = top_on_a_tree("hangup", &root);
+    let tmux = top_on_a_tree("hangup-blocked", &root);
     tmux.wait_for("the card's clients", |s| {
         s.contains("halfbad") && s.lines().any(|l| l.starts_with("hmn top"))
     });
