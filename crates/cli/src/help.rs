@@ -34,7 +34,7 @@ Memory belongs to the GPU instance (GI): its compute instances (CI) show the sam
 Where the figures come from: NVIDIA GPUs through NVML (libnvidia-ml, loaded once), or nvidia-smi when NVML cannot be loaded; on Linux, AMD and Intel GPUs through sysfs and DRM fdinfo (listed after the NVIDIA ones); on Windows DXGI and PDH; on macOS Metal. `hmn doctor` says which answered and why the others did not.";
 
 /// Exit statuses, for `--help` and the man page.
-pub const EXIT_STATUS: &str = "0 success (also when there is no GPU); 1 the answer is no (hmn fits: it does not fit; hmn ps --exit-status: nothing listed; hmn watch: a spill was seen); 2 a usage error, or a measurement that failed or did not answer in time. hmn run and hmn spill pass on the command's status.";
+pub const EXIT_STATUS: &str = "0 success (also when there is no GPU); 1 the answer is no (hmn fits: it does not fit; hmn ps --exit-status: nothing listed; hmn watch: a spill was seen); 2 a usage error, or a measurement that failed or did not answer in time; 128 + n ended by signal n (hmn top, hmn serve; hmn top whose terminal hangs up: 129). hmn run and hmn spill pass on the command's status.";
 
 /// The environment variables `hmn` reads: (name, meaning).
 pub const ENVIRONMENT: &[(&str, &str)] = &[

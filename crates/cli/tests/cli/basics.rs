@@ -251,7 +251,9 @@ fn usage_errors_exit_2_and_help_and_version_exit_0() {
     let (code, out, _) = run(hmn(), &["--help"]);
     assert_eq!(code, 0);
     assert!(
-        out.contains("PART of total, not extra") && out.contains("Exit status"),
+        out.contains("PART of total, not extra")
+            && out.contains("Exit status")
+            && out.contains("128 + n ended by signal n"),
         "{out}"
     );
     let (code, out, _) = run(hmn(), &["ps", "--help"]);
