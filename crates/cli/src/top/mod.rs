@@ -302,12 +302,10 @@ fn terminal_loop(
             ui.paint(interval, &control.late)?;
             ui.wait(interval)
         };
-        let gone = if pending {
-            wake::terminal_gone()
-        } else {
-            wake.wait_terminal(timeout, &control.late)?
-        };
-        if gone {
+        if !pending {
+            wake.wait_terminal(timeout, &control.late)?;
+        }
+        if wake::terminal_gone() {
             return Ok(Ended::HungUp);
         }
         pending = event::poll(Duration::ZERO)?;
