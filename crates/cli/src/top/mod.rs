@@ -93,13 +93,13 @@ impl Control {
 }
 
 /// Puts the terminal back as it was (main screen, cooked mode, cursor shown) when dropped:
-/// on return, on error, and when a panic unwinds (ratatui's panic hook does it too).
+/// on return, on error, and when a panic unwinds (the panic hook does it too).
 struct Restore;
 
 impl Drop for Restore {
     fn drop(&mut self) {
         mouse(false);
-        ratatui::restore();
+        term::give_back();
     }
 }
 
@@ -585,9 +585,9 @@ fn end_after_signal(control: &Control, signals: &Stop) {
         std::thread::sleep(Duration::from_millis(20));
     }
     // Not `mouse(false)`: the terminal thread that did not end holds the standard output,
-    // and a terminal that hung up takes no mouse reports anyway. `restore` gives up at once
+    // and a terminal that hung up takes no mouse reports anyway. `give_back` gives up at once
     // on a terminal that is gone.
-    ratatui::restore();
+    term::give_back();
     let code = signals.signal().map_or(1, |s| 128 + s);
     std::process::exit(code);
 }

@@ -57,7 +57,7 @@ impl JobControl {
         }
         let _ = terminal.show_cursor();
         super::mouse(false);
-        ratatui::restore();
+        super::term::give_back();
         signals::stop_self();
         self.continued();
         resume(terminal)

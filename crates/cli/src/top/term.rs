@@ -7,7 +7,7 @@
 //! rows above the old. Here the frame is kept until the painter flushes it, then written at
 //! once (`Stdout` hands a write longer than its own buffer straight to the terminal).
 
-use std::io::{self, BufWriter, Stdout};
+use std::io::{self, BufWriter, Stdout, Write as _};
 
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
@@ -28,7 +28,7 @@ const FRAME_BYTES: usize = 64 * 1024;
 pub fn take() -> io::Result<Term> {
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        ratatui::restore();
+        give_back();
         hook(info);
     }));
     enable_raw_mode()?;
@@ -37,4 +37,17 @@ pub fn take() -> io::Result<Term> {
         FRAME_BYTES,
         io::stdout(),
     )))
+}
+
+/// Gives the terminal back (cooked mode, the main screen), as ratatui's `restore` does, but
+/// says a failure with a write that may fail: `restore` prints it with `eprintln!`, which
+/// panics when standard error is a terminal that hung up, and the process then aborted (status
+/// 134 where 129 was due).
+pub fn give_back() {
+    if let Err(e) = ratatui::try_restore() {
+        let _ = writeln!(
+            io::stderr(),
+            "hmn top: could not give the terminal back: {e}"
+        );
+    }
 }
