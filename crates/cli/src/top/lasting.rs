@@ -161,29 +161,35 @@ impl Lasting {
         if relook.is_empty() {
             return;
         }
-        let mut parts = ContextParts::NONE;
-        (parts.user, parts.command) = (true, true);
         let under: Vec<u32> = relook.iter().map(|&(_, read)| read).collect();
-        let again = hypomnesis::process_contexts_with(&under, parts);
+        let again = hypomnesis::process_contexts_with(&under, RELOOKED);
         for (&(pid, read), mut fresh) in relook.iter().zip(again) {
             name_for_no_command(&mut fresh, read);
             let (Some(k), Some(ctx)) = (self.by_pid.get_mut(&pid), out.get_mut(&pid)) else {
                 continue;
             };
             k.read_at = self.refresh;
-            if let Some(user) = fresh.user
-                && k.ctx.user.as_deref() != Some(user.as_str())
-            {
-                k.ctx.user = Some(Arc::from(user));
-                ctx.user.clone_from(&k.ctx.user);
-            }
-            if let Some(command) = fresh.command
-                && k.ctx.command.as_deref() != Some(command.as_str())
-            {
-                k.ctx.command = Some(Arc::from(command));
-                ctx.command.clone_from(&k.ctx.command);
-            }
+            renew(&mut k.ctx.user, &mut ctx.user, fresh.user);
+            renew(&mut k.ctx.command, &mut ctx.command, fresh.command);
         }
+    }
+}
+
+/// The parts a relook reads again: those a running process can change.
+const RELOOKED: ContextParts = {
+    let mut parts = ContextParts::NONE;
+    (parts.user, parts.command) = (true, true);
+    parts
+};
+
+/// A part read again: `fresh`, when read and other than `kept`, replaces it and is shown; a
+/// part the same as kept stays shared, one not read (the process just ended) stays as kept.
+fn renew(kept: &mut Option<Arc<str>>, shown: &mut Option<Arc<str>>, fresh: Option<String>) {
+    if let Some(fresh) = fresh
+        && kept.as_deref() != Some(fresh.as_str())
+    {
+        *kept = Some(Arc::from(fresh));
+        shown.clone_from(kept);
     }
 }
 
@@ -220,9 +226,7 @@ mod tests {
         }
         // The relook reads the owner and the command line again, both kept and shown.
         let again = l.read(wanted(), false, |_| true);
-        let mut parts = ContextParts::NONE;
-        (parts.user, parts.command) = (true, true);
-        let truth = hypomnesis::process_contexts_with(&[me], parts).remove(0);
+        let truth = hypomnesis::process_contexts_with(&[me], RELOOKED).remove(0);
         assert_eq!(again[&me].command.as_deref(), truth.command.as_deref());
         assert_ne!(again[&me].command.as_deref(), Some("kept"), "read again");
         assert!(again[&me].rss_bytes.is_some() && again[&me].cpu_time.is_some());
