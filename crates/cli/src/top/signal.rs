@@ -41,9 +41,15 @@ fn send_here(pick: Pick, sig: Sig) -> Result<String, String> {
     };
     let pid =
         libc::pid_t::try_from(pick.pid).map_err(|_| format!("pid {} is out of range", pick.pid))?;
-    let fd = linux::PidFd::open(pid);
-    // With a pidfd the process cannot change under the check; without one (a kernel before
-    // 5.3), the check is made just before kill(2).
+    // With a pidfd the process cannot change under the check. Only a kernel without pidfds
+    // (before 5.3: ENOSYS) falls back to kill(2), the check made just before it; any other
+    // refusal sends nothing (EINVAL or ENOENT: the number is a thread's, and kill(2) would end
+    // the whole process the thread belongs to; ESRCH: it has exited).
+    let fd = match linux::PidFd::open(pid) {
+        Ok(fd) => Some(fd),
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => None,
+        Err(e) => return Err(unopened(pick.pid, &e)),
+    };
     match hypomnesis::process_start_time(pick.pid) {
         Some(now) if now == start => {}
         Some(_) => {
@@ -55,10 +61,9 @@ fn send_here(pick: Pick, sig: Sig) -> Result<String, String> {
         }
         None => return Err(format!("nothing sent: pid {} has exited", pick.pid)),
     }
-    let sent = if let Ok(fd) = &fd {
-        fd.signal(number(sig))
-    } else {
-        hypomnesis::send_signal(pick.pid, number(sig))
+    let sent = match &fd {
+        Some(fd) => fd.signal(number(sig)),
+        None => hypomnesis::send_signal(pick.pid, number(sig)),
     };
     match sent {
         Ok(()) => Ok(format!("sent {} to pid {}", sig.name(), pick.pid)),
@@ -74,6 +79,20 @@ fn send_here(pick: Pick, sig: Sig) -> Result<String, String> {
          process from a later one that reuses its pid",
         pick.pid
     ))
+}
+
+/// Why no pidfd could be had for `pid`, in words (nothing was sent).
+#[cfg(target_os = "linux")]
+fn unopened(pid: u32, e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        // Not a thread-group leader: EINVAL, or ENOENT on newer kernels (6.18).
+        Some(libc::EINVAL | libc::ENOENT) => format!(
+            "nothing sent: {pid} is not the number of a process but of a thread of another \
+             (the process selected has exited)"
+        ),
+        Some(libc::ESRCH) => format!("nothing sent: pid {pid} has exited"),
+        _ => format!("nothing sent to pid {pid}: a pidfd for it could not be opened: {e}"),
+    }
 }
 
 /// Why the system refused a signal, in words.
@@ -194,6 +213,39 @@ mod tests {
             gone.contains("exited") || gone.contains("no longer"),
             "{gone}"
         );
+    }
+
+    /// A pid that is a thread's number (what a driver still charging an exited process's pid
+    /// may name): nothing is sent, and the process the thread belongs to lives on. Before,
+    /// `pidfd_open`'s EINVAL fell back to kill(2), which ended the whole process.
+    #[test]
+    fn a_thread_id_is_never_signalled() {
+        use std::io::{BufRead, BufReader};
+        let script = "import threading, time\n\
+                      t = threading.Thread(target=time.sleep, args=(60,), daemon=True)\n\
+                      t.start()\n\
+                      print(t.native_id, flush=True)\n\
+                      time.sleep(60)\n";
+        let mut child = Command::new("python3")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 (the CI installs it)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let tid: u32 = line.trim().parse().unwrap();
+        assert_ne!(tid, child.id());
+        let start = hypomnesis::process_start_time(tid);
+        assert!(start.is_some(), "a thread's stat reads as a process's");
+        let why = send(Pick { pid: tid, start }, Sig::Term).unwrap_err();
+        assert!(why.contains("thread"), "{why}");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(child.try_wait().unwrap().is_none(), "its process lives on");
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

@@ -58,9 +58,12 @@ fn ticks_per_second() -> Option<u64> {
     None
 }
 
-/// Whether `pid` has a directory under `procfs`.
+/// Whether `pid` is a process under `procfs`: a thread-group leader (a thread of another
+/// process has a directory too, and is not one); one whose status cannot be read is taken to
+/// exist, so that nothing is called gone unseen.
 pub(crate) fn exists(procfs: &Path, pid: u32) -> bool {
-    procfs.join(pid.to_string()).is_dir()
+    use crate::host::process::leader::{Leader, of};
+    !matches!(of(procfs, pid), Leader::Thread | Leader::Gone)
 }
 
 /// The threads of `pid` that are not zombies themselves (their `task/<tid>/stat` state is not
@@ -120,7 +123,17 @@ mod tests {
         assert_eq!(wchan(&root, 41).as_deref(), Some("uvm_wait"));
         std::fs::write(p.join("wchan"), "0").unwrap();
         assert_eq!(wchan(&root, 41), None, "running");
+        assert!(
+            !exists(&root, 41),
+            "no status: its directory alone is no process"
+        );
+        std::fs::write(p.join("status"), "Name:\tw\nTgid:\t41\nPid:\t41\n").unwrap();
         assert!(exists(&root, 41) && !exists(&root, 40));
+        // A thread of 41 with a directory of its own, as the kernel gives one: no process.
+        let t = root.join("42");
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::write(t.join("status"), "Name:\tw\nTgid:\t41\nPid:\t42\n").unwrap();
+        assert!(!exists(&root, 42));
         assert_eq!(ids(&root, 40), None);
         std::fs::remove_dir_all(&root).unwrap();
     }

@@ -82,6 +82,7 @@ impl Tree {
         std::fs::create_dir_all(&d).unwrap();
         let line = format!("{pid} (python) {state} {parent} {pgrp} {pgrp} 0 -1 0 0 0 0 0 1 2");
         std::fs::write(d.join("stat"), line).unwrap();
+        std::fs::write(d.join("status"), format!("Name:\tpython\nTgid:\t{pid}\n")).unwrap();
         d
     }
 
@@ -493,11 +494,19 @@ fn a_process_in_a_pod_the_kubelet_dropped_is_a_gone_pod() {
 fn each_leader_is_looked_up_once_a_look() {
     let root = std::env::temp_dir().join(format!("hmn-leaders-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(root.join("40")).unwrap();
+    let process = |pid: u32| {
+        std::fs::create_dir_all(root.join(pid.to_string())).unwrap();
+        std::fs::write(
+            root.join(pid.to_string()).join("status"),
+            format!("Tgid:\t{pid}\n"),
+        )
+        .unwrap();
+    };
+    process(40);
     let mut leaders = Leaders::default();
     assert!(leaders.exists(&root, 40) && !leaders.exists(&root, 41));
-    std::fs::remove_dir(root.join("40")).unwrap();
-    std::fs::create_dir(root.join("41")).unwrap();
+    std::fs::remove_dir_all(root.join("40")).unwrap();
+    process(41);
     assert!(leaders.exists(&root, 40) && !leaders.exists(&root, 41));
     let mut next = Leaders::default();
     assert!(

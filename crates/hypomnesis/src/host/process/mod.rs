@@ -9,6 +9,7 @@
 
 pub(crate) mod context;
 mod cputime;
+pub(crate) mod leader;
 #[cfg(target_os = "linux")]
 mod pidfd;
 pub(crate) mod procfs;

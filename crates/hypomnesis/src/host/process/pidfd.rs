@@ -73,7 +73,8 @@ impl Kept {
                     self.epoll.add(&fd, pid);
                     self.by_pid.insert(pid, fd);
                 }
-                Opened::NoProcess => {}
+                // A thread's number is no process: left to the caller, who tells it so.
+                Opened::NoProcess | Opened::Thread | Opened::Failed => {}
                 Opened::Refused => return None,
             }
         }
@@ -179,11 +180,32 @@ impl Epoll {
     }
 }
 
+/// What `pid` is, by `pidfd_open(2)` (the descriptor closed at once): a process, not one
+/// (`EINVAL` or `ENOENT`: not a thread-group leader, which the caller confirms), or no such
+/// number (`ESRCH`); `None` where the kernel has no pidfds or refuses them to this process
+/// (then another way must tell).
+pub(crate) fn leader(pid: u32) -> Option<super::leader::Leader> {
+    use super::leader::Leader;
+    if REFUSED.load(Ordering::Relaxed) {
+        return None;
+    }
+    match open(pid) {
+        Opened::Fd(_) => Some(Leader::Process),
+        Opened::Thread => Some(Leader::Thread),
+        Opened::NoProcess => Some(Leader::Gone),
+        Opened::Refused | Opened::Failed => None,
+    }
+}
+
 /// What `pidfd_open` gave.
 enum Opened {
     Fd(OwnedFd),
     /// No process has this number (or it cannot have a pidfd): `kill` answers.
     NoProcess,
+    /// The number is a thread's, not a thread-group leader's (`EINVAL`).
+    Thread,
+    /// Another failure (no descriptor or memory left): nothing told.
+    Failed,
     /// The kernel has no `pidfd_open`, or refuses it to this process.
     Refused,
 }
@@ -203,7 +225,12 @@ fn open(pid: u32) -> Opened {
         Ok(fd) if fd >= 0 => Opened::Fd(unsafe { OwnedFd::from_raw_fd(fd) }),
         _ => match std::io::Error::last_os_error().raw_os_error() {
             Some(libc::ENOSYS | libc::EPERM | libc::EACCES) => Opened::Refused,
-            _ => Opened::NoProcess,
+            // The pid is positive and the flags none: "not a thread-group leader" (EINVAL;
+            // ENOENT on newer kernels, seen on 6.18).
+            Some(libc::EINVAL | libc::ENOENT) => Opened::Thread,
+            Some(libc::ESRCH) => Opened::NoProcess,
+            // Out of descriptors or memory: this time, nothing is told.
+            _ => Opened::Failed,
         },
     }
 }

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use super::leader::Leader;
 use super::visibility::Lookup;
 use crate::types::UnreadableReason;
 
@@ -219,6 +220,9 @@ pub(crate) fn view(root: &Path, pid: u32, root_is_own: bool) -> PidView {
             Ok(status) => status,
             Err(e) => return unseen(root, pid, Lookup::of(&e)),
         };
+    if super::leader::of_status(&status, pid) == Leader::Thread {
+        return not_a_process(pid);
+    }
     let mine = ns_link(Path::new("/proc/self/ns/pid"));
     let theirs = ns_link(&dir.join("ns").join("pid"));
     match (mine, theirs) {
@@ -264,10 +268,27 @@ fn numbers_tell(root: &Path) -> bool {
     }
 }
 
+/// The view of a pid whose process has exited while its number is now a thread of another
+/// process (or was taken by nothing between two reads): the process the source listed is gone.
+fn not_a_process(pid: u32) -> PidView {
+    PidView::Unseen(pid, UnreadableReason::Exited)
+}
+
+/// `Here`, when `pid` is a process (see [`super::leader`]); a thread's number or one gone
+/// since is the exited process's.
+fn here_if_process(root: &Path, pid: u32) -> Option<PidView> {
+    match super::leader::of(root, pid) {
+        Leader::Thread | Leader::Gone => Some(not_a_process(pid)),
+        Leader::Process | Leader::Unknown => None,
+    }
+}
+
 /// [`view`] in the caller's own procfs, from `pid`'s directory `dir`.
 fn own_by_dir(root: &Path, dir: &Path, pid: u32) -> PidView {
     match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => here_unless_refused(root, dir, pid),
+        Ok(m) if m.is_dir() => {
+            here_if_process(root, pid).unwrap_or_else(|| here_unless_refused(root, dir, pid))
+        }
         Ok(_) => unseen(root, pid, Lookup::Missing),
         Err(e) => unseen(root, pid, Lookup::of(&e)),
     }
@@ -358,7 +379,8 @@ impl DriverPids {
         #[cfg(target_os = "linux")]
         if self.by_number {
             match super::visibility::alive(pid) {
-                Some(true) => return PidView::Here(pid),
+                // `kill` answers for a thread's number too: whether it is a process is asked.
+                Some(true) => return here_if_process(root, pid).unwrap_or(PidView::Here(pid)),
                 Some(false) => return unseen(root, pid, Lookup::Missing),
                 // Not a single process's number, or kill cannot tell: the directory decides.
                 None => {}
@@ -430,6 +452,10 @@ pub(crate) fn place_named(root: &Path, pid: u32) -> (PidView, Option<String>) {
     if crate::host::roots::procfs_is_own()
         && let Some(name) = comm(root, pid)
     {
+        // A thread's `comm` reads as well as a process's.
+        if let Some(view) = here_if_process(root, pid) {
+            return (view, None);
+        }
         return (PidView::Here(pid), Some(name));
     }
     (place(root, pid), None)
@@ -492,6 +518,51 @@ mod tests {
         assert_eq!(super::super::visibility::alive(u32::MAX), None);
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// The number of a thread of this process (what a driver still charging an exited
+    /// process's pid may name once the number is reused): its `/proc/<tid>` opens and `kill`
+    /// answers for it, yet every way of placing it says the process it named has exited.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_threads_number_is_placed_as_an_exited_process() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let tid: u32 = std::fs::read_link("/proc/thread-self")
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            tx.send(tid).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let root = Path::new("/proc");
+        let exited = PidView::Unseen(tid, UnreadableReason::Exited);
+        let numbers = DriverPids {
+            foreign: false,
+            own: true,
+            by_number: numbers_tell(root),
+        };
+        let dirs = DriverPids {
+            by_number: false,
+            ..numbers
+        };
+        assert_eq!(own_by_dir(root, &root.join(tid.to_string()), tid), exited);
+        assert_eq!(dirs.place(root, tid), exited);
+        assert_eq!(numbers.place(root, tid), exited);
+        assert_eq!(numbers.placing(&[tid]).place(root, tid), exited);
+        if crate::host::roots::procfs_is_own() {
+            assert_eq!(place_named(root, tid), (exited, None));
+        }
+        // Through a procfs read as another's (a host's mounted in a container): its status.
+        assert_eq!(view(root, tid, false), exited);
+        stop_tx.send(()).unwrap();
+        t.join().unwrap();
     }
 
     #[test]

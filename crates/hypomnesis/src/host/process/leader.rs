@@ -1,0 +1,108 @@
+//! Whether a pid names a process: a thread-group leader, whose `Tgid` is its own number.
+//!
+//! Every thread has a number from the same space as processes, and `/proc/<tid>/` opens for a
+//! thread although a listing of `/proc` does not show it; `kill(tid, 0)` succeeds, and
+//! `kill(tid, SIGTERM)` ends the whole process the thread belongs to. A GPU driver that still
+//! charges a pid whose process has exited, while that number is now a thread of another
+//! process, would otherwise have the other process blamed (and killed). So a pid is placed
+//! as a process only when this says so: through `pidfd_open(2)` in this system's own procfs
+//! (which refuses a thread with `EINVAL`, and costs no file read), else by the `Tgid:` line of
+//! its `status`.
+
+use std::path::Path;
+
+/// What a pid is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leader {
+    /// A process (a thread-group leader, perhaps a zombie).
+    Process,
+    /// A thread of another process: not a process of its own.
+    Thread,
+    /// No process or thread has the number.
+    Gone,
+    /// It cannot be told (its `status` cannot be read).
+    Unknown,
+}
+
+/// What `pid` (in `root`'s numbers) is.
+pub(crate) fn of(root: &Path, pid: u32) -> Leader {
+    #[cfg(target_os = "linux")]
+    if root == Path::new("/proc") {
+        match super::pidfd::leader(pid) {
+            // The kernel's refusal, confirmed by the status (rare: a thread's number).
+            Some(Leader::Thread) | None => {}
+            Some(answer) => return answer,
+        }
+    }
+    by_status(root, pid)
+}
+
+/// [`of`] from `<root>/<pid>/status`.
+pub(crate) fn by_status(root: &Path, pid: u32) -> Leader {
+    let path = root.join(pid.to_string()).join("status");
+    match crate::host::file::read_capped(&path, crate::host::file::STATUS) {
+        Ok(text) => of_status(&text, pid),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Leader::Gone,
+        Err(_) => Leader::Unknown,
+    }
+}
+
+/// [`of`] from the text of a `status` file read for `pid`.
+pub(crate) fn of_status(status: &str, pid: u32) -> Leader {
+    match crate::host::parse::memory::status_tgid(status) {
+        Some(tgid) if tgid == pid => Leader::Process,
+        Some(_) => Leader::Thread,
+        None => Leader::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_status_says_process_or_thread() {
+        let status = |tgid: u32, pid: u32| format!("Name:\tpython3\nTgid:\t{tgid}\nPid:\t{pid}\n");
+        assert_eq!(of_status(&status(40, 40), 40), Leader::Process);
+        assert_eq!(of_status(&status(40, 41), 41), Leader::Thread);
+        assert_eq!(of_status("Name:\tx\n", 41), Leader::Unknown);
+    }
+
+    /// A real thread of this test process: its `/proc/<tid>` is there, yet it is no process,
+    /// by either way of asking; this process is one, and a reaped child's number is gone.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_real_thread_is_not_a_process() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // This thread's number, as procfs names it.
+            let tid: u32 = std::fs::read_link("/proc/thread-self")
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            tx.send(tid).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let root = Path::new("/proc");
+        assert!(root.join(tid.to_string()).is_dir(), "/proc/<tid> opens");
+        assert_eq!(of(root, tid), Leader::Thread);
+        assert_eq!(by_status(root, tid), Leader::Thread);
+        let me = std::process::id();
+        assert_eq!(of(root, me), Leader::Process);
+        assert_eq!(by_status(root, me), Leader::Process);
+        stop_tx.send(()).unwrap();
+        t.join().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        assert_eq!(of(root, gone), Leader::Gone);
+        assert_eq!(by_status(root, gone), Leader::Gone);
+    }
+}
