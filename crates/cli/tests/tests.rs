@@ -7,7 +7,8 @@
 //!   `impossible_figures`, `kubelet` (pod names from a node's log layout), `dra` (a node whose GPUs are allocated
 //!   through resource claims: the first scrape and `ps --group-by claim`), `pid_namespace` (a
 //!   driver pid that a local process also has, in a PID namespace of its own), the first-contact
-//!   `surface`, the README's transcripts, `top_keys` (selecting, inspecting and signalling in
+//!   `surface`, the README's transcripts, `advice` (no kill or GPU reset without proof: a GPU
+//!   node stood in by a private mount namespace, `util::gpunode`), `top_keys` (selecting, inspecting and signalling in
 //!   `hmn top`), and how often `nvidia-smi` runs while NVML answers: `fallback_probe` for serve,
 //!   `quiet_fallback` for the other long-running commands; `compat`, the commands as scripts
 //!   written for 0.2.x call them);
@@ -33,6 +34,8 @@ extern crate hypomnesis_testkit as support;
 mod util {
     #[cfg(all(feature = "serve", target_os = "linux"))]
     pub mod deploy;
+    #[cfg(target_os = "linux")]
+    pub mod gpunode;
     pub mod hmn;
     #[cfg(all(feature = "serve", target_os = "linux"))]
     pub mod serve;
@@ -46,6 +49,7 @@ mod util {
 mod kubelet_standin;
 
 mod cli {
+    mod advice;
     mod basics;
     mod compat;
     pub(crate) mod dra;

@@ -76,8 +76,8 @@ mod types;
 pub use duration::{format_duration, parse_duration};
 pub use error::{ErrorKind, HypomnesisError, Result};
 pub use ghost::{
-    Ghost, GhostClass, GhostOptions, GhostReport, GhostWatch, HolderScan, Remedy, ghosts,
-    ghosts_with, nvidia_device_minors,
+    Ghost, GhostClass, GhostFact, GhostOptions, GhostReport, GhostWatch, HolderScan, Remedy,
+    ghosts, ghosts_with, nvidia_device_minors,
 };
 #[cfg(feature = "nvml")]
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;

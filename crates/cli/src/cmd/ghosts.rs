@@ -1,6 +1,8 @@
 //! `hmn ghosts`: only the GPU memory held that should not be, each with its class, evidence
-//! and what would free it. Exit 0 when there is none, 1 when there is some (a gate for scripts
-//! and cron), 2 when the GPUs cannot be read.
+//! and what would free it. Exit 1 when there is some (a gate for scripts and cron); 0 only
+//! when there is none and every listed GPU process was looked at; 2 when that cannot be told
+//! (a process hidden, outside this PID namespace or unreadable, a GPU whose list failed) or
+//! the GPUs cannot be read.
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -62,11 +64,18 @@ pub fn run(args: &GhostsArgs, out: &mut impl Write, err: &mut impl Write) -> io:
     } else {
         render::text(out, &report)?;
     }
-    Ok(if report.ghosts.is_empty() {
+    Ok(outcome(&report))
+}
+
+/// The exit status of a look: 1 ghosts, 2 none found but not every process seen, 0 none.
+pub fn outcome(report: &hypomnesis::GhostReport) -> Outcome {
+    if !report.ghosts.is_empty() {
+        Outcome::Code(1)
+    } else if report.complete {
         Outcome::Success
     } else {
-        Outcome::Code(1)
-    })
+        Outcome::MeasurementFailed
+    }
 }
 
 /// `hmn ps --why`: one look for ghosts, each row and each figure no process accounts for marked
@@ -90,17 +99,35 @@ pub fn mark(
     };
     report.unseen.extend(note);
     let of = |device: u32, pid: Option<u32>| {
-        report
+        let ghost = report
             .ghosts
             .iter()
-            .find(|g| g.device_index == device && g.pid == pid)
-            .map_or(Why::Fine, |g| Why::Ghost(Box::new(g.clone())))
+            .find(|g| g.device_index == device && g.pid == pid);
+        let fact = report
+            .facts
+            .iter()
+            .find(|f| f.device_index == device && Some(f.pid) == pid);
+        match (ghost, fact) {
+            (Some(g), _) => Why::Ghost(Box::new(g.clone())),
+            (None, Some(f)) => Why::Fact(Box::new(f.clone())),
+            (None, None) => Why::Fine,
+        }
     };
     for r in rows.iter_mut() {
         r.why = of(r.entry.device_index, Some(r.entry.pid));
     }
     for h in hidden.iter_mut() {
         h.why = of(h.device_index, None);
+    }
+    for f in &report.facts {
+        writeln!(
+            err,
+            "hmn: --why: pid {} on GPU {} is no ghost ({}): {}",
+            f.pid,
+            f.device_index,
+            f.class,
+            f.evidence.join("; ")
+        )?;
     }
     for u in &report.unseen {
         writeln!(err, "hmn: --why could not see: {u}")?;

@@ -621,7 +621,9 @@ fn a_pod_the_kubelets_list_no_longer_has_is_a_gone_pod() {
         "vllm (4300) is listed: {report:#?}"
     );
     assert!(
-        gone[0].evidence[1].contains("pod-resources list (1 pods) does not have ml-team/trainer-0"),
+        gone[0].evidence[1].contains(
+            "live list (1 pods, from its pod-resources socket) does not have ml-team/trainer-0"
+        ),
         "{:?}",
         gone[0].evidence
     );

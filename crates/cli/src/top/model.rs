@@ -40,15 +40,28 @@ pub struct Screen {
     pub ghosts: Option<Arc<hypomnesis::GhostReport>>,
 }
 
+/// What the latest look for ghosts marks a process's row with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// A ghost of this class (`[idle]`).
+    Ghost(hypomnesis::GhostClass),
+    /// A fact that is no proof of one (`(orphan)`: an orphan at work).
+    Fact(hypomnesis::GhostClass),
+}
+
 impl Screen {
-    /// The ghost class of process `pid`, where the latest look found it one.
-    pub fn ghost_of(&self, pid: u32) -> Option<hypomnesis::GhostClass> {
+    /// The mark of process `pid`, where the latest look found it a ghost or a fact.
+    pub fn ghost_of(&self, pid: u32) -> Option<Mark> {
         let report = self.ghosts.as_ref()?;
-        report
-            .ghosts
-            .iter()
-            .find(|g| g.pid == Some(pid))
-            .map(|g| g.class)
+        let ghost = report.ghosts.iter().find(|g| g.pid == Some(pid));
+        match ghost {
+            Some(g) => Some(Mark::Ghost(g.class)),
+            None => report
+                .facts
+                .iter()
+                .find(|f| f.pid == pid)
+                .map(|f| Mark::Fact(f.class)),
+        }
     }
 }
 

@@ -239,6 +239,8 @@ pub struct DoctorExtra {
 pub struct GhostSummary {
     pub count: usize,
     pub bytes_by_class: std::collections::BTreeMap<&'static str, u64>,
+    /// Whether every listed GPU process was looked at.
+    pub complete: bool,
 }
 
 impl GhostSummary {
@@ -246,6 +248,7 @@ impl GhostSummary {
         Self {
             count: report.ghosts.len(),
             bytes_by_class: super::ghosts::by_class(report),
+            complete: report.complete,
         }
     }
 }
@@ -277,8 +280,14 @@ pub fn extra_lines(out: &mut impl Write, extra: &DoctorExtra) -> io::Result<()> 
         writeln!(out, "GPU sources: {e}")?;
     }
     if let Some(g) = &extra.ghosts {
-        if g.count == 0 {
+        if g.count == 0 && g.complete {
             writeln!(out, "ghosts: none (GPU memory held after its work is over)")?;
+        } else if g.count == 0 {
+            writeln!(
+                out,
+                "ghosts: none found, but not every GPU process could be looked at: `hmn ghosts` \
+                 says which"
+            )?;
         } else {
             let (total, parts) = super::ghosts::held(&g.bytes_by_class);
             writeln!(

@@ -18,15 +18,25 @@ pub enum Why {
     Fine,
     /// A ghost.
     Ghost(Box<hypomnesis::Ghost>),
+    /// Not a ghost, with a fact about it that is no proof (an orphan at work).
+    Fact(Box<hypomnesis::GhostFact>),
 }
 
 impl Why {
-    /// The WHY cell: the class, `-` for none; `None` when not asked.
+    /// The WHY cell: the class, `-` for none, the class in parentheses for a fact that is no
+    /// proof (`(orphan)`); `None` when not asked.
     pub fn cell(&self) -> Option<&'static str> {
+        use hypomnesis::GhostClass;
         match self {
             Self::NotAsked => None,
             Self::Fine => Some("-"),
             Self::Ghost(g) => Some(g.class.as_str()),
+            Self::Fact(f) => Some(match f.class {
+                GhostClass::Orphan => "(orphan)",
+                GhostClass::Zombie => "(zombie)",
+                GhostClass::Stuck => "(stuck)",
+                _ => "(fact)",
+            }),
         }
     }
 
@@ -34,6 +44,14 @@ impl Why {
     pub fn ghost(&self) -> Option<&hypomnesis::Ghost> {
         match self {
             Self::Ghost(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// The fact, if the row has one.
+    pub fn fact(&self) -> Option<&hypomnesis::GhostFact> {
+        match self {
+            Self::Fact(f) => Some(f),
             _ => None,
         }
     }
@@ -45,6 +63,8 @@ pub fn json(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
     struct Json<'a> {
         ghosts: &'a [hypomnesis::Ghost],
         bytes_by_class: BTreeMap<&'static str, u64>,
+        facts: &'a [hypomnesis::GhostFact],
+        complete: bool,
         unseen: &'a [String],
         holder_scan: Option<&'a HolderScan>,
     }
@@ -54,6 +74,8 @@ pub fn json(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
         &Json {
             ghosts: &report.ghosts,
             bytes_by_class: by_class,
+            facts: &report.facts,
+            complete: report.complete,
             unseen: &report.unseen,
             holder_scan: report.holder_scan.as_ref(),
         },
@@ -126,15 +148,25 @@ pub fn footer_of(
     )
 }
 
-/// One row a ghost with its evidence below, a footer that sums bytes by class, then what
-/// could not be seen.
+/// One row a ghost with its evidence below, a footer that sums bytes by class, the facts that
+/// are no ghosts, then what could not be seen. "No ghosts" is said only of a look that saw
+/// every listed process; otherwise that none was found among those seen.
 pub fn text(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
     if report.ghosts.is_empty() {
-        writeln!(
-            out,
-            "no ghosts: every listed GPU process is alive and not stuck, and the listed processes \
-             account for each GPU's allocated memory"
-        )?;
+        if report.complete {
+            writeln!(
+                out,
+                "no ghosts: every listed GPU process was looked at, and none is gone, stuck or \
+                 idle by what could be read; the listed processes account for each GPU's \
+                 allocated memory"
+            )?;
+        } else {
+            writeln!(
+                out,
+                "no ghost found among the GPU processes seen, but not every one could be looked \
+                 at (below): whether there are ghosts is not known"
+            )?;
+        }
     } else {
         writeln!(out, "GPU  PID      CLASS            HELD  WHAT FREES IT")?;
         for g in &report.ghosts {
@@ -153,6 +185,16 @@ pub fn text(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
             }
         }
         footer(out, report)?;
+    }
+    for f in &report.facts {
+        writeln!(
+            out,
+            "not a ghost: GPU {} pid {} ({}): {}",
+            f.device_index,
+            f.pid,
+            f.class,
+            f.evidence.join("; ")
+        )?;
     }
     for u in &report.unseen {
         writeln!(out, "not seen: {u}")?;

@@ -284,7 +284,9 @@ pub fn ps_table(
         .iter()
         .any(|r| r.entry.gpu_instance_id.is_some() || r.entry.compute_instance_id.is_some());
     let pods = rows.iter().any(in_a_pod);
-    let why = rows.iter().any(|r| r.why.cell().is_some());
+    // The memory no row accounts for is marked too: the column shows for it alone.
+    let why = rows.iter().any(|r| r.why.cell().is_some())
+        || hidden.iter().any(|h| h.why.cell().is_some());
     let node = rows.iter().any(|r| r.gpu_node.is_some());
     let shown: Vec<usize> = (0..COLUMNS.len())
         .filter(|&c| {
@@ -434,6 +436,10 @@ struct PsJson<'a> {
     /// With `--why`: the ghost this row is, `null` for none (absent without `--why`).
     #[serde(skip_serializing_if = "Option::is_none")]
     ghost: Option<GhostCell<'a>>,
+    /// With `--why`: a fact about it that is no proof of a ghost (an orphan at work), `null`
+    /// for none (absent without `--why`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ghost_fact: Option<Option<&'a hypomnesis::GhostFact>>,
 }
 
 /// A row's ghost under `--why`: `null` when it is none.
@@ -468,6 +474,7 @@ pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
             paged: r.spill.map(|s| s.paged),
             shared_share: r.spill.map(|s| s.shared_share),
             ghost: r.why.cell().map(|_| GhostCell(r.why.ghost())),
+            ghost_fact: r.why.cell().map(|_| r.why.fact()),
             numa_node: r.gpu_node.map(|(n, _)| n),
             numa_node_bytes: r.gpu_node.and_then(|(_, b)| b),
         })

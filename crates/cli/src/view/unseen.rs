@@ -36,6 +36,8 @@ pub struct Causes {
     pub hidepid_option: Option<String>,
     /// Whether hmn runs in the initial PID namespace (no process is outside it).
     pub initial_pid_namespace: Option<bool>,
+    /// Whether hmn runs as root (whose driver lists are every user's).
+    pub root: Option<bool>,
 }
 
 impl Causes {
@@ -49,15 +51,33 @@ impl Causes {
             }),
             hidepid,
             initial_pid_namespace,
+            root: None,
         }
     }
 
     /// The causes on this host, as the library reads them.
     pub fn here() -> Self {
-        Self::of(
-            hypomnesis::procfs_mount().as_ref(),
-            hypomnesis::in_initial_pid_namespace(),
-        )
+        Self {
+            root: is_root(),
+            ..Self::of(
+                hypomnesis::procfs_mount().as_ref(),
+                hypomnesis::in_initial_pid_namespace(),
+            )
+        }
+    }
+}
+
+/// Whether this process runs as root (the owner of its own procfs directory is its effective
+/// user); `None` where that cannot be read.
+fn is_root() -> Option<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        std::fs::metadata("/proc/self").ok().map(|m| m.uid() == 0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
     }
 }
 
@@ -201,6 +221,19 @@ fn hidden_other_line(hidden: &[&Hidden], causes: &Causes) -> String {
     match (&causes.hidepid, causes.initial_pid_namespace) {
         (Some(h), Some(true)) => format!("{head} {h}."),
         (Some(h), _) => format!("{head} {h}. Besides, {namespace}"),
+        // Already in the host's PID namespace, nothing hidden: no process is in another, so
+        // "run with hostPID" would send the reader where it already is.
+        (None, Some(true)) if causes.root == Some(true) => format!(
+            "{head} none the driver lists, and this is the host's PID namespace, as root, with \
+             nothing hidden: a context whose process has exited while another holds its \
+             descriptors, or the driver's own. `hmn ghosts` looks for who holds the GPU's \
+             device file."
+        ),
+        (None, Some(true)) => format!(
+            "{head} this is the host's PID namespace, so none is in another: on some systems \
+             the driver lists only this user's processes (run as root to see every one), or \
+             no process holds it (`hmn ghosts` looks for who holds the GPU's device file)."
+        ),
         (None, _) => format!("{head} {namespace}"),
     }
 }
@@ -355,6 +388,21 @@ mod tests {
                 && line.contains("--pid=host"),
             "{line}"
         );
+        // In the host's PID namespace, nothing hidden: never "run with hostPID".
+        causes.hidepid = None;
+        causes.initial_pid_namespace = Some(true);
+        for root in [Some(true), Some(false), None] {
+            causes.root = root;
+            let line = hidden_line(std::slice::from_ref(&h), &causes);
+            assert!(
+                line.contains("this is the host's PID namespace")
+                    && line.contains("`hmn ghosts` looks for who holds")
+                    && !line.contains("--pid=host")
+                    && !line.contains("hostPID"),
+                "{line}"
+            );
+            assert_eq!(line.contains("run as root"), root != Some(true), "{line}");
+        }
         let line = hidden_line(&[h], &Causes::default());
         assert!(
             line.ends_with(

@@ -2,8 +2,9 @@
 //! the exporter's `hypomnesis_gpu_ghost_bytes`. The fake NVML lists a zoo of this test's own
 //! children: a pid that has exited (a reaped child), an unreaped zombie, a process stuck in
 //! uninterruptible sleep (the parent of a `vfork` whose child never execs, which waits in `D`),
-//! an orphan (a double fork whose session leader ended), an idle holder (the driver's samples
-//! reach back 5 s and show nothing at work for it), a busy one (a sample at work: no ghost),
+//! an orphan (a double fork whose session leader ended) idle by the driver's samples, an idle
+//! holder (the driver's samples reach back 5 s and show nothing at work for it), a busy one (a
+//! sample at work: no ghost),
 //! and memory no listed process accounts for. A process in a pod the node no longer has comes
 //! from the kubelet fixture's procfs, with a copy of its log layout lacking the pod.
 #![cfg(all(feature = "serve", target_os = "linux"))]
@@ -117,11 +118,12 @@ fn zoo() -> Zoo {
     let scenario = format!(
         r#"{{"devices": [{{"name": "NVIDIA H200", "total": {TOTAL}, "reserved": {RESERVED},
             "free": {free}, "compute_processes": [{procs}],
-            "process_samples": [{{"pid": {idle}, "age_s": 5}},
+            "process_samples": [{{"pid": {idle}, "age_s": 5}}, {{"pid": {orphan}, "age_s": 5}},
                                 {{"pid": {busy}, "age_s": 0.2, "sm": 40}}]}}]}}"#,
         free = TOTAL - RESERVED - listed - 7 * GIB,
         procs = procs.join(", "),
         idle = pids["idle"],
+        orphan = pids["orphan"],
         busy = pids["busy"],
     );
     Zoo {
@@ -203,7 +205,16 @@ fn hmn_ghosts_sorts_every_class_of_the_zoo() {
         stuck["evidence"][0]
             .as_str()
             .unwrap()
-            .contains("two looks 100ms apart"),
+            .contains("without a context switch for 100ms"),
+        "{stuck}"
+    );
+    // A vfork parent waits for its child, not for the GPU: no reset would free it.
+    assert_eq!(stuck["remedy"]["action"], "unknown", "{stuck}");
+    assert!(
+        stuck["remedy"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("not in the NVIDIA driver"),
         "{stuck}"
     );
     assert!(

@@ -1,12 +1,12 @@
 //! `hmn ghosts` against the fake NVML listing real processes: a pid that has exited (a reaped
-//! child), a real unreaped zombie, a live process that is none of them; and, as root in a
-//! private mount namespace, real processes holding a file at `/dev/nvidia0` (a tmpfs over
-//! `/dev` with a regular file of that name, so matched by path) with the driver's information
-//! file on a tmpfs over `/proc/driver`, which `hmn` names as the holders of the exited pid's
-//! memory. Exit 0 when there is no ghost, 1 when there is one; `hmn doctor` sums them up.
+//! child), a real unreaped zombie, a live process that is none of them; and, as root on a GPU
+//! node stood in by a private mount namespace (`util::gpunode`: `/dev/nvidia0` a character
+//! device told by its number), real processes of the exited pid's process group holding it,
+//! which `hmn` names as the holders of its memory. Exit 0 when there is no ghost and every
+//! process was seen, 1 when there is one; `hmn doctor` sums them up.
 //!
-//! The mount-namespace test needs root, util-linux's `unshare` and the right to mount; where
-//! that is missing it says `skipped: …` and passes, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1` (as
+//! The node stand-in needs root, util-linux's `unshare` and the right to mount; where that is
+//! missing it says `skipped: …` and passes, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1` (as
 //! `.ci/run` sets).
 #![cfg(target_os = "linux")]
 
@@ -77,7 +77,18 @@ fn an_exited_pid_is_a_ghost_and_the_exit_status_says_so() {
     assert_eq!(j["ghosts"][0]["class"], "exited");
     assert_eq!(j["ghosts"][0]["pid"], gone);
     assert_eq!(j["bytes_by_class"]["exited"], 3 * GIB);
-    assert!(j["holder_scan"]["complete"].as_bool().unwrap());
+    // No GPU's device file is known here (no driver information file): who holds the memory
+    // cannot be told, so no scan is made and nothing is given.
+    assert!(j["holder_scan"].is_null(), "{j}");
+    assert_eq!(j["ghosts"][0]["remedy"]["action"], "unknown");
+    assert!(
+        j["ghosts"][0]["remedy"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("device file is not known here"),
+        "{j}"
+    );
+    assert_eq!(j["complete"], true);
     // `hmn doctor` sums them up, and points at `hmn ghosts`.
     let o = hmn(&sc, &["doctor"]);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -120,68 +131,45 @@ fn a_real_zombie_names_the_parent_that_must_reap_it() {
     assert_eq!(g["remedy"]["parent"], std::process::id());
 }
 
-/// `None` (after saying so) when the test may skip; a failure under
-/// `HYPOMNESIS_REQUIRE_EXTERNAL=1`.
-fn missing(what: &str) -> Option<()> {
-    assert!(
-        std::env::var("HYPOMNESIS_REQUIRE_EXTERNAL").as_deref() != Ok("1"),
-        "{what}, and HYPOMNESIS_REQUIRE_EXTERNAL=1 requires it (root and util-linux's unshare)"
-    );
-    eprintln!("skipped: {what}");
-    None
-}
-
+/// As root on a GPU node stood in by a private mount namespace (`util::gpunode`): two
+/// processes in the exited pid's process group hold `/dev/nvidia0` (the GPU by its device
+/// number), one holds only a plain file of that name in a mount namespace of its own: the
+/// two are the holders to kill, the third is nothing.
 #[test]
 fn the_processes_holding_the_device_file_are_named_as_the_holders() {
-    let root = Command::new("id").arg("-u").output().ok();
-    if root.is_none_or(|o| String::from_utf8_lossy(&o.stdout).trim() != "0") {
-        missing("not running as root");
+    if !crate::util::gpunode::can_stand_in() {
         return;
     }
-    let gone = exited_pid();
-    let sc = write_scenario(&scenario(&[(gone, 2 * GIB)]));
-    // In a private mount namespace: /proc/driver and /dev on tmpfs, the driver's file for
-    // minor 0, a regular file at /dev/nvidia0 held by two sleeps, and /dev/nvidiactl by one.
-    let script = format!(
-        r#"set -e
-mount -t tmpfs hmn-driver /proc/driver || exit 97
-mkdir -p /proc/driver/nvidia/gpus/0000:01:00.0
-printf 'Model: \t NVIDIA H200\nGPU UUID: \t {UUID}\nBus Location: \t 0000:01:00.0\nDevice Minor: \t 0\n' > /proc/driver/nvidia/gpus/0000:01:00.0/information
-mount -t tmpfs hmn-dev /dev
-mknod -m 666 /dev/null c 1 3
-touch /dev/nvidia0 /dev/nvidiactl
-sleep 30 < /dev/nvidia0 & a=$!
-sleep 30 < /dev/nvidia0 & b=$!
-sleep 30 < /dev/nvidiactl & c=$!
+    let lines = r#"
+setsid sh -c 'echo $$ > '"$node"'/leader; sleep 30 < /dev/nvidia0 > /dev/null 2>&1 & echo $! > '"$node"'/a; sleep 30 < /dev/nvidia0 > /dev/null 2>&1 & echo $! > '"$node"'/b' &
+wait $!
+while [ ! -s "$node/b" ]; do sleep 0.01; done
+leader=$(cat "$node/leader"); a=$(cat "$node/a"); b=$(cat "$node/b")
+while [ -d /proc/$leader ]; do sleep 0.01; done
+unshare --mount sh -c 'mount -t tmpfs x /dev && touch /dev/nvidia0 && exec sleep 30 < /dev/nvidia0' & c=$!
+sleep 0.3
+sed "s/LEADER/$leader/" "$FAKE_NVML_SCENARIO" > "$node/scenario.json"
 echo "holders $a $b"
-"$HMN" ghosts --json || true
+FAKE_NVML_SCENARIO="$node/scenario.json" "$HMN" ghosts --json || true
 kill $a $b $c
-"#
-    );
-    let o = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-        .env("HMN", env!("CARGO_BIN_EXE_hmn"))
-        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
-        .env("FAKE_NVML_SCENARIO", &sc)
-        .env("HYPOMNESIS_SYSFS", empty_dir())
-        .stdin(Stdio::null())
-        .output();
-    let Ok(o) = o else {
-        missing("unshare is not installed");
+"#;
+    let sc = scenario(&[(0, 2 * GIB)])
+        .replace(r#""pid": 0"#, r#""pid": LEADER"#)
+        .replace(UUID, crate::util::gpunode::UUID);
+    let Some(o) = crate::util::gpunode::script(&sc, lines) else {
         return;
     };
-    if o.status.code() == Some(97) {
-        missing("a tmpfs cannot be mounted here");
-        return;
-    }
     let out = String::from_utf8_lossy(&o.stdout);
-    let (first, rest) = out.split_once('\n').unwrap();
-    let holders: Vec<u64> = first
+    let (first, rest) = out
+        .split_once('\n')
+        .unwrap_or_else(|| panic!("{out}{}", String::from_utf8_lossy(&o.stderr)));
+    let mut holders: Vec<u64> = first
         .strip_prefix("holders ")
         .unwrap()
         .split(' ')
         .map(|p| p.parse().unwrap())
         .collect();
+    holders.sort_unstable();
     let j: serde_json::Value = serde_json::from_str(rest)
         .unwrap_or_else(|e| panic!("{e}: {out}{}", String::from_utf8_lossy(&o.stderr)));
     let g = &j["ghosts"][0];
@@ -191,7 +179,7 @@ kill $a $b $c
     assert_eq!(g["remedy"]["pids"], serde_json::json!(holders));
     let evidence = g["evidence"][1].as_str().unwrap();
     assert!(
-        evidence.starts_with("/dev/nvidia0 is held by 2 processes"),
+        evidence.contains("holds /dev/nvidia7 and is in the process group"),
         "{evidence}"
     );
 }

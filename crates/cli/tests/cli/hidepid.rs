@@ -97,10 +97,18 @@ impl Stage {
         for d in ["proc", "empty"] {
             std::fs::set_permissions(dir.join(d), std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        let root = Command::new("sleep").arg("120").spawn().unwrap();
+        // Each holds GPU 0 of the node the procfs stands in (`/dev/zero`, 1:5; see `hmn`): not
+        // `util::gpunode`'s 1:7, which tests running beside these scan for.
+        let gpu = || std::fs::File::open("/dev/zero").unwrap();
+        let root = Command::new("sleep")
+            .arg("120")
+            .stdin(gpu())
+            .spawn()
+            .unwrap();
         let user = Command::new("setpriv")
             .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"])
             .args(["sleep", "120"])
+            .stdin(gpu())
             .spawn()
             .unwrap();
         let (root_pid, user_pid) = (root.id(), user.id());
@@ -120,8 +128,9 @@ impl Stage {
             .map(|(p, used)| format!(r#"{{"pid": {p}, "used": {used}}}"#))
             .collect();
         let scenario = format!(
-            r#"{{"devices": [{{"name": "NVIDIA H200", "total": 150754820096,
+            r#"{{"devices": [{{"name": "NVIDIA H200", "uuid": "{}", "total": 150754820096,
                 "reserved": 643825664, "compute_processes": [{}]}}]}}"#,
+            crate::util::gpunode::UUID,
             procs.join(", ")
         );
         let path = dir.join("scenario.json");
@@ -136,14 +145,25 @@ impl Stage {
     }
 
     /// `hmn --procfs <mount> <args>` as nobody (in `groups`, if any), on a procfs mounted with
-    /// `options` in a private mount namespace: exit code, stdout, stderr; `None` (skipped)
-    /// where the procfs cannot be mounted.
+    /// `options` in a private mount namespace, a GPU node's as `util::gpunode` stands one in
+    /// (its `devices` names major 1 NVIDIA's, the driver's file gives GPU 0 minor 5: what
+    /// the sleepers hold): exit code, stdout, stderr; `None` (skipped) where the procfs cannot
+    /// be mounted.
     fn hmn(&self, options: &str, groups: Option<u32>, args: &str) -> Option<(i32, String, String)> {
         let d = self.dir.display();
         let groups =
             groups.map_or_else(|| "--clear-groups".to_string(), |g| format!("--groups {g}"));
+        let info = format!(
+            "Model: \\t NVIDIA H200\\nGPU UUID: \\t {}\\nBus Location: \\t 0000:01:00.0\\nDevice Minor: \\t 5\\n",
+            crate::util::gpunode::UUID
+        );
         let script = format!(
             "mount --make-rprivate / && mount -t proc -o {options} proc {d}/proc || exit {NO_MOUNT}
+             printf 'Character devices:\\n  1 nvidia-frontend\\n' > {d}/devices
+             mount --bind {d}/devices {d}/proc/devices || exit {NO_MOUNT}
+             mount -t tmpfs hmn-driver {d}/proc/driver || exit {NO_MOUNT}
+             mkdir -p {d}/proc/driver/nvidia/gpus/0000:01:00.0
+             printf '{info}' > {d}/proc/driver/nvidia/gpus/0000:01:00.0/information
              cd / && exec setpriv --reuid nobody --regid nogroup {groups} env -i \
                HYPOMNESIS_NVML_LIBRARY={d}/libnvidia-ml.so.1 FAKE_NVML_SCENARIO={d}/scenario.json \
                HYPOMNESIS_SYSFS={d}/empty PATH={d}/empty {d}/hmn --procfs {d}/proc {args}"
@@ -371,13 +391,42 @@ fn ghosts_as_nobody_say_what_they_could_not_see() {
         return;
     };
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let unseen = v["unseen"].to_string();
-    assert!(
-        unseen.contains("could not be read (another user's)"),
-        "root's descriptors, unlisted by nobody: {v:#}"
-    );
     assert!(
         v["holder_scan"]["unreadable"].as_u64().unwrap() > 0,
+        "root's descriptors, unlisted by nobody: {v:#}"
+    );
+    // A scan that could not read every process's descriptors never concludes that nothing
+    // holds the memory: no GPU reset, and what was not seen is said.
+    let g = &v["ghosts"][0];
+    assert_eq!(g["class"], "exited", "{v:#}");
+    assert_eq!(g["remedy"]["action"], "unknown", "{v:#}");
+    assert!(
+        g["remedy"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("could not be read (another user's)"),
         "{v:#}"
+    );
+}
+
+/// Nothing but processes nobody cannot see: no ghost found, and not "no ghosts": exit 2.
+#[test]
+fn ghosts_that_saw_not_every_process_cannot_say_none() {
+    if can_run().is_none() {
+        return;
+    }
+    let s = Stage::new("ghosts-unseen", &[]);
+    let Some((code, out, err)) = s.hmn("hidepid=invisible", None, "ghosts") else {
+        return;
+    };
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        out.starts_with("no ghost found among the GPU processes seen, but not every one"),
+        "{out}"
+    );
+    assert!(!out.starts_with("no ghosts:"), "{out}");
+    assert!(
+        out.contains(&format!("not seen: pid {}", s.root_pid)),
+        "{out}"
     );
 }

@@ -88,8 +88,17 @@ fn memory_of_hidden_processes_is_a_row_of_its_own_with_the_reason() {
     assert!(err.contains("hmn: 1 GPU process found"), "{err}");
     assert!(
         err.contains("18.0 GiB on GPU 0 is held by processes not visible from here")
-            && err.contains("PID namespace")
-            && err.contains("--procfs /host/proc"),
+            && err.contains("PID namespace"),
+        "{err}"
+    );
+    // In the host's PID namespace, no process is in another: then it never sends the reader
+    // there ("run with hostPID"), elsewhere it does.
+    let initial =
+        std::fs::read_link("/proc/self/ns/pid").is_ok_and(|l| l.as_os_str() == "pid:[4026531836]");
+    assert_eq!(err.contains("--procfs /host/proc"), !initial, "{err}");
+    assert_eq!(
+        err.contains("`hmn ghosts` looks for who holds"),
+        initial,
         "{err}"
     );
 

@@ -15,6 +15,15 @@ pub(crate) fn ids(procfs: &Path, pid: u32) -> Option<StatIds> {
     parse_stat_ids(text)
 }
 
+/// `stat`'s state and relations of `pid` under `procfs`, with its start time (clock ticks
+/// since boot); `None` when it cannot be read.
+pub(crate) fn stat(procfs: &Path, pid: u32) -> Option<(StatIds, u64)> {
+    let mut buf = [0_u8; STAT_BUF];
+    let text = read_stat(procfs, pid, &mut buf)?;
+    let (_, start) = parse_stat(text).ok()?;
+    Some((parse_stat_ids(text)?, start))
+}
+
 /// Room for a `stat` read into (the cap of one read by path).
 const STAT_BUF: usize = 4 << 10;
 

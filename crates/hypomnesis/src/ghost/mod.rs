@@ -1,49 +1,62 @@
 //! Ghosts: GPU memory still held after the work that allocated it is over, sorted into the
-//! class the evidence shows, with who really holds it and what would free it.
+//! class the evidence shows, with who really holds it and what would free it. What frees it is
+//! decided in one place, [`rule`](self) (`rule.rs`): a kill or a GPU reset only from positive
+//! evidence read on this host, shown in [`Ghost::evidence`]; otherwise [`Remedy::Unknown`],
+//! saying what was not seen.
 //!
-//! Each class is given only from what was read, and the reading is the [`Ghost::evidence`]:
+//! Each class is given only from what was read:
 //!
-//! - [`GhostClass::Exited`]: the driver charges a pid that no longer exists, in a PID namespace
-//!   this process sees whole (the library's `UnreadableReason::Exited`); the processes holding
-//!   that GPU's device file that the driver does not list are named, as the real holders (a
-//!   child that inherited the descriptors);
-//! - [`GhostClass::Zombie`]: a thread-group leader in state `Z` whose other threads still run,
-//!   or that its parent has not reaped (the parent is named);
-//! - [`GhostClass::Stuck`]: in uninterruptible sleep (`D`) at two looks the options' interval
-//!   apart, with the kernel function it waits in (`wchan`);
+//! - [`GhostClass::Exited`]: the driver charges a pid whose process no longer exists (the
+//!   number is free, or now a thread of another process), in a PID namespace this process
+//!   sees whole; the holders of that GPU's device file are judged as its suspects;
+//! - [`GhostClass::Zombie`]: a thread-group leader in state `Z` that its parent has not reaped
+//!   (the parent is named), or whose other threads still run and are idle by the driver's
+//!   samples (busy, or not known, it is a [`GhostFact`] on its row, not a ghost);
+//! - [`GhostClass::Stuck`]: continuously in uninterruptible sleep (`D`, its context switches
+//!   unchanged) for [`GhostOptions::stuck_after`], with where it waits: a GPU reset only for a
+//!   wait in the NVIDIA driver;
 //! - [`GhostClass::Orphan`]: not the leader of its process group or session, whose leader is
-//!   gone (a data-loader worker whose trainer ended), with its parent as it is now;
-//! - [`GhostClass::GonePod`]: in a Kubernetes pod the node no longer has (its cgroup's pod
-//!   UID has no directory in the kubelet's log layout, or the kubelet's pod-resources list
-//!   the caller gave lacks it);
+//!   gone, reparented, and idle by the driver's samples (a data-loader worker whose trainer
+//!   ended); a busy one (a `nohup` job after logout) is a [`GhostFact`];
+//! - [`GhostClass::GonePod`]: in a Kubernetes pod the node no longer has (see `pods.rs`: never
+//!   a pod the kubelet's live list names);
 //! - [`GhostClass::Idle`]: alive, holding memory, and no activity in the driver's
 //!   per-process samples for [`GhostOptions::idle_after`] (where the samples cannot be read or
 //!   cover less, the report says it is not known);
 //! - [`GhostClass::Unaccounted`]: allocated memory that no listed process accounts for beyond
-//!   the driver's own allowance, or that the driver charges to a pid no process here can have,
-//!   with the device-file holders the driver does not list.
+//!   the driver's own allowance, memory the driver charges to a pid no process here can have,
+//!   or to a pid here whose process holds no descriptor of that GPU (its number reused, or the
+//!   driver numbering another PID namespace's processes).
 //!
-//! A caller that looks again and again keeps a [`GhostWatch`]: activity is followed between
-//! its looks, and a process in `D` at two of them is stuck without waiting.
+//! Device-file holders are told by the device number of each descriptor's file (`holders.rs`),
+//! and the scan of every process says whether it saw everything; a caller that looks again and
+//! again keeps a [`GhostWatch`], which scans in the background and follows activity and
+//! uninterruptible sleep between its looks.
 //!
 //! Linux only: elsewhere [`ghosts`] finds the GPUs' rows and says that it cannot look.
 
+mod classify;
+#[cfg(target_os = "linux")]
+mod fdstat;
 mod holders;
 mod idle;
 mod look;
 mod pods;
+mod rule;
+mod scanner;
+mod stuck;
+mod suspects;
 mod watch;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use holders::HolderScan;
 pub use watch::GhostWatch;
 
 use crate::error::Result;
-use crate::types::{GpuDeviceInfo, GpuProcessEntry, UnreadableReason};
+use crate::types::GpuDeviceInfo;
 
 /// Why memory is held that should not be (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -51,13 +64,13 @@ use crate::types::{GpuDeviceInfo, GpuProcessEntry, UnreadableReason};
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum GhostClass {
-    /// The driver charges a pid that no longer exists.
+    /// The driver charges a pid whose process no longer exists.
     Exited,
-    /// A zombie leader with live threads, or one its parent has not reaped.
+    /// A zombie its parent has not reaped, or an idle zombie leader whose threads run.
     Zombie,
-    /// In uninterruptible sleep at two looks.
+    /// Continuously in uninterruptible sleep for the options' `stuck_after`.
     Stuck,
-    /// Reparented after its group's or session's leader ended.
+    /// Idle, and reparented after its group's or session's leader ended.
     Orphan,
     /// In a Kubernetes pod the node no longer has.
     GonePod,
@@ -117,11 +130,14 @@ pub enum Remedy {
         /// The zombie's parent.
         parent: u32,
     },
-    /// Nothing a signal reaches holds it: only a GPU reset (or a reboot) frees it.
+    /// Nothing a signal reaches holds it: only a GPU reset (or a reboot) frees it. A reset
+    /// also ends every other process on that GPU (the evidence names them).
     GpuReset,
-    /// Who holds it cannot be told here (the GPU's device file is not known), so neither
-    /// can what frees it.
-    Unknown,
+    /// What frees it cannot be told from what was read here, and why.
+    Unknown {
+        /// What was not seen or does not settle it.
+        why: String,
+    },
 }
 
 impl fmt::Display for Remedy {
@@ -136,7 +152,7 @@ impl fmt::Display for Remedy {
             }
             Self::Reap { parent } => write!(f, "reap: parent {parent} must wait for it, or end"),
             Self::GpuReset => f.write_str("GPU reset"),
-            Self::Unknown => f.write_str("unknown (its holders cannot be told here)"),
+            Self::Unknown { why } => write!(f, "unknown: {why}"),
         }
     }
 }
@@ -156,7 +172,8 @@ pub struct Ghost {
     pub name: Option<String>,
     /// The memory it holds on this GPU.
     pub bytes: u64,
-    /// Processes holding this GPU's device file that the driver does not list.
+    /// Processes holding this GPU's device file that may hold this memory (for memory whose
+    /// charged process is not here): never hmn itself, nor a client without a context.
     pub holders: Vec<u32>,
     /// What was read that shows the class, one fact a line.
     pub evidence: Vec<String>,
@@ -177,13 +194,32 @@ impl Ghost {
             bytes,
             holders: Vec::new(),
             evidence: Vec::new(),
-            remedy: Remedy::Unknown,
+            remedy: Remedy::Unknown {
+                why: "no evidence was given".into(),
+            },
         }
     }
 }
 
+/// A fact about a listed process that is not proof its memory is abandoned: structure (an
+/// orphan whose group's or session's leader is gone, a zombie leader whose threads run) of a
+/// process at work, or whose activity is not known. Shown on its row; never a remedy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct GhostFact {
+    /// The class it would be, were it idle.
+    pub class: GhostClass,
+    /// The GPU it holds memory on.
+    pub device_index: u32,
+    /// The process.
+    pub pid: u32,
+    /// What was read, one fact a line, the last saying why it is no ghost.
+    pub evidence: Vec<String>,
+}
+
 /// Every ghost found, with what could not be looked at.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct GhostReport {
@@ -194,6 +230,25 @@ pub struct GhostReport {
     pub unseen: Vec<String>,
     /// The scan of descriptors, when there was something it could explain.
     pub holder_scan: Option<HolderScan>,
+    /// Facts about listed processes that are not ghosts (see [`GhostFact`]).
+    pub facts: Vec<GhostFact>,
+    /// Whether every listed GPU process was looked at: every GPU's list read, and no row
+    /// hidden, outside this PID namespace or unreadable. `hmn ghosts` says "no ghosts" only
+    /// then.
+    pub complete: bool,
+}
+
+impl Default for GhostReport {
+    /// Nothing found, and nothing looked at yet.
+    fn default() -> Self {
+        Self {
+            ghosts: Vec::new(),
+            unseen: Vec::new(),
+            holder_scan: None,
+            facts: Vec::new(),
+            complete: false,
+        }
+    }
 }
 
 impl GhostReport {
@@ -213,9 +268,9 @@ impl GhostReport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GhostOptions {
-    /// A process in `D` is stuck when it is still there after this long (a second look).
+    /// A process in `D` is stuck when it stays there, without a context switch, this long.
     pub stuck_after: Duration,
-    /// The longest the scan of descriptors may take.
+    /// The longest the scan of descriptors may take (a scan cut short proves no absence).
     pub scan_deadline: Duration,
     /// A process holding memory is idle after this long without activity.
     pub idle_after: Duration,
@@ -225,7 +280,7 @@ impl Default for GhostOptions {
     fn default() -> Self {
         Self {
             stuck_after: Duration::from_secs(2),
-            scan_deadline: Duration::from_secs(2),
+            scan_deadline: Duration::from_secs(60),
             idle_after: Duration::from_secs(600),
         }
     }
@@ -236,6 +291,13 @@ impl GhostOptions {
     #[must_use]
     pub fn stuck_after(mut self, d: Duration) -> Self {
         self.stuck_after = d;
+        self
+    }
+
+    /// The options with another bound on the scan of descriptors.
+    #[must_use]
+    pub fn scan_deadline(mut self, d: Duration) -> Self {
+        self.scan_deadline = d;
         self
     }
 
@@ -285,435 +347,6 @@ pub fn ghosts() -> Result<GhostReport> {
 /// As [`ghosts`].
 pub fn ghosts_with(options: GhostOptions) -> Result<GhostReport> {
     GhostWatch::new(options).look_once()
-}
-
-/// What a process row is, from procfs (before the holders are known).
-enum Found {
-    Exited,
-    /// A pid no process here can have (the library's `NoSuchPid`).
-    NoSuchPid,
-    Zombie {
-        live: Vec<u32>,
-        ppid: u32,
-    },
-    MaybeStuck,
-    Orphan {
-        ppid: u32,
-        leader: u32,
-        of: &'static str,
-    },
-    GonePod(Vec<String>),
-    Idle(Vec<String>),
-}
-
-/// What one look knows besides the rows.
-pub(crate) struct Look<'a> {
-    pub(crate) procfs: &'a Path,
-    pub(crate) pods: pods::Pods<'a>,
-    /// Each GPU's activity samples, by device index.
-    pub(crate) activity: &'a BTreeMap<u32, idle::DeviceActivity>,
-    pub(crate) now_us: u64,
-    /// When each pid was first seen in `D` at earlier looks; `None` for a single look, which
-    /// waits `stuck_after` and looks again.
-    pub(crate) in_d: Option<&'a BTreeMap<u32, Instant>>,
-    pub(crate) options: GhostOptions,
-}
-
-/// The classes of `devices`' rows, with the pids found in `D` at this look.
-pub(crate) fn classify(
-    look: &Look<'_>,
-    devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
-) -> (GhostReport, Vec<u32>) {
-    let procfs = look.procfs;
-    let mut report = GhostReport::default();
-    let mut notes = BTreeSet::new();
-    let found = find(look, devices, &mut report.unseen, &mut notes);
-    let in_d: Vec<u32> = found
-        .iter()
-        .filter(|(_, f)| matches!(f, Found::MaybeStuck))
-        .map(|(p, _)| p.pid)
-        .collect();
-    // A single look looks at those in D a second time: stuck only when still there, in D.
-    if look.in_d.is_none() && !in_d.is_empty() {
-        std::thread::sleep(look.options.stuck_after);
-    }
-    let unaccounted = unaccounted(devices);
-    let needs_scan = !unaccounted.is_empty()
-        || found
-            .iter()
-            .any(|(_, f)| matches!(f, Found::Exited | Found::NoSuchPid));
-    let holders = if needs_scan {
-        Holders::scan(procfs, devices, look.options.scan_deadline, &mut report)
-    } else {
-        Holders::default()
-    };
-    for (p, f) in found {
-        let info = devices
-            .iter()
-            .map(|(i, _)| i)
-            .find(|i| i.index == p.device_index);
-        let held = info.and_then(|i| holders.of(i));
-        if let Some(g) = ghost_of(look, p, f, held) {
-            report.ghosts.push(g);
-        }
-    }
-    for (info, bytes) in unaccounted {
-        report
-            .ghosts
-            .push(unaccounted_ghost(info, bytes, holders.of(info)));
-    }
-    report.unseen.extend(notes);
-    (report, in_d)
-}
-
-/// The rows that are ghosts, and what could not be looked at (each row's in `unseen`; what
-/// holds for a whole GPU or node once, in `notes`).
-fn find<'a>(
-    look: &Look<'_>,
-    devices: &'a [(GpuDeviceInfo, Vec<GpuProcessEntry>)],
-    unseen: &mut Vec<String>,
-    notes: &mut BTreeSet<String>,
-) -> Vec<(&'a GpuProcessEntry, Found)> {
-    let procfs = look.procfs;
-    let mut found = Vec::new();
-    let mut leaders = Leaders::default();
-    for p in devices.iter().flat_map(|(_, procs)| procs) {
-        match p.unreadable {
-            Some(UnreadableReason::Exited) if !look::exists(procfs, p.pid) => {
-                found.push((p, Found::Exited));
-            }
-            Some(UnreadableReason::NoSuchPid) => found.push((p, Found::NoSuchPid)),
-            Some(why) => unseen.push(format!(
-                "pid {} on GPU {} ({} MiB): {why}",
-                p.pid,
-                p.device_index,
-                p.used_bytes >> 20
-            )),
-            None => {
-                if let Some(f) =
-                    look_at(procfs, p.pid, &mut leaders).or_else(|| alive(look, p, notes))
-                {
-                    found.push((p, f));
-                }
-            }
-        }
-    }
-    found
-}
-
-/// A live row's class that its pod or its activity shows, if any.
-fn alive(look: &Look<'_>, p: &GpuProcessEntry, notes: &mut BTreeSet<String>) -> Option<Found> {
-    if let Some(evidence) = look.pods.gone(look.procfs, p.pid, notes) {
-        return Some(Found::GonePod(evidence));
-    }
-    if p.used_bytes == 0 {
-        return None;
-    }
-    let Some(activity) = look.activity.get(&p.device_index) else {
-        notes.insert(format!(
-            "GPU {}: whether its holders are idle is not known: its activity was not read",
-            p.device_index
-        ));
-        return None;
-    };
-    let age = || look::age(look.procfs, p.pid);
-    match activity.verdict(p.pid, age, look.options.idle_after, look.now_us) {
-        idle::Verdict::Idle(evidence) => Some(Found::Idle(evidence)),
-        idle::Verdict::Busy => None,
-        idle::Verdict::Unknown(why) => {
-            notes.insert(format!(
-                "GPU {}: whether its holders are idle is not known: {why}",
-                p.device_index
-            ));
-            None
-        }
-    }
-}
-
-/// Each device's allocated memory beyond its listed processes and the driver's allowance.
-fn unaccounted(devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)]) -> Vec<(&GpuDeviceInfo, u64)> {
-    devices
-        .iter()
-        .filter_map(|(info, procs)| {
-            let beyond = info.unaccounted_bytes(procs)?;
-            (beyond > 0).then_some((info, beyond))
-        })
-        .collect()
-}
-
-/// The device files' holders found by a scan, with the driver's GPUs and the listed pids.
-#[derive(Default)]
-struct Holders {
-    held: BTreeMap<u32, BTreeSet<u32>>,
-    minors: Vec<holders::DriverGpu>,
-    listed: BTreeSet<u32>,
-}
-
-impl Holders {
-    /// Scans the descriptors under `procfs`, noting in `report` how far it got.
-    fn scan(
-        procfs: &Path,
-        devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
-        deadline: Duration,
-        report: &mut GhostReport,
-    ) -> Self {
-        let (held, stats) = holders::scan(procfs, Instant::now() + deadline);
-        if !stats.complete {
-            report.unseen.push(format!(
-                "the scan of descriptors stopped at its {deadline:?} deadline after {} processes",
-                stats.processes
-            ));
-        }
-        if stats.unreadable > 0 {
-            report.unseen.push(format!(
-                "the descriptors of {} processes could not be read (another user's)",
-                stats.unreadable
-            ));
-        }
-        report.holder_scan = Some(stats);
-        let listed = devices
-            .iter()
-            .flat_map(|(_, ps)| ps.iter().map(|p| p.pid))
-            .collect();
-        Self {
-            held,
-            minors: holders::driver_gpus(procfs),
-            listed,
-        }
-    }
-
-    /// `info`'s device file and the processes holding it that the driver does not list;
-    /// `None` when the file is not known (no scan, or no driver information for the GPU).
-    fn of(&self, info: &GpuDeviceInfo) -> Option<(String, Vec<u32>)> {
-        let minor = holders::minor_of(
-            &self.minors,
-            info.uuid.as_deref(),
-            info.pci_bus_id.as_deref(),
-        )?;
-        let pids = self
-            .held
-            .get(&minor)
-            .map(|s| {
-                s.iter()
-                    .copied()
-                    .filter(|p| !self.listed.contains(p))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Some((format!("/dev/nvidia{minor}"), pids))
-    }
-}
-
-/// The evidence line for a device file's unlisted holders, and the remedy they give.
-fn holder_facts(held: Option<(String, Vec<u32>)>) -> (String, Vec<u32>, Remedy) {
-    match held {
-        Some((file, pids)) if !pids.is_empty() => (
-            format!(
-                "{file} is held by {} processes the driver does not list: {}",
-                pids.len(),
-                join(&pids)
-            ),
-            pids.clone(),
-            Remedy::Kill { pids },
-        ),
-        Some((file, _)) => (
-            format!("no process but those the driver lists holds {file}"),
-            Vec::new(),
-            Remedy::GpuReset,
-        ),
-        None => (
-            "the GPU's device file is not known here (no driver information file)".into(),
-            Vec::new(),
-            Remedy::Unknown,
-        ),
-    }
-}
-
-/// The ghost a row found as `f` is; `None` for one in D that was not at the second look.
-fn ghost_of(
-    look: &Look<'_>,
-    p: &GpuProcessEntry,
-    f: Found,
-    held: Option<(String, Vec<u32>)>,
-) -> Option<Ghost> {
-    let procfs = look.procfs;
-    let (class, evidence, remedy, holders) = match f {
-        Found::Exited => {
-            let (line, holders, remedy) = holder_facts(held);
-            let first = format!(
-                "pid {} no longer exists, and this PID namespace is seen whole",
-                p.pid
-            );
-            (GhostClass::Exited, vec![first, line], remedy, holders)
-        }
-        Found::NoSuchPid => {
-            let (line, holders, remedy) = holder_facts(held);
-            let first = format!(
-                "the driver charges pid {}, which no process here can have (above pid_max, \
-                 in the initial PID namespace)",
-                p.pid
-            );
-            (GhostClass::Unaccounted, vec![first, line], remedy, holders)
-        }
-        Found::Zombie { live, ppid } if live.is_empty() => {
-            let line = format!(
-                "state Z (zombie), not reaped by its parent {ppid}{}",
-                named(procfs, ppid)
-            );
-            let remedy = Remedy::Reap { parent: ppid };
-            (GhostClass::Zombie, vec![line], remedy, Vec::new())
-        }
-        Found::Zombie { live, .. } => {
-            let line = format!(
-                "state Z (zombie) as thread-group leader, while {} of its threads still run: {}",
-                live.len(),
-                join(&live)
-            );
-            let remedy = Remedy::Kill { pids: vec![p.pid] };
-            (GhostClass::Zombie, vec![line], remedy, Vec::new())
-        }
-        Found::MaybeStuck => stuck(look, p)?,
-        Found::Orphan { ppid, leader, of } => {
-            let evidence = vec![
-                format!("the leader {leader} of its {of} is gone"),
-                format!("its parent is now {ppid}{}", named(procfs, ppid)),
-            ];
-            let remedy = Remedy::Kill { pids: vec![p.pid] };
-            (GhostClass::Orphan, evidence, remedy, Vec::new())
-        }
-        Found::GonePod(evidence) => {
-            let remedy = Remedy::Kill { pids: vec![p.pid] };
-            (GhostClass::GonePod, evidence, remedy, Vec::new())
-        }
-        Found::Idle(evidence) => {
-            let remedy = Remedy::Kill { pids: vec![p.pid] };
-            (GhostClass::Idle, evidence, remedy, Vec::new())
-        }
-    };
-    Some(Ghost {
-        class,
-        device_index: p.device_index,
-        pid: Some(p.pid),
-        name: p.name.clone(),
-        bytes: p.used_bytes,
-        holders,
-        evidence,
-        remedy,
-    })
-}
-
-/// A row's class, evidence, remedy and device-file holders.
-type Classed = (GhostClass, Vec<String>, Remedy, Vec<u32>);
-
-/// A row in `D` at the first look: stuck when the second look finds it there still.
-fn stuck(look: &Look<'_>, p: &GpuProcessEntry) -> Option<Classed> {
-    let procfs = look.procfs;
-    let apart = match look.in_d {
-        None if look::ids(procfs, p.pid).is_none_or(|s| s.state != 'D') => return None,
-        None => look.options.stuck_after,
-        Some(earlier) => {
-            let since = earlier.get(&p.pid)?.elapsed();
-            if since < look.options.stuck_after {
-                return None;
-            }
-            since
-        }
-    };
-    let mut evidence = vec![format!(
-        "state D (uninterruptible sleep) at two looks {} apart",
-        apart_text(apart)
-    )];
-    if let Some(w) = look::wchan(procfs, p.pid) {
-        evidence.push(format!("waiting in {w}"));
-    }
-    Some((GhostClass::Stuck, evidence, Remedy::GpuReset, Vec::new()))
-}
-
-/// The ghost of memory on `info` that no listed process accounts for.
-fn unaccounted_ghost(info: &GpuDeviceInfo, bytes: u64, held: Option<(String, Vec<u32>)>) -> Ghost {
-    let first = format!(
-        "{} MiB allocated beyond the listed processes' sum, more than the driver's allowance",
-        bytes >> 20
-    );
-    let (line, holders, remedy) = holder_facts(held);
-    Ghost {
-        class: GhostClass::Unaccounted,
-        device_index: info.index,
-        pid: None,
-        name: None,
-        bytes,
-        holders,
-        evidence: vec![first, line],
-        remedy,
-    }
-}
-
-/// Whether each process group or session leader asked about in one look is there: the rows of
-/// one job share their leaders, so each is looked up once a look, not once a row.
-#[derive(Default)]
-struct Leaders(BTreeMap<u32, bool>);
-
-impl Leaders {
-    fn exists(&mut self, procfs: &Path, pid: u32) -> bool {
-        *self
-            .0
-            .entry(pid)
-            .or_insert_with(|| look::exists(procfs, pid))
-    }
-}
-
-/// A listed live process's class, from its `stat`; `None` when it is none of them or cannot
-/// be read.
-fn look_at(procfs: &Path, pid: u32, leaders: &mut Leaders) -> Option<Found> {
-    let ids = look::ids(procfs, pid)?;
-    match ids.state {
-        'Z' | 'X' => {
-            return Some(Found::Zombie {
-                live: look::live_threads(procfs, pid).unwrap_or_default(),
-                ppid: ids.ppid,
-            });
-        }
-        'D' => return Some(Found::MaybeStuck),
-        _ => {}
-    }
-    // A leader gone first (two directory lookups, what most processes stop at), then
-    // reparented: to init, or to a subreaper in another session than its own.
-    let mut gone = |leader: u32| leader != 0 && leader != pid && !leaders.exists(procfs, leader);
-    let (leader, of) = if gone(ids.pgrp) {
-        (ids.pgrp, "process group")
-    } else if gone(ids.session) {
-        (ids.session, "session")
-    } else {
-        return None;
-    };
-    let reparented = ids.ppid <= 1
-        || look::ids(procfs, ids.ppid).is_some_and(|parent| parent.session != ids.session);
-    reparented.then_some(Found::Orphan {
-        ppid: ids.ppid,
-        leader,
-        of,
-    })
-}
-
-/// A span between two looks: whole seconds and up as [`idle::shown`], less in milliseconds.
-fn apart_text(d: Duration) -> String {
-    if d >= Duration::from_secs(1) {
-        idle::shown(idle::micros(d))
-    } else {
-        format!("{}ms", d.as_millis())
-    }
-}
-
-/// ` (name)` of `pid` where its name can be read.
-fn named(procfs: &Path, pid: u32) -> String {
-    crate::host::process::procfs::comm(procfs, pid).map_or_else(String::new, |n| format!(" ({n})"))
-}
-
-fn join(pids: &[u32]) -> String {
-    pids.iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(all(test, target_os = "linux"))]

@@ -61,15 +61,19 @@ impl<'a> Pods<'a> {
         }
     }
 
-    /// The evidence that `pid`'s pod is gone; `None` when it is in no pod, its pod is there,
-    /// or the node cannot tell (then why goes to `unseen`).
+    /// Whether `pid`'s pod is gone: `None` when it is in no pod, its pod is there, or the node
+    /// cannot tell (then why goes to `unseen`). A pod in the kubelet's live list is never gone;
+    /// a pod without a log directory is gone by the live list only when every pod the list
+    /// names has its directory (a log cleaner, or a kubelet whose `podLogsDir` is elsewhere,
+    /// leaves live pods without one), and without the list it rests on the layout alone, which
+    /// the verdict says.
     pub(crate) fn gone(
         &self,
         procfs: &Path,
         pid: u32,
         unseen: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if matches!(self.logs, Ok(None)) {
+    ) -> Option<GonePod> {
+        if matches!(self.logs, Ok(None)) && self.live.is_none() {
             return None;
         }
         let path = procfs.join(pid.to_string()).join("cgroup");
@@ -79,7 +83,15 @@ impl<'a> Pods<'a> {
         let named = format!("its cgroup names pod {uid}");
         let logs = match &self.logs {
             Ok(Some(logs)) => logs,
-            Ok(None) => return None,
+            Ok(None) => {
+                unseen.insert(
+                    "whether pods of GPU processes still exist is not known: the kubelet's \
+                     live list names pods, and without its log layout (var/log/pods) no pod \
+                     UID can be matched to a name"
+                        .into(),
+                );
+                return None;
+            }
             Err(why) => {
                 unseen.insert(format!(
                     "whether pods of GPU processes still exist is not known: {why}"
@@ -87,26 +99,85 @@ impl<'a> Pods<'a> {
                 return None;
             }
         };
-        let Some((namespace, pod)) = logs.get(&uid) else {
-            return Some(vec![
-                named,
-                format!(
-                    "the kubelet's log layout (var/log/pods, {} pods, listed whole) has no \
-                     directory for it: the kubelet removed the pod",
-                    logs.len()
-                ),
-            ]);
+        if let Some((namespace, pod)) = logs.get(&uid) {
+            let live = self.live?;
+            let key = (namespace.clone(), pod.clone());
+            return (!live.contains(&key)).then(|| GonePod {
+                evidence: vec![
+                    format!("{named} ({namespace}/{pod}, by its log directory)"),
+                    format!(
+                        "the kubelet's live list ({} pods, from its pod-resources socket) does \
+                         not have {namespace}/{pod}",
+                        live.len()
+                    ),
+                ],
+                confirmed: true,
+            });
+        }
+        self.without_directory(logs, &uid, pid, named, unseen)
+    }
+
+    /// [`Self::gone`] for pod `uid` (of `pid`), which has no directory in `logs`.
+    fn without_directory(
+        &self,
+        logs: &PodDirs,
+        uid: &str,
+        pid: u32,
+        named: String,
+        unseen: &mut BTreeSet<String>,
+    ) -> Option<GonePod> {
+        let no_dir = format!(
+            "the kubelet's log layout (var/log/pods, {} pods, listed whole) has no directory \
+             for it",
+            logs.len()
+        );
+        let Some(live) = self.live else {
+            return Some(GonePod {
+                evidence: vec![
+                    named,
+                    no_dir,
+                    "the kubelet's live list was not read (no pod-resources socket), so its \
+                     absence rests on the log layout alone"
+                        .into(),
+                ],
+                confirmed: false,
+            });
         };
-        let live = self.live?;
-        let key = (namespace.clone(), pod.clone());
-        (!live.contains(&key)).then(|| {
-            vec![
-                format!("{named} ({namespace}/{pod}, by its log directory)"),
+        let with_dir: BTreeSet<(&str, &str)> = logs
+            .values()
+            .map(|(ns, pod)| (ns.as_str(), pod.as_str()))
+            .collect();
+        let without = live
+            .iter()
+            .filter(|(ns, pod)| !with_dir.contains(&(ns.as_str(), pod.as_str())))
+            .count();
+        if without > 0 {
+            let s = if without == 1 { "" } else { "s" };
+            unseen.insert(format!(
+                "pod {uid} (pid {pid}) has no log directory, and {without} pod{s} of the \
+                 kubelet's live list have none either: whether it is one of them (running) is \
+                 not known"
+            ));
+            return None;
+        }
+        Some(GonePod {
+            evidence: vec![
+                named,
+                no_dir,
                 format!(
-                    "the kubelet's pod-resources list ({} pods) does not have {namespace}/{pod}",
+                    "each of the {} pods of the kubelet's live list has its directory, so none \
+                     of them is this pod",
                     live.len()
                 ),
-            ]
+            ],
+            confirmed: true,
         })
     }
+}
+
+/// A process's pod is gone: what shows it, and whether the kubelet's live list confirms it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GonePod {
+    pub evidence: Vec<String>,
+    pub confirmed: bool,
 }

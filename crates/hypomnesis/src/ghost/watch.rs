@@ -3,19 +3,24 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::Instant;
 
+use super::classify::{Look, Memory, Scans, classify};
 use super::idle::{DeviceActivity, now_us};
 use super::pods::Pods;
-use super::{GhostOptions, GhostReport, Look, classify};
+use super::scanner::Scanner;
+use super::{GhostOptions, GhostReport};
 use crate::error::Result;
 use crate::types::{GpuDeviceInfo, GpuProcessEntry};
 
 /// Looks for ghosts again and again, keeping what one look teaches the next: each GPU's
 /// activity samples (so a holder is idle once watched for [`GhostOptions::idle_after`],
-/// whatever the driver's buffer of samples holds), and the processes seen in `D` (so one
-/// still in `D` at a look [`GhostOptions::stuck_after`] or more later is stuck, without
-/// waiting between looks as [`super::ghosts_with`] does).
+/// whatever the driver's buffer of samples holds), the processes seen in `D` with their
+/// context switches (so one that has not switched since a look [`GhostOptions::stuck_after`]
+/// or more earlier is stuck, without waiting between looks as [`super::ghosts_with`] does),
+/// and which processes hold their GPU's device file. The scan of every process's descriptors
+/// runs on a thread of its own, and a look uses the latest one that finished and started
+/// after what it must explain was first seen (its age is in [`GhostReport::holder_scan`]):
+/// until then, what frees that memory is unknown, and said so.
 ///
 /// ```no_run
 /// let mut watch = hypomnesis::GhostWatch::new(hypomnesis::GhostOptions::default());
@@ -32,7 +37,8 @@ use crate::types::{GpuDeviceInfo, GpuProcessEntry};
 pub struct GhostWatch {
     options: GhostOptions,
     activity: BTreeMap<u32, DeviceActivity>,
-    in_d: BTreeMap<u32, Instant>,
+    memory: Memory,
+    scanner: Scanner,
     live_pods: Option<BTreeSet<(String, String)>>,
     /// The procfs and rootfs looked at, when not the process-wide settings.
     roots: Option<(PathBuf, PathBuf)>,
@@ -45,7 +51,8 @@ impl GhostWatch {
         Self {
             options,
             activity: BTreeMap::new(),
-            in_d: BTreeMap::new(),
+            memory: Memory::default(),
+            scanner: Scanner::default(),
             live_pods: None,
             roots: None,
         }
@@ -73,8 +80,9 @@ impl GhostWatch {
         self.live_pods = pods;
     }
 
-    /// One look at every GPU, without waiting: a process in `D` is stuck when it was in `D`
-    /// at an earlier look at least `stuck_after` ago.
+    /// One look at every GPU, without waiting: a process in `D` is stuck when it has not
+    /// switched since an earlier look at least `stuck_after` ago; the scan of descriptors runs
+    /// in the background.
     ///
     /// # Errors
     ///
@@ -83,7 +91,8 @@ impl GhostWatch {
         self.look_with(false)
     }
 
-    /// One look that waits: a process in `D` is looked at again after `stuck_after` (what
+    /// One look that waits: a process in `D` is looked at again after `stuck_after`, and the
+    /// scan of descriptors, when a ghost needs one, is made before it answers (what
     /// [`super::ghosts_with`] does, with this watch's pods).
     ///
     /// # Errors
@@ -118,6 +127,9 @@ impl GhostWatch {
             }
         }
         let mut report = self.classify_rows(&devices, single)?;
+        if !unseen.is_empty() {
+            report.complete = false;
+        }
         unseen.append(&mut report.unseen);
         report.unseen = unseen;
         Ok(report)
@@ -153,15 +165,22 @@ impl GhostWatch {
             pods: Pods::read(rootfs, self.live_pods.as_ref()),
             activity: &self.activity,
             now_us: now,
-            in_d: (!single).then_some(&self.in_d),
             options: self.options,
+            single,
+            scans: if single {
+                Scans::Now
+            } else {
+                Scans::Background(&self.scanner)
+            },
         };
-        let (report, in_d_now) = classify(&look, devices);
-        let at = Instant::now();
-        self.in_d.retain(|pid, _| in_d_now.contains(pid));
-        for pid in in_d_now {
-            self.in_d.entry(pid).or_insert(at);
-        }
+        let report = classify(&look, &mut self.memory, devices);
+        let listed: BTreeSet<u32> = devices
+            .iter()
+            .flat_map(|(_, ps)| ps.iter().map(|p| p.pid))
+            .collect();
+        self.memory
+            .holding
+            .retain(|(pid, _, _)| listed.contains(pid));
         for (info, procs) in devices {
             if let Some(seen) = self.activity.get_mut(&info.index) {
                 seen.keep_only(|pid| procs.iter().any(|p| p.pid == pid));

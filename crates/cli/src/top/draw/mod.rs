@@ -471,16 +471,27 @@ pub fn draws_alike(a: &Screen, b: &Screen, width: Option<u16>, interval: Duratio
 /// What the view draws of the latest look for ghosts (the line under the RAM and the rows'
 /// marks): each ghost's class, GPU, pid and bytes. The rest of a look (each ghost's evidence
 /// and holders, the scan's figures and time) is `hmn ghosts`'s, and changes at every look.
-pub(super) fn drawn_ghosts(
-    screen: &Screen,
-) -> Vec<(hypomnesis::GhostClass, u32, Option<u32>, u64)> {
-    screen.ghosts.as_ref().map_or_else(Vec::new, |r| {
-        r.ghosts
-            .iter()
-            .map(|g| (g.class, g.device_index, g.pid, g.bytes))
-            .collect()
-    })
+pub(super) fn drawn_ghosts(screen: &Screen) -> DrawnGhosts {
+    screen
+        .ghosts
+        .as_ref()
+        .map_or_else(DrawnGhosts::default, |r| {
+            let ghosts = r
+                .ghosts
+                .iter()
+                .map(|g| (g.class, g.device_index, g.pid, g.bytes))
+                .collect();
+            let facts = r.facts.iter().map(|f| (f.class, f.pid)).collect();
+            (ghosts, facts)
+        })
 }
+
+/// What the view draws of a look for ghosts: each ghost's class, GPU, pid and bytes, and each
+/// fact's class and pid (a row's mark).
+pub(super) type DrawnGhosts = (
+    Vec<(hypomnesis::GhostClass, u32, Option<u32>, u64)>,
+    Vec<(hypomnesis::GhostClass, u32)>,
+);
 
 /// The key to the ghosts' marks, when the latest look found any: each ghost's class, pid (or
 /// GPU, for memory no process accounts for) and bytes, largest first.

@@ -87,7 +87,7 @@ fn columns(screen: &Screen, state: &ViewState, width: usize) -> Vec<Col> {
 pub(super) struct TableKey {
     area: Rect,
     procs: Arc<Vec<Proc>>,
-    ghosts: Vec<(hypomnesis::GhostClass, u32, Option<u32>, u64)>,
+    ghosts: super::DrawnGhosts,
     gpus: Result<usize, ()>,
     hidden: u64,
     state: ViewState,
@@ -205,7 +205,7 @@ fn selected_line(line: &Line<'_>, width: u16) -> Line<'static> {
 
 fn proc_line<'a>(
     p: &Proc,
-    ghost: Option<hypomnesis::GhostClass>,
+    ghost: Option<crate::top::model::Mark>,
     cols: &[Col],
     state: &ViewState,
     theme: &Theme,
@@ -247,7 +247,8 @@ fn proc_line<'a>(
                     };
                     // A ghost's mark comes first, where a cut command cannot hide it.
                     let c = match ghost {
-                        Some(g) => format!("[{g}] {c}"),
+                        Some(crate::top::model::Mark::Ghost(g)) => format!("[{g}] {c}"),
+                        Some(crate::top::model::Mark::Fact(g)) => format!("({g}) {c}"),
                         None => c,
                     };
                     if p.change == Change::Gone {

@@ -81,9 +81,41 @@ pub fn status_tgid(text: &str) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The context switches of a task so far, voluntary and not, from the text of its `status`
+/// (`voluntary_ctxt_switches:`, `nonvoluntary_ctxt_switches:`; a process's `status` counts its
+/// leader thread's); `None` when either is missing or not a number. Unchanged between two
+/// reads, the task did not run in between.
+#[must_use]
+pub fn status_context_switches(text: &str) -> Option<u64> {
+    let value = |key: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    value("voluntary_ctxt_switches:")?.checked_add(value("nonvoluntary_ctxt_switches:")?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_switches_of_a_status_file() {
+        let status =
+            "Name:\tpython3\nvoluntary_ctxt_switches:\t150\nnonvoluntary_ctxt_switches:\t545\n";
+        assert_eq!(status_context_switches(status), Some(695));
+        assert_eq!(
+            status_context_switches("voluntary_ctxt_switches:\t1\n"),
+            None
+        );
+        assert_eq!(
+            status_context_switches(
+                "voluntary_ctxt_switches:\t18446744073709551615\nnonvoluntary_ctxt_switches:\t1\n"
+            ),
+            None,
+            "never wraps"
+        );
+    }
 
     #[test]
     fn tgid_of_a_status_file() {

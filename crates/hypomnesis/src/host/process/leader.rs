@@ -28,10 +28,12 @@ pub(crate) enum Leader {
 pub(crate) fn of(root: &Path, pid: u32) -> Leader {
     #[cfg(target_os = "linux")]
     if root == Path::new("/proc") {
+        use super::pidfd::Answer;
         match super::pidfd::leader(pid) {
+            Some(Answer::Leader) => return Leader::Process,
+            Some(Answer::NoSuch) => return Leader::Gone,
             // The kernel's refusal, confirmed by the status (rare: a thread's number).
-            Some(Leader::Thread) | None => {}
-            Some(answer) => return answer,
+            Some(Answer::NotLeader) | None => {}
         }
     }
     by_status(root, pid)
@@ -45,6 +47,13 @@ pub(crate) fn by_status(root: &Path, pid: u32) -> Leader {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Leader::Gone,
         Err(_) => Leader::Unknown,
     }
+}
+
+/// The process `pid` belongs to (its `Tgid:`), from `<root>/<pid>/status`.
+pub(crate) fn tgid(root: &Path, pid: u32) -> Option<u32> {
+    let path = root.join(pid.to_string()).join("status");
+    let text = crate::host::file::read_capped(&path, crate::host::file::STATUS).ok()?;
+    crate::host::parse::memory::status_tgid(&text)
 }
 
 /// [`of`] from the text of a `status` file read for `pid`.

@@ -184,17 +184,27 @@ impl Epoll {
 /// (`EINVAL` or `ENOENT`: not a thread-group leader, which the caller confirms), or no such
 /// number (`ESRCH`); `None` where the kernel has no pidfds or refuses them to this process
 /// (then another way must tell).
-pub(crate) fn leader(pid: u32) -> Option<super::leader::Leader> {
-    use super::leader::Leader;
+pub(crate) fn leader(pid: u32) -> Option<Answer> {
     if REFUSED.load(Ordering::Relaxed) {
         return None;
     }
     match open(pid) {
-        Opened::Fd(_) => Some(Leader::Process),
-        Opened::Thread => Some(Leader::Thread),
-        Opened::NoProcess => Some(Leader::Gone),
+        Opened::Fd(_) => Some(Answer::Leader),
+        Opened::Thread => Some(Answer::NotLeader),
+        Opened::NoProcess => Some(Answer::NoSuch),
         Opened::Refused | Opened::Failed => None,
     }
+}
+
+/// What `pidfd_open(2)` says of a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// A thread-group leader: a process.
+    Leader,
+    /// Not a thread-group leader (a thread's number).
+    NotLeader,
+    /// No task has the number.
+    NoSuch,
 }
 
 /// What `pidfd_open` gave.

@@ -117,7 +117,7 @@ pub(crate) fn classify(
 }
 
 #[cfg(target_os = "linux")]
-pub(crate) use linux::{alive, facts};
+pub(crate) use linux::{alive, facts, shows_initial_namespace};
 
 /// The mount of the procfs root in use and what its options mean for this process; `None`
 /// where there is no procfs, or `mountinfo` cannot be read.
@@ -225,6 +225,19 @@ mod linux {
             initial: ns.map(|l| l.as_os_str() == INITIAL_PID_NS),
             pid_max,
         }
+    }
+
+    /// Whether `root` shows the initial PID namespace, where every process of the host has a
+    /// number: its pid 1's `ns/pid` link (which only a privileged reader may read), else, for
+    /// this process's own procfs, whether this process runs there; `None`: not known.
+    pub(crate) fn shows_initial_namespace(root: &Path) -> Option<bool> {
+        if let Ok(link) = std::fs::read_link(root.join("1/ns/pid")) {
+            return Some(link.as_os_str() == INITIAL_PID_NS);
+        }
+        if root == Path::new("/proc") {
+            return facts(root).initial;
+        }
+        None
     }
 
     /// Whether a process numbered `pid` in this PID namespace exists (`kill(pid, 0)`: done,

@@ -484,6 +484,22 @@ impl Exposition {
             bytes,
             &self.ghosts(),
         )?;
+        if let Some(scan) = self.sample.ghosts.as_ref().and_then(|r| r.holder_scan) {
+            single(
+                e,
+                "ghost_scan_age",
+                "How old the scan of every process's descriptors is that the ghosts' evidence uses (who holds a GPU's device file): it runs in the background, never on a scrape's path; absent while no ghost needs one.",
+                Some(&Unit::Seconds),
+                scan.age.as_secs_f64(),
+            )?;
+            single(
+                e,
+                "ghost_scan_complete",
+                "Whether that scan saw every process of the host and each one's descriptors (1) or not (0): only a complete scan may conclude that nothing but the driver holds a ghost's memory.",
+                None,
+                i64::from(scan.saw_everything()),
+            )?;
+        }
         self.encode_mig(e, bytes)?;
         self.encode_processes(e, bytes)
     }

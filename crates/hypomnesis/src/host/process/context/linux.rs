@@ -132,7 +132,11 @@ pub fn context(
         if parts.user {
             ctx.uid = owner(read.as_ref().map(|(f, _)| f));
         }
-        ctx.command = read.and_then(|(_, b)| parse_cmdline(&b));
+        ctx.command = read.and_then(|(_, b)| parse_cmdline(&b)).or_else(|| {
+            // A zombie leader whose threads run has no command line of its own; they do.
+            let t = live_thread(&dir, pid)?;
+            read_capped(&t.join("cmdline")).and_then(|b| parse_cmdline(&b))
+        });
     } else if parts.user {
         ctx.uid = owner(None);
     }
@@ -152,14 +156,35 @@ pub fn context(
     }
     if parts.rss {
         // `statm`, not `stat`'s field: the kernel sums its counters exactly for `statm` only.
-        ctx.rss_bytes = crate::host::memory::linux::rss_at(&dir)
-            .ok()
-            .filter(|&r| r > 0);
+        let rss = |d: &Path| {
+            crate::host::memory::linux::rss_at(d)
+                .ok()
+                .filter(|&r| r > 0)
+        };
+        // A zombie leader whose threads run reads 0 (its own memory map is gone): the
+        // process's is its live threads', which share one.
+        ctx.rss_bytes = rss(&dir).or_else(|| rss(&live_thread(&dir, pid)?));
     }
     if parts.container {
         ctx.container = container(&dir.join("cgroup"));
     }
     ctx
+}
+
+/// The directory of a live thread of `pid` other than its leader (`task/<tid>`, its state
+/// neither `Z` nor `X`): where a zombie leader's memory and command line are still read.
+/// `None` for a process with no other thread (a kernel thread, a whole zombie).
+fn live_thread(dir: &Path, pid: u32) -> Option<std::path::PathBuf> {
+    let tasks = dir.join("task");
+    std::fs::read_dir(&tasks)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&tid| tid != pid)
+        .map(|tid| tasks.join(tid.to_string()))
+        .find(|t| {
+            read_capped(&t.join("stat"))
+                .is_some_and(|b| !crate::host::parse::stat::is_zombie(&String::from_utf8_lossy(&b)))
+        })
 }
 
 /// The container the first line of `cgroup` that names one says, read line by line.
@@ -266,5 +291,40 @@ mod tests {
             Some("bob")
         );
         let _ = std::fs::remove_dir_all(&procfs);
+    }
+
+    /// A zombie leader whose thread runs (the main thread ended by `pthread_exit`): its RSS and
+    /// command line are its live thread's, not unknown.
+    #[test]
+    fn a_zombie_leaders_rss_and_command_are_its_live_threads() {
+        #![allow(clippy::unwrap_used, clippy::expect_used)]
+        let script = "import ctypes, threading, time\n\
+                      threading.Thread(target=time.sleep, args=(30,)).start()\n\
+                      ctypes.CDLL(None).pthread_exit(None)\n";
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script, "the-trainer"])
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 (the CI installs it)");
+        let pid = child.id();
+        let stat = format!("/proc/{pid}/stat");
+        let t = std::time::Instant::now();
+        while !std::fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z ")) {
+            assert!(t.elapsed().as_secs() < 10, "never a zombie leader");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let mut parts = ContextParts::NONE;
+        parts.rss = true;
+        parts.command = true;
+        let ctx = context(Path::new("/proc"), pid, &BTreeMap::new(), parts);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(ctx.rss_bytes.is_some_and(|r| r > 1 << 20), "{ctx:?}");
+        assert!(
+            ctx.command
+                .as_deref()
+                .is_some_and(|c| c.contains("the-trainer")),
+            "{ctx:?}"
+        );
     }
 }
