@@ -238,12 +238,13 @@ impl Frame {
     pub fn tree_ram(&self, pids: &[u32]) -> Option<TreeRam> {
         let rss = |p: &u32| self.rss.get(p).copied().flatten();
         if let [lone] = pids {
-            return rss(lone).map(|b| TreeRam::new(b, false, Vec::new()));
+            return rss(lone).map(|b| TreeRam::new(b, false, 1, Vec::new()));
         }
         if pids.is_empty() || self.pss.is_empty() {
             return None;
         }
         let mut sum: Option<u64> = None;
+        let mut counted = 0;
         let mut rss_for = Vec::new();
         for p in pids {
             let bytes = match (self.pss.get(p).copied().flatten(), rss(p)) {
@@ -255,8 +256,9 @@ impl Frame {
                 (None, None) => continue,
             };
             sum = Some(sum.unwrap_or(0).saturating_add(bytes));
+            counted += 1;
         }
-        sum.map(|b| TreeRam::new(b, true, rss_for))
+        sum.map(|b| TreeRam::new(b, true, counted, rss_for))
     }
 }
 
@@ -310,16 +312,22 @@ impl Sampler {
 
     /// One frame of the tree `pids` (a root and what runs below it): as [`Sampler::frame`],
     /// and, when there are several processes and `pacer` says a walk is due, the PSS of each
-    /// (see [`TreeRam`] for why it is paced).
+    /// (see [`TreeRam`] for why it is paced). A process whose PSS cannot be read and whose RSS
+    /// can no longer be read either has exited since its RSS was read: it has neither figure
+    /// in the frame (it is not one whose PSS is hidden).
     #[must_use]
     pub fn frame_tree(&self, pids: &[u32], pacer: &mut PssPacer) -> Frame {
+        use crate::host::process::{process_pss_of, process_rss_of};
         let mut f = self.frame(pids);
         let began = Instant::now();
         if pids.len() > 1 && pacer.due(began) {
-            f.pss = pids
-                .iter()
-                .map(|&p| (p, crate::host::process::process_pss_of(p).ok()))
-                .collect();
+            for &p in pids {
+                let pss = process_pss_of(p).ok();
+                if pss.is_none() && process_rss_of(p).is_err() {
+                    f.rss.insert(p, None);
+                }
+                f.pss.insert(p, pss);
+            }
             pacer.walked(began, began.elapsed());
         }
         f
@@ -434,7 +442,10 @@ mod tests {
         assert_eq!(f.rss_sum(&[8]), None);
         assert_eq!(f.rss_sum(&[]), None);
         assert_eq!(f.tree_ram(&[7, 9]), None, "no PSS read: no tree figure");
-        assert_eq!(f.tree_ram(&[7]), Some(TreeRam::new(300, false, Vec::new())));
+        assert_eq!(
+            f.tree_ram(&[7]),
+            Some(TreeRam::new(300, false, 1, Vec::new()))
+        );
         assert_eq!(f.tree_ram(&[8]), None);
         let none = Frame::new(Duration::ZERO, Ok(0), Vec::new(), BTreeMap::new());
         assert_eq!(none.gpu_by_pid_all(), None, "no device read is not zero");
@@ -446,11 +457,20 @@ mod tests {
     #[test]
     fn a_tree_counts_pss_and_names_the_rss_it_counts() {
         let f = frame().with_pss([(7, Some(100)), (8, None), (9, None)].into_iter().collect());
-        assert_eq!(f.tree_ram(&[7, 8, 9]), Some(TreeRam::new(120, true, vec![9])));
-        assert_eq!(f.tree_ram(&[7, 8]), Some(TreeRam::new(100, true, Vec::new())));
+        assert_eq!(
+            f.tree_ram(&[7, 8, 9]),
+            Some(TreeRam::new(120, true, 2, vec![9]))
+        );
+        assert_eq!(
+            f.tree_ram(&[7, 8]),
+            Some(TreeRam::new(100, true, 1, Vec::new()))
+        );
         assert_eq!(f.tree_ram(&[8, 10]), None, "nothing read");
         assert_eq!(f.tree_ram(&[]), None);
-        assert_eq!(f.tree_ram(&[7]), Some(TreeRam::new(300, false, Vec::new())));
+        assert_eq!(
+            f.tree_ram(&[7]),
+            Some(TreeRam::new(300, false, 1, Vec::new()))
+        );
     }
 
     #[test]

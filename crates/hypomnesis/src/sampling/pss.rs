@@ -27,6 +27,9 @@ pub struct TreeRam {
     pub bytes: u64,
     /// Whether the figure sums several processes (by PSS), not a lone process's RSS.
     pub summed: bool,
+    /// How many processes it counts (those that vanished before their figures were read are
+    /// not).
+    pub processes: usize,
     /// The processes (when summed) whose PSS could not be read (a kernel before 4.14, another
     /// user's process, `hidepid`) and whose RSS is counted instead, in the tree's order.
     pub rss_for: Vec<u32>,
@@ -35,10 +38,11 @@ pub struct TreeRam {
 impl TreeRam {
     /// A tree figure of its parts (a caller's tests, a replay).
     #[must_use]
-    pub fn new(bytes: u64, summed: bool, rss_for: Vec<u32>) -> Self {
+    pub fn new(bytes: u64, summed: bool, processes: usize, rss_for: Vec<u32>) -> Self {
         Self {
             bytes,
             summed,
+            processes,
             rss_for,
         }
     }
@@ -97,10 +101,12 @@ mod tests {
         p.walked(t0, Duration::from_micros(50));
         assert!(p.due(t0 + Duration::from_millis(1)));
         // A clock read before the walk began is not a walk's time.
-        assert!(!PssPacer {
-            last: Some((t0 + Duration::from_secs(1), Duration::from_millis(1))),
-            walks: 1
-        }
-        .due(t0));
+        assert!(
+            !PssPacer {
+                last: Some((t0 + Duration::from_secs(1), Duration::from_millis(1))),
+                walks: 1
+            }
+            .due(t0)
+        );
     }
 }

@@ -93,7 +93,10 @@ pub fn smaps_rollup_rss_pss(text: &str) -> Result<(u64, u64), String> {
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| format!("smaps_rollup {name} is not a number: {:?}", clip(line)))?;
         if parts.next() != Some("kB") || parts.next().is_some() {
-            return Err(format!("smaps_rollup {name} is not in kB: {:?}", clip(line)));
+            return Err(format!(
+                "smaps_rollup {name} is not in kB: {:?}",
+                clip(line)
+            ));
         }
         kib.checked_mul(1024)
             .ok_or_else(|| format!("smaps_rollup {name} {kib} kB overflows in bytes"))

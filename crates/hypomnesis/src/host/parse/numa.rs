@@ -128,7 +128,9 @@ pub fn numa_maps_line(
         // where the pages are.
     }
     if !(size.is_power_of_two() && size <= MAX_PAGE_BYTES) {
-        return Err(format!("numa_maps: the page size {size} is not a page size"));
+        return Err(format!(
+            "numa_maps: the page size {size} is not a page size"
+        ));
     }
     // Every sum is checked before any is added: a refused line adds nothing.
     let mut sums: Vec<(u32, u64)> = Vec::with_capacity(pages.len());
@@ -238,9 +240,18 @@ mod hostile {
     fn impossible_lines_are_refused_and_add_nothing() {
         for (line, why) in [
             // 2^52 - 1 pages of 4 KiB: 16 EiB less a page, no overflow.
-            ("7f00 default N0=4503599627370495 kernelpagesize_kB=4", "4 PiB"),
-            ("7f00 default N0=18446744073709551615 kernelpagesize_kB=4", "4 PiB"),
-            ("7f00 default N0=1 kernelpagesize_kB=18014398509481983", "page size"),
+            (
+                "7f00 default N0=4503599627370495 kernelpagesize_kB=4",
+                "4 PiB",
+            ),
+            (
+                "7f00 default N0=18446744073709551615 kernelpagesize_kB=4",
+                "4 PiB",
+            ),
+            (
+                "7f00 default N0=1 kernelpagesize_kB=18014398509481983",
+                "page size",
+            ),
             ("7f00 default N0=1 kernelpagesize_kB=33554432", "page size"),
             ("7f00 default N0=1 kernelpagesize_kB=0", "page size"),
             ("7f00 default N0=1 kernelpagesize_kB=12", "page size"),
@@ -259,7 +270,10 @@ mod hostile {
             ("7f00 default Nx=1", "node"),
             // One node too many, after one that fits: the line adds nothing.
             ("7f00 default N0=1 N1=4503599627370496", "4 PiB"),
-            ("7f00 default N0=2251799813685248 N0=2251799813685248", "4 PiB"),
+            (
+                "7f00 default N0=2251799813685248 N0=2251799813685248",
+                "4 PiB",
+            ),
         ] {
             let mut m = BTreeMap::from([(0, 4096)]);
             let e = numa_maps_line(line, 4096, &mut m).unwrap_err();
