@@ -287,35 +287,9 @@ mod tests {
         assert_eq!(w(&["a\nb", ""]), "'a?b' ''");
     }
 
-    #[test]
-    fn csv_and_summary() {
-        let p = |ms: u64, rss: u64, gpu: Option<u64>, used: Option<u64>| Point {
-            t: Duration::from_millis(ms),
-            rss: Some(rss),
-            gpu: vec![gpu],
-            device_used: vec![used],
-        };
-        let rows: String = [
-            p(0, 10 * MIB, Some(0), Some(100 * MIB)),
-            p(100, 300 * MIB, Some(64 * MIB), None),
-            p(200, 20 * MIB, None, Some(90 * MIB)),
-        ]
-        .iter()
-        .map(|p| csv_row(p, 1))
-        .collect();
-        assert_eq!(
-            format!("{}{rows}", csv_header(1)),
-            format!(
-                "t_s,rss_bytes,gpu0_bytes,gpu0_device_used_bytes\n0.000,{},0,{}\n0.100,{},{},\n0.200,{},,{}\n",
-                10 * MIB,
-                100 * MIB,
-                300 * MIB,
-                64 * MIB,
-                20 * MIB,
-                90 * MIB
-            )
-        );
-        let s = Summary {
+    /// A run of one process: 300 MiB of RSS, 64 MiB on one GPU.
+    fn lone_summary() -> Summary {
+        Summary {
             command: vec!["python3".into(), "train.py".into()],
             exit_code: Some(0),
             signal: None,
@@ -344,7 +318,38 @@ mod tests {
                 processes: 1,
                 by_rss: 0,
             }),
+        }
+    }
+
+    #[test]
+    fn csv_and_summary() {
+        let p = |ms: u64, rss: u64, gpu: Option<u64>, used: Option<u64>| Point {
+            t: Duration::from_millis(ms),
+            rss: Some(rss),
+            gpu: vec![gpu],
+            device_used: vec![used],
         };
+        let rows: String = [
+            p(0, 10 * MIB, Some(0), Some(100 * MIB)),
+            p(100, 300 * MIB, Some(64 * MIB), None),
+            p(200, 20 * MIB, None, Some(90 * MIB)),
+        ]
+        .iter()
+        .map(|p| csv_row(p, 1))
+        .collect();
+        assert_eq!(
+            format!("{}{rows}", csv_header(1)),
+            format!(
+                "t_s,rss_bytes,gpu0_bytes,gpu0_device_used_bytes\n0.000,{},0,{}\n0.100,{},{},\n0.200,{},,{}\n",
+                10 * MIB,
+                100 * MIB,
+                300 * MIB,
+                64 * MIB,
+                20 * MIB,
+                90 * MIB
+            )
+        );
+        let s = lone_summary();
         assert_eq!(
             summary(&s),
             "hmn run: `python3 train.py` exited with status 0 after 12.3 s (3 samples, every 100 ms)\n  peak RAM (process tree): 300 MiB (RSS of one process)\n  GPU 0: peak 64 MiB held by the process tree; device peak used 100 MiB\n"
@@ -382,28 +387,18 @@ mod tests {
     #[test]
     fn a_trees_ram_says_what_it_counts() {
         let s = Summary {
-            command: vec!["python3".into()],
-            exit_code: Some(0),
-            signal: None,
-            duration_s: 1.0,
-            samples: 10,
-            interval_ms: 100,
             peak_rss_bytes: Some(520 * MIB),
-            peak_gpu_bytes: None,
-            devices: Vec::new(),
-            gpu_processes: Vec::new(),
             peak_rss_measure: Some(Measure::PssAndRss),
             peak_rss_processes: Some(9),
             peak_rss_sum_bytes: Some(4600 * MIB),
             rss_counted_pids: (100..112).collect(),
-            processes: Vec::new(),
-            processes_left_out: 0,
             ram_peak: Some(RamPeak {
                 bytes: 520 * MIB,
                 measure: Measure::PssAndRss,
                 processes: 9,
                 by_rss: 2,
             }),
+            ..lone_summary()
         };
         let text = summary(&s);
         assert!(

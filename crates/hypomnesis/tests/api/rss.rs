@@ -92,8 +92,9 @@ fn a_forked_child_reads_its_own_rss() {
 #[test]
 #[allow(unsafe_code)] // fork(2), kill(2), waitpid(2) and _exit(2) have no safe wrapper
 fn pages_shared_copy_on_write_count_once_in_pss() {
-    const SIZE: u64 = 128 << 20;
-    let mut block = vec![0_u8; SIZE as usize];
+    const LEN: usize = 128 << 20;
+    let size = u64::try_from(LEN).unwrap();
+    let mut block = vec![0_u8; LEN];
     for i in (0..block.len()).step_by(4096) {
         block[i] = 1;
     }
@@ -133,10 +134,10 @@ fn pages_shared_copy_on_write_count_once_in_pss() {
         mib(pss_me),
         mib(pss_child)
     );
-    assert!(rss_child >= SIZE && pss_child <= rss_child, "{figures}");
-    assert!(pss_child >= SIZE / 2 - (8 << 20), "{figures}");
+    assert!(rss_child >= size && pss_child <= rss_child, "{figures}");
+    assert!(pss_child >= size / 2 - (8 << 20), "{figures}");
     assert!(
-        pss_me + pss_child + SIZE - (16 << 20) <= rss_me + rss_child,
+        pss_me + pss_child + size - (16 << 20) <= rss_me + rss_child,
         "the shared pages counted once: {figures}"
     );
     assert!(hypomnesis::process_pss_of(child).is_err(), "reaped: gone");

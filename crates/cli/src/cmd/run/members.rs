@@ -119,23 +119,27 @@ mod tests {
     #[test]
     fn each_process_keeps_its_peaks() {
         // Pids far above any pid_max: no process of this host is named.
-        let (a, b, c) = (4_194_401, 4_194_402, 4_194_403);
+        let (big, blind, gone) = (4_194_401, 4_194_402, 4_194_403);
         let mut m = Members::default();
-        let f = frame(&[(a, Some(50)), (b, Some(40)), (c, None)], &[]);
-        m.add(&f, &[a, b, c], f.tree_ram(&[a, b, c]).as_ref());
-        let f = frame(&[(a, Some(30)), (b, Some(45))], &[(a, Some(20)), (b, None)]);
-        m.add(&f, &[a, b], f.tree_ram(&[a, b]).as_ref());
+        let tree = [big, blind, gone];
+        let f = frame(&[(big, Some(50)), (blind, Some(40)), (gone, None)], &[]);
+        m.add(&f, &tree, f.tree_ram(&tree).as_ref());
+        let f = frame(
+            &[(big, Some(30)), (blind, Some(45))],
+            &[(big, Some(20)), (blind, None)],
+        );
+        m.add(&f, &tree[..2], f.tree_ram(&tree[..2]).as_ref());
         let list = m.list();
         assert_eq!(list.len(), 2, "never seen with a figure: {list:?}");
         assert_eq!(
             (list[0].pid, list[0].peak_rss_bytes, list[0].peak_pss_bytes),
-            (a, Some(50), Some(20))
+            (big, Some(50), Some(20))
         );
         assert_eq!(
             (list[1].pid, list[1].peak_rss_bytes, list[1].peak_pss_bytes),
-            (b, Some(45), None)
+            (blind, Some(45), None)
         );
-        assert_eq!(m.rss_counted(), vec![b]);
+        assert_eq!(m.rss_counted(), vec![blind]);
         assert_eq!(m.left_out(), 0);
     }
 

@@ -304,13 +304,10 @@ mod hostile {
             counts in proptest::collection::vec((0_u32..1100, prop_oneof![0_u64..1 << 20, any::<u64>()]), 0..4),
             kib in proptest::option::of(prop_oneof![Just(4_u64), Just(64), Just(2048), Just(1 << 20), any::<u64>()]),
         ) {
-            let mut line = String::from("7f4680000000 default anon=1");
-            for (node, count) in &counts {
-                line.push_str(&format!(" N{node}={count}"));
-            }
-            if let Some(k) = kib {
-                line.push_str(&format!(" kernelpagesize_kB={k}"));
-            }
+            let mut words = vec!["7f4680000000 default anon=1".to_string()];
+            words.extend(counts.iter().map(|(node, count)| format!("N{node}={count}")));
+            words.extend(kib.map(|k| format!("kernelpagesize_kB={k}")));
+            let line = words.join(" ");
             let start: BTreeMap<u32, u64> = before.map(|b| (0, b)).into_iter().collect();
             let mut m = start.clone();
             let size = u128::from(kib.map_or(4, |k| k)) * 1024;
