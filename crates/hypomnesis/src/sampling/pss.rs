@@ -7,8 +7,8 @@
 //! page divided among the processes that map it, [`crate::process_pss_of`]) summed count it
 //! once. A lone process's figure stays its RSS (what 0.2.x gave, and what `ps` shows).
 //!
-//! Reading a process's PSS walks its page tables: 2.4 ms for 500 MiB on a shared two-core
-//! machine, where its RSS (`statm`) takes 6 to 9 µs. So the walks are paced by their cost:
+//! Reading a process's PSS walks its page tables: 3 ms for 500 MiB and 20 ms for 2 GiB on a
+//! shared two-core machine, where its RSS (`statm`) takes 2 to 3 µs. So the walks are paced by their cost:
 //! after a walk of the tree that took `w`, the next one begins no sooner than `PSS_DUTY × w`
 //! after it began, so they take at most one part in `PSS_DUTY` of the sampler's time, and the
 //! ticks in between read RSS alone (and have no tree figure, never an estimate).

@@ -88,8 +88,8 @@ pub fn process_rss_of(pid: u32) -> Result<u64> {
 /// write, say), it counts each shared page once, where their [`process_rss_of`] counts it in
 /// each.
 ///
-/// Reading it walks the process's page tables: about 2.4 ms for a process of 500 MiB, where
-/// [`process_rss_of`] takes microseconds whatever the size; read it sparingly.
+/// Reading it walks the process's page tables: about 3 ms for a process of 500 MiB and 20 ms
+/// for 2 GiB, where [`process_rss_of`] takes 2 to 3 µs whatever the size; read it sparingly.
 ///
 /// # Platform-specific behaviour
 ///
