@@ -109,8 +109,8 @@ pub struct Summary {
     /// The peak of the tree's RSS summed at every sample (what `peak_rss_bytes` was before
     /// 0.2.15: a page shared by several processes counted in each).
     pub peak_rss_sum_bytes: Option<u64>,
-    /// The processes whose PSS could not be read at some sample (another user's, `hidepid`, a
-    /// kernel before 4.14): their RSS was counted in the tree's figure instead.
+    /// The processes whose PSS could not be read at some sample (another user's, one not
+    /// dumpable, a kernel before 4.14): their RSS was counted in the tree's figure instead.
     pub rss_counted_pids: Vec<u32>,
     /// The processes of the tree with their peaks, largest RSS first (at most 1,024: those
     /// alive at the end and the largest that exited).
@@ -235,8 +235,8 @@ fn ram_lines(out: &mut String, s: &Summary) {
         }
         let _ = writeln!(
             out,
-            "  note: PSS could not be read for pid {pids} (another user's, hidepid, or a kernel \
-             before 4.14): their RSS is counted instead"
+            "  note: PSS could not be read for pid {pids} (another user's, not dumpable, or a \
+             kernel before 4.14): their RSS is counted instead"
         );
     }
 }
@@ -407,7 +407,7 @@ mod tests {
                  whose PSS could not be read)\n  peak RSS summed over the tree: 4.5 GiB (a page \
                  shared by several processes counted in each)\n  note: PSS could not be read for \
                  pid 100, 101, 102, 103, 104, 105, 106, 107, 108, 109 and 2 more (another user's, \
-                 hidepid, or a kernel before 4.14): their RSS is counted instead\n"
+                 not dumpable, or a kernel before 4.14): their RSS is counted instead\n"
             ),
             "{text}"
         );

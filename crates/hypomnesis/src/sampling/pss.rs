@@ -30,8 +30,10 @@ pub struct TreeRam {
     /// How many processes it counts (those that vanished before their figures were read are
     /// not).
     pub processes: usize,
-    /// The processes (when summed) whose PSS could not be read (a kernel before 4.14, another
-    /// user's process, `hidepid`) and whose RSS is counted instead, in the tree's order.
+    /// The processes (when summed) whose PSS could not be read but whose RSS could (another
+    /// user's process, one not dumpable, a kernel before 4.14), their RSS counted instead, in
+    /// the tree's order. A process of which neither can be read (exited, or hidden by
+    /// `hidepid`) is not counted, as [`super::Frame::rss_sum`] does not count it.
     pub rss_for: Vec<u32>,
 }
 
