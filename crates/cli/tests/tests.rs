@@ -2,7 +2,8 @@
 //!
 //! - `cli`: each command end to end through the built `hmn` (`basics`: devices against both
 //!   fakes; `ps`: its table, JSON and filters, and the memory no visible process accounts for;
-//!   `run_watch`, `run_signals`, `watch_edges`, `serve`, `fleet`, `top` in tmux, `stalls`,
+//!   `run_watch`, `run_signals`, `run_tree_ram` (a tree's RAM, shared pages counted once),
+//!   `watch_edges`, `serve`, `fleet`, `top` in tmux, `stalls`,
 //!   `hidepid` (a real procfs mount with `hidepid`), `hostile_names`,
 //!   `impossible_figures`, `kubelet` (pod names from a node's log layout), `dra` (a node whose GPUs are allocated
 //!   through resource claims: the first scrape and `ps --group-by claim`), `pid_namespace` (a
@@ -67,6 +68,7 @@ mod cli {
     mod quiet_fallback;
     mod readme;
     mod run_signals;
+    mod run_tree_ram;
     mod run_watch;
     mod serve;
     mod serve_stalls;

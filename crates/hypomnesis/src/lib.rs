@@ -100,7 +100,7 @@ pub use host::process::send_signal;
 pub use host::process::visibility::{in_initial_pid_namespace, procfs_mount};
 pub use host::process::{
     TreeWalker, descendants, parse_stat, process_cpu_time, process_exists, process_name,
-    process_rss_of, process_start_time, process_tree, started_ago,
+    process_pss_of, process_rss_of, process_start_time, process_tree, started_ago,
 };
 pub use host::roots::{procfs_is_own, roots, set_rootfs, set_roots};
 pub use inflight::{InFlight, in_flight};
@@ -158,7 +158,7 @@ pub mod __parsers {
         is_subdomain as is_dns1123_subdomain, parse_container_log_link, parse_pod_log_dir,
     };
     pub use crate::host::parse::memory::{
-        meminfo, statm_resident_bytes, status_tgid, status_vmrss_bytes,
+        meminfo, smaps_rollup_rss_pss, statm_resident_bytes, status_tgid, status_vmrss_bytes,
     };
     /// The mountinfo parsers: a line, the mount a path is on, a procfs mount's options, and
     /// the credentials of a `status` file that decide whether `hidepid` applies.

@@ -1,5 +1,6 @@
 //! `hmn run -- CMD…`: run a command and report the peaks of its whole process tree.
 
+mod members;
 mod timeline;
 
 use std::collections::{BTreeMap, HashSet};
@@ -16,8 +17,9 @@ use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::child::{self, Child};
 use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
-use crate::view::run::{self as render, DevicePeak, Holder, Point, Summary};
-use hypomnesis::sampling::{Frame, Sampler, Ticker, Want, max_opt};
+use crate::view::run::{self as render, DevicePeak, Holder, Measure, Point, RamPeak, Summary};
+use hypomnesis::sampling::{Frame, PssPacer, Sampler, Ticker, TreeRam, Want, max_opt};
+use members::Members;
 use timeline::Timeline;
 
 /// Options of `hmn run`.
@@ -29,7 +31,7 @@ pub struct RunArgs {
     /// Write the timeline as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
-    /// Draw the timeline (RSS and GPU memory per device) as SVG to this file.
+    /// Draw the timeline (the tree's RAM and GPU memory per device) as SVG to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
     #[command(flatten)]
@@ -46,18 +48,47 @@ pub struct RunArgs {
 #[derive(Debug, Default)]
 struct Peaks {
     samples: usize,
-    rss: Option<u64>,
+    /// The tree's RAM at its peak sample.
+    ram: Option<RamPeak>,
+    /// The tree's RSS summed.
+    rss_sum: Option<u64>,
     gpu: Option<u64>,
     device_gpu: Vec<Option<u64>>,
     device_used: Vec<Option<u64>>,
     /// The processes of the tree seen holding GPU memory, by pid.
     holders: BTreeMap<u32, Holder>,
+    /// Every process of the tree seen, with its peaks.
+    members: Members,
+}
+
+/// How `ram` was made.
+fn measure(ram: &TreeRam) -> Measure {
+    if !ram.summed {
+        Measure::Rss
+    } else if ram.rss_for.is_empty() {
+        Measure::Pss
+    } else if ram.rss_for.len() >= ram.processes {
+        Measure::RssSum
+    } else {
+        Measure::PssAndRss
+    }
 }
 
 impl Peaks {
-    fn add(&mut self, p: &Point) {
+    /// One sample: its point, the tree's RAM it was made of, and the tree's RSS summed.
+    fn add(&mut self, p: &Point, ram: Option<&TreeRam>, rss_sum: Option<u64>) {
         self.samples += 1;
-        self.rss = max_opt(self.rss, p.rss);
+        if let Some(r) = ram
+            && self.ram.is_none_or(|peak| r.bytes > peak.bytes)
+        {
+            self.ram = Some(RamPeak {
+                bytes: r.bytes,
+                measure: measure(r),
+                processes: r.processes,
+                by_rss: r.rss_for.len(),
+            });
+        }
+        self.rss_sum = max_opt(self.rss_sum, rss_sum);
         let known: Vec<u64> = p.gpu.iter().flatten().copied().collect();
         let total = (!known.is_empty()).then(|| known.into_iter().fold(0, u64::saturating_add));
         self.gpu = max_opt(self.gpu, total);
@@ -122,12 +153,13 @@ fn fold_each(peaks: &mut Vec<Option<u64>>, now: &[Option<u64>]) {
     }
 }
 
-/// The timeline point of one frame: the tree's RSS and GPU memory, and each device's use.
-fn point(frame: &Frame, tree: &[u32]) -> Point {
+/// The timeline point of one frame: the tree's RAM (`ram`) and GPU memory, and each device's
+/// use.
+fn point(frame: &Frame, tree: &[u32], ram: Option<&TreeRam>) -> Point {
     let set: HashSet<u32> = tree.iter().copied().collect();
     Point {
         t: frame.at,
-        rss: frame.rss_sum(tree),
+        rss: ram.map(|r| r.bytes),
         gpu: (0..frame.devices.len())
             .map(|i| frame.gpu_of(i, &set))
             .collect(),
@@ -163,11 +195,18 @@ pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Re
         duration_s: started.elapsed().as_secs_f64(),
         samples: peaks.samples,
         interval_ms: args.interval.as_millis(),
-        peak_rss_bytes: peaks.rss,
+        peak_rss_bytes: peaks.ram.map(|r| r.bytes),
         peak_gpu_bytes: peaks.gpu,
         devices: peaks.devices(&devices),
         gpu_processes: peaks.holders(),
         command,
+        peak_rss_measure: peaks.ram.map(|r| r.measure),
+        peak_rss_processes: peaks.ram.map(|r| r.processes),
+        peak_rss_sum_bytes: peaks.rss_sum,
+        rss_counted_pids: peaks.members.rss_counted(),
+        processes: peaks.members.list(),
+        processes_left_out: peaks.members.left_out(),
+        ram_peak: peaks.ram,
     };
     finish(args, &mut timeline, &devices, &summary, out, err)?;
     // Stopped by a signal of its own, hmn ends as that signal says; otherwise as the command.
@@ -191,6 +230,7 @@ fn follow(
     let mut want = Want::NONE;
     (want.devices, want.processes) = (true, true);
     let sampler = Sampler::new(want);
+    let mut pacer = PssPacer::new();
     // The loop watches `stop` itself: it keeps sampling while the command winds down.
     let mut ticker = Ticker::new(interval, None);
     let mut peaks = Peaks::default();
@@ -207,12 +247,14 @@ fn follow(
             break status;
         }
         let tree = walker.pids();
-        let frame = sampler.frame(&tree);
+        let frame = sampler.frame_tree(&tree, &mut pacer);
         let devices =
             first.get_or_insert_with(|| frame.devices.iter().map(|d| d.info().cloned()).collect());
-        let p = point(&frame, &tree);
-        peaks.add(&p);
+        let ram = frame.tree_ram(&tree);
+        let p = point(&frame, &tree, ram.as_ref());
+        peaks.add(&p, ram.as_ref(), frame.rss_sum(&tree));
         peaks.add_holders(&frame, &tree);
+        peaks.members.add(&frame, &tree, ram.as_ref());
         timeline.add(&p, devices.len(), err)?;
         let _ =
             ticker.wait(|| matches!(child.try_wait(), Ok(Some(_))) || stop.signal() != passed_on);
@@ -268,18 +310,61 @@ mod tests {
     #[test]
     fn peaks_of_a_timeline() {
         let mut peaks = Peaks::default();
+        let lone = |b: u64| TreeRam::new(b, false, 1, Vec::new());
         for p in [
             pt(0, 10 * MIB, Some(0), Some(100 * MIB)),
             pt(100, 300 * MIB, Some(64 * MIB), None),
             pt(200, 20 * MIB, None, Some(90 * MIB)),
         ] {
-            peaks.add(&p);
+            peaks.add(&p, p.rss.map(lone).as_ref(), p.rss);
         }
         assert_eq!(peaks.samples, 3);
-        assert_eq!((peaks.rss, peaks.gpu), (Some(300 * MIB), Some(64 * MIB)));
+        assert_eq!(
+            (peaks.ram.map(|r| r.bytes), peaks.gpu),
+            (Some(300 * MIB), Some(64 * MIB))
+        );
+        assert_eq!(peaks.ram.map(|r| r.measure), Some(Measure::Rss));
         let per = peaks.devices(&[None]);
         assert_eq!(per[0].peak_gpu_bytes, Some(64 * MIB));
         assert_eq!(per[0].peak_device_used_bytes, Some(100 * MIB));
         assert_eq!(per[0].name, None);
+    }
+
+    /// The tree's peak is its figure's, and says how it was made; the RSS summed keeps its
+    /// own peak.
+    #[test]
+    fn the_peak_says_how_it_was_made() {
+        let mut peaks = Peaks::default();
+        let at = |ms| pt(ms, 0, None, None);
+        peaks.add(
+            &at(0),
+            Some(&TreeRam::new(200 * MIB, false, 1, Vec::new())),
+            Some(200 * MIB),
+        );
+        peaks.add(&at(50), None, Some(1000 * MIB));
+        peaks.add(
+            &at(100),
+            Some(&TreeRam::new(210 * MIB, true, 5, Vec::new())),
+            Some(1050 * MIB),
+        );
+        peaks.add(
+            &at(150),
+            Some(&TreeRam::new(205 * MIB, true, 5, vec![7])),
+            Some(900 * MIB),
+        );
+        let r = peaks.ram.unwrap();
+        assert_eq!(
+            (r.bytes, r.measure, r.processes, r.by_rss),
+            (210 * MIB, Measure::Pss, 5, 0)
+        );
+        assert_eq!(peaks.rss_sum, Some(1050 * MIB));
+        assert_eq!(
+            measure(&TreeRam::new(1, true, 3, vec![1, 2])),
+            Measure::PssAndRss
+        );
+        assert_eq!(
+            measure(&TreeRam::new(1, true, 2, vec![1, 2])),
+            Measure::RssSum
+        );
     }
 }

@@ -219,14 +219,20 @@ impl Target {
         let on_gpu = s
             .held
             .map(|m| m.get(&self.who).cloned().unwrap_or_default());
-        let now = if event.is_some() {
-            [None; 3]
-        } else {
-            [
+        // Exited, its pid still listed by the driver: the memory is still charged to it, and
+        // that figure is the driver's to give (a reused pid's is another process's).
+        let charged = s
+            .held
+            .and_then(|m| m.get(&self.who))
+            .filter(|_| event == Some("exited"));
+        let now = match (event, charged) {
+            (None, _) => [
                 rss,
                 on_gpu.as_ref().map(|h| h.used),
                 on_gpu.as_ref().map(|h| h.shared),
-            ]
+            ],
+            (Some(_), Some(h)) => [None, Some(h.used), Some(h.shared)],
+            (Some(_), None) => [None; 3],
         };
         let paged = match (s.spilling, now[2]) {
             (Some(sp), Some(shared)) => Some(sp && shared >= DEFAULT_SHARED_GROWTH_BYTES),
@@ -257,6 +263,9 @@ impl Target {
         };
         if let Some(e) = event {
             self.ended = Some(e);
+            for (p, n) in self.peak.iter_mut().zip(now).skip(1) {
+                *p = max_opt(*p, n);
+            }
         } else {
             self.first.get_or_insert(now);
             self.last = now;

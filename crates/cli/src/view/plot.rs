@@ -1,4 +1,5 @@
-//! The `hmn run --plot` SVG: RSS and GPU memory per device over time, peaks marked.
+//! The `hmn run --plot` SVG: the tree's RAM (as `--json`'s `peak_rss_bytes` counts it) and GPU
+//! memory per device over time, peaks marked.
 
 use std::path::Path;
 
@@ -79,8 +80,8 @@ fn peak(s: &[(f64, f64)]) -> Option<(f64, f64)> {
         })
 }
 
-/// Draw the timeline to `path`: the RSS and each GPU of `devices` (as first read; `None` when
-/// unreadable) over time, titled with the command line.
+/// Draw the timeline to `path`: the tree's RAM and each GPU of `devices` (as first read; `None`
+/// when unreadable) over time, titled with the command line.
 pub fn draw(
     path: &Path,
     points: &[Point],
@@ -132,7 +133,7 @@ pub fn draw(
         .draw()
         .map_err(|x| e(&x))?;
     let mut lines: Vec<(String, Vec<(f64, f64)>)> = vec![(
-        "RSS (process tree)".into(),
+        "RAM (process tree)".into(),
         series(points, |p| p.rss, scale),
     )];
     for (i, d) in devices.iter().enumerate() {

@@ -12,7 +12,8 @@ use super::size;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Point {
     pub t: Duration,
-    /// RSS of the process tree.
+    /// What the process tree holds in RAM (`Frame::tree_ram`): a lone process's RSS, several
+    /// processes' PSS summed; `None` at a sample that read no PSS of several.
     pub rss: Option<u64>,
     /// GPU memory the tree holds, per device.
     pub gpu: Vec<Option<u64>>,
@@ -44,6 +45,44 @@ pub struct Holder {
     pub peak_rss_bytes: Option<u64>,
 }
 
+/// A process of the tree, with its peaks (`--json`'s `processes`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Member {
+    pub pid: u32,
+    /// Its name when first seen.
+    pub name: Option<String>,
+    /// Its peak resident set (a page it shares with others counted whole).
+    pub peak_rss_bytes: Option<u64>,
+    /// Its peak proportional set size (a shared page divided among the processes that map
+    /// it); `null` when never read (a lone process, or one whose PSS could not be read).
+    pub peak_pss_bytes: Option<u64>,
+}
+
+/// How the tree's figure at its peak was made (`--json`'s `peak_rss_measure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    /// The RSS of a lone process.
+    Rss,
+    /// The PSS of several processes summed: a page they share counted once.
+    Pss,
+    /// The PSS of several summed, and the RSS of those whose PSS could not be read.
+    PssAndRss,
+    /// The RSS of several summed: not one PSS could be read.
+    RssSum,
+}
+
+/// The tree's figure at its peak sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RamPeak {
+    pub bytes: u64,
+    pub measure: Measure,
+    /// How many processes it counts.
+    pub processes: usize,
+    /// How many of them are counted by RSS (their PSS could not be read).
+    pub by_rss: usize,
+}
+
 /// Holders shown in the text summary; `--json` has them all.
 const HOLDERS_SHOWN: usize = 10;
 
@@ -56,11 +95,31 @@ pub struct Summary {
     pub duration_s: f64,
     pub samples: usize,
     pub interval_ms: u128,
+    /// The tree's peak RAM: a lone process's RSS, several processes' PSS summed (a page they
+    /// share counted once), with the RSS of those in `rss_counted_pids` in place of theirs.
     pub peak_rss_bytes: Option<u64>,
     pub peak_gpu_bytes: Option<u64>,
     pub devices: Vec<DevicePeak>,
     /// The processes of the tree that held GPU memory, largest peak first.
     pub gpu_processes: Vec<Holder>,
+    /// How `peak_rss_bytes` was made at its sample.
+    pub peak_rss_measure: Option<Measure>,
+    /// How many processes `peak_rss_bytes` counts.
+    pub peak_rss_processes: Option<usize>,
+    /// The peak of the tree's RSS summed at every sample (what `peak_rss_bytes` was before
+    /// 0.2.15: a page shared by several processes counted in each).
+    pub peak_rss_sum_bytes: Option<u64>,
+    /// The processes whose PSS could not be read at some sample (another user's, one not
+    /// dumpable, a kernel before 4.14): their RSS was counted in the tree's figure instead.
+    pub rss_counted_pids: Vec<u32>,
+    /// The processes of the tree with their peaks, largest RSS first (at most 1,024: those
+    /// alive at the end and the largest that exited).
+    pub processes: Vec<Member>,
+    /// How many exited processes `processes` leaves out (each smaller than those it lists).
+    pub processes_left_out: u64,
+    /// The tree's figure at its peak sample (the text summary's).
+    #[serde(skip)]
+    pub ram_peak: Option<RamPeak>,
 }
 
 /// A command line as a shell would take it back: words with spaces, quotes or other
@@ -97,7 +156,7 @@ pub fn summary(s: &Summary) -> String {
         if s.samples == 1 { "" } else { "s" },
         s.interval_ms
     );
-    let _ = writeln!(out, "  peak RSS (process tree): {}", size(s.peak_rss_bytes));
+    ram_lines(&mut out, s);
     for d in &s.devices {
         let name = d.name.as_ref().map_or(String::new(), |n| format!(" [{n}]"));
         let total = d
@@ -137,6 +196,49 @@ pub fn summary(s: &Summary) -> String {
         );
     }
     out
+}
+
+/// The tree's peak RAM and how it was made; the RSS summed where that differs; the processes
+/// whose RSS stood in for their PSS.
+fn ram_lines(out: &mut String, s: &Summary) {
+    let how = s.ram_peak.map_or(String::new(), |r| {
+        let n = r.processes;
+        match r.measure {
+            Measure::Rss => " (RSS of one process)".to_string(),
+            Measure::Pss => format!(" (PSS of {n} processes summed: shared pages counted once)"),
+            Measure::PssAndRss => format!(
+                " (PSS of {n} processes summed; RSS for {} of them, whose PSS could not be read)",
+                r.by_rss
+            ),
+            Measure::RssSum => format!(" (RSS of {n} processes summed: no PSS could be read)"),
+        }
+    });
+    let _ = writeln!(
+        out,
+        "  peak RAM (process tree): {}{how}",
+        size(s.peak_rss_bytes)
+    );
+    if s.peak_rss_sum_bytes.is_some() && s.peak_rss_sum_bytes != s.peak_rss_bytes {
+        let _ = writeln!(
+            out,
+            "  peak RSS summed over the tree: {} (a page shared by several processes counted in each)",
+            size(s.peak_rss_sum_bytes)
+        );
+    }
+    if let Some((first, rest)) = s.rss_counted_pids.split_first() {
+        let mut pids = first.to_string();
+        for p in rest.iter().take(9) {
+            let _ = write!(pids, ", {p}");
+        }
+        if rest.len() > 9 {
+            let _ = write!(pids, " and {} more", rest.len() - 9);
+        }
+        let _ = writeln!(
+            out,
+            "  note: PSS could not be read for pid {pids} (another user's, not dumpable, or a \
+             kernel before 4.14): their RSS is counted instead"
+        );
+    }
 }
 
 /// The CSV header for `devices` GPUs: `t_s,rss_bytes,gpu0_bytes,gpu0_device_used_bytes,…`.
@@ -185,6 +287,40 @@ mod tests {
         assert_eq!(w(&["a\nb", ""]), "'a?b' ''");
     }
 
+    /// A run of one process: 300 MiB of RSS, 64 MiB on one GPU.
+    fn lone_summary() -> Summary {
+        Summary {
+            command: vec!["python3".into(), "train.py".into()],
+            exit_code: Some(0),
+            signal: None,
+            duration_s: 12.34,
+            samples: 3,
+            interval_ms: 100,
+            peak_rss_bytes: Some(300 * MIB),
+            peak_gpu_bytes: Some(64 * MIB),
+            devices: vec![DevicePeak {
+                index: 0,
+                name: None,
+                total_bytes: None,
+                peak_gpu_bytes: Some(64 * MIB),
+                peak_device_used_bytes: Some(100 * MIB),
+            }],
+            gpu_processes: Vec::new(),
+            peak_rss_measure: Some(Measure::Rss),
+            peak_rss_processes: Some(1),
+            peak_rss_sum_bytes: Some(300 * MIB),
+            rss_counted_pids: Vec::new(),
+            processes: Vec::new(),
+            processes_left_out: 0,
+            ram_peak: Some(RamPeak {
+                bytes: 300 * MIB,
+                measure: Measure::Rss,
+                processes: 1,
+                by_rss: 0,
+            }),
+        }
+    }
+
     #[test]
     fn csv_and_summary() {
         let p = |ms: u64, rss: u64, gpu: Option<u64>, used: Option<u64>| Point {
@@ -213,27 +349,10 @@ mod tests {
                 90 * MIB
             )
         );
-        let s = Summary {
-            command: vec!["python3".into(), "train.py".into()],
-            exit_code: Some(0),
-            signal: None,
-            duration_s: 12.34,
-            samples: 3,
-            interval_ms: 100,
-            peak_rss_bytes: Some(300 * MIB),
-            peak_gpu_bytes: Some(64 * MIB),
-            devices: vec![DevicePeak {
-                index: 0,
-                name: None,
-                total_bytes: None,
-                peak_gpu_bytes: Some(64 * MIB),
-                peak_device_used_bytes: Some(100 * MIB),
-            }],
-            gpu_processes: Vec::new(),
-        };
+        let s = lone_summary();
         assert_eq!(
             summary(&s),
-            "hmn run: `python3 train.py` exited with status 0 after 12.3 s (3 samples, every 100 ms)\n  peak RSS (process tree): 300 MiB\n  GPU 0: peak 64 MiB held by the process tree; device peak used 100 MiB\n"
+            "hmn run: `python3 train.py` exited with status 0 after 12.3 s (3 samples, every 100 ms)\n  peak RAM (process tree): 300 MiB (RSS of one process)\n  GPU 0: peak 64 MiB held by the process tree; device peak used 100 MiB\n"
         );
         let holder = |pid: u32| Holder {
             pid,
@@ -244,7 +363,7 @@ mod tests {
         };
         let many = Summary {
             gpu_processes: (1..=12).map(holder).collect(),
-            ..s
+            ..s.clone()
         };
         let text = summary(&many);
         assert!(
@@ -261,5 +380,58 @@ mod tests {
             text.ends_with("  … and 2 more processes that held GPU memory (--json)\n"),
             "{text}"
         );
+    }
+
+    /// Several processes: the PSS summed, the RSS summed beside it, and the processes whose RSS
+    /// stood in for their PSS named.
+    #[test]
+    fn a_trees_ram_says_what_it_counts() {
+        let s = Summary {
+            peak_rss_bytes: Some(520 * MIB),
+            peak_rss_measure: Some(Measure::PssAndRss),
+            peak_rss_processes: Some(9),
+            peak_rss_sum_bytes: Some(4600 * MIB),
+            rss_counted_pids: (100..112).collect(),
+            ram_peak: Some(RamPeak {
+                bytes: 520 * MIB,
+                measure: Measure::PssAndRss,
+                processes: 9,
+                by_rss: 2,
+            }),
+            ..lone_summary()
+        };
+        let text = summary(&s);
+        assert!(
+            text.contains(
+                "\n  peak RAM (process tree): 520 MiB (PSS of 9 processes summed; RSS for 2 of them, \
+                 whose PSS could not be read)\n  peak RSS summed over the tree: 4.5 GiB (a page \
+                 shared by several processes counted in each)\n  note: PSS could not be read for \
+                 pid 100, 101, 102, 103, 104, 105, 106, 107, 108, 109 and 2 more (another user's, \
+                 not dumpable, or a kernel before 4.14): their RSS is counted instead\n"
+            ),
+            "{text}"
+        );
+        let pss = Summary {
+            rss_counted_pids: Vec::new(),
+            ram_peak: s.ram_peak.map(|r| RamPeak {
+                measure: Measure::Pss,
+                by_rss: 0,
+                ..r
+            }),
+            ..s.clone()
+        };
+        assert!(
+            summary(&pss).contains(
+                "  peak RAM (process tree): 520 MiB (PSS of 9 processes summed: shared pages \
+                 counted once)\n  peak RSS summed"
+            ),
+            "{}",
+            summary(&pss)
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["peak_rss_measure"], "pss_and_rss");
+        assert_eq!(json["peak_rss_sum_bytes"], 4600 * MIB);
+        assert_eq!(json["rss_counted_pids"][0], 100);
+        assert!(json.get("ram_peak").is_none(), "text only: {json}");
     }
 }

@@ -16,7 +16,9 @@ pub struct Row {
     pub wall_clock: String,
     pub pid: u32,
     pub name: Option<String>,
-    /// Dedicated memory on the watched GPU, bytes (`null` once the process has gone).
+    /// Dedicated memory on the watched GPU, bytes: on the row whose `event` is `exited`, the
+    /// driver's figure while it still lists the pid (it charges the memory still), else
+    /// `null`.
     pub used_bytes: Option<u64>,
     /// Change of `used_bytes` since the process's previous sample.
     pub used_delta: Option<i64>,

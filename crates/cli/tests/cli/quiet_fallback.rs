@@ -75,7 +75,7 @@ fn run_runs_no_nvidia_smi_while_nvml_answers() {
         std::process::id(),
         &["run", "--interval", "50ms", "--", "sleep", "0.8"],
     );
-    assert!(err.contains("peak RSS (process tree):"), "{err}");
+    assert!(err.contains("peak RAM (process tree):"), "{err}");
 }
 
 #[test]

@@ -110,7 +110,7 @@ fn a_signal_to_hmn_alone_reaches_the_whole_command_and_the_summary_still_prints(
             "SIG{signal}: took {took:?}\n{err}"
         );
         assert_eq!(o.status.code(), Some(128 + number), "SIG{signal}: {err}");
-        assert!(err.contains("peak RSS"), "SIG{signal}: the summary: {err}");
+        assert!(err.contains("peak RAM"), "SIG{signal}: the summary: {err}");
         let said = String::from_utf8_lossy(&o.stdout);
         assert!(!said.contains("after"), "the command went on: {said}");
         for p in tree {

@@ -42,7 +42,7 @@ fn peak_rss_of_a_child_that_touches_300_mib() {
     assert!(v["samples"].as_u64().unwrap() >= 3);
     assert!(v["duration_s"].as_f64().unwrap() >= 0.5);
     // With --json the summary is the JSON object alone, as the help says.
-    assert!(!err.contains("peak RSS"), "{err}");
+    assert!(!err.contains("peak RAM"), "{err}");
 }
 
 #[test]
@@ -121,7 +121,7 @@ fn ctrl_c_reaches_the_command_and_the_summary_still_prints() {
     assert_eq!(o.status.code(), Some(130), "SIGINT = 128 + 2");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("was killed by signal 2") && err.contains("peak RSS"),
+        err.contains("was killed by signal 2") && err.contains("peak RAM"),
         "{err}"
     );
 }
@@ -302,7 +302,7 @@ fn gpu_memory_of_the_child_from_the_fake_nvml_csv_and_svg() {
         .map(str::trim)
         .collect();
     for want in [
-        "RSS (process tree)",
+        "RAM (process tree)",
         "GPU 0 NVIDIA H200",
         "time (s)",
         "memory (GiB)",

@@ -250,3 +250,51 @@ fn a_stop_signal_ends_watch_with_its_summary_and_its_answer() {
         assert_eq!(all.last().unwrap()["kind"], "summary", "{all:?}");
     }
 }
+
+/// A process that exits while the driver still lists its pid with memory: the row that says
+/// it exited keeps the driver's figure (the driver charges it), not `null`; its RSS, which
+/// no process has any more, is `null`.
+#[test]
+fn an_exited_process_the_driver_still_charges_keeps_its_figure() {
+    let pid_file = std::env::temp_dir().join(format!("hmn-watch-gone-{}.pid", std::process::id()));
+    let mut holder = Command::new("sleep").arg("0.7").spawn().unwrap();
+    std::fs::write(&pid_file, holder.id().to_string()).unwrap();
+    let reaper = std::thread::spawn(move || holder.wait().unwrap());
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let o = with_pid_file(&pid_file)
+        .args([
+            "watch",
+            &pid,
+            "--interval",
+            "200ms",
+            "--duration",
+            "3s",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    reaper.join().unwrap();
+    let _ = std::fs::remove_file(&pid_file);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let all = records(&o);
+    let rows = samples(&all);
+    assert!(rows.len() >= 2, "{rows:?}");
+    assert!(rows[0]["rss_bytes"].as_u64().is_some(), "{rows:?}");
+    assert_eq!(rows[0]["used_bytes"], 1_073_741_824_u64, "{rows:?}");
+    let last = rows.last().unwrap();
+    assert_eq!(last["event"], "exited", "{rows:?}");
+    assert_eq!(
+        last["used_bytes"], 1_073_741_824_u64,
+        "the driver's figure: {last}"
+    );
+    assert_eq!(last["gpu_bytes"], 1_073_741_824_u64, "{last}");
+    assert_eq!(last["used_delta"], 0, "{last}");
+    assert!(last["rss_bytes"].is_null(), "{last}");
+    let summary = all.last().unwrap();
+    assert_eq!(summary["per_pid"][0]["ended"], "exited", "{summary}");
+    assert_eq!(
+        summary["per_pid"][0]["peak_used_bytes"], 1_073_741_824_u64,
+        "{summary}"
+    );
+}

@@ -1,12 +1,14 @@
 //! The one sampler: each tick reads every device once into a [`Frame`] (its figures, its
 //! processes, its residency, its MIG instances, this process's own memory on it: whatever the
-//! caller asked for), plus the RSS of the processes the caller follows. Callers fold frames into
-//! their own results (`hmn run`, `watch`, `top` and `serve`, Python's `track()`); sums per pid
-//! are made here and nowhere else.
+//! caller asked for), plus the RSS of the processes the caller follows (and, for a tree of
+//! them, their PSS when a [`PssPacer`] allows). Callers fold frames into their own results
+//! (`hmn run`, `watch`, `top` and `serve`, Python's `track()`); sums per pid are made here and
+//! nowhere else.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
+use super::pss::{PssPacer, TreeRam};
 use crate::error::{ErrorKind, HypomnesisError};
 use crate::types::{
     GpuDeviceInfo, GpuProcessEntry, MigGpuInstance, ProcessGpuInfo, Residency, Utilization,
@@ -134,6 +136,9 @@ pub struct Frame {
     pub devices: Vec<DeviceFrame>,
     /// RSS of each followed pid (`None`: not readable, e.g. exited).
     pub rss: BTreeMap<u32, Option<u64>>,
+    /// PSS of each followed pid where this tick read it ([`Sampler::frame_tree`]; `None`: not
+    /// readable); empty when it did not.
+    pub pss: BTreeMap<u32, Option<u64>>,
 }
 
 impl Frame {
@@ -150,7 +155,15 @@ impl Frame {
             count,
             devices,
             rss,
+            pss: BTreeMap::new(),
         }
+    }
+
+    /// The frame with the PSS this tick read (a caller's tests, a replay).
+    #[must_use]
+    pub fn with_pss(mut self, pss: BTreeMap<u32, Option<u64>>) -> Self {
+        self.pss = pss;
+        self
     }
 
     /// GPU memory per local pid on device `index`, rows of the same pid added up; `None` when
@@ -215,6 +228,38 @@ impl Frame {
             .collect();
         (!known.is_empty()).then(|| known.into_iter().fold(0, u64::saturating_add))
     }
+
+    /// What the tree `pids` holds in RAM, shared pages counted once (see [`TreeRam`]): a lone
+    /// process's RSS; for several, the sum of their PSS where this tick read it, the RSS of
+    /// those whose PSS could not be read in its place (named), processes that vanished
+    /// counting 0. `None` for several when this tick read no PSS (it is never estimated), and
+    /// when not one figure could be read.
+    #[must_use]
+    pub fn tree_ram(&self, pids: &[u32]) -> Option<TreeRam> {
+        let rss = |p: &u32| self.rss.get(p).copied().flatten();
+        if let [lone] = pids {
+            return rss(lone).map(|b| TreeRam::new(b, false, 1, Vec::new()));
+        }
+        if pids.is_empty() || self.pss.is_empty() {
+            return None;
+        }
+        let mut sum: Option<u64> = None;
+        let mut counted = 0;
+        let mut rss_for = Vec::new();
+        for p in pids {
+            let bytes = match (self.pss.get(p).copied().flatten(), rss(p)) {
+                (Some(pss), _) => pss,
+                (None, Some(r)) => {
+                    rss_for.push(*p);
+                    r
+                }
+                (None, None) => continue,
+            };
+            sum = Some(sum.unwrap_or(0).saturating_add(bytes));
+            counted += 1;
+        }
+        sum.map(|b| TreeRam::new(b, true, counted, rss_for))
+    }
 }
 
 /// Reads frames.
@@ -261,7 +306,31 @@ impl Sampler {
                 .iter()
                 .map(|&p| (p, crate::host::process::process_rss_of(p).ok()))
                 .collect(),
+            pss: BTreeMap::new(),
         }
+    }
+
+    /// One frame of the tree `pids` (a root and what runs below it): as [`Sampler::frame`],
+    /// and, when there are several processes and `pacer` says a walk is due, the PSS of each
+    /// (see [`TreeRam`] for why it is paced). A process whose PSS cannot be read and whose RSS
+    /// can no longer be read either has exited since its RSS was read: it has neither figure
+    /// in the frame (it is not one whose PSS is hidden).
+    #[must_use]
+    pub fn frame_tree(&self, pids: &[u32], pacer: &mut PssPacer) -> Frame {
+        use crate::host::process::{process_pss_of, process_rss_of};
+        let mut f = self.frame(pids);
+        let began = Instant::now();
+        if pids.len() > 1 && pacer.due(began) {
+            for &p in pids {
+                let pss = process_pss_of(p).ok();
+                if pss.is_none() && process_rss_of(p).is_err() {
+                    f.rss.insert(p, None);
+                }
+                f.pss.insert(p, pss);
+            }
+            pacer.walked(began, began.elapsed());
+        }
+        f
     }
 
     /// Device `index` alone, for what was asked (a caller that follows some devices only).
@@ -372,9 +441,36 @@ mod tests {
         assert_eq!(f.rss_sum(&[7, 8, 9]), Some(320));
         assert_eq!(f.rss_sum(&[8]), None);
         assert_eq!(f.rss_sum(&[]), None);
+        assert_eq!(f.tree_ram(&[7, 9]), None, "no PSS read: no tree figure");
+        assert_eq!(
+            f.tree_ram(&[7]),
+            Some(TreeRam::new(300, false, 1, Vec::new()))
+        );
+        assert_eq!(f.tree_ram(&[8]), None);
         let none = Frame::new(Duration::ZERO, Ok(0), Vec::new(), BTreeMap::new());
         assert_eq!(none.gpu_by_pid_all(), None, "no device read is not zero");
         assert_eq!(none.used(0), None);
+    }
+
+    /// Several processes: PSS summed, RSS only for those whose PSS could not be read (said),
+    /// the vanished left out.
+    #[test]
+    fn a_tree_counts_pss_and_names_the_rss_it_counts() {
+        let f = frame().with_pss([(7, Some(100)), (8, None), (9, None)].into_iter().collect());
+        assert_eq!(
+            f.tree_ram(&[7, 8, 9]),
+            Some(TreeRam::new(120, true, 2, vec![9]))
+        );
+        assert_eq!(
+            f.tree_ram(&[7, 8]),
+            Some(TreeRam::new(100, true, 1, Vec::new()))
+        );
+        assert_eq!(f.tree_ram(&[8, 10]), None, "nothing read");
+        assert_eq!(f.tree_ram(&[]), None);
+        assert_eq!(
+            f.tree_ram(&[7]),
+            Some(TreeRam::new(300, false, 1, Vec::new()))
+        );
     }
 
     #[test]

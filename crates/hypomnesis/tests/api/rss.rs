@@ -84,3 +84,61 @@ fn a_forked_child_reads_its_own_rss() {
         "the forked child did not see the 512 MiB it touched (it read the parent's statm?)"
     );
 }
+
+/// Pages shared copy on write count in the RSS of each process that maps them and once in
+/// their PSS summed: a child forked after this process touched 128 MiB has them in its RSS,
+/// half of them in its PSS, and the two PSS together are about 128 MiB less than the two RSS.
+#[cfg(target_os = "linux")]
+#[test]
+#[allow(unsafe_code)] // fork(2), kill(2), waitpid(2) and _exit(2) have no safe wrapper
+fn pages_shared_copy_on_write_count_once_in_pss() {
+    const LEN: usize = 128 << 20;
+    let size = u64::try_from(LEN).unwrap();
+    let mut block = vec![0_u8; LEN];
+    for i in (0..block.len()).step_by(4096) {
+        block[i] = 1;
+    }
+    let block = std::hint::black_box(block);
+    // SAFETY: the child only sleeps and leaves with _exit, running no handler.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: sleep(3) and _exit(2) are async-signal-safe.
+        unsafe {
+            libc::sleep(30);
+            libc::_exit(0);
+        }
+    }
+    let child = pid.unsigned_abs();
+    let me = std::process::id();
+    let (rss_me, rss_child) = (
+        hypomnesis::process_rss_of(me).unwrap(),
+        hypomnesis::process_rss_of(child).unwrap(),
+    );
+    let (pss_me, pss_child) = (
+        hypomnesis::process_pss_of(me).unwrap(),
+        hypomnesis::process_pss_of(child).unwrap(),
+    );
+    // SAFETY: ends and reaps the child just forked; `status` is a valid int.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        let mut status = 0;
+        libc::waitpid(pid, &raw mut status, 0);
+    }
+    drop(block);
+    let mib = |b: u64| b >> 20;
+    let figures = format!(
+        "RSS {} + {} MiB, PSS {} + {} MiB",
+        mib(rss_me),
+        mib(rss_child),
+        mib(pss_me),
+        mib(pss_child)
+    );
+    assert!(rss_child >= size && pss_child <= rss_child, "{figures}");
+    assert!(pss_child >= size / 2 - (8 << 20), "{figures}");
+    assert!(
+        pss_me + pss_child + size - (16 << 20) <= rss_me + rss_child,
+        "the shared pages counted once: {figures}"
+    );
+    assert!(hypomnesis::process_pss_of(child).is_err(), "reaped: gone");
+}

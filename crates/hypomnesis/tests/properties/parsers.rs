@@ -163,6 +163,14 @@ fn all_parsers(s: &str) {
     };
     check(p::statm_resident_bytes(s, 4096).map(drop));
     check(p::status_vmrss_bytes(s).map(drop));
+    check(p::smaps_rollup_rss_pss(s).map(|(rss, pss)| assert!(pss <= rss, "{s:?}")));
+    let mut by_node = std::collections::BTreeMap::new();
+    check(p::numa_maps_line(s, 4096, &mut by_node).map(|()| {
+        assert!(
+            by_node.values().all(|&b| b <= 1 << 52),
+            "{s:?}: {by_node:?}"
+        );
+    }));
     check(p::parse_gpus(s, true).map(drop));
     check(p::parse_gpus(s, false).map(drop));
     check(p::parse_apps(s).map(drop));
@@ -412,6 +420,13 @@ proptest! {
     fn statm_and_status_round_trip(size in 0_u64..(1 << 40), resident in 0_u64..(1 << 40), kib in 0_u64..(1 << 40)) {
         prop_assert_eq!(p::statm_resident_bytes(&format!("{size} {resident} 7 1 0 9 0\n"), 4096), Ok(resident * 4096));
         prop_assert_eq!(p::status_vmrss_bytes(&format!("Name:\tx\nVmRSS:\t{kib} kB\n")), Ok(kib * 1024));
+    }
+
+    #[test]
+    fn smaps_rollup_round_trip(rss in 0_u64..(1 << 40), share in 0_u64..=1000) {
+        let pss = rss * share / 1000;
+        let text = format!("00400000-7fff9fd49000 ---p 00000000 00:00 0    [rollup]\nRss: {rss:>12} kB\nPss: {pss:>12} kB\nPss_Anon: {pss} kB\nSwapPss: 0 kB\n");
+        prop_assert_eq!(p::smaps_rollup_rss_pss(&text), Ok((rss * 1024, pss * 1024)));
     }
 
     #[test]

@@ -145,6 +145,22 @@ pub(crate) fn rss_at(dir: &Path) -> Result<u64> {
     }
 }
 
+/// `(rss, pss)` of the process whose procfs directory is `dir`, from its `smaps_rollup` (Linux
+/// 4.14 and later; reading it walks the process's page tables, and needs the right to trace
+/// the process).
+pub(crate) fn rss_pss_at(dir: &Path) -> Result<(u64, u64)> {
+    let path = dir.join("smaps_rollup");
+    // About 1 KiB: read into the stack, once.
+    let mut buf = [0_u8; 4096];
+    let text = crate::host::file::read_into(&path, &mut buf).map_err(|e| io_at(&path, &e))?;
+    parse::smaps_rollup_rss_pss(text).map_err(|why| {
+        HypomnesisError::ram(
+            crate::error::ErrorKind::BadAnswer,
+            format!("{}: {why}", path.display()),
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

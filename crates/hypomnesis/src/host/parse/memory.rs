@@ -72,6 +72,45 @@ pub fn status_vmrss_bytes(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("VmRSS {kib} kB overflows when converted to bytes"))
 }
 
+/// Resident and proportional bytes from the text of `/proc/<pid>/smaps_rollup` (Linux 4.14
+/// and later): its `Rss:` and `Pss:` lines, in kB, as `(rss, pss)`. PSS counts each page
+/// divided among the processes that map it, so summed over processes it counts a shared page
+/// once. Each line must appear once, in kB, and PSS cannot exceed RSS: a file that says
+/// otherwise is refused.
+pub fn smaps_rollup_rss_pss(text: &str) -> Result<(u64, u64), String> {
+    let field = |name: &str| -> Result<u64, String> {
+        let mut lines = text.lines().filter_map(|l| l.strip_prefix(name));
+        let line = lines
+            .next()
+            .ok_or_else(|| format!("smaps_rollup has no {name} line"))?;
+        if lines.next().is_some() {
+            return Err(format!("smaps_rollup has more than one {name} line"));
+        }
+        let mut parts = line.split_ascii_whitespace();
+        let kib: u64 = parts
+            .next()
+            .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("smaps_rollup {name} is not a number: {:?}", clip(line)))?;
+        if parts.next() != Some("kB") || parts.next().is_some() {
+            return Err(format!(
+                "smaps_rollup {name} is not in kB: {:?}",
+                clip(line)
+            ));
+        }
+        kib.checked_mul(1024)
+            .ok_or_else(|| format!("smaps_rollup {name} {kib} kB overflows in bytes"))
+    };
+    let rss = field("Rss:")?;
+    let pss = field("Pss:")?;
+    if pss > rss {
+        return Err(format!(
+            "smaps_rollup Pss ({pss} bytes) is larger than its Rss ({rss} bytes)"
+        ));
+    }
+    Ok((rss, pss))
+}
+
 /// The thread-group id (the process's pid) from the text of `/proc/<pid>/status`: its
 /// `Tgid:` line; `None` when there is none or it is not a number.
 #[must_use]
@@ -125,6 +164,32 @@ mod tests {
         assert_eq!(status_tgid("Name:\tx\n"), None);
         assert_eq!(status_tgid("Tgid:\tlots\n"), None);
         assert_eq!(status_tgid("Tgid:\t-1\n"), None);
+    }
+
+    #[test]
+    fn smaps_rollup() {
+        let real = "55881e67c000-7ffd2be50000 ---p 00000000 00:00 0                          [rollup]\n\
+                    Rss:                1740 kB\nPss:                 346 kB\n\
+                    Pss_Dirty:           116 kB\nPss_Anon:            116 kB\n\
+                    Pss_File:            230 kB\nShared_Clean:       1584 kB\nSwapPss:     0 kB\n";
+        assert_eq!(smaps_rollup_rss_pss(real), Ok((1740 * 1024, 346 * 1024)));
+        assert_eq!(smaps_rollup_rss_pss("Pss: 0 kB\nRss: 0 kB\n"), Ok((0, 0)));
+        for (text, why) in [
+            ("", "no Rss: line"),
+            ("Rss: 10 kB\n", "no Pss: line"),
+            ("Rss: 10 kB\nPss_Anon: 5 kB\n", "no Pss: line"),
+            ("Rss: 10 kB\nPss: 11 kB\n", "larger"),
+            ("Rss: 10 kB\nPss: 5 kB\nPss: 6 kB\n", "more than one"),
+            ("Rss: 10 kB\nPss: -5 kB\n", "not a number"),
+            ("Rss: 10 kB\nPss: +5 kB\n", "not a number"),
+            ("Rss: ten kB\nPss: 5 kB\n", "not a number"),
+            ("Rss: 10 MB\nPss: 5 kB\n", "not in kB"),
+            ("Rss: 10 kB extra\nPss: 5 kB\n", "not in kB"),
+            ("Rss: 18446744073709551615 kB\nPss: 5 kB\n", "overflows"),
+        ] {
+            let e = smaps_rollup_rss_pss(text).unwrap_err();
+            assert!(e.contains(why), "{text:?}: {e}");
+        }
     }
 
     #[test]

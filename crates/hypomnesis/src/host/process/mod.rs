@@ -3,7 +3,8 @@
 //!
 //! # Platform-specific behaviour
 //!
-//! Linux reads `<procfs>/<pid>/statm`, `stat` and `comm`. Windows and macOS read another
+//! Linux reads `<procfs>/<pid>/statm`, `stat` and `comm` (and `smaps_rollup` for the
+//! proportional set size). Windows and macOS read another
 //! process's resident set as its context does (the working set; `proc_pidinfo`'s resident size);
 //! there the tree is the root process alone and the start time and name are unknown.
 
@@ -76,6 +77,53 @@ pub fn process_rss_of(pid: u32) -> Result<u64> {
             crate::error::ErrorKind::Other,
             format!(
                 "the resident set of another process (pid {pid}) is not available on {}",
+                std::env::consts::OS
+            ),
+        ))
+    }
+}
+
+/// Proportional set size of process `pid`, bytes: its resident pages, each divided by the
+/// number of processes that map it (`Pss` of `<procfs>/<pid>/smaps_rollup`). Summed over
+/// processes that share pages (workers forked from one parent that share its memory copy on
+/// write, say), it counts each shared page once, where their [`process_rss_of`] counts it in
+/// each.
+///
+/// Reading it walks the process's page tables: about 3 ms for a process of 500 MiB and 20 ms
+/// for 2 GiB, where [`process_rss_of`] takes 2 to 3 µs whatever the size; read it sparingly.
+///
+/// # Platform-specific behaviour
+///
+/// Linux 4.14 and later; an error elsewhere.
+///
+/// # Errors
+///
+/// [`crate::error::HypomnesisError::Io`] when the process is gone or its `smaps_rollup`
+/// cannot be read: a kernel before 4.14 has none, another user's process needs the right to
+/// trace it, `hidepid` hides it; [`crate::error::HypomnesisError::Ram`] when it has no resident
+/// set (exiting, a zombie, a kernel thread), when the file is malformed, and on other
+/// platforms.
+pub fn process_pss_of(pid: u32) -> Result<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let dir = crate::host::roots::procfs()?.join(pid.to_string());
+        let (rss, pss) = crate::host::memory::linux::rss_pss_at(&dir)?;
+        if rss == 0 {
+            return Err(crate::error::HypomnesisError::ram(
+                crate::error::ErrorKind::Other,
+                format!(
+                    "process {pid} has exited or is exiting (or is a kernel thread): it has no resident set"
+                ),
+            ));
+        }
+        Ok(pss)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(crate::error::HypomnesisError::ram(
+            crate::error::ErrorKind::Other,
+            format!(
+                "the proportional set size of process {pid} is Linux's (smaps_rollup); not available on {}",
                 std::env::consts::OS
             ),
         ))
