@@ -17,6 +17,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::model::{Sample, present};
+use crate::view::printable::printable;
 
 mod classic;
 mod pods;
@@ -52,15 +53,19 @@ pub fn render(sample: Sample, took: Duration, measurements: u64, stall: Option<S
     }
 }
 
-/// Escapes a label value for the text format: backslash, double quote and line feed.
+/// A label value as the text format carries it: every control character (C0, DEL, C1) and
+/// every mark that reorders text written right to left shown as `?`, as the text views show
+/// them ([`printable`]: a process named `\x1b]0;…\x07` must not retitle the terminal of whoever
+/// runs `curl /metrics`), then backslash and double quote escaped. Every label value taken from
+/// outside (names, paths, the kubelet's answer) goes through here.
 /// (prometheus-client writes label values as given.)
 pub fn label_value(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    for c in raw.chars() {
+    let shown = printable(raw);
+    let mut out = String::with_capacity(shown.len());
+    for c in shown.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
             c => out.push(c),
         }
     }
