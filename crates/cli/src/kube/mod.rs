@@ -111,10 +111,15 @@ pub struct Assignment {
     /// The allocations naming a device this node does not have (or an id not understood),
     /// reported rather than dropped.
     pub unknown: Vec<Allocation>,
-    /// Allocations whose namespace, pod or container name is not one Kubernetes allows (a
-    /// DNS-1123 label or subdomain, as the kubelet's log layout holds): counted, never put in
-    /// a label.
+    /// Allocations whose namespace, pod or container name, or whose claim's namespace or name,
+    /// is not one Kubernetes allows (a DNS-1123 label or subdomain, as the kubelet's log layout
+    /// holds; an empty claim name, a claim name the kubelet sent as bytes that are not UTF-8):
+    /// counted, never put in a label.
     pub invalid: usize,
+    /// The pods (namespace, name: both valid) of allocations left out for their claim's name:
+    /// they hold a device that is not shown, so their memory is not called outside their
+    /// allocation.
+    pub withheld: BTreeSet<(String, String)>,
     /// The DRA claims' devices placed on each GPU, each once however many pods share it.
     pub claimed: BTreeSet<(u32, booked::BookedDevice)>,
     /// The memory each claim books on each GPU (consumable capacity), where every device of
@@ -133,6 +138,15 @@ pub struct Assignment {
 fn named_validly(a: &Allocation) -> bool {
     use hypomnesis::__parsers::{is_dns1123_label, is_dns1123_subdomain};
     is_dns1123_label(&a.namespace) && is_dns1123_subdomain(&a.pod) && is_dns1123_label(&a.container)
+}
+
+/// Whether the allocation's claim, if it has one, is named as Kubernetes names a resource
+/// claim: its namespace a DNS-1123 label, its name a DNS-1123 subdomain (as a pod's).
+fn claim_named_validly(a: &Allocation) -> bool {
+    use hypomnesis::__parsers::{is_dns1123_label, is_dns1123_subdomain};
+    a.claim
+        .as_ref()
+        .is_none_or(|c| is_dns1123_label(&c.namespace) && is_dns1123_subdomain(&c.name))
 }
 
 /// Lays `allocations` onto the node's GPUs: a GPU by its UUID or index, a MIG instance by its
@@ -158,6 +172,12 @@ pub fn assign(allocations: &[Allocation], node: NodeDevices<'_>) -> Assignment {
     for allocation in allocations {
         if !named_validly(allocation) {
             out.invalid += 1;
+            continue;
+        }
+        if !claim_named_validly(allocation) {
+            out.invalid += 1;
+            out.withheld
+                .insert((allocation.namespace.clone(), allocation.pod.clone()));
             continue;
         }
         let whole = |i: Option<u32>| i.map(|gpu| (gpu, None));
@@ -303,6 +323,60 @@ mod assign_tests {
         let got = assign(&[long, nul, capital, fine], node);
         assert_eq!(got.invalid, 3);
         assert_eq!(got.by_gpu[&0], vec![holder("trainer-0.v2", "c-1")]);
+        assert!(got.unknown.is_empty());
+    }
+
+    /// A claim's namespace and name are checked as a pod's are: an empty name, ESC, NUL, a
+    /// RIGHT-TO-LEFT OVERRIDE, a capital, the replacement character a name that was not UTF-8
+    /// becomes: each such allocation counted and left out, its pod remembered as holding a
+    /// device not shown; the valid claim beside them placed.
+    #[test]
+    fn claims_are_checked_as_pod_names_are() {
+        let gpus = [(0, GPU0.to_owned())];
+        let cdi = "k8s.gpu.nvidia.com/claim=6f1c2b3a-gpu-0";
+        let names = BTreeMap::from([(cdi.to_owned(), cdi::Placed { gpu: 0, mig: None })]);
+        let node = NodeDevices {
+            dra: Some(&names),
+            gpus: &gpus,
+            migs: &[],
+        };
+        let claimed = |pod: &str, namespace: &str, name: &str| Allocation {
+            resource: "gpu.nvidia.com".into(),
+            device: DeviceRef::Dra {
+                driver: "gpu.nvidia.com".into(),
+                pool: "node-a".into(),
+                device: "gpu-0".into(),
+                cdi: vec![cdi.into()],
+                share: None,
+            },
+            claim: Some(Claim {
+                namespace: namespace.into(),
+                name: name.into(),
+            }),
+            ..at(pod, "c", "0")
+        };
+        let got = assign(
+            &[
+                claimed("a", "ns", ""),
+                claimed("b", "ns", "esc\u{1b}[31m"),
+                claimed("c", "ns", "nul\u{0}"),
+                claimed("d", "ns", "rlo\u{202e}"),
+                claimed("e", "ns", "Capital"),
+                claimed("f", "ns", "bytes\u{fffd}"),
+                claimed("g", "n\u{1b}s", "fine"),
+                claimed("ok", "ns", "gpu-claim.v2"),
+            ],
+            node,
+        );
+        assert_eq!(got.invalid, 7);
+        let withheld: Vec<&str> = got.withheld.iter().map(|(_, p)| p.as_str()).collect();
+        assert_eq!(withheld, ["a", "b", "c", "d", "e", "f", "g"]);
+        let placed: Vec<(&str, Option<&str>)> = got.by_gpu[&0]
+            .iter()
+            .map(|h| (h.pod.as_str(), h.claim.as_ref().map(|c| c.name.as_str())))
+            .collect();
+        assert_eq!(placed, [("ok", Some("gpu-claim.v2"))]);
+        assert_eq!(got.claimed.len(), 1, "{:?}", got.claimed);
         assert!(got.unknown.is_empty());
     }
 

@@ -572,7 +572,7 @@ impl Exposition {
             single(
                 e,
                 "gpu_allocation_invalid_names",
-                "Allocations whose namespace, pod or container name is not a Kubernetes name (a DNS-1123 label or subdomain): not shown, as no label may hold such a name.",
+                "Allocations whose namespace, pod or container name, or whose DRA claim's namespace or name, is not a Kubernetes name (a DNS-1123 label or subdomain; an empty claim name, one that is not UTF-8): not shown, as no label may hold such a name.",
                 None,
                 n,
             )?;

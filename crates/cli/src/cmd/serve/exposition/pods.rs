@@ -217,12 +217,18 @@ impl Exposition {
             })
             .collect();
         // A pod with an allocation this node cannot place (a DRA claim's device, until the
-        // node's CDI specs say which GPU it is; a device this node does not have) may hold
-        // its own: whether it is outside is not known, so it has no series.
+        // node's CDI specs say which GPU it is; a device this node does not have) or does not
+        // show (its claim's name is no Kubernetes name) may hold its own: whether it is
+        // outside is not known, so it has no series.
         let unplaced: std::collections::HashSet<(&str, &str)> = a
             .unknown
             .iter()
             .map(|u| (u.namespace.as_str(), u.pod.as_str()))
+            .chain(
+                a.withheld
+                    .iter()
+                    .map(|(ns, pod)| (ns.as_str(), pod.as_str())),
+            )
             .collect();
         self.pod_sums()
             .into_iter()

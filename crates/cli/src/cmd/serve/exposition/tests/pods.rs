@@ -260,6 +260,94 @@ fn a_pod_with_an_unplaced_claim_is_not_called_outside_its_allocation() {
     );
 }
 
+/// A claim the kubelet names with an empty name (as with any name Kubernetes does not allow)
+/// is counted as an invalid allocation and makes no series: none without a `claim` label, no
+/// allocation of its pod's; its pod is not called outside its allocation; a valid claim on
+/// the same GPU keeps its series.
+#[test]
+fn a_claim_with_an_empty_name_is_counted_and_makes_no_series() {
+    use crate::cmd::serve::allocation::KubeSample;
+    use crate::kube::{Allocation, Claim, DeviceRef, NodeDevices, assign, cdi};
+    let in_pod = |uid: &str, pod: &str| {
+        let mut c = ProcessContext::default();
+        c.container = hypomnesis::parse_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{CONTAINER}.scope\n",
+            uid.replace('-', "_")
+        ));
+        if let Some(k) = c.container.as_mut() {
+            k.namespace = Some("ml".into());
+            k.pod = Some(pod.into());
+            k.name = Some("c".into());
+        }
+        c
+    };
+    let mut s = sample();
+    s.processes = vec![
+        process(20, Some("python3"), 100 * MIB, 0),
+        process(21, Some("python3"), 30 * MIB, 0),
+    ];
+    s.contexts = [
+        (20, in_pod(POD, "trainer-0")),
+        (21, in_pod("8c4d7e5f-3a4b-4c7d-8e1f-2a3b4c5d6e7f", "eval")),
+    ]
+    .into_iter()
+    .map(|(pid, ctx)| (pid, ctx.into()))
+    .collect();
+    let cdi_name = "k8s.gpu.nvidia.com/claim=6f1c2b3a-gpu-0";
+    let claimed = |pod: &str, claim: &str| Allocation {
+        namespace: "ml".into(),
+        pod: pod.into(),
+        container: "c".into(),
+        resource: "gpu.nvidia.com".into(),
+        device: DeviceRef::Dra {
+            driver: "gpu.nvidia.com".into(),
+            pool: "node-a".into(),
+            device: "gpu-0".into(),
+            cdi: vec![cdi_name.into()],
+            share: None,
+        },
+        replica: None,
+        claim: Some(Claim {
+            namespace: "ml".into(),
+            name: claim.into(),
+        }),
+    };
+    let names = std::collections::BTreeMap::from([(
+        cdi_name.to_owned(),
+        cdi::Placed { gpu: 0, mig: None },
+    )]);
+    let gpus = [(0, "GPU-0".to_owned()), (1, "GPU-1".to_owned())];
+    let a = assign(
+        &[claimed("trainer-0", ""), claimed("eval", "shared")],
+        NodeDevices {
+            dra: Some(&names),
+            gpus: &gpus,
+            migs: &[],
+        },
+    );
+    s.kube = Some(KubeSample {
+        answer: Ok(a),
+        age: Duration::ZERO,
+    });
+    let text = render(s, Duration::from_millis(10), 1, None);
+    assert!(
+        text.contains("hypomnesis_gpu_allocation_invalid_names 1\n"),
+        "{text}"
+    );
+    for family in [
+        "hypomnesis_gpu_claim_memory_bytes{",
+        "hypomnesis_gpu_allocation_info{",
+    ] {
+        let series: Vec<&str> = text.lines().filter(|l| l.starts_with(family)).collect();
+        assert_eq!(series.len(), 1, "{family}: {text}");
+        assert!(series[0].contains(",claim=\"shared\""), "{series:?}");
+    }
+    assert!(
+        !text.contains("hypomnesis_gpu_pod_memory_outside_allocation_bytes{"),
+        "trainer-0 holds a device that is not shown: {text}"
+    );
+}
+
 /// A DRA node: pods allocated GPUs through claims (one claim shared by two pods) carry the
 /// claim on their allocation series, the claim's memory counts each pod once, and only a pod
 /// on a GPU its claims do not include is outside its allocation.
