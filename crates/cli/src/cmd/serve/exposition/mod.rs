@@ -598,7 +598,7 @@ impl Exposition {
         gauges(
             e,
             "gpu_claim_memory",
-            "GPU memory the pods of a DRA resource claim hold on a GPU allocated to the claim (each pod once, also when several pods share the claim): what the claim's processes really hold, beside what the claim books.",
+            "GPU memory the processes of a DRA resource claim's containers hold on a GPU allocated to the claim (the containers that hold the claim, not their whole pods; each process once, also when several pods share the claim): what the claim's processes really hold, beside what the claim books. A container holding several claims on one GPU cannot say which its memory is under: that memory is on one series whose claim label lists them all, comma-separated, never on each claim's own (no booking series matches it; a claim held only with others has no series of its own).",
             bytes,
             &self.claims(),
         )?;
