@@ -3,6 +3,9 @@
 //!
 //! - `podresources`: the client, its messages and its errors ([`list`], [`list_blocking`]);
 //! - `devices`: device ids as the NVIDIA device plugin writes them, read into [`DeviceRef`];
+//! - `cdi`, `booked`, `place`: a DRA claim's devices placed on GPUs from the node's CDI specs,
+//!   and what each claim books from the DRA driver's checkpoint, files read through
+//!   `nodefile` (regular files only, never waited for, parsed once while unchanged);
 //! - here: an [`Allocation`] per device a container holds, and [`assign`], which maps them onto
 //!   this node's GPUs.
 //!
@@ -11,6 +14,7 @@
 pub mod booked;
 pub mod cdi;
 pub mod devices;
+pub mod nodefile;
 pub mod place;
 pub mod podresources;
 #[cfg(unix)]
