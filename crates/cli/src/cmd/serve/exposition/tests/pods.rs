@@ -506,7 +506,7 @@ fn series_of(text: &str, family: &str) -> Vec<(Vec<(String, String)>, f64)> {
         .collect()
 }
 
-/// What HypomnesisGpuClaimOverBooking's expression
+/// What `HypomnesisGpuClaimOverBooking`'s expression
 /// (`hypomnesis_gpu_claim_memory_bytes > on (gpu, uuid, claim_namespace, claim)
 /// hypomnesis_gpu_claim_memory_booked_bytes`, the rules' `job` and `instance` being one
 /// target's) gives over an exposition: the claims it fires for.
@@ -638,7 +638,7 @@ fn a_claims_memory_is_its_containers_and_never_counted_twice() {
             };
             (
                 format!("{}/{}/{}", get("gpu"), get("claim_namespace"), get("claim")),
-                v / GIB as f64,
+                v / f64::from(1_u32 << 30),
             )
         })
         .collect();
