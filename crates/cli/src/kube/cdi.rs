@@ -6,8 +6,10 @@
 //! `docs/dra.md` for the layout the NVIDIA DRA driver writes, and its sources.
 //!
 //! Bounded: at most [`MAX_SPECS`] files of at most [`MAX_SPEC_BYTES`] each, regular files only,
-//! opened without waiting and kept parsed while unchanged ([`nodefile`]); a file that cannot be
-//! read or parsed is named in [`CdiDevices::unreadable`], and the others are still read.
+//! opened without waiting and kept parsed while unchanged ([`nodefile`]), a YAML one refused
+//! before it is parsed when its flow collections nest too deep ([`yaml_depth`]); a file that
+//! cannot be read or parsed is named in [`CdiDevices::unreadable`], and the others are still
+//! read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -15,7 +17,7 @@ use std::sync::{Mutex, PoisonError};
 
 use serde::Deserialize;
 
-use super::nodefile;
+use super::{nodefile, yaml_depth};
 
 /// The spec directories, under the rootfs, in CDI's order of precedence (later wins).
 pub const SPEC_DIRS: [&str; 2] = ["etc/cdi", "var/run/cdi"];
@@ -138,6 +140,7 @@ fn parse(path: &Path, text: &str) -> Result<SpecDevices, String> {
     let spec: Spec = if path.extension().is_some_and(|e| e == "json") {
         serde_json::from_str(text).map_err(|e| e.to_string())?
     } else {
+        yaml_depth::check(text, yaml_depth::MAX_FLOW_DEPTH)?;
         yaml_serde::from_str(text).map_err(|e| e.to_string())?
     };
     Ok(spec

@@ -5,7 +5,8 @@
 //! - `devices`: device ids as the NVIDIA device plugin writes them, read into [`DeviceRef`];
 //! - `cdi`, `booked`, `place`: a DRA claim's devices placed on GPUs from the node's CDI specs,
 //!   and what each claim books from the DRA driver's checkpoint, files read through
-//!   `nodefile` (regular files only, never waited for, parsed once while unchanged);
+//!   `nodefile` (regular files only, never waited for, parsed once while unchanged), a YAML
+//!   spec's nesting bounded first by `yaml_depth`;
 //! - here: an [`Allocation`] per device a container holds, and [`assign`], which maps them onto
 //!   this node's GPUs.
 //!
@@ -21,6 +22,7 @@ pub mod podresources;
 pub mod raw_codec;
 #[cfg(all(test, unix))]
 pub(crate) mod tests;
+pub mod yaml_depth;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 

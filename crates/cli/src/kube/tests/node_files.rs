@@ -1,6 +1,6 @@
 //! The node's files a DRA measurement reads, as anything may have been put in their place: a
-//! FIFO named as a CDI spec or as the DRA driver's checkpoint; and an unchanged spec, not
-//! parsed again at every measurement.
+//! FIFO named as a CDI spec or as the DRA driver's checkpoint, a spec nested 100,000 deep; and
+//! an unchanged spec, not parsed again at every measurement.
 
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
@@ -101,6 +101,36 @@ fn a_fifo_for_the_checkpoint_is_refused_at_once() {
     assert!(
         why.contains("checkpoint.json: a FIFO, not a regular file"),
         "{why}"
+    );
+}
+
+/// A spec of 100,000 `[`: refused at once, naming the depth, the other specs read (the
+/// parser took 4.5 s over it on a debug build, at every measurement).
+#[test]
+fn a_spec_nested_100_000_deep_is_refused_at_once() {
+    let node = node_copy();
+    let deep = node.0.join("var/run/cdi/deep.yaml");
+    std::fs::write(&deep, "[".repeat(100_000)).unwrap();
+    let cache = Mutex::new(nodefile::Cache::new());
+    let t = Instant::now();
+    let specs = cdi::read_with(&node.0, &cache);
+    let took = t.elapsed();
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    let said: Vec<&String> = specs
+        .unreadable
+        .iter()
+        .filter(|(p, _)| *p == deep)
+        .map(|(_, why)| why)
+        .collect();
+    assert_eq!(said.len(), 1, "{specs:?}");
+    assert!(
+        said[0].contains("nested more than 64 deep (line 1)"),
+        "{}",
+        said[0]
+    );
+    assert!(
+        specs.nodes.contains_key("example.com/nic=nic-3"),
+        "{specs:?}"
     );
 }
 
