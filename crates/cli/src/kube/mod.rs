@@ -139,20 +139,36 @@ pub struct Assignment {
     pub specs_error: Option<String>,
 }
 
-/// Whether the allocation's names are Kubernetes names: the namespace and the container a
-/// DNS-1123 label, the pod a DNS-1123 subdomain.
-fn named_validly(a: &Allocation) -> bool {
-    use hypomnesis::__parsers::{is_dns1123_label, is_dns1123_subdomain};
-    is_dns1123_label(&a.namespace) && is_dns1123_subdomain(&a.pod) && is_dns1123_label(&a.container)
+/// How an allocation is named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    /// By Kubernetes names throughout.
+    Valid,
+    /// Its namespace, pod or container name is not one.
+    BadPod,
+    /// Its pod is, but its claim's namespace or name is not.
+    BadClaim,
 }
 
-/// Whether the allocation's claim, if it has one, is named as Kubernetes names a resource
-/// claim: its namespace a DNS-1123 label, its name a DNS-1123 subdomain (as a pod's).
-fn claim_named_validly(a: &Allocation) -> bool {
+/// Whether the allocation's names are Kubernetes names: the namespace and the container a
+/// DNS-1123 label, the pod a DNS-1123 subdomain; and its claim's, if it has one, as a pod's:
+/// the namespace a label, the name a subdomain.
+fn naming(a: &Allocation) -> Naming {
     use hypomnesis::__parsers::{is_dns1123_label, is_dns1123_subdomain};
-    a.claim
+    if !(is_dns1123_label(&a.namespace)
+        && is_dns1123_subdomain(&a.pod)
+        && is_dns1123_label(&a.container))
+    {
+        Naming::BadPod
+    } else if a
+        .claim
         .as_ref()
-        .is_none_or(|c| is_dns1123_label(&c.namespace) && is_dns1123_subdomain(&c.name))
+        .is_some_and(|c| !(is_dns1123_label(&c.namespace) && is_dns1123_subdomain(&c.name)))
+    {
+        Naming::BadClaim
+    } else {
+        Naming::Valid
+    }
 }
 
 /// Lays `allocations` onto the node's GPUs: a GPU by its UUID or index, a MIG instance by its
@@ -176,15 +192,18 @@ pub fn assign(allocations: &[Allocation], node: NodeDevices<'_>) -> Assignment {
     let by_uuid = |uuid: &str| gpus.get(&uuid.to_ascii_lowercase()).copied();
     let mut seen: HashMap<u32, HashSet<Holder>> = HashMap::new();
     for allocation in allocations {
-        if !named_validly(allocation) {
-            out.invalid += 1;
-            continue;
-        }
-        if !claim_named_validly(allocation) {
-            out.invalid += 1;
-            out.withheld
-                .insert((allocation.namespace.clone(), allocation.pod.clone()));
-            continue;
+        match naming(allocation) {
+            Naming::Valid => {}
+            Naming::BadPod => {
+                out.invalid += 1;
+                continue;
+            }
+            Naming::BadClaim => {
+                out.invalid += 1;
+                out.withheld
+                    .insert((allocation.namespace.clone(), allocation.pod.clone()));
+                continue;
+            }
         }
         let whole = |i: Option<u32>| i.map(|gpu| (gpu, None));
         let place = match &allocation.device {
