@@ -320,6 +320,69 @@ fn hostile_claim_names_never_reach_metrics() {
     );
 }
 
+/// A FIFO named `x.yaml` among the node's CDI specs, no writer ever coming: the first scrape
+/// answers fresh (the measurement waited on the FIFO for ever before, and every scrape after it
+/// got stale figures), the claims' devices placed from the other specs, and stderr names the
+/// FIFO for what it is.
+#[test]
+fn a_fifo_among_the_specs_does_not_stall_the_exporter() {
+    let root = std::env::temp_dir().join(format!("hmn-dra-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(node("rootfs"))
+        .arg(root.join("rootfs"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    // The fixture's broken spec would be named first: the FIFO alone is.
+    std::fs::remove_file(root.join("rootfs/etc/cdi/broken.yaml")).unwrap();
+    let fifo = root.join("rootfs/var/run/cdi/x.yaml");
+    support::mkfifo(&fifo);
+    let kubelet = Kubelet::start(Reply::Answer(dra_answer(GPUS[0])));
+    let args = [
+        "--listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--no-ghosts".to_owned(),
+        "--pod-resources-socket".to_owned(),
+        kubelet.socket().display().to_string(),
+        "--procfs".to_owned(),
+        node("proc").display().to_string(),
+        "--rootfs".to_owned(),
+        root.join("rootfs").display().to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::spawn(serve_command(
+        support::FakeVariant::Modern,
+        &scenario(),
+        &args,
+    ));
+    let r = server.get("/metrics");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        value(&r.body, "hypomnesis_measurement_stalled_seconds"),
+        Some("0.0".into()),
+        "{}",
+        r.body
+    );
+    let series = format!(
+        "hypomnesis_gpu_claim_memory_bytes{{gpu=\"0\",uuid=\"{}\",claim_namespace=\"ml\",claim=\"gpu-claim\"}}",
+        GPUS[0]
+    );
+    assert_eq!(
+        value(&r.body, &series),
+        Some((30 * GIB).to_string()),
+        "{}",
+        r.body
+    );
+    let said = format!("{}: a FIFO, not a regular file", fifo.display());
+    let stderr = server.stderr_with(&said, std::time::Duration::from_secs(5));
+    assert!(stderr.contains(&said), "{stderr}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 /// `hmn ps --group-by claim`: each claim's memory per GPU, the shared claim's two pods added
 /// up, a pod's container without a claim on that GPU as `(no claim)`, the unplaced claim's
 /// process too (its device is no GPU this node names).
