@@ -125,11 +125,13 @@ struct Entry {
 static TABLE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
-/// An operation in flight: listed while this lives (dropped on return, and on unwinding).
+/// An operation in flight: listed in [`in_flight`] while this lives (dropped on return, and
+/// on unwinding). Made by [`in_flight_reading`] for a caller's own reads.
 #[must_use = "the operation is listed only while the guard lives"]
-pub(crate) struct Guard(u64);
+#[derive(Debug)]
+pub struct InFlightGuard(u64);
 
-impl Drop for Guard {
+impl Drop for InFlightGuard {
     fn drop(&mut self) {
         let mut table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(i) = table.iter().position(|e| e.id == self.0) {
@@ -138,31 +140,48 @@ impl Drop for Guard {
     }
 }
 
-fn begin(what: What) -> Guard {
+fn begin(what: What) -> InFlightGuard {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let since = Instant::now();
     TABLE
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(Entry { id, what, since });
-    Guard(id)
+    InFlightGuard(id)
 }
 
 /// Opening or reading `path` (a FIFO, a D-state process's `cmdline`, a stuck filesystem).
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub(crate) fn reading(path: &Path) -> Guard {
+pub(crate) fn reading(path: &Path) -> InFlightGuard {
     begin(What::File(Place::of(path)))
+}
+
+/// Lists a read of `path` in [`in_flight`] until the returned guard is dropped: for a caller
+/// that reads a file of its own that can block as the library's own reads can (a FIFO put
+/// where a file was expected, a stuck network filesystem), so that a measurement waiting on it
+/// names it as it names the library's reads. Hold the guard over the opening, the reading and
+/// whatever else may take long (the parse of what was read).
+///
+/// ```
+/// use std::path::Path;
+/// let path = Path::new("/etc/cdi/vendor.yaml");
+/// let waiting = hypomnesis::in_flight_reading(path);
+/// assert!(hypomnesis::in_flight().iter().any(|op| op.what == path.display().to_string()));
+/// drop(waiting);
+/// ```
+pub fn in_flight_reading(path: &Path) -> InFlightGuard {
+    reading(path)
 }
 
 /// A call of the NVML function `name`.
 #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
-pub(crate) fn calling(name: &'static str) -> Guard {
+pub(crate) fn calling(name: &'static str) -> InFlightGuard {
     begin(What::Call(name))
 }
 
 /// A run of the tool at `exe` (it has its own time limit too).
 #[cfg_attr(not(feature = "nvidia-smi-fallback"), allow(dead_code))]
-pub(crate) fn running(exe: &Path) -> Guard {
+pub(crate) fn running(exe: &Path) -> InFlightGuard {
     begin(What::Run(exe.to_path_buf()))
 }
 

@@ -103,7 +103,7 @@ pub use host::process::{
     process_pss_of, process_rss_of, process_start_time, process_tree, started_ago,
 };
 pub use host::roots::{procfs_is_own, roots, set_rootfs, set_roots};
-pub use inflight::{InFlight, in_flight};
+pub use inflight::{InFlight, InFlightGuard, in_flight, in_flight_reading};
 #[cfg(feature = "report")]
 pub use report::MemoryReport;
 pub use snapshot::Snapshot;

@@ -4,15 +4,17 @@
 //! prepared claim's name, namespace and `ResourceClaimStatus` (whose allocation results carry
 //! `consumedCapacity`). See `docs/dra.md` for the layout and its sources.
 //!
-//! Bounded: the file is read up to [`MAX_CHECKPOINT_BYTES`]; one that is absent, too large or
-//! not understood gives no booking (and why), never a guessed one.
+//! Bounded: the file is read up to [`MAX_CHECKPOINT_BYTES`], a regular file only, opened without
+//! waiting and kept parsed while unchanged ([`nodefile`]); one that is absent, too large, not a
+//! regular file or not understood gives no booking (and why), never a guessed one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 
-use super::Claim;
+use super::{Claim, nodefile};
 
 /// The checkpoint, under the rootfs.
 pub const CHECKPOINT: &str = "var/lib/kubelet/plugins/gpu.nvidia.com/checkpoint.json";
@@ -86,28 +88,29 @@ pub struct BookedDevice {
 /// The memory each claim's device books, in bytes.
 pub type Bookings = BTreeMap<BookedDevice, u64>;
 
+/// The checkpoints read so far, parsed (one per rootfs: the node's).
+static CHECKPOINTS: Mutex<nodefile::Cache<Bookings>> = Mutex::new(nodefile::Cache::new());
+
 /// The bookings of the checkpoint under `rootfs`: `Ok` with none where the node has no
 /// checkpoint (no NVIDIA DRA driver, or none prepared a claim); `Err` with why when it cannot
 /// be read or understood.
-pub fn read(rootfs: &Path) -> Result<Bookings, String> {
-    use std::io::Read as _;
+pub fn read(rootfs: &Path) -> Result<Arc<Bookings>, String> {
+    read_with(rootfs, &CHECKPOINTS)
+}
+
+/// [`read`], keeping what the checkpoint gives in `cache`.
+pub fn read_with(
+    rootfs: &Path,
+    cache: &Mutex<nodefile::Cache<Bookings>>,
+) -> Result<Arc<Bookings>, String> {
     let path = rootfs.join(CHECKPOINT);
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Bookings::new()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let mut text = String::new();
-    file.take(MAX_CHECKPOINT_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if u64::try_from(text.len()).unwrap_or(u64::MAX) > MAX_CHECKPOINT_BYTES {
-        return Err(format!(
-            "{}: larger than {MAX_CHECKPOINT_BYTES} bytes",
-            path.display()
-        ));
+    match nodefile::read(cache, &path, MAX_CHECKPOINT_BYTES, parse) {
+        Ok(bookings) => Ok(bookings),
+        Err(nodefile::ReadError::Open(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(Arc::default())
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
     }
-    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The bookings of a checkpoint's text: the `memory` each prepared claim's allocation results
@@ -264,7 +267,7 @@ mod tests {
     fn a_missing_checkpoint_is_none_and_a_bad_one_is_named() {
         let root = std::env::temp_dir().join(format!("hmn-booked-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        assert_eq!(read(&root), Ok(Bookings::new()));
+        assert_eq!(read(&root), Ok(Arc::new(Bookings::new())));
         let file = root.join(CHECKPOINT);
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, "{\"v2\": 7}").unwrap();

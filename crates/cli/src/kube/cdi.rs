@@ -5,13 +5,19 @@
 //! `/dev/nvidia-caps/nvidia-cap<N>`). The GPU's node's minor says which GPU it is. See
 //! `docs/dra.md` for the layout the NVIDIA DRA driver writes, and its sources.
 //!
-//! Bounded: at most [`MAX_SPECS`] files of at most [`MAX_SPEC_BYTES`] each; a file that cannot
-//! be read or parsed is named in [`CdiDevices::unreadable`], and the others are still read.
+//! Bounded: at most [`MAX_SPECS`] files of at most [`MAX_SPEC_BYTES`] each, regular files only,
+//! opened without waiting and kept parsed while unchanged ([`nodefile`]), a YAML one refused
+//! before it is parsed when its flow collections nest too deep ([`yaml_depth`]); a file that
+//! cannot be read or parsed is named in [`CdiDevices::unreadable`], and the others are still
+//! read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use serde::Deserialize;
+
+use super::{nodefile, yaml_depth};
 
 /// The spec directories, under the rootfs, in CDI's order of precedence (later wins).
 pub const SPEC_DIRS: [&str; 2] = ["etc/cdi", "var/run/cdi"];
@@ -53,45 +59,69 @@ pub struct CdiDevices {
     pub unreadable: Vec<(PathBuf, String)>,
 }
 
+/// What one spec file defines: each device's fully qualified name with its device nodes'
+/// paths.
+pub type SpecDevices = Vec<(String, Vec<String>)>;
+
+/// The specs read so far, parsed, by file (a node's few hundred are read at every measurement,
+/// parsed only when changed).
+static SPECS: Mutex<nodefile::Cache<SpecDevices>> = Mutex::new(nodefile::Cache::new());
+
 /// The specs' devices under `rootfs`.
 pub fn read(rootfs: &Path) -> CdiDevices {
+    read_with(rootfs, &SPECS)
+}
+
+/// [`read`], keeping what the specs give in `cache`.
+pub fn read_with(rootfs: &Path, cache: &Mutex<nodefile::Cache<SpecDevices>>) -> CdiDevices {
     let mut out = CdiDevices::default();
-    let mut seen = 0;
-    for dir in SPEC_DIRS {
-        let entries = match std::fs::read_dir(rootfs.join(dir)) {
-            Ok(entries) => entries,
+    let mut listed = BTreeSet::new();
+    'dirs: for dir in SPEC_DIRS {
+        let dir = rootfs.join(dir);
+        let files = match spec_files(&dir) {
+            Ok(files) => files,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             // A directory the driver made 0750 root's, read by a user who is not.
             Err(e) => {
-                out.unreadable.push((rootfs.join(dir), e.to_string()));
+                out.unreadable.push((dir, e.to_string()));
                 continue;
             }
         };
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| Some(e.ok()?.path()))
-            .filter(|p| {
-                p.extension()
-                    .is_some_and(|e| e == "json" || e == "yaml" || e == "yml")
-            })
-            .collect();
-        files.sort();
         for path in files {
-            seen += 1;
-            if seen > MAX_SPECS {
-                return out;
+            if listed.len() >= MAX_SPECS {
+                break 'dirs;
             }
-            match parse_file(&path) {
-                Ok(spec) => {
-                    for d in spec.devices {
-                        let paths = d.edits.device_nodes.into_iter().map(|n| n.path).collect();
-                        out.nodes.insert(format!("{}={}", spec.kind, d.name), paths);
+            match nodefile::read(cache, &path, MAX_SPEC_BYTES, |text| parse(&path, text)) {
+                Ok(devices) => {
+                    for (name, paths) in devices.iter() {
+                        out.nodes.insert(name.clone(), paths.clone());
                     }
                 }
-                Err(why) => out.unreadable.push((path, why)),
+                Err(why) => out.unreadable.push((path.clone(), why.to_string())),
             }
+            listed.insert(path);
         }
     }
+    cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .keep_only(&listed);
     out
+}
+
+/// The spec files of `dir` (`*.json`, `*.yaml`, `*.yml`), in order; the listing is in flight
+/// while it lasts.
+fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let _waiting = hypomnesis::in_flight_reading(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == "json" || e == "yaml" || e == "yml")
+        })
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 /// What of the specs could not be read, in a line (the first file or directory and why, and
@@ -105,21 +135,22 @@ pub fn problems(specs: &CdiDevices) -> Option<String> {
     Some(format!("{}: {why}{more}", path.display()))
 }
 
-fn parse_file(path: &Path) -> Result<Spec, String> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    file.take(MAX_SPEC_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    if u64::try_from(text.len()).unwrap_or(u64::MAX) > MAX_SPEC_BYTES {
-        return Err(format!("larger than {MAX_SPEC_BYTES} bytes"));
-    }
-    if path.extension().is_some_and(|e| e == "json") {
-        serde_json::from_str(&text).map_err(|e| e.to_string())
+/// The devices of the spec at `path` (JSON or YAML, by its name), whose text is `text`.
+fn parse(path: &Path, text: &str) -> Result<SpecDevices, String> {
+    let spec: Spec = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(text).map_err(|e| e.to_string())?
     } else {
-        yaml_serde::from_str(&text).map_err(|e| e.to_string())
-    }
+        yaml_depth::check(text, yaml_depth::MAX_FLOW_DEPTH)?;
+        yaml_serde::from_str(text).map_err(|e| e.to_string())?
+    };
+    Ok(spec
+        .devices
+        .into_iter()
+        .map(|d| {
+            let paths = d.edits.device_nodes.into_iter().map(|n| n.path).collect();
+            (format!("{}={}", spec.kind, d.name), paths)
+        })
+        .collect())
 }
 
 /// The minor of the GPU device node among `paths` (`/dev/nvidia3` → 3; not `/dev/nvidiactl`,

@@ -3,6 +3,10 @@
 //!
 //! - `podresources`: the client, its messages and its errors ([`list`], [`list_blocking`]);
 //! - `devices`: device ids as the NVIDIA device plugin writes them, read into [`DeviceRef`];
+//! - `cdi`, `booked`, `place`: a DRA claim's devices placed on GPUs from the node's CDI specs,
+//!   and what each claim books from the DRA driver's checkpoint, files read through
+//!   `nodefile` (regular files only, never waited for, parsed once while unchanged), a YAML
+//!   spec's nesting bounded first by `yaml_depth`;
 //! - here: an [`Allocation`] per device a container holds, and [`assign`], which maps them onto
 //!   this node's GPUs.
 //!
@@ -11,12 +15,14 @@
 pub mod booked;
 pub mod cdi;
 pub mod devices;
+pub mod nodefile;
 pub mod place;
 pub mod podresources;
 #[cfg(unix)]
 pub mod raw_codec;
 #[cfg(all(test, unix))]
 pub(crate) mod tests;
+pub mod yaml_depth;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -111,10 +117,15 @@ pub struct Assignment {
     /// The allocations naming a device this node does not have (or an id not understood),
     /// reported rather than dropped.
     pub unknown: Vec<Allocation>,
-    /// Allocations whose namespace, pod or container name is not one Kubernetes allows (a
-    /// DNS-1123 label or subdomain, as the kubelet's log layout holds): counted, never put in
-    /// a label.
+    /// Allocations whose namespace, pod or container name, or whose claim's namespace or name,
+    /// is not one Kubernetes allows (a DNS-1123 label or subdomain, as the kubelet's log layout
+    /// holds; an empty claim name, a claim name the kubelet sent as bytes that are not UTF-8):
+    /// counted, never put in a label.
     pub invalid: usize,
+    /// The pods (namespace, name: both valid) of allocations left out for their claim's name:
+    /// they hold a device that is not shown, so their memory is not called outside their
+    /// allocation.
+    pub withheld: BTreeSet<(String, String)>,
     /// The DRA claims' devices placed on each GPU, each once however many pods share it.
     pub claimed: BTreeSet<(u32, booked::BookedDevice)>,
     /// The memory each claim books on each GPU (consumable capacity), where every device of
@@ -128,11 +139,36 @@ pub struct Assignment {
     pub specs_error: Option<String>,
 }
 
+/// How an allocation is named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    /// By Kubernetes names throughout.
+    Valid,
+    /// Its namespace, pod or container name is not one.
+    BadPod,
+    /// Its pod is, but its claim's namespace or name is not.
+    BadClaim,
+}
+
 /// Whether the allocation's names are Kubernetes names: the namespace and the container a
-/// DNS-1123 label, the pod a DNS-1123 subdomain.
-fn named_validly(a: &Allocation) -> bool {
+/// DNS-1123 label, the pod a DNS-1123 subdomain; and its claim's, if it has one, as a pod's:
+/// the namespace a label, the name a subdomain.
+fn naming(a: &Allocation) -> Naming {
     use hypomnesis::__parsers::{is_dns1123_label, is_dns1123_subdomain};
-    is_dns1123_label(&a.namespace) && is_dns1123_subdomain(&a.pod) && is_dns1123_label(&a.container)
+    if !(is_dns1123_label(&a.namespace)
+        && is_dns1123_subdomain(&a.pod)
+        && is_dns1123_label(&a.container))
+    {
+        Naming::BadPod
+    } else if a
+        .claim
+        .as_ref()
+        .is_some_and(|c| !(is_dns1123_label(&c.namespace) && is_dns1123_subdomain(&c.name)))
+    {
+        Naming::BadClaim
+    } else {
+        Naming::Valid
+    }
 }
 
 /// Lays `allocations` onto the node's GPUs: a GPU by its UUID or index, a MIG instance by its
@@ -156,9 +192,18 @@ pub fn assign(allocations: &[Allocation], node: NodeDevices<'_>) -> Assignment {
     let by_uuid = |uuid: &str| gpus.get(&uuid.to_ascii_lowercase()).copied();
     let mut seen: HashMap<u32, HashSet<Holder>> = HashMap::new();
     for allocation in allocations {
-        if !named_validly(allocation) {
-            out.invalid += 1;
-            continue;
+        match naming(allocation) {
+            Naming::Valid => {}
+            Naming::BadPod => {
+                out.invalid += 1;
+                continue;
+            }
+            Naming::BadClaim => {
+                out.invalid += 1;
+                out.withheld
+                    .insert((allocation.namespace.clone(), allocation.pod.clone()));
+                continue;
+            }
         }
         let whole = |i: Option<u32>| i.map(|gpu| (gpu, None));
         let place = match &allocation.device {
@@ -303,6 +348,60 @@ mod assign_tests {
         let got = assign(&[long, nul, capital, fine], node);
         assert_eq!(got.invalid, 3);
         assert_eq!(got.by_gpu[&0], vec![holder("trainer-0.v2", "c-1")]);
+        assert!(got.unknown.is_empty());
+    }
+
+    /// A claim's namespace and name are checked as a pod's are: an empty name, ESC, NUL, a
+    /// RIGHT-TO-LEFT OVERRIDE, a capital, the replacement character a name that was not UTF-8
+    /// becomes: each such allocation counted and left out, its pod remembered as holding a
+    /// device not shown; the valid claim beside them placed.
+    #[test]
+    fn claims_are_checked_as_pod_names_are() {
+        let gpus = [(0, GPU0.to_owned())];
+        let cdi = "k8s.gpu.nvidia.com/claim=6f1c2b3a-gpu-0";
+        let names = BTreeMap::from([(cdi.to_owned(), cdi::Placed { gpu: 0, mig: None })]);
+        let node = NodeDevices {
+            dra: Some(&names),
+            gpus: &gpus,
+            migs: &[],
+        };
+        let claimed = |pod: &str, namespace: &str, name: &str| Allocation {
+            resource: "gpu.nvidia.com".into(),
+            device: DeviceRef::Dra {
+                driver: "gpu.nvidia.com".into(),
+                pool: "node-a".into(),
+                device: "gpu-0".into(),
+                cdi: vec![cdi.into()],
+                share: None,
+            },
+            claim: Some(Claim {
+                namespace: namespace.into(),
+                name: name.into(),
+            }),
+            ..at(pod, "c", "0")
+        };
+        let got = assign(
+            &[
+                claimed("a", "ns", ""),
+                claimed("b", "ns", "esc\u{1b}[31m"),
+                claimed("c", "ns", "nul\u{0}"),
+                claimed("d", "ns", "rlo\u{202e}"),
+                claimed("e", "ns", "Capital"),
+                claimed("f", "ns", "bytes\u{fffd}"),
+                claimed("g", "n\u{1b}s", "fine"),
+                claimed("ok", "ns", "gpu-claim.v2"),
+            ],
+            node,
+        );
+        assert_eq!(got.invalid, 7);
+        let withheld: Vec<&str> = got.withheld.iter().map(|(_, p)| p.as_str()).collect();
+        assert_eq!(withheld, ["a", "b", "c", "d", "e", "f", "g"]);
+        let placed: Vec<(&str, Option<&str>)> = got.by_gpu[&0]
+            .iter()
+            .map(|h| (h.pod.as_str(), h.claim.as_ref().map(|c| c.name.as_str())))
+            .collect();
+        assert_eq!(placed, [("ok", Some("gpu-claim.v2"))]);
+        assert_eq!(got.claimed.len(), 1, "{:?}", got.claimed);
         assert!(got.unknown.is_empty());
     }
 

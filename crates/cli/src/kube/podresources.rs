@@ -364,11 +364,11 @@ pub mod messages {
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct PodResources {
         /// The pod's name.
-        #[prost(string, tag = "1")]
-        pub name: String,
+        #[prost(bytes = "vec", tag = "1")]
+        pub name: Vec<u8>,
         /// The pod's namespace.
-        #[prost(string, tag = "2")]
-        pub namespace: String,
+        #[prost(bytes = "vec", tag = "2")]
+        pub namespace: Vec<u8>,
         /// Its containers.
         #[prost(message, repeated, tag = "3")]
         pub containers: Vec<ContainerResources>,
@@ -378,8 +378,8 @@ pub mod messages {
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct ContainerResources {
         /// The container's name.
-        #[prost(string, tag = "1")]
-        pub name: String,
+        #[prost(bytes = "vec", tag = "1")]
+        pub name: Vec<u8>,
         /// The devices allocated to it.
         #[prost(message, repeated, tag = "2")]
         pub devices: Vec<ContainerDevices>,
@@ -393,10 +393,10 @@ pub mod messages {
     #[allow(clippy::struct_field_names)] // the proto's names
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct DynamicResource {
-        #[prost(string, tag = "2")]
-        pub claim_name: String,
-        #[prost(string, tag = "3")]
-        pub claim_namespace: String,
+        #[prost(bytes = "vec", tag = "2")]
+        pub claim_name: Vec<u8>,
+        #[prost(bytes = "vec", tag = "3")]
+        pub claim_namespace: Vec<u8>,
         #[prost(message, repeated, tag = "4")]
         pub claim_resources: Vec<ClaimResource>,
     }
@@ -406,39 +406,48 @@ pub mod messages {
     pub struct ClaimResource {
         #[prost(message, repeated, tag = "1")]
         pub cdi_devices: Vec<CdiDevice>,
-        #[prost(string, tag = "2")]
-        pub driver_name: String,
-        #[prost(string, tag = "3")]
-        pub pool_name: String,
-        #[prost(string, tag = "4")]
-        pub device_name: String,
+        #[prost(bytes = "vec", tag = "2")]
+        pub driver_name: Vec<u8>,
+        #[prost(bytes = "vec", tag = "3")]
+        pub pool_name: Vec<u8>,
+        #[prost(bytes = "vec", tag = "4")]
+        pub device_name: Vec<u8>,
         /// The share of a consumable-capacity device (1.34 and later).
-        #[prost(string, optional, tag = "5")]
-        pub share_id: Option<String>,
+        #[prost(bytes = "vec", optional, tag = "5")]
+        pub share_id: Option<Vec<u8>>,
     }
 
     /// `v1.CDIDevice`.
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct CdiDevice {
         /// The fully qualified CDI device name (`vendor.com/class=name`).
-        #[prost(string, tag = "1")]
-        pub name: String,
+        #[prost(bytes = "vec", tag = "1")]
+        pub name: Vec<u8>,
     }
 
     /// `v1.ContainerDevices` (its topology is skipped).
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct ContainerDevices {
         /// The resource the devices were allocated as (`nvidia.com/gpu`).
-        #[prost(string, tag = "1")]
-        pub resource_name: String,
+        #[prost(bytes = "vec", tag = "1")]
+        pub resource_name: Vec<u8>,
         /// The devices, as the device plugin names them.
-        #[prost(string, repeated, tag = "2")]
-        pub device_ids: Vec<String>,
+        #[prost(bytes = "vec", repeated, tag = "2")]
+        pub device_ids: Vec<Vec<u8>>,
     }
 
     /// The request, encoded.
     pub fn request() -> Vec<u8> {
         ListPodResourcesRequest {}.encode_to_vec()
+    }
+
+    /// A name of the answer as text: bytes that are not UTF-8 each become U+FFFD, which no
+    /// Kubernetes name holds, so that the name is counted invalid where it is checked
+    /// ([`super::super::assign`]) and the rest of the answer is still read. (Declared `string`
+    /// by the API, these fields are read as `bytes`, the same on the wire: prost refuses the
+    /// whole answer for one string that is not UTF-8.)
+    fn text(bytes: &[u8]) -> String {
+        String::from_utf8_lossy(bytes).into_owned()
     }
 
     /// An answer decoded into the pods it lists, by namespace and name.
@@ -447,7 +456,7 @@ pub mod messages {
         Ok(answer
             .pod_resources
             .into_iter()
-            .map(|p| (p.namespace, p.name))
+            .map(|p| (text(&p.namespace), text(&p.name)))
             .collect())
     }
 
@@ -458,12 +467,14 @@ pub mod messages {
         let answer = ListPodResourcesResponse::decode(answer)?;
         let mut out = Vec::new();
         for pod in answer.pod_resources {
+            let (namespace, name) = (text(&pod.namespace), text(&pod.name));
             for container in pod.containers {
-                let at = |resource: &str, device, replica, claim| Allocation {
-                    namespace: pod.namespace.clone(),
-                    pod: pod.name.clone(),
-                    container: container.name.clone(),
-                    resource: resource.to_owned(),
+                let container_name = text(&container.name);
+                let at = |resource: String, device, replica, claim| Allocation {
+                    namespace: namespace.clone(),
+                    pod: name.clone(),
+                    container: container_name.clone(),
+                    resource,
                     device,
                     replica,
                     claim,
@@ -471,31 +482,33 @@ pub mod messages {
                 let gpu = container
                     .devices
                     .iter()
-                    .filter(|d| d.resource_name.starts_with(GPU_RESOURCE_PREFIX));
-                for devices in gpu {
-                    for id in &devices.device_ids {
-                        let read = devices::parse(id);
-                        out.push(at(&devices.resource_name, read.device, read.replica, None));
+                    .map(|d| (text(&d.resource_name), &d.device_ids))
+                    .filter(|(resource, _)| resource.starts_with(GPU_RESOURCE_PREFIX));
+                for (resource, ids) in gpu {
+                    for id in ids {
+                        let read = devices::parse(&text(id));
+                        out.push(at(resource.clone(), read.device, read.replica, None));
                     }
                 }
                 for dynamic in &container.dynamic_resources {
                     let claim = Claim {
-                        namespace: dynamic.claim_namespace.clone(),
-                        name: dynamic.claim_name.clone(),
+                        namespace: text(&dynamic.claim_namespace),
+                        name: text(&dynamic.claim_name),
                     };
                     let gpu = dynamic
                         .claim_resources
                         .iter()
-                        .filter(|r| GPU_DRA_DRIVERS.contains(&r.driver_name.as_str()));
-                    for r in gpu {
+                        .map(|r| (text(&r.driver_name), r))
+                        .filter(|(driver, _)| GPU_DRA_DRIVERS.contains(&driver.as_str()));
+                    for (driver, r) in gpu {
                         let device = DeviceRef::Dra {
-                            driver: r.driver_name.clone(),
-                            pool: r.pool_name.clone(),
-                            device: r.device_name.clone(),
-                            cdi: r.cdi_devices.iter().map(|c| c.name.clone()).collect(),
-                            share: r.share_id.clone(),
+                            driver: driver.clone(),
+                            pool: text(&r.pool_name),
+                            device: text(&r.device_name),
+                            cdi: r.cdi_devices.iter().map(|c| text(&c.name)).collect(),
+                            share: r.share_id.as_deref().map(text),
                         };
-                        out.push(at(&r.driver_name, device, None, Some(claim.clone())));
+                        out.push(at(driver, device, None, Some(claim.clone())));
                     }
                 }
             }

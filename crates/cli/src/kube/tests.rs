@@ -25,6 +25,7 @@ mod standin;
 pub(crate) use standin::*;
 
 mod dra;
+mod node_files;
 
 /// The DRA fixture node's GPUs (`fixtures/dra/proc/driver/nvidia/gpus`).
 const DRA_GPUS: [&str; 3] = [

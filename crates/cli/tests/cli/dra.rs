@@ -222,6 +222,167 @@ fn the_first_scrape_names_every_process_with_its_claim() {
     );
 }
 
+/// Claims the kubelet names with ESC, NUL and a RIGHT-TO-LEFT OVERRIDE, beside the fixture
+/// node's: `/metrics` holds no control character in any byte; the three are counted as
+/// invalid allocations, and the node's own claims keep their series.
+#[test]
+#[allow(clippy::too_many_lines)] // the answer, the server, then every byte of its scrape
+fn hostile_claim_names_never_reach_metrics() {
+    use crate::kubelet_standin::{answer, claimed, container, pod, with_claims};
+    let gpu = "gpu.nvidia.com";
+    let hostile = |name: &str| {
+        pod(
+            "ml",
+            &format!("odd-{}", name.len()),
+            vec![with_claims(
+                container("c", vec![]),
+                vec![(
+                    "ml",
+                    name,
+                    vec![claimed(
+                        crate::kubelet_standin::GPU_CLAIM_UID,
+                        gpu,
+                        "gpu-0",
+                        None,
+                    )],
+                )],
+            )],
+        )
+    };
+    let standin = Kubelet::start(Reply::Answer(answer(vec![
+        hostile("esc\u{1b}]0;pwned\u{7}"),
+        hostile("nul\u{0}x"),
+        hostile("rlo\u{202e}abc"),
+        pod(
+            "ml",
+            "eval-a",
+            vec![with_claims(
+                container("eval", vec![]),
+                vec![(
+                    "ml",
+                    "shared",
+                    vec![claimed(
+                        crate::kubelet_standin::SHARED_UID,
+                        gpu,
+                        "gpu-1",
+                        Some("s-1"),
+                    )],
+                )],
+            )],
+        ),
+    ])));
+    let socket = standin.socket().display().to_string();
+    let mut args = vec![
+        "--listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--no-ghosts".to_owned(),
+        "--pod-resources-socket".to_owned(),
+        socket,
+    ];
+    args.extend(roots());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::spawn(serve_command(
+        support::FakeVariant::Modern,
+        &scenario(),
+        &args,
+    ));
+    let r = server.get("/metrics");
+    assert_eq!(r.status, 200, "{r:?}");
+    let raw: Vec<(usize, char)> = r
+        .body
+        .char_indices()
+        .filter(|(_, c)| {
+            (c.is_control() && *c != '\n')
+                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}')
+        })
+        .collect();
+    assert!(raw.is_empty(), "{raw:?}\n{}", r.body);
+    assert!(
+        r.bytes
+            .iter()
+            .all(|&b| b == b'\n' || (0x20..0x7f).contains(&b) || b >= 0x80),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        value(&r.body, "hypomnesis_gpu_allocation_invalid_names"),
+        Some("3".into()),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.body.lines().any(|l| l.starts_with(&format!(
+            "hypomnesis_gpu_claim_memory_bytes{{gpu=\"1\",uuid=\"{}\",claim_namespace=\"ml\",claim=\"shared\"}} ",
+            GPUS[1]
+        ))),
+        "{}",
+        r.body
+    );
+}
+
+/// A FIFO named `x.yaml` among the node's CDI specs, no writer ever coming: the first scrape
+/// answers fresh (the measurement waited on the FIFO for ever before, and every scrape after it
+/// got stale figures), the claims' devices placed from the other specs, and stderr names the
+/// FIFO for what it is.
+#[test]
+fn a_fifo_among_the_specs_does_not_stall_the_exporter() {
+    let root = std::env::temp_dir().join(format!("hmn-dra-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(node("rootfs"))
+        .arg(root.join("rootfs"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    // The fixture's broken spec would be named first: the FIFO alone is.
+    std::fs::remove_file(root.join("rootfs/etc/cdi/broken.yaml")).unwrap();
+    let fifo = root.join("rootfs/var/run/cdi/x.yaml");
+    support::mkfifo(&fifo);
+    let kubelet = Kubelet::start(Reply::Answer(dra_answer(GPUS[0])));
+    let args = [
+        "--listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--no-ghosts".to_owned(),
+        "--pod-resources-socket".to_owned(),
+        kubelet.socket().display().to_string(),
+        "--procfs".to_owned(),
+        node("proc").display().to_string(),
+        "--rootfs".to_owned(),
+        root.join("rootfs").display().to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::spawn(serve_command(
+        support::FakeVariant::Modern,
+        &scenario(),
+        &args,
+    ));
+    let r = server.get("/metrics");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        value(&r.body, "hypomnesis_measurement_stalled_seconds"),
+        Some("0.0".into()),
+        "{}",
+        r.body
+    );
+    let series = format!(
+        "hypomnesis_gpu_claim_memory_bytes{{gpu=\"0\",uuid=\"{}\",claim_namespace=\"ml\",claim=\"gpu-claim\"}}",
+        GPUS[0]
+    );
+    assert_eq!(
+        value(&r.body, &series),
+        Some((30 * GIB).to_string()),
+        "{}",
+        r.body
+    );
+    let said = format!("{}: a FIFO, not a regular file", fifo.display());
+    let stderr = server.stderr_with(&said, std::time::Duration::from_secs(5));
+    assert!(stderr.contains(&said), "{stderr}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 /// `hmn ps --group-by claim`: each claim's memory per GPU, the shared claim's two pods added
 /// up, a pod's container without a claim on that GPU as `(no claim)`, the unplaced claim's
 /// process too (its device is no GPU this node names).

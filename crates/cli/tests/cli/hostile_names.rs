@@ -13,21 +13,26 @@ const HOSTILE: &str = "\u{1b}[2J\u{1b}[31mE\"\n}";
 
 /// A process that renames itself to `HOSTILE` and waits; once its name is set.
 fn hostile_process() -> Child {
+    renamed(HOSTILE)
+}
+
+/// A process that renames itself to `name` (at most 15 bytes), its command line carrying the
+/// same bytes (for the COMMAND column), and waits; once its name is set.
+fn renamed(name: &str) -> Child {
     let child = Command::new("python3")
         .args([
             "-c",
-            "import ctypes, sys, time\n\
-             ctypes.CDLL(None).prctl(15, b'\\x1b[2J\\x1b[31mE\"\\n}', 0, 0, 0)\n\
+            "import ctypes, os, sys, time\n\
+             ctypes.CDLL(None).prctl(15, os.fsencode(sys.argv[1]), 0, 0, 0)\n\
              time.sleep(30)",
-            // Its command line carries the same bytes, for the COMMAND column.
-            HOSTILE,
+            name,
         ])
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
     let comm = format!("/proc/{}/comm", child.id());
     let started = Instant::now();
-    while std::fs::read_to_string(&comm).unwrap_or_default() != format!("{HOSTILE}\n") {
+    while std::fs::read_to_string(&comm).unwrap_or_default() != format!("{name}\n") {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "the name was never set"
@@ -104,6 +109,43 @@ fn a_hostile_process_name_never_reaches_the_terminal_raw() {
 
     let _ = p.kill();
     let _ = p.wait();
+}
+
+/// `hmn serve`: a process named with an OSC title sequence (`\x1b]0;pwned\x07x`) holds GPU
+/// memory; no byte of `/metrics` is a control character but the line feeds, and its series
+/// names it with `?` for them (they reached `curl /metrics` raw before).
+#[cfg(feature = "serve")]
+#[test]
+fn a_hostile_process_name_never_reaches_metrics_raw() {
+    let name = "\u{1b}]0;pwned\u{7}x";
+    let mut p = renamed(name);
+    let pid = p.id();
+    let scenario = format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": 150754820096,
+            "compute_processes": [{{"pid": {pid}, "used": 1073741824}}]}}]}}"#
+    );
+    let server =
+        crate::util::serve::Server::start(FakeVariant::Modern, &scenario, &["--no-ghosts"]);
+    let reply = server.get("/metrics");
+    let _ = p.kill();
+    let _ = p.wait();
+    assert_eq!(reply.status, 200, "{reply:?}");
+    no_controls("/metrics", &reply.bytes);
+    assert!(
+        reply
+            .bytes
+            .iter()
+            .all(|&b| b == b'\n' || (0x20..0x7f).contains(&b) || b >= 0x80),
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply
+            .body
+            .contains(&format!("pid=\"{pid}\",process=\"?]0;pwned?x\"")),
+        "{}",
+        reply.body
+    );
 }
 
 /// A user name with a RIGHT-TO-LEFT OVERRIDE (U+202E) in a crafted passwd, under `--procfs`:

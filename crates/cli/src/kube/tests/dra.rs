@@ -248,3 +248,85 @@ fn an_unlistable_spec_directory_is_said() {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A claim name the kubelet sends as bytes that are not UTF-8, in an otherwise good answer:
+/// the answer is read (it was "malformed" as a whole before), every other pod and claim is
+/// there and placed, and that claim alone is counted invalid.
+#[test]
+fn a_claim_name_that_is_not_utf8_invalidates_that_claim_alone() {
+    let gpu = "gpu.nvidia.com";
+    let good = answer(vec![
+        pod(
+            "ml",
+            "eval-a",
+            vec![with_claims(
+                container("eval", vec![]),
+                vec![(
+                    "ml",
+                    "shared",
+                    vec![claimed(SHARED_UID, gpu, "gpu-1", Some("s-1"))],
+                )],
+            )],
+        ),
+        pod(
+            "ml",
+            "odd-0",
+            vec![with_claims(
+                container("c", vec![]),
+                vec![(
+                    "ml",
+                    "bad-claim-zz",
+                    vec![claimed(GPU_CLAIM_UID, gpu, "gpu-0", None)],
+                )],
+            )],
+        ),
+        pod(
+            "web",
+            "infer-7",
+            vec![container(
+                "server",
+                vec![devices("nvidia.com/gpu", &[DRA_GPUS[2]])],
+            )],
+        ),
+    ]);
+    // The same length: every length prefix of the message stays right.
+    let at = good.windows(12).position(|w| w == b"bad-claim-zz").unwrap();
+    let mut bytes = good.to_vec();
+    bytes[at + 10..at + 12].copy_from_slice(&[0xff, 0xfe]);
+    let kubelet = Kubelet::start(Reply::Answer(bytes::Bytes::from(bytes)));
+    let got = list_blocking(&kubelet.socket(), DEADLINE).unwrap();
+    let seen: Vec<(&str, Option<&str>)> = got
+        .iter()
+        .map(|a| (a.pod.as_str(), a.claim.as_ref().map(|c| c.name.as_str())))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("eval-a", Some("shared")),
+            ("odd-0", Some("bad-claim-\u{fffd}\u{fffd}")),
+            ("infer-7", None),
+        ]
+    );
+    let node = hypomnesis_testkit::fixtures("dra");
+    let devices: Vec<hypomnesis::GpuDeviceInfo> = DRA_GPUS
+        .iter()
+        .zip(0..)
+        .map(|(uuid, i)| {
+            hypomnesis::GpuDeviceInfo::builder()
+                .index(i)
+                .uuid(Some((*uuid).to_owned()))
+                .build()
+        })
+        .collect();
+    let a = crate::kube::place::place_with(
+        &got,
+        &devices,
+        &crate::kube::place::fixture_files(&node),
+        &[(0, 0), (1, 1), (2, 2)],
+    );
+    assert_eq!(a.invalid, 1);
+    assert!(a.by_gpu[&0].is_empty(), "{:?}", a.by_gpu);
+    assert_eq!(a.by_gpu[&1][0].pod, "eval-a");
+    assert_eq!(a.by_gpu[&2][0].pod, "infer-7");
+    assert!(a.unknown.is_empty(), "{:?}", a.unknown);
+}

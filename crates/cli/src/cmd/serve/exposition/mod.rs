@@ -17,6 +17,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::model::{Sample, present};
+use crate::view::printable::printable;
 
 mod classic;
 mod pods;
@@ -52,15 +53,19 @@ pub fn render(sample: Sample, took: Duration, measurements: u64, stall: Option<S
     }
 }
 
-/// Escapes a label value for the text format: backslash, double quote and line feed.
+/// A label value as the text format carries it: every control character (C0, DEL, C1) and
+/// every mark that reorders text written right to left shown as `?`, as the text views show
+/// them ([`printable`]: a process named `\x1b]0;…\x07` must not retitle the terminal of whoever
+/// runs `curl /metrics`), then backslash and double quote escaped. Every label value taken from
+/// outside (names, paths, the kubelet's answer) goes through here.
 /// (prometheus-client writes label values as given.)
 pub fn label_value(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    for c in raw.chars() {
+    let shown = printable(raw);
+    let mut out = String::with_capacity(shown.len());
+    for c in shown.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
             c => out.push(c),
         }
     }
@@ -583,7 +588,7 @@ impl Exposition {
             single(
                 e,
                 "gpu_allocation_invalid_names",
-                "Allocations whose namespace, pod or container name is not a Kubernetes name (a DNS-1123 label or subdomain): not shown, as no label may hold such a name.",
+                "Allocations whose namespace, pod or container name, or whose DRA claim's namespace or name, is not a Kubernetes name (a DNS-1123 label or subdomain; an empty claim name, one that is not UTF-8): not shown, as no label may hold such a name.",
                 None,
                 n,
             )?;
@@ -609,7 +614,7 @@ impl Exposition {
         gauges(
             e,
             "gpu_claim_memory",
-            "GPU memory the pods of a DRA resource claim hold on a GPU allocated to the claim (each pod once, also when several pods share the claim): what the claim's processes really hold, beside what the claim books.",
+            "GPU memory the processes of a DRA resource claim's containers hold on a GPU allocated to the claim (the containers that hold the claim, not their whole pods; each process once, also when several pods share the claim): what the claim's processes really hold, beside what the claim books. A container holding several claims on one GPU cannot say which its memory is under: that memory is on one series whose claim label lists them all, comma-separated, never on each claim's own (no booking series matches it; a claim held only with others has no series of its own).",
             bytes,
             &self.claims(),
         )?;

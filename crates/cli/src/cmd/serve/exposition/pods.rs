@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use hypomnesis::Container;
 
-use crate::kube::place::claim_names;
+use crate::kube::place::{claim_names, claims_of_containers};
 use crate::kube::{Assignment, Claim};
 
 use super::{Exposition, Known, gauge, known, label_value};
@@ -217,12 +217,18 @@ impl Exposition {
             })
             .collect();
         // A pod with an allocation this node cannot place (a DRA claim's device, until the
-        // node's CDI specs say which GPU it is; a device this node does not have) may hold
-        // its own: whether it is outside is not known, so it has no series.
+        // node's CDI specs say which GPU it is; a device this node does not have) or does not
+        // show (its claim's name is no Kubernetes name) may hold its own: whether it is
+        // outside is not known, so it has no series.
         let unplaced: std::collections::HashSet<(&str, &str)> = a
             .unknown
             .iter()
             .map(|u| (u.namespace.as_str(), u.pod.as_str()))
+            .chain(
+                a.withheld
+                    .iter()
+                    .map(|(ns, pod)| (ns.as_str(), pod.as_str())),
+            )
             .collect();
         self.pod_sums()
             .into_iter()
@@ -239,41 +245,59 @@ impl Exposition {
             .collect()
     }
 
-    /// One series per (GPU, claim) for the DRA claims allocated a GPU: the memory the claim's
-    /// pods hold on it, each pod once however many of its containers share the claim, and
-    /// each once when several pods share one claim.
+    /// One series per (GPU, claims) for the DRA claims allocated a GPU: the memory of the
+    /// processes of the containers that hold the claim there (a container, not its whole pod:
+    /// two containers of a pod, each with its own claim, are each their own claim's), each
+    /// process once. A container holding several claims on one GPU cannot say which of them
+    /// its memory is under: it goes to one series for that set of claims, whose `claim`
+    /// label lists them (`a,b`, as the process series' label does), never to each claim's
+    /// own, so no memory is counted twice and no claim is credited with another's (no
+    /// booking series has such a label: the over-booking alert does not judge it). A claim
+    /// held only together with others has no series of its own.
     pub(super) fn claims(&self) -> Vec<(Known, i64)> {
         let Some(a) = self.assignment() else {
             return Vec::new();
         };
-        let sums = self.pod_sums();
-        let mut out = Vec::new();
-        for (&gpu, holders) in &a.by_gpu {
-            let mut pods: BTreeMap<&crate::kube::Claim, std::collections::BTreeSet<(&str, &str)>> =
-                BTreeMap::new();
-            for h in holders {
-                if let Some(c) = &h.claim {
-                    pods.entry(c)
-                        .or_default()
-                        .insert((h.namespace.as_str(), h.pod.as_str()));
-                }
+        let held_by = claims_of_containers(a);
+        // Every set a container holds has a series, 0 when its processes hold nothing.
+        let mut sums: BTreeMap<(u32, &[&Claim]), u64> = held_by
+            .iter()
+            .map(|(&(gpu, ..), claims)| ((gpu, claims.as_slice()), 0))
+            .collect();
+        for ((gpu, pid), held) in self.held() {
+            let Some(c) = self
+                .sample
+                .contexts
+                .get(&pid)
+                .and_then(|ctx| ctx.container.as_ref())
+            else {
+                continue;
+            };
+            let (Some(ns), Some(pod), Some(name)) = (&c.namespace, &c.pod, &c.name) else {
+                continue;
+            };
+            let Some(claims) = held_by.get(&(gpu, ns.as_str(), pod.as_str(), name.as_str())) else {
+                continue;
+            };
+            if let Some(sum) = sums.get_mut(&(gpu, claims.as_slice())) {
+                *sum = sum.saturating_add(held.used);
             }
-            for (claim, members) in pods {
-                let used = sums
-                    .iter()
-                    .filter(|p| p.gpu == gpu)
-                    .filter(|p| matches!((p.namespace, p.name), (Some(ns), Some(n)) if members.contains(&(ns, n))))
-                    .fold(0_u64, |acc, p| acc.saturating_add(p.used));
+        }
+        sums.into_iter()
+            .map(|((gpu, claims), used)| {
+                // One namespace, the pod's, as Kubernetes has it; each named once if not.
+                let mut namespaces: Vec<&str> =
+                    claims.iter().map(|c| c.namespace.as_str()).collect();
+                namespaces.dedup();
                 let labels = known([
                     ("gpu", gpu.to_string()),
                     ("uuid", self.uuid_of(gpu)),
-                    ("claim_namespace", label_value(&claim.namespace)),
-                    ("claim", label_value(&claim.name)),
+                    ("claim_namespace", label_value(&namespaces.join(","))),
+                    ("claim", label_value(&claim_names(claims))),
                 ]);
-                out.push((labels, gauge(used)));
-            }
-        }
-        out
+                (labels, gauge(used))
+            })
+            .collect()
     }
 
     /// Whether the pod-resources socket answered (absent where none is in use), how old its

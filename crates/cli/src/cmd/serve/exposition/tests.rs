@@ -493,7 +493,11 @@ fn classic_text_format() {
 #[test]
 fn label_values_are_escaped() {
     assert_eq!(label_value(r#"a"b\c"#), r#"a\"b\\c"#);
-    assert_eq!(label_value("x\ny"), "x\\ny");
+    assert_eq!(
+        label_value("x\ny"),
+        "x?y",
+        "a line feed is a control character"
+    );
     assert_eq!(label_value("plain name"), "plain name");
     let mut s = Sample {
         counted: Some(1),
@@ -504,7 +508,7 @@ fn label_values_are_escaped() {
     let text = render(s, Duration::ZERO, 1, None);
     assert!(
         text.contains(
-            "hypomnesis_gpu_process_memory_bytes{gpu=\"0\",pid=\"9\",process=\"evil\\\"} 1\\nfake_metric 2\"} 1048576\n"
+            "hypomnesis_gpu_process_memory_bytes{gpu=\"0\",pid=\"9\",process=\"evil\\\"} 1?fake_metric 2\"} 1048576\n"
         ),
         "{text}"
     );
@@ -639,6 +643,7 @@ fn a_stall_says_what_it_waits_for() {
     assert!(!calm.contains("measurement_waiting_info{"), "{calm}");
 }
 
+mod labels;
 mod pods;
 
 #[test]

@@ -260,6 +260,94 @@ fn a_pod_with_an_unplaced_claim_is_not_called_outside_its_allocation() {
     );
 }
 
+/// A claim the kubelet names with an empty name (as with any name Kubernetes does not allow)
+/// is counted as an invalid allocation and makes no series: none without a `claim` label, no
+/// allocation of its pod's; its pod is not called outside its allocation; a valid claim on
+/// the same GPU keeps its series.
+#[test]
+fn a_claim_with_an_empty_name_is_counted_and_makes_no_series() {
+    use crate::cmd::serve::allocation::KubeSample;
+    use crate::kube::{Allocation, Claim, DeviceRef, NodeDevices, assign, cdi};
+    let in_pod = |uid: &str, pod: &str| {
+        let mut c = ProcessContext::default();
+        c.container = hypomnesis::parse_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{CONTAINER}.scope\n",
+            uid.replace('-', "_")
+        ));
+        if let Some(k) = c.container.as_mut() {
+            k.namespace = Some("ml".into());
+            k.pod = Some(pod.into());
+            k.name = Some("c".into());
+        }
+        c
+    };
+    let mut s = sample();
+    s.processes = vec![
+        process(20, Some("python3"), 100 * MIB, 0),
+        process(21, Some("python3"), 30 * MIB, 0),
+    ];
+    s.contexts = [
+        (20, in_pod(POD, "trainer-0")),
+        (21, in_pod("8c4d7e5f-3a4b-4c7d-8e1f-2a3b4c5d6e7f", "eval")),
+    ]
+    .into_iter()
+    .map(|(pid, ctx)| (pid, ctx.into()))
+    .collect();
+    let cdi_name = "k8s.gpu.nvidia.com/claim=6f1c2b3a-gpu-0";
+    let claimed = |pod: &str, claim: &str| Allocation {
+        namespace: "ml".into(),
+        pod: pod.into(),
+        container: "c".into(),
+        resource: "gpu.nvidia.com".into(),
+        device: DeviceRef::Dra {
+            driver: "gpu.nvidia.com".into(),
+            pool: "node-a".into(),
+            device: "gpu-0".into(),
+            cdi: vec![cdi_name.into()],
+            share: None,
+        },
+        replica: None,
+        claim: Some(Claim {
+            namespace: "ml".into(),
+            name: claim.into(),
+        }),
+    };
+    let names = std::collections::BTreeMap::from([(
+        cdi_name.to_owned(),
+        cdi::Placed { gpu: 0, mig: None },
+    )]);
+    let gpus = [(0, "GPU-0".to_owned()), (1, "GPU-1".to_owned())];
+    let a = assign(
+        &[claimed("trainer-0", ""), claimed("eval", "shared")],
+        NodeDevices {
+            dra: Some(&names),
+            gpus: &gpus,
+            migs: &[],
+        },
+    );
+    s.kube = Some(KubeSample {
+        answer: Ok(a),
+        age: Duration::ZERO,
+    });
+    let text = render(s, Duration::from_millis(10), 1, None);
+    assert!(
+        text.contains("hypomnesis_gpu_allocation_invalid_names 1\n"),
+        "{text}"
+    );
+    for family in [
+        "hypomnesis_gpu_claim_memory_bytes{",
+        "hypomnesis_gpu_allocation_info{",
+    ] {
+        let series: Vec<&str> = text.lines().filter(|l| l.starts_with(family)).collect();
+        assert_eq!(series.len(), 1, "{family}: {text}");
+        assert!(series[0].contains(",claim=\"shared\""), "{series:?}");
+    }
+    assert!(
+        !text.contains("hypomnesis_gpu_pod_memory_outside_allocation_bytes{"),
+        "trainer-0 holds a device that is not shown: {text}"
+    );
+}
+
 /// A DRA node: pods allocated GPUs through claims (one claim shared by two pods) carry the
 /// claim on their allocation series, the claim's memory counts each pod once, and only a pod
 /// on a GPU its claims do not include is outside its allocation.
@@ -386,4 +474,188 @@ fn claims_label_allocations_sum_their_pods_and_leave_their_pods_inside() {
         1,
         "a whole GPU's claim books no figure: {text}"
     );
+}
+
+/// The series of one family in `text`, each as its labels (name, value) and its value.
+fn series_of(text: &str, family: &str) -> Vec<(Vec<(String, String)>, f64)> {
+    let prefix = format!("{family}{{");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(|rest| {
+            let mut labels = Vec::new();
+            let mut chars = rest.chars();
+            loop {
+                let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+                assert_eq!(chars.next(), Some('"'), "{rest}");
+                let mut value = String::new();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => value.extend(chars.next()),
+                        '"' => break,
+                        c => value.push(c),
+                    }
+                }
+                labels.push((key, value));
+                if chars.next() == Some('}') {
+                    break;
+                }
+            }
+            let value = chars.as_str().trim().parse().unwrap();
+            (labels, value)
+        })
+        .collect()
+}
+
+/// What `HypomnesisGpuClaimOverBooking`'s expression
+/// (`hypomnesis_gpu_claim_memory_bytes > on (gpu, uuid, claim_namespace, claim)
+/// hypomnesis_gpu_claim_memory_booked_bytes`, the rules' `job` and `instance` being one
+/// target's) gives over an exposition: the claims it fires for.
+fn over_booked(text: &str) -> Vec<String> {
+    let on = |labels: &[(String, String)]| -> Vec<(String, String)> {
+        let mut key: Vec<(String, String)> = labels
+            .iter()
+            .filter(|(k, _)| ["gpu", "uuid", "claim_namespace", "claim"].contains(&k.as_str()))
+            .cloned()
+            .collect();
+        key.sort();
+        key
+    };
+    let booked = series_of(text, "hypomnesis_gpu_claim_memory_booked_bytes");
+    let mut fired: Vec<String> = series_of(text, "hypomnesis_gpu_claim_memory_bytes")
+        .into_iter()
+        .filter(|(labels, held)| {
+            booked
+                .iter()
+                .any(|(b, bytes)| on(b) == on(labels) && held > bytes)
+        })
+        .map(|(labels, _)| {
+            labels
+                .into_iter()
+                .find(|(k, _)| k == "claim")
+                .map(|(_, v)| v)
+                .unwrap_or_default()
+        })
+        .collect();
+    fired.sort();
+    fired
+}
+
+/// A claim's memory is its own containers' processes', not its whole pod's: two containers of
+/// one pod, each with its own claim on the same GPU and each holding 3 GiB, give each claim
+/// 3 GiB (each was credited the pod's 6 GiB, and its 4 GiB booking alerted). A container
+/// holding two claims on one GPU is one series for the pair, never 3 GiB for each; the
+/// family adds up to what the processes hold. Over these series the over-booking alert fires
+/// for the one claim whose container holds more than it books, and for no other.
+#[test]
+#[allow(clippy::too_many_lines)] // three pods, their claims, bookings and every claim series
+fn a_claims_memory_is_its_containers_and_never_counted_twice() {
+    use crate::cmd::serve::allocation::KubeSample;
+    use crate::kube::{Assignment, Claim, Holder};
+    let in_container = |uid: &str, id: char, pod: &str, name: &str| {
+        let mut c = ProcessContext::default();
+        c.container = hypomnesis::parse_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{}.scope\n",
+            uid.replace('-', "_"),
+            CONTAINER.replace('9', &id.to_string())
+        ));
+        if let Some(k) = c.container.as_mut() {
+            k.namespace = Some("ml".into());
+            k.pod = Some(pod.into());
+            k.name = Some(name.into());
+        }
+        c
+    };
+    let other = "8c4d7e5f-3a4b-4c7d-8e1f-2a3b4c5d6e7f";
+    let third = "9d5e8f6a-4b5c-4d8e-9f2a-3b4c5d6e7f8a";
+    let mut s = sample();
+    s.processes = vec![
+        process(20, Some("python3"), 3 * GIB, 0),
+        process(21, Some("python3"), 3 * GIB, 0),
+        process(22, Some("python3"), 3 * GIB, 1),
+        process(23, Some("python3"), 3 * GIB, 1),
+    ];
+    s.contexts = [
+        (20, in_container(POD, '1', "train-0", "a")),
+        (21, in_container(POD, '2', "train-0", "b")),
+        (22, in_container(other, '3', "multi-0", "m")),
+        (23, in_container(third, '4', "greedy-0", "g")),
+    ]
+    .into_iter()
+    .map(|(pid, ctx)| (pid, ctx.into()))
+    .collect();
+    let claim = |name: &str| Claim {
+        namespace: "ml".into(),
+        name: name.into(),
+    };
+    let held = |pod: &str, container: &str, name: &str| Holder {
+        namespace: "ml".into(),
+        pod: pod.into(),
+        container: container.into(),
+        claim: Some(claim(name)),
+        mig: None,
+    };
+    s.kube = Some(KubeSample {
+        answer: Ok(Assignment {
+            by_gpu: [
+                (
+                    0,
+                    vec![held("train-0", "a", "ca"), held("train-0", "b", "cb")],
+                ),
+                (
+                    1,
+                    vec![
+                        held("multi-0", "m", "x"),
+                        held("multi-0", "m", "y"),
+                        held("greedy-0", "g", "small"),
+                    ],
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            booked: [
+                ((0, claim("ca")), 4 * GIB),
+                ((0, claim("cb")), 4 * GIB),
+                ((1, claim("x")), 2 * GIB),
+                ((1, claim("y")), 2 * GIB),
+                ((1, claim("small")), GIB),
+            ]
+            .into_iter()
+            .collect(),
+            ..Assignment::default()
+        }),
+        age: Duration::ZERO,
+    });
+    let text = render(s, Duration::from_millis(10), 1, None);
+    let held_by: Vec<(String, f64)> = series_of(&text, "hypomnesis_gpu_claim_memory_bytes")
+        .into_iter()
+        .map(|(labels, v)| {
+            let get = |k: &str| {
+                labels
+                    .iter()
+                    .find(|(key, _)| key == k)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            };
+            (
+                format!("{}/{}/{}", get("gpu"), get("claim_namespace"), get("claim")),
+                v / f64::from(1_u32 << 30),
+            )
+        })
+        .collect();
+    assert_eq!(
+        held_by,
+        [
+            ("0/ml/ca".to_owned(), 3.0),
+            ("0/ml/cb".to_owned(), 3.0),
+            ("1/ml/small".to_owned(), 3.0),
+            ("1/ml/x,y".to_owned(), 3.0),
+        ],
+        "{text}"
+    );
+    let total: f64 = held_by.iter().map(|(_, v)| v).sum();
+    assert!(
+        (total - 12.0).abs() < f64::EPSILON,
+        "each process once: {total}"
+    );
+    assert_eq!(over_booked(&text), ["small"], "{text}");
 }
