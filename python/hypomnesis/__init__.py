@@ -56,7 +56,7 @@ from .device import (
     sources,
 )
 from .frameworks import FrameworkMemory
-from .ghosts import Ghost, GhostReport, ghosts
+from .ghosts import Ghost, GhostFact, GhostReport, ghosts
 from .host import HostMemory, host_memory
 from .ledger import GpuLedger, Ledger, explain
 from .process import (
@@ -84,6 +84,7 @@ __all__ = [
     "DriverVersionMismatchError",
     "FrameworkMemory",
     "Ghost",
+    "GhostFact",
     "GhostReport",
     "GpuLedger",
     "GpuLostError",

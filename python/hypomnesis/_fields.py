@@ -145,8 +145,16 @@ FIELDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
         ("reap_parent", "Optional[int]"),
         ("remedy_text", "str"),
     ),
+    "GhostFact": (
+        ("ghost_class", "str"),
+        ("device_index", "int"),
+        ("pid", "int"),
+        ("evidence", "Tuple[str, ...]"),
+    ),
     "GhostReport": (
         ("ghosts", "Tuple[Ghost, ...]"),
+        ("facts", "Tuple[GhostFact, ...]"),
+        ("complete", "bool"),
         ("unseen", "Tuple[str, ...]"),
         ("scanned_processes", "Optional[int]"),
         ("scan_complete", "Optional[bool]"),

@@ -170,8 +170,16 @@ class _Ghost(TypedDict):
     reap_parent: int | None
     remedy_text: str
 
+class _GhostFact(TypedDict):
+    ghost_class: str
+    device_index: int
+    pid: int
+    evidence: list[str]
+
 class _GhostReport(TypedDict):
     ghosts: list[_Ghost]
+    facts: list[_GhostFact]
+    complete: bool
     unseen: list[str]
     scanned_processes: int | None
     scan_complete: bool | None

@@ -40,12 +40,14 @@ class Ghost:
     bytes: int
     """The memory it holds on this GPU."""
     holders: Tuple[int, ...]
-    """Processes holding this GPU's device file that the driver does not list."""
+    """Processes holding this GPU's device file that may hold this memory (for memory whose
+    charged process is not here): never hmn itself, nor a client without a context."""
     evidence: Tuple[str, ...]
     """What was read that shows the class, one fact a line."""
     remedy: str
     """What frees it: ``kill`` (the pids of :attr:`kill`), ``reap`` (by :attr:`reap_parent`),
-    ``gpu_reset``, or ``unknown``."""
+    ``gpu_reset``, or ``unknown`` (:attr:`remedy_text` says why). A kill or a GPU reset is
+    given only from evidence read on this host, which :attr:`evidence` shows."""
     kill: Tuple[int, ...]
     """The processes to end, when :attr:`remedy` is ``kill``."""
     reap_parent: Optional[int]
@@ -63,17 +65,39 @@ class Ghost:
 
 @native_type
 @dataclass(frozen=True)
+class GhostFact:
+    """A fact about a listed process that is no proof its memory is abandoned (an orphan at
+    work, a zombie leader whose threads run, or one whose activity is not known)."""
+
+    ghost_class: str
+    """The class it would be, were it idle: one of :data:`CLASSES`."""
+    device_index: int
+    """The GPU it holds memory on."""
+    pid: int
+    """The process."""
+    evidence: Tuple[str, ...]
+    """What was read, one fact a line, the last saying why it is no ghost."""
+
+
+@native_type
+@dataclass(frozen=True)
 class GhostReport:
-    """Every ghost found, and what could not be looked at."""
+    """Every ghost found, the facts that are no ghosts, and what could not be looked at."""
 
     ghosts: Tuple[Ghost, ...]
     """The ghosts, by GPU row order, then the memory no process accounts for."""
+    facts: Tuple[GhostFact, ...]
+    """Facts about listed processes that are not ghosts."""
+    complete: bool
+    """Whether every listed GPU process was looked at (none hidden, outside this PID namespace
+    or unreadable, every GPU's list read): "no ghosts" means something only then."""
     unseen: Tuple[str, ...]
     """What could not be seen or read, and why (never guessed into a class)."""
     scanned_processes: Optional[int]
     """Processes whose descriptors were scanned; ``None`` when nothing needed the scan."""
     scan_complete: Optional[bool]
-    """Whether the scan looked at every process before its deadline."""
+    """Whether the scan saw every process of the host and each one's descriptors (only then
+    may it conclude that nothing holds a ghost's memory); ``None`` without a scan."""
 
     @property
     def bytes_by_class(self) -> Dict[str, int]:

@@ -159,10 +159,34 @@ impl<'a> GhostView<'a> {
     }
 }
 
-/// Every ghost found, what could not be seen, and how the scan of descriptors went.
+/// A fact about a listed process that is no proof of a ghost (an orphan at work), flat.
+#[derive(Debug, Serialize)]
+pub struct GhostFactView<'a> {
+    /// The class it would be, were it idle (`class` is a keyword in Python).
+    ghost_class: &'static str,
+    device_index: u32,
+    pid: u32,
+    evidence: &'a [String],
+}
+
+impl<'a> GhostFactView<'a> {
+    pub fn new(f: &'a hypomnesis::GhostFact) -> Self {
+        Self {
+            ghost_class: f.class.as_str(),
+            device_index: f.device_index,
+            pid: f.pid,
+            evidence: &f.evidence,
+        }
+    }
+}
+
+/// Every ghost found, the facts that are no ghosts, what could not be seen, and how the scan
+/// of descriptors went.
 #[derive(Debug, Serialize)]
 pub struct GhostReportView<'a> {
     ghosts: Vec<GhostView<'a>>,
+    facts: Vec<GhostFactView<'a>>,
+    complete: bool,
     unseen: &'a [String],
     scanned_processes: Option<u64>,
     scan_complete: Option<bool>,
@@ -172,9 +196,11 @@ impl<'a> GhostReportView<'a> {
     pub fn new(r: &'a hypomnesis::GhostReport) -> Self {
         Self {
             ghosts: r.ghosts.iter().map(GhostView::new).collect(),
+            facts: r.facts.iter().map(GhostFactView::new).collect(),
+            complete: r.complete,
             unseen: &r.unseen,
             scanned_processes: r.holder_scan.map(|s| s.processes),
-            scan_complete: r.holder_scan.map(|s| s.complete),
+            scan_complete: r.holder_scan.map(|s| s.saw_everything()),
         }
     }
 

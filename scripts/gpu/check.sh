@@ -110,6 +110,44 @@ echo "nodes online: $(cat /sys/devices/system/node/online 2>/dev/null || echo '(
 for n in /sys/devices/system/node/node*; do
   [ -d "$n" ] && echo "$(basename "$n"): cpus $(cat "$n/cpulist" 2>/dev/null) $(grep -m1 MemTotal "$n/meminfo" 2>/dev/null | awk '{print $4, $5}')"
 done
+# Whose numbers the driver's pids are for a process in a PID namespace of its own: the library
+# takes them as the caller's namespace's from driver 570.86.15 (the open kernel modules'
+# gpu_rmapi.c) and as the host's before. A CUDA process under `unshare --pid --fork
+# --mount-proc` prints its getpid() and what NVML lists from inside; `hmn ps --json` runs inside
+# the namespace too (it must place the process as its own, named, under a caller-numbering
+# driver) and on the host (where its host pid is listed, or it is not listed at all).
+echo "== PID namespace: NVML's pid of a CUDA process in a PID namespace of its own"
+if command -v unshare >/dev/null && python3 -c "import torch, pynvml" 2>/dev/null; then
+  rm -f /tmp/hmn-ns-ready
+  HMN_IN_NS="$H" unshare --pid --fork --mount-proc sh -c '
+python3 -u -c "
+import os, time, torch, pynvml
+x = torch.empty(1 << 28, device=\"cuda\")
+torch.cuda.synchronize()
+pynvml.nvmlInit()
+h = pynvml.nvmlDeviceGetHandleByIndex(0)
+pids = [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)]
+ver = pynvml.nvmlSystemGetDriverVersion()
+print(\"inside the namespace: getpid\", os.getpid(), \"NVML lists\", pids, \"driver\", ver)
+print(\"verdict:\", \"the caller namespace numbers\" if os.getpid() in pids else \"not its own number\")
+open(\"/tmp/hmn-ns-ready\", \"w\").write(str(os.getpid()))
+time.sleep(8)
+" & py=$!
+for _ in $(seq 1 120); do [ -s /tmp/hmn-ns-ready ] && break; sleep 0.25; done
+echo "== hmn ps --json inside the namespace"
+"$HMN_IN_NS" ps --json; echo "(exit $?)"
+"$HMN_IN_NS" doctor | grep "^pids:"
+wait $py
+' & ns=$!
+  for _ in $(seq 1 120); do [ -s /tmp/hmn-ns-ready ] && break; sleep 0.25; done
+  sleep 1
+  echo "== hmn ps on the host while it runs"
+  "$H" ps; echo "(exit $?)"
+  wait $ns
+  rm -f /tmp/hmn-ns-ready
+else
+  echo "(skipped: no unshare, or python3 lacks torch and pynvml)"
+fi
 check "hmn run (nvidia-smi as the command: a CUDA-less child)" "$H" run --interval 50ms -- nvidia-smi -L
 
 echo "== hmn serve"

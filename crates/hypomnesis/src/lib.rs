@@ -97,7 +97,9 @@ pub use host::process::context::{
 };
 #[cfg(unix)]
 pub use host::process::send_signal;
-pub use host::process::visibility::{in_initial_pid_namespace, procfs_mount};
+pub use host::process::visibility::{
+    DriverPidNumbering, driver_pid_numbering, in_initial_pid_namespace, procfs_mount,
+};
 pub use host::process::{
     TreeWalker, descendants, parse_stat, process_cpu_time, process_exists, process_name,
     process_pss_of, process_rss_of, process_start_time, process_tree, started_ago,

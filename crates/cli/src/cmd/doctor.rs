@@ -105,6 +105,7 @@ pub fn run(args: &DoctorArgs, out: &mut impl Write, err: &mut impl Write) -> io:
             .is_none()
             .then(|| crate::view::no_answer_text(deadline, &hypomnesis::in_flight())),
         ghosts: None,
+        pids: None,
     };
     let reports = reports.unwrap_or_default();
     // What `hmn ghosts` would say, summed, within what is left of the deadline (a process in D
@@ -117,6 +118,18 @@ pub fn run(args: &DoctorArgs, out: &mut impl Write, err: &mut impl Write) -> io:
     })
     .flatten()
     .map(|r| GhostSummary::of(&r));
+    let left = deadline.saturating_sub(started.elapsed());
+    extra.pids = within(left, || hypomnesis::device_info(0).ok())
+        .flatten()
+        .filter(|d| d.vendor == Some(hypomnesis::GpuVendor::Nvidia))
+        .map(|d| {
+            let n = hypomnesis::driver_pid_numbering(d.driver_version.as_deref());
+            crate::view::doctor::PidsCheck {
+                callers_numbering: n.callers,
+                why: n.why,
+                initial_pid_namespace: hypomnesis::in_initial_pid_namespace(),
+            }
+        });
     if json {
         render::doctor_json(
             out,

@@ -232,6 +232,20 @@ pub struct DoctorExtra {
     pub sources_error: Option<String>,
     /// What `hmn ghosts` would find, summed (`None`: no GPU, or no answer in time).
     pub ghosts: Option<GhostSummary>,
+    /// Whose PID namespace numbers the NVIDIA driver's pids, as hmn takes it, and where hmn
+    /// runs (`None`: no NVIDIA GPU answered in time).
+    pub pids: Option<PidsCheck>,
+}
+
+/// How the driver's pids meet this process's PID namespace.
+#[derive(Debug, Serialize)]
+pub struct PidsCheck {
+    /// Whether the driver's pids are taken as the caller's namespace's (else the host's).
+    pub callers_numbering: bool,
+    /// Why, naming the driver's version.
+    pub why: String,
+    /// Whether hmn runs in the initial PID namespace (`None`: not known).
+    pub initial_pid_namespace: Option<bool>,
 }
 
 /// How many ghosts there are and the bytes of each class (see `hmn ghosts`).
@@ -278,6 +292,22 @@ pub fn extra_lines(out: &mut impl Write, extra: &DoctorExtra) -> io::Result<()> 
     }
     if let Some(e) = &extra.sources_error {
         writeln!(out, "GPU sources: {e}")?;
+    }
+    if let Some(p) = &extra.pids {
+        let here = match p.initial_pid_namespace {
+            Some(true) => {
+                "hmn runs in the initial PID namespace, where every process has its number"
+            }
+            Some(false) if p.callers_numbering => {
+                "hmn runs in a PID namespace of its own: the driver lists its processes only"
+            }
+            Some(false) => {
+                "hmn runs in a PID namespace of its own: every listed pid is outside it unless \
+                 --procfs names the host's procfs"
+            }
+            None => "whether hmn runs in the initial PID namespace is not known",
+        };
+        writeln!(out, "pids: {}; {here}", p.why)?;
     }
     if let Some(g) = &extra.ghosts {
         if g.count == 0 && g.complete {

@@ -439,8 +439,13 @@ struct PsJson<'a> {
     /// With `--why`: a fact about it that is no proof of a ghost (an orphan at work), `null`
     /// for none (absent without `--why`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    ghost_fact: Option<Option<&'a hypomnesis::GhostFact>>,
+    ghost_fact: Option<FactCell<'a>>,
 }
+
+/// A row's fact under `--why`: `null` when it has none.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct FactCell<'a>(Option<&'a hypomnesis::GhostFact>);
 
 /// A row's ghost under `--why`: `null` when it is none.
 #[derive(Serialize)]
@@ -474,7 +479,7 @@ pub fn ps_json(out: &mut impl Write, rows: &[PsRow]) -> io::Result<()> {
             paged: r.spill.map(|s| s.paged),
             shared_share: r.spill.map(|s| s.shared_share),
             ghost: r.why.cell().map(|_| GhostCell(r.why.ghost())),
-            ghost_fact: r.why.cell().map(|_| r.why.fact()),
+            ghost_fact: r.why.cell().map(|_| FactCell(r.why.fact())),
             numa_node: r.gpu_node.map(|(n, _)| n),
             numa_node_bytes: r.gpu_node.and_then(|(_, b)| b),
         })

@@ -306,6 +306,7 @@ mod tests {
             hidepid: Some("/p is mounted with hidepid=invisible: x; run as root".into()),
             hidepid_option: Some("hidepid=invisible".into()),
             initial_pid_namespace: Some(true),
+            root: Some(false),
         };
         let rows = [
             row(1, Some(UnreadableReason::HiddenByHidepid)),
@@ -375,6 +376,7 @@ mod tests {
             hidepid: Some("/proc is mounted with hidepid=invisible: y; run as root".into()),
             hidepid_option: Some("hidepid=invisible".into()),
             initial_pid_namespace: Some(true),
+            root: Some(false),
         };
         assert_eq!(
             hidden_line(std::slice::from_ref(&h), &causes),

@@ -1,7 +1,7 @@
 //! Advice that can hurt (issue 56), each case with real processes and kernel objects: the
 //! number the driver charges being a thread's; the holders of a GPU's device file, told by
 //! their device numbers on a node stood in by a private mount namespace (`util::gpunode`),
-//! among them a context-less `nvidia-persistenced` and a plain file named `/dev/nvidia0`; a
+//! among them a context-less `nvidia-persistenced` and a plain file named `/dev/nvidia7`; a
 //! pid reused by a process that holds no descriptor of the GPU; a busy `nohup` job after its
 //! session ended; a zombie leader whose thread runs; a process in and out of `D` (a job
 //! writing to slow storage, stood in by a `vfork` parent whose child sleeps a while each
@@ -110,7 +110,7 @@ fn a_charged_number_that_is_a_thread_blames_no_process() {
 /// Memory charged to an exited session leader: its child in the session, holding the GPU, is
 /// the one to kill; `nvidia-persistenced` (which keeps the device files open with no context)
 /// is never a suspect; a process nothing ties to the memory is named, not given; a process
-/// in a mount namespace of its own holding a plain file named `/dev/nvidia0` is nothing.
+/// in a mount namespace of its own holding a plain file named `/dev/nvidia7` is nothing.
 #[test]
 fn the_device_files_holders_are_judged_by_their_device_numbers() {
     if !gpunode::can_stand_in() {
@@ -120,14 +120,14 @@ fn the_device_files_holders_are_judged_by_their_device_numbers() {
     // placeholder the script fills in before hmn reads it.
     let lines = r#"
 cp /bin/sleep "$node/nvidia-persistenced"
-"$node/nvidia-persistenced" 60 < /dev/nvidia0 & persistenced=$!
-sleep 60 < /dev/nvidia0 & unrelated=$!
-setsid sh -c 'echo $$ > '"$node"'/leader; sleep 60 < /dev/nvidia0 > /dev/null 2>&1 & echo $! > '"$node"'/child' &
+"$node/nvidia-persistenced" 60 < /dev/nvidia7 & persistenced=$!
+sleep 60 < /dev/nvidia7 & unrelated=$!
+setsid sh -c 'echo $$ > '"$node"'/leader; sleep 60 < /dev/nvidia7 > /dev/null 2>&1 & echo $! > '"$node"'/child' &
 wait $!
 while [ ! -s "$node/child" ]; do sleep 0.01; done
 leader=$(cat "$node/leader"); child=$(cat "$node/child")
 while [ -d /proc/$leader ]; do sleep 0.01; done
-unshare --mount sh -c 'mount -t tmpfs x /dev && touch /dev/nvidia0 && exec sleep 60 < /dev/nvidia0' & named=$!
+unshare --mount sh -c 'mount -t tmpfs x /dev && touch /dev/nvidia7 && exec sleep 60 < /dev/nvidia7' & named=$!
 sleep 0.3
 sed "s/LEADER/$leader/" "$FAKE_NVML_SCENARIO" > "$node/scenario.json"
 echo "$leader $child $persistenced $unrelated $named"
@@ -184,7 +184,7 @@ kill $persistenced $unrelated $child $named
     );
     assert!(
         !evidence.contains(&format!("{named} ")),
-        "a plain file named /dev/nvidia0 is not the GPU: {evidence}"
+        "a plain file named /dev/nvidia7 is not the GPU: {evidence}"
     );
     assert!(j["holder_scan"]["complete"].as_bool().unwrap(), "{j:#}");
 }
@@ -199,7 +199,7 @@ fn a_reused_pid_is_not_blamed() {
     }
     let lines = r#"
 sleep 60 & daemon=$!
-sleep 60 < /dev/nvidia0 & holder=$!
+sleep 60 < /dev/nvidia7 & holder=$!
 sed "s/DAEMON/$daemon/" "$FAKE_NVML_SCENARIO" > "$node/scenario.json"
 echo "$daemon $holder"
 FAKE_NVML_SCENARIO="$node/scenario.json" "$HMN" ghosts --json || true

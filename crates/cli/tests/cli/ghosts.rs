@@ -1,6 +1,6 @@
 //! `hmn ghosts` against the fake NVML listing real processes: a pid that has exited (a reaped
 //! child), a real unreaped zombie, a live process that is none of them; and, as root on a GPU
-//! node stood in by a private mount namespace (`util::gpunode`: `/dev/nvidia0` a character
+//! node stood in by a private mount namespace (`util::gpunode`: `/dev/nvidia7` a character
 //! device told by its number), real processes of the exited pid's process group holding it,
 //! which `hmn` names as the holders of its memory. Exit 0 when there is no ghost and every
 //! process was seen, 1 when there is one; `hmn doctor` sums them up.
@@ -10,7 +10,7 @@
 //! `.ci/run` sets).
 #![cfg(target_os = "linux")]
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use support::{FakeVariant, empty_dir, fake_nvml, write_scenario};
 
@@ -132,7 +132,7 @@ fn a_real_zombie_names_the_parent_that_must_reap_it() {
 }
 
 /// As root on a GPU node stood in by a private mount namespace (`util::gpunode`): two
-/// processes in the exited pid's process group hold `/dev/nvidia0` (the GPU by its device
+/// processes in the exited pid's process group hold `/dev/nvidia7` (the GPU by its device
 /// number), one holds only a plain file of that name in a mount namespace of its own: the
 /// two are the holders to kill, the third is nothing.
 #[test]
@@ -141,12 +141,12 @@ fn the_processes_holding_the_device_file_are_named_as_the_holders() {
         return;
     }
     let lines = r#"
-setsid sh -c 'echo $$ > '"$node"'/leader; sleep 30 < /dev/nvidia0 > /dev/null 2>&1 & echo $! > '"$node"'/a; sleep 30 < /dev/nvidia0 > /dev/null 2>&1 & echo $! > '"$node"'/b' &
+setsid sh -c 'echo $$ > '"$node"'/leader; sleep 30 < /dev/nvidia7 > /dev/null 2>&1 & echo $! > '"$node"'/a; sleep 30 < /dev/nvidia7 > /dev/null 2>&1 & echo $! > '"$node"'/b' &
 wait $!
 while [ ! -s "$node/b" ]; do sleep 0.01; done
 leader=$(cat "$node/leader"); a=$(cat "$node/a"); b=$(cat "$node/b")
 while [ -d /proc/$leader ]; do sleep 0.01; done
-unshare --mount sh -c 'mount -t tmpfs x /dev && touch /dev/nvidia0 && exec sleep 30 < /dev/nvidia0' & c=$!
+unshare --mount sh -c 'mount -t tmpfs x /dev && touch /dev/nvidia7 && exec sleep 30 < /dev/nvidia7' & c=$!
 sleep 0.3
 sed "s/LEADER/$leader/" "$FAKE_NVML_SCENARIO" > "$node/scenario.json"
 echo "holders $a $b"

@@ -1,9 +1,11 @@
 //! `hmn` in a PID namespace of its own with its own `/proc` (a container started without the
-//! host's PID namespace and without the host's procfs): the driver numbers processes as the
-//! initial namespace does, so a listed pid that also exists here is another process. The test
+//! host's PID namespace and without the host's procfs). A driver before 570.86.15 numbers
+//! processes as the initial namespace does, so a listed pid that also exists here is another
+//! process; from 570.86.15 the driver numbers them as the caller's namespace does. The test
 //! makes the namespace with `unshare --pid --fork --mount-proc`, starts a `sleep` there, and has
-//! the fake NVML list that sleep's local number with 29 GiB: the row must be outside, unnamed,
-//! with no command, and nothing may be read or signalled under that number.
+//! the fake NVML list that sleep's local number with 29 GiB: under a 565 driver the row must be
+//! outside, unnamed, with no command, and nothing may be read or signalled under that number;
+//! under a 590 driver it is the local sleep.
 //!
 //! Needs root and util-linux's `unshare`; where they are missing the test says `skipped: …` and
 //! passes, unless `HYPOMNESIS_REQUIRE_EXTERNAL=1` (as `.ci/run` sets).
@@ -35,11 +37,11 @@ fn dir() -> PathBuf {
 
 /// Runs `hmn ARGS` (each a shell word) inside a new PID namespace with its own procfs, after a
 /// `sleep 777` whose local pid the fake lists; returns (exit code, stdout, stderr, the pid).
-fn in_namespace(args: &str) -> Option<(i32, String, String, u32)> {
+fn in_namespace(driver: &str, args: &str) -> Option<(i32, String, String, u32)> {
     let d = dir();
     let (pid_file, out, err) = (d.join("pid"), d.join("out"), d.join("err"));
     let scenario = format!(
-        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "free": {},
+        r#"{{"driver_version": "{driver}", "devices": [{{"name": "NVIDIA H200", "total": {}, "free": {},
             "compute_processes": [{{"pid_file": "{}", "used": {}}}]}}]}}"#,
         143_771_u64 << 20,
         100 * GIB,
@@ -85,7 +87,7 @@ fn in_namespace(args: &str) -> Option<(i32, String, String, u32)> {
 
 #[test]
 fn a_driver_pid_that_exists_here_is_not_taken_for_the_local_process() {
-    let Some((code, out, err, pid)) = in_namespace("ps --json") else {
+    let Some((code, out, err, pid)) = in_namespace("565.57.01", "ps --json") else {
         return;
     };
     assert_eq!(code, 0, "{err}");
@@ -97,7 +99,7 @@ fn a_driver_pid_that_exists_here_is_not_taken_for_the_local_process() {
     assert!(row["name"].is_null() && row["command"].is_null(), "{row}");
     assert!(row["user"].is_null() && row["rss_bytes"].is_null(), "{row}");
     assert_eq!(row["used_bytes"], 29 * GIB + (300 << 20));
-    let Some((_, out, err, pid)) = in_namespace("ps") else {
+    let Some((_, out, err, pid)) = in_namespace("565.57.01", "ps") else {
         return;
     };
     assert!(
@@ -106,9 +108,10 @@ fn a_driver_pid_that_exists_here_is_not_taken_for_the_local_process() {
     );
     assert!(err.contains("outside"), "{err}");
     // `hmn watch PID` follows the local process's RSS, and puts no GPU memory on it.
-    let Some((code, out, err, _)) =
-        in_namespace("watch --interval 100ms --duration 200ms --json $s")
-    else {
+    let Some((code, out, err, _)) = in_namespace(
+        "565.57.01",
+        "watch --interval 100ms --duration 200ms --json $s",
+    ) else {
         return;
     };
     assert_eq!(code, 0, "{err}");
@@ -119,4 +122,26 @@ fn a_driver_pid_that_exists_here_is_not_taken_for_the_local_process() {
         .map(|r| r["used_bytes"].clone())
         .collect();
     assert!(!used.is_empty() && used.iter().all(|u| *u == 0), "{out}");
+}
+
+/// From 570.86.15 the driver numbers processes as the caller's PID namespace does (and leaves
+/// out those it cannot see): the listed number is the local sleep, named and placed here.
+#[test]
+fn a_driver_that_numbers_as_the_caller_does_places_the_local_process() {
+    let Some((code, out, err, pid)) = in_namespace("590.48.01", "ps --json") else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["pid"], pid, "{rows}");
+    assert!(row["unreadable"].is_null(), "{row}");
+    assert_eq!(row["outside_pid_namespace"], false, "{row}");
+    assert_eq!(row["name"], "sleep", "{row}");
+    assert!(
+        row["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("sleep 777")),
+        "{row}"
+    );
 }

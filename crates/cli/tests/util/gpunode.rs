@@ -1,8 +1,8 @@
 //! A GPU node as far as `hmn` reads one, stood in by a private mount namespace (root only):
 //! `/proc/devices` (a file bind-mounted over it) names major 1 (`/dev/null`'s, the kernel's
 //! memory devices) as NVIDIA's `nvidia-frontend`, the driver's information file (a tmpfs over
-//! `/proc/driver`) says GPU 0 has minor 7, and `/dev` (a tmpfs) holds `/dev/nvidia0` as the
-//! character device 1:7, which opens as `/dev/full` does. So a process holding `/dev/nvidia0`
+//! `/proc/driver`) says GPU 0 has minor 7, and `/dev` (a tmpfs) holds `/dev/nvidia7` as the
+//! character device 1:7, which opens as `/dev/full` does. So a process holding `/dev/nvidia7`
 //! holds the GPU by its device number, as on a real node, and nothing else on this host does
 //! (no other process keeps `/dev/full` open).
 //!
@@ -30,7 +30,7 @@ mount -t tmpfs hmn-driver /proc/driver || exit 97
 mkdir -p /proc/driver/nvidia/gpus/0000:01:00.0
 printf 'Model: \t NVIDIA H200\nGPU UUID: \t %s\nBus Location: \t 0000:01:00.0\nDevice Minor: \t 7\n' "$UUID" > /proc/driver/nvidia/gpus/0000:01:00.0/information
 mount -t tmpfs hmn-dev /dev || exit 97
-mknod -m 666 /dev/nvidia0 c 1 7
+mknod -m 666 /dev/nvidia7 c 1 7
 mknod -m 666 /dev/null c 1 3
 "#;
 

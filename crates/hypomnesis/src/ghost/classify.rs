@@ -89,7 +89,8 @@ impl Files {
         let minors = devices
             .iter()
             .filter_map(|(d, _)| {
-                let minor = holders::minor_of(&gpus, d.uuid.as_deref(), d.pci_bus_id.as_deref())?;
+                let minor = holders::minor_of(&gpus, d.uuid.as_deref(), d.pci_bus_id.as_deref())
+                    .or_else(|| crate::gpu::device_minor(d.index))?;
                 Some((d.index, minor))
             })
             .collect();
@@ -109,12 +110,14 @@ impl Files {
         };
         match &self.majors {
             Ok(m) if m.gpu.is_some() => Ok((format!("/dev/nvidia{minor}"), minor)),
-            Ok(_) => Err(
-                "the NVIDIA driver's device major is not in the procfs's devices list, so no \
-                 descriptor can be told to be a GPU's"
-                    .into(),
-            ),
-            Err(why) => Err(format!("the drivers' device majors cannot be read: {why}")),
+            Ok(_) => Err(format!(
+                "GPU {index}'s device file is not known here: the procfs's devices list names no \
+                 NVIDIA major, so no descriptor can be told to be a GPU's"
+            )),
+            Err(why) => Err(format!(
+                "GPU {index}'s device file is not known here: the drivers' device majors cannot \
+                 be read: {why}"
+            )),
         }
     }
 }
@@ -253,6 +256,9 @@ impl Held<'_> {
                 (Ok(file), suspects, Ok(gaps))
             }
         };
+        if let Err(why) = &file {
+            evidence.push(why.clone());
+        }
         if let Ok(f) = &file {
             evidence.extend(suspects::lines(f, &suspects));
             match &not_seen {

@@ -218,6 +218,19 @@ pub struct GhostFact {
     pub evidence: Vec<String>,
 }
 
+impl GhostFact {
+    /// A fact given whole (a view's tests, one found elsewhere).
+    #[must_use]
+    pub fn new(class: GhostClass, device_index: u32, pid: u32, evidence: Vec<String>) -> Self {
+        Self {
+            class,
+            device_index,
+            pid,
+            evidence,
+        }
+    }
+}
+
 /// Every ghost found, with what could not be looked at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -311,18 +324,18 @@ impl GhostOptions {
 
 /// Each of `devices`' minor number, the `N` of its device node `/dev/nvidiaN`, as the NVIDIA
 /// driver's `<procfs>/driver/nvidia/gpus/*/information` files give it (matched by UUID, else by
-/// PCI bus id): `(index, minor)` for each device found there; empty where the files are not
-/// (another vendor, no driver, not Linux).
+/// PCI bus id), else as NVML does (`nvmlDeviceGetMinorNumber`): `(index, minor)` for each
+/// device either gives; empty where neither does (another vendor, no driver, not Linux).
 #[must_use]
 pub fn nvidia_device_minors(devices: &[GpuDeviceInfo]) -> Vec<(u32, u32)> {
-    let Ok(procfs) = crate::host::roots::procfs() else {
-        return Vec::new();
-    };
-    let gpus = holders::driver_gpus(procfs);
+    let gpus = crate::host::roots::procfs()
+        .map(holders::driver_gpus)
+        .unwrap_or_default();
     devices
         .iter()
         .filter_map(|d| {
-            let minor = holders::minor_of(&gpus, d.uuid.as_deref(), d.pci_bus_id.as_deref())?;
+            let minor = holders::minor_of(&gpus, d.uuid.as_deref(), d.pci_bus_id.as_deref())
+                .or_else(|| crate::gpu::device_minor(d.index))?;
             Some((d.index, minor))
         })
         .collect()

@@ -63,7 +63,7 @@ pub(crate) struct Suspect {
 /// Who holds the device file of memory charged to a process that is not here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Holders {
-    /// The GPU's device file, as `/dev/nvidia<minor>`; `None` with why it is not known.
+    /// The GPU's device file, as `/dev/nvidia<minor>`, or why it is not known.
     pub file: Result<String, String>,
     /// What the scan did not see (empty: it saw every process and its descriptors); `None`
     /// when no scan has answered yet, with why.
@@ -130,9 +130,9 @@ pub(crate) fn remedy(evidence: &Evidence) -> Remedy {
 }
 
 fn of_holders(h: &Holders) -> Remedy {
-    let file = match &h.file {
-        Ok(file) => file,
-        Err(why) => return unknown(why),
+    let Ok(file) = &h.file else {
+        // Why, at length, is the ghost's evidence.
+        return unknown("who holds it cannot be told: the GPU's device file is not known here");
     };
     let related: Vec<u32> = h
         .suspects

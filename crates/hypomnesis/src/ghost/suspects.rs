@@ -147,7 +147,9 @@ pub(crate) fn lines(file: &str, suspects: &[Suspect]) -> Vec<String> {
                 ),
                 Standing::Exempt(why) => format!("{who} holds {file}: {why}; not a suspect"),
                 Standing::Unrelated => {
-                    format!("{who} holds {file}; whether it holds this memory is not known")
+                    format!(
+                        "{who} holds {file}{context}; whether it holds this memory is not known"
+                    )
                 }
             }
         })

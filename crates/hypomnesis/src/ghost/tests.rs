@@ -313,9 +313,9 @@ fn a_real_orphan_is_a_fact_unless_idle() {
 /// judged. A child in its group with a context is related, so killing it frees the memory;
 /// persistenced holds the file with no context, and is never a suspect; a holder nothing ties
 /// to the memory is named, not given.
-#[test]
-fn an_exited_pids_holders_are_judged() {
-    let t = Tree::new("exited");
+/// The tree of [`an_exited_pids_holders_are_judged`], and its GPU's rows.
+fn exited_tree(name: &str) -> (Tree, [(GpuDeviceInfo, Vec<GpuProcessEntry>); 1]) {
+    let t = Tree::new(name);
     t.driver_gpu(5);
     t.process(4411, 'S', 1, 4400);
     t.holds_gpu(4411);
@@ -332,7 +332,12 @@ fn an_exited_pids_holders_are_judged() {
         row(4400, 3 << 30, Some(UnreadableReason::Exited)),
         row(500, MIB, None),
     ];
-    let devices = [(device(0, (3 << 30) + MIB), rows)];
+    (t, [(device(0, (3 << 30) + MIB), rows)])
+}
+
+#[test]
+fn an_exited_pids_holders_are_judged() {
+    let (t, devices) = exited_tree("exited");
     let report = one_look(&t.0, &devices, quick());
     assert_eq!(report.ghosts.len(), 1, "{report:?}");
     let g = &report.ghosts[0];
@@ -357,7 +362,10 @@ fn an_exited_pids_holders_are_judged() {
         "{text}"
     );
     assert!(
-        text.contains("950 (python) holds /dev/nvidia5; whether it holds this memory is not known"),
+        text.contains(
+            "950 (python) holds /dev/nvidia5 and nvidia-uvm (a CUDA context); whether it holds \
+             this memory is not known"
+        ),
         "{text}"
     );
     assert!(
@@ -374,8 +382,17 @@ fn an_exited_pids_holders_are_judged() {
         matches!(r, Remedy::Unknown { why } if why.contains("1 process holds /dev/nvidia5")),
         "{r:?}"
     );
+}
+
+/// Memory of an exited pid that nothing but context-less clients hold: a GPU reset only when the
+/// scan saw the whole host, and never without the GPU's device file known.
+#[test]
+fn a_reset_only_from_a_scan_of_the_whole_host() {
+    let (t, devices) = exited_tree("reset");
+    for pid in [4411, 950] {
+        std::fs::remove_dir_all(t.0.join(pid.to_string())).unwrap();
+    }
     // Nobody but persistenced: a scan of a tree not known to show the host proves nothing...
-    std::fs::remove_dir_all(t.0.join("950")).unwrap();
     let report = one_look(&t.0, &devices, quick());
     let r = &report.ghosts[0].remedy;
     assert!(

@@ -89,6 +89,10 @@ pub(crate) trait Backend: Send + Sync {
             reason: format!("{} gives no per-process activity", self.source()),
         })
     }
+    /// The minor number of one device's file (`/dev/nvidia<minor>`), where the source knows it.
+    fn device_minor(&self, _index: u32) -> Result<Option<u32>> {
+        Ok(None)
+    }
     /// MIG mode and instances of one device. Sources that know nothing of MIG say "unknown".
     fn mig_state(&self, index: u32) -> Result<MigState> {
         Ok(MigState::unknown(index, self.source()))

@@ -303,6 +303,15 @@ impl Dispatcher<'_> {
         }
     }
 
+    pub(super) fn device_minor(&self, index: u32) -> Result<Option<u32>> {
+        match self.locate(index)? {
+            Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::DeviceInfo, |b| {
+                b.device_minor(i)
+            }),
+            Target::Other { .. } => Ok(None),
+        }
+    }
+
     pub(super) fn process_activity(&self, index: u32, since_us: u64) -> Result<ProcessActivity> {
         match self.locate(index)? {
             Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::DeviceInfo, |b| {

@@ -170,6 +170,12 @@ pub fn process_activity(device_index: u32, since_us: u64) -> Result<ProcessActiv
     dispatcher().process_activity(device_index, since_us)
 }
 
+/// The minor number of GPU `index`'s device file (`/dev/nvidia<minor>`), as NVML gives it
+/// (`nvmlDeviceGetMinorNumber`); `None` for another vendor's device, or where it cannot be read.
+pub(crate) fn device_minor(index: u32) -> Option<u32> {
+    dispatcher().device_minor(index).ok().flatten()
+}
+
 /// Whether GPU `index` runs in MIG (Multi-Instance GPU) mode, and its MIG devices with their
 /// memory: what a user of one instance can use, and which instance is full.
 ///

@@ -58,12 +58,13 @@ pub(crate) fn consistent_reservation(reserved: u64, used: u64, slack: u64) -> Op
 pub(crate) fn own_usage(
     source: GpuQuerySource,
     root: &Path,
+    driver_version: Option<&str>,
     rows: &[(u32, u64)],
     device_used: impl FnOnce() -> Result<u64>,
 ) -> Result<ProcessGpuInfo> {
     let me = std::process::id();
     let own_root = crate::host::roots::procfs_is_own();
-    let driver = procfs::DriverPids::of(root);
+    let driver = procfs::DriverPids::of_driver(root, driver_version);
     // In a PID namespace of its own, this process's number is not the one the driver gives it
     // (and another process may have that number there): it cannot be found in the rows.
     let mine = rows.iter().find(|(pid, _)| {

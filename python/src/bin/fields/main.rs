@@ -28,7 +28,9 @@ use hypomnesis::{
     SourceState, Utilization,
 };
 use record::{Shape, Unsupported, shape_of};
-use shapes::{Device, GhostReportView, GhostView, Mig, MigView, ProcessRow, SnapshotView};
+use shapes::{
+    Device, GhostFactView, GhostReportView, GhostView, Mig, MigView, ProcessRow, SnapshotView,
+};
 
 const GIB: u64 = 1 << 30;
 
@@ -137,11 +139,22 @@ fn ghost() -> hypomnesis::Ghost {
     g
 }
 
+fn ghost_fact() -> hypomnesis::GhostFact {
+    hypomnesis::GhostFact::new(
+        hypomnesis::GhostClass::Orphan,
+        0,
+        4244,
+        vec!["the leader 4240 of its session is gone".into()],
+    )
+}
+
 fn ghost_report() -> hypomnesis::GhostReport {
     let mut r = hypomnesis::GhostReport::default();
     r.ghosts = vec![ghost()];
     r.unseen = vec!["why".into()];
     r.holder_scan = Some(hypomnesis::HolderScan::default());
+    r.facts = vec![ghost_fact()];
+    r.complete = true;
     r
 }
 
@@ -205,6 +218,10 @@ fn samples() -> Result<Samples, Unsupported> {
         ("SourceReport", vec![shape_of(&report)?]),
         ("Snapshot", vec![shape_of(&SnapshotView::new(&snapshot))?]),
         ("Ghost", vec![shape_of(&GhostView::new(&ghost).filled())?]),
+        (
+            "GhostFact",
+            vec![shape_of(&GhostFactView::new(&ghost_fact()))?],
+        ),
         (
             "GhostReport",
             vec![shape_of(&GhostReportView::new(&ghosts).filled())?],

@@ -94,9 +94,14 @@ impl Backend for SmiBackend {
         let device::Listed { gpu, rows, .. } = self.rows(index)?;
         let listed: Vec<(u32, u64)> = rows.iter().map(|r| (r.0, r.1)).collect();
         // nvidia-smi lists compute contexts only: a graphics-only process is "not listed" too.
-        nvidia::own_usage(GpuQuerySource::NvidiaSmi, root, &listed, || {
-            device_info_of(gpu).map(|d| d.used_bytes)
-        })
+        let version = gpu.driver_version.clone();
+        nvidia::own_usage(
+            GpuQuerySource::NvidiaSmi,
+            root,
+            version.as_deref(),
+            &listed,
+            || device_info_of(gpu).map(|d| d.used_bytes),
+        )
     }
 
     fn gpu_processes(&self, index: u32) -> Result<Vec<GpuProcessEntry>> {
@@ -126,7 +131,7 @@ impl Backend for SmiBackend {
         let procs = mig::q_of(&q, gpu_count, gpu.pci_bus_id.as_deref())
             .map_or(&[][..], |qg| qg.processes.as_slice());
         let ids = |pid: u32| mig::instance_ids(procs, pid);
-        let driver = procfs::DriverPids::of(root);
+        let driver = procfs::DriverPids::of_driver(root, gpu.driver_version.as_deref());
         let mut out: Vec<GpuProcessEntry> = rows
             .into_iter()
             .map(|row| {

@@ -67,6 +67,15 @@ impl Loaded {
 
     /// The driver's per-process activity samples newer than `since_us`: the sizing call, then
     /// a buffer that size (again while the list grows); `NOT_FOUND` is no sample, not an error.
+    /// The minor number of GPU `index`'s device file; `None` when the driver does not say.
+    pub(super) fn minor_number(&self, index: u32) -> std::result::Result<Option<u32>, Failure> {
+        let dev = self.device(index)?;
+        Ok(self
+            .nvml
+            .minor_number(dev)
+            .and_then(std::result::Result::ok))
+    }
+
     pub(super) fn process_activity(
         &self,
         index: u32,

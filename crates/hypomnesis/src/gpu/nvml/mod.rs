@@ -52,7 +52,8 @@ impl NvmlBackend {
     fn processes(index: u32, names: bool) -> Result<Vec<GpuProcessEntry>> {
         Self::with(|l| {
             let root = procfs::root()?;
-            let driver = procfs::DriverPids::of(root);
+            let version = l.driver_version();
+            let driver = procfs::DriverPids::of_driver(root, version.as_deref());
             let rows = l.run(|l| l.raw_processes(index))?;
             // Under MPS the server holds its clients' contexts: it is named as such. Without
             // names that costs one `comm` read per process, only where MPS clients are listed.
@@ -149,6 +150,10 @@ impl Backend for NvmlBackend {
         Self::with(|l| l.run(|l| l.process_activity(index, since_us)))
     }
 
+    fn device_minor(&self, index: u32) -> Result<Option<u32>> {
+        Self::with(|l| l.run(|l| l.minor_number(index)))
+    }
+
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         Self::with(|l| {
             let root = procfs::root()?;
@@ -157,9 +162,14 @@ impl Backend for NvmlBackend {
                 .iter()
                 .map(|r| (r.pid, r.used))
                 .collect();
-            nvidia::own_usage(GpuQuerySource::Nvml, root, &rows, || {
-                l.run(|l| l.device_info(index)).map(|d| d.used_bytes)
-            })
+            let version = l.driver_version();
+            nvidia::own_usage(
+                GpuQuerySource::Nvml,
+                root,
+                version.as_deref(),
+                &rows,
+                || l.run(|l| l.device_info(index)).map(|d| d.used_bytes),
+            )
         })
     }
 

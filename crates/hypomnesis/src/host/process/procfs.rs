@@ -13,6 +13,7 @@ use std::path::Path;
 
 use super::leader::Leader;
 use super::visibility::Lookup;
+use super::visibility::{Numbering, numbering};
 use crate::types::UnreadableReason;
 
 /// The procfs root in use (see [`crate::host::roots`]).
@@ -331,15 +332,17 @@ pub(crate) fn place(root: &Path, pid: u32) -> PidView {
     view(root, pid, crate::host::roots::procfs_is_own())
 }
 
-/// How the pids a GPU driver reports meet the procfs root in use. NVIDIA's driver numbers
-/// processes as the initial PID namespace does, whoever asks. A caller that reads its own
-/// procfs from a PID namespace of its own (a container without the host's PID namespace)
+/// How the pids a GPU driver reports meet the procfs root in use. Where the driver numbers
+/// processes as the initial PID namespace does ([`Numbering::Host`]), a caller that reads its
+/// own procfs from a PID namespace of its own (a container without the host's PID namespace)
 /// cannot tell which local process, if any, a reported pid is: a local process with the same
 /// number is another process, so every reported pid is outside. With the host's procfs
-/// mounted (`--procfs`), `NSpid` maps them.
+/// mounted (`--procfs`), `NSpid` maps them. Where the driver numbers them as the caller's
+/// namespace does ([`Numbering::Caller`]), they are placed in the caller's own procfs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DriverPids {
-    /// The caller's own procfs, in a PID namespace that is not the initial one.
+    /// The caller's own procfs, in a PID namespace that is not the initial one, with a driver
+    /// that reports the host's pids.
     foreign: bool,
     /// The procfs in use is the caller's own `/proc`.
     own: bool,
@@ -348,14 +351,15 @@ pub(crate) struct DriverPids {
 }
 
 impl DriverPids {
-    /// The relation for the procfs root in use.
-    pub(crate) fn of(root: &Path) -> Self {
+    /// The relation for the procfs root in use and a driver of `version`.
+    pub(crate) fn of_driver(root: &Path, version: Option<&str>) -> Self {
         let own = crate::host::roots::procfs_is_own();
+        let host_numbers = numbering(version).0 == Numbering::Host;
         #[cfg(target_os = "linux")]
-        let foreign = own && super::visibility::facts(root).initial == Some(false);
+        let foreign = own && host_numbers && super::visibility::facts(root).initial == Some(false);
         #[cfg(not(target_os = "linux"))]
         let foreign = {
-            let _ = root;
+            let _ = (root, host_numbers);
             false
         };
         let by_number = own && !foreign && numbers_tell(root);

@@ -133,6 +133,83 @@ pub fn procfs_mount() -> Option<ProcfsMount> {
     }
 }
 
+/// Whose numbers the pids a GPU driver reports are (see [`numbering`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Numbering {
+    /// The initial PID namespace's, whoever asks (NVIDIA's drivers before 570.86.15).
+    Host,
+    /// The caller's own PID namespace's: the driver translates each client's pid into it and
+    /// leaves out the clients it cannot see (from 570.86.15).
+    Caller,
+}
+
+/// The first driver whose process lists number processes as the caller's PID namespace does:
+/// NVIDIA's kernel modules (`src/nvidia/src/kernel/gpu/gpu_rmapi.c` of the open modules, the
+/// resource manager both module flavours build) convert each client's pid into the caller's
+/// namespace from 570.86.15 and skip clients not visible there; at 515.43.04 the same code
+/// returned host pids. The versions between were not read.
+pub(crate) const CALLER_NUMBERING_FROM: (u32, u32, u32) = (570, 86, 15);
+
+/// Whose numbers a driver of `version` (`590.48.01`) reports, and why, in words. An unknown or
+/// unreadable version is taken as [`Numbering::Host`]: in a PID namespace of its own that makes
+/// every listed pid outside, never blaming a local process that merely shares a number.
+pub(crate) fn numbering(version: Option<&str>) -> (Numbering, String) {
+    let parsed = version.and_then(|v| {
+        let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().ok());
+        let major = parts.next()??;
+        let minor = parts.next().unwrap_or(Some(0))?;
+        let patch = parts.next().unwrap_or(Some(0))?;
+        Some((major, minor, patch))
+    });
+    let (a, b, c) = CALLER_NUMBERING_FROM;
+    match (parsed, version) {
+        (Some(v), Some(text)) if v >= CALLER_NUMBERING_FROM => (
+            Numbering::Caller,
+            format!(
+                "driver {text} reports pids in the caller's PID namespace (from {a}.{b}.{c}) and \
+                 leaves out processes it cannot see"
+            ),
+        ),
+        (Some(_), Some(text)) => (
+            Numbering::Host,
+            format!("driver {text} reports the host's pids (before {a}.{b}.{c})"),
+        ),
+        _ => (
+            Numbering::Host,
+            "the driver's version is not known: its pids are taken as the host's, so none is \
+             matched to a process of another PID namespace"
+                .into(),
+        ),
+    }
+}
+
+/// Whose PID namespace numbers the pids a GPU driver reports, as this library takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DriverPidNumbering {
+    /// `true`: the caller's own namespace's (NVIDIA's drivers from 570.86.15 translate each
+    /// client's pid and leave out those the caller cannot see); `false`: the initial
+    /// namespace's (older drivers, or a version not known).
+    pub callers: bool,
+    /// Why, in a sentence naming the driver's version.
+    pub why: String,
+}
+
+/// Whose numbers the pids of a driver of `driver_version` (`590.48.01`, as
+/// [`crate::GpuDeviceInfo::driver_version`] gives it) are, as the placing of GPU processes takes
+/// them: in a PID namespace of its own with its own procfs, a caller that takes them as the
+/// host's shows every listed pid as outside, one that takes them as its own places them among
+/// its processes. An unknown version is taken as the host's, which never blames a local process
+/// that merely shares a number.
+#[must_use]
+pub fn driver_pid_numbering(driver_version: Option<&str>) -> DriverPidNumbering {
+    let (n, why) = numbering(driver_version);
+    DriverPidNumbering {
+        callers: n == Numbering::Caller,
+        why,
+    }
+}
+
 /// Whether this process runs in the initial PID namespace, whose numbers NVML reports (a
 /// container's own PID namespace is not); `None` where that cannot be told (not Linux).
 #[must_use]
@@ -250,6 +327,32 @@ mod linux {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whose_numbers_a_driver_reports_by_its_version() {
+        for (v, want) in [
+            (Some("590.48.01"), Numbering::Caller),
+            (Some("570.86.15"), Numbering::Caller),
+            (Some("570.86.10"), Numbering::Host),
+            (Some("570.124"), Numbering::Caller),
+            (Some("565.57.01"), Numbering::Host),
+            (Some("515.43.04"), Numbering::Host),
+            (Some("610"), Numbering::Caller),
+            (Some("5x0.1"), Numbering::Host),
+            (Some(""), Numbering::Host),
+            (None, Numbering::Host),
+        ] {
+            let (got, why) = numbering(v);
+            assert_eq!(got, want, "{v:?}: {why}");
+            assert!(!why.is_empty());
+        }
+        assert!(
+            numbering(Some("590.48.01"))
+                .1
+                .contains("caller's PID namespace")
+        );
+        assert!(numbering(None).1.contains("not known"));
+    }
 
     fn facts(hidepid: Hidepid, hides: Option<bool>, initial: bool) -> Facts {
         Facts {

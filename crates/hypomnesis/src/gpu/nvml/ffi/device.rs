@@ -63,6 +63,16 @@ impl Nvml {
         ))
     }
 
+    /// The minor number of the GPU's device file, `/dev/nvidia<minor>`
+    /// (`nvmlDeviceGetMinorNumber`); `None` when the symbol is missing.
+    pub(crate) fn minor_number(&self, dev: Device) -> Option<Result<u32, NvmlReturn>> {
+        Some(device_uint(
+            "nvmlDeviceGetMinorNumber",
+            self.minor_number?,
+            dev,
+        ))
+    }
+
     /// GPU and memory utilization; `None` when the symbol is missing.
     pub(crate) fn utilization(&self, dev: Device) -> Option<Result<UtilizationRates, NvmlReturn>> {
         let f = self.utilization?;

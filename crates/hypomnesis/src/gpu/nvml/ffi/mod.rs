@@ -66,6 +66,7 @@ pub(crate) struct Nvml {
     process_utilization: Option<FnProcessUtilization>,
     addressing_mode: Option<FnAddressingMode>,
     numa_node_id: Option<FnDeviceUint>,
+    minor_number: Option<FnDeviceUint>,
     // Declared last so it is dropped after the function pointers above (which point into it).
     _lib: Library,
 }
@@ -142,6 +143,7 @@ impl Nvml {
             process_utilization: sym(&lib, b"nvmlDeviceGetProcessUtilization\0"),
             addressing_mode: sym(&lib, b"nvmlDeviceGetAddressingMode\0"),
             numa_node_id: sym(&lib, b"nvmlDeviceGetNumaNodeId\0"),
+            minor_number: sym(&lib, b"nvmlDeviceGetMinorNumber\0"),
             _lib: lib,
         })
     }
