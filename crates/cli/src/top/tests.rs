@@ -600,6 +600,28 @@ fn ghosts_are_marked_on_their_rows_and_listed_under_ram() {
         !text.lines().any(|l| l.contains("4242") && l.contains('[')),
         "a row that is no ghost has no mark: {text}"
     );
+    // A fact that is no proof (an orphan at work): marked in parentheses, not listed as a
+    // ghost; a new fact is drawn.
+    let mut report = (**screen.ghosts.as_ref().unwrap()).clone();
+    report.facts = vec![hypomnesis::GhostFact::new(
+        GhostClass::Orphan,
+        0,
+        4242,
+        vec!["the leader 4200 of its session is gone".into()],
+    )];
+    let before = screen.clone();
+    screen.ghosts = Some(std::sync::Arc::new(report));
+    let (text, _) = render(&screen, &ViewState::default(), 110, 24);
+    let row = text.lines().find(|l| l.starts_with("4242")).unwrap();
+    assert!(row.contains("(orphan) "), "{text}");
+    let key = text.lines().find(|l| l.starts_with("ghosts:")).unwrap();
+    assert!(!key.contains("4242"), "{key}");
+    assert!(!super::draw::draws_alike(
+        &before,
+        &screen,
+        None,
+        std::time::Duration::from_secs(1)
+    ));
 }
 
 /// Two refreshes that print the same figures draw alike, whatever bytes lie under them; one

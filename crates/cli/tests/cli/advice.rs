@@ -417,3 +417,78 @@ fn a_process_in_and_out_of_d_is_not_stuck() {
     assert_eq!(stuck.len(), 5, "{stuck:?}");
     assert!(stuck.iter().all(|l| l.ends_with(" 0")), "{stuck:?}");
 }
+
+/// The exporter on a GPU node: memory charged to an exited pid whose related holder lives. No
+/// scrape runs the scan of every process's descriptors: the first look starts it on a thread of
+/// its own and says the remedy is not known yet; a later scrape uses it, and publishes its age
+/// and that it saw everything.
+#[test]
+fn the_exporter_scans_in_the_background_and_says_how_old_the_scan_is() {
+    if !gpunode::can_stand_in() {
+        return;
+    }
+    let addr = crate::util::serve::free_port();
+    let lines = format!(
+        r#"
+setsid sh -c 'echo $$ > '"$node"'/leader; sleep 60 < /dev/nvidia7 > /dev/null 2>&1 & echo $! > '"$node"'/child' &
+wait $!
+while [ ! -s "$node/child" ]; do sleep 0.01; done
+leader=$(cat "$node/leader"); child=$(cat "$node/child")
+while [ -d /proc/$leader ]; do sleep 0.01; done
+sed "s/LEADER/$leader/" "$FAKE_NVML_SCENARIO" > "$node/scenario.json"
+FAKE_NVML_SCENARIO="$node/scenario.json" "$HMN" serve --listen {addr} --min-interval 1ms 2> "$node/serve.err" & serve=$!
+python3 - <<'PY'
+import time, urllib.request
+def scrape():
+    t = time.monotonic()
+    for _ in range(100):
+        try:
+            body = urllib.request.urlopen("http://{addr}/metrics", timeout=5).read().decode()
+            return time.monotonic() - t, body
+        except OSError:
+            time.sleep(0.05)
+            t = time.monotonic()
+    raise SystemExit("the exporter never answered")
+for n in range(2):
+    took, body = scrape()
+    lines = [l for l in body.splitlines() if l.startswith(("hypomnesis_gpu_ghost_bytes", "hypomnesis_ghost_scan"))]
+    print(f"scrape {{n}} took {{took:.3f}}")
+    print("\n".join(lines))
+    time.sleep(1.5)
+PY
+kill $serve $child
+"#
+    );
+    let sc = scenario(&[(0, 4 * GIB)], None).replace(r#""pid": 0"#, r#""pid": LEADER"#);
+    let Some(o) = gpunode::script(&sc, &lines) else {
+        return;
+    };
+    let out = String::from_utf8_lossy(&o.stdout);
+    let (first, second) = out
+        .split_once("scrape 1 took")
+        .unwrap_or_else(|| panic!("{out}{}", String::from_utf8_lossy(&o.stderr)));
+    let took = |text: &str| -> f64 {
+        let line = text.lines().next().unwrap_or_default();
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(
+        took(first.trim_start_matches("scrape 0 took")) < 2.0,
+        "no scrape waits: {out}"
+    );
+    let exited = |text: &str| {
+        text.lines()
+            .find(|l| l.contains("class=\"exited\""))
+            .is_some_and(|l| l.ends_with(&format!(" {}", 4 * GIB)))
+    };
+    assert!(exited(first) && exited(second), "{out}");
+    assert!(
+        second.lines().any(|l| l == "hypomnesis_ghost_scan_complete 1"),
+        "the second scrape uses the finished scan: {out}"
+    );
+    assert!(
+        second
+            .lines()
+            .any(|l| l.starts_with("hypomnesis_ghost_scan_age_seconds ")),
+        "{out}"
+    );
+}
