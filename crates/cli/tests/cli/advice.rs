@@ -482,7 +482,9 @@ kill $serve $child
     };
     assert!(exited(first) && exited(second), "{out}");
     assert!(
-        second.lines().any(|l| l == "hypomnesis_ghost_scan_complete 1"),
+        second
+            .lines()
+            .any(|l| l == "hypomnesis_ghost_scan_complete 1"),
         "the second scrape uses the finished scan: {out}"
     );
     assert!(

@@ -144,8 +144,8 @@ pub(crate) enum Numbering {
 }
 
 /// The first driver whose process lists number processes as the caller's PID namespace does:
-/// NVIDIA's kernel modules (`src/nvidia/src/kernel/gpu/gpu_rmapi.c` of the open modules, the
-/// resource manager both module flavours build) convert each client's pid into the caller's
+/// NVIDIA's kernel modules (the resource manager's `gpu_rmapi.c` in the open modules' source,
+/// which both module flavours build) convert each client's pid into the caller's
 /// namespace from 570.86.15 and skip clients not visible there; at 515.43.04 the same code
 /// returned host pids. The versions between were not read.
 pub(crate) const CALLER_NUMBERING_FROM: (u32, u32, u32) = (570, 86, 15);
