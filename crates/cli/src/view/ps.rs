@@ -602,6 +602,29 @@ PID      USER  TYPE     VRAM  SHARED  SPILL  RSS  GPU  DEVICE       COMMAND
         r
     }
 
+    /// `--why` with no process row, only the memory no process accounts for, marked as a
+    /// ghost: the WHY column is shown for it (the footer sums that ghost; the row must say it).
+    #[test]
+    fn the_why_column_shows_for_the_hidden_row_alone() {
+        let ghost = hypomnesis::Ghost::new(hypomnesis::GhostClass::Unaccounted, 0, None, 2 * GIB);
+        let hidden = [Hidden {
+            device_index: 0,
+            device_name: Some("NVIDIA H200".into()),
+            device_vendor: None,
+            bytes: 2 * GIB,
+            mps: false,
+            hidepid: None,
+            why: Why::Ghost(Box::new(ghost)),
+        }];
+        let table = text(|w| ps_table(w, &[], &hidden, None));
+        let header = table.lines().next().unwrap();
+        assert!(header.contains("WHY"), "{table}");
+        assert!(
+            table.lines().nth(1).unwrap().contains("unaccounted"),
+            "{table}"
+        );
+    }
+
     #[test]
     fn context_columns_sorts_and_a_narrow_terminal() {
         let mut graphics = entry(7, Some("Xorg"), 200 * MIB, 0, 0);

@@ -762,25 +762,11 @@ fn a_process_in_a_pod_the_kubelet_dropped_is_a_gone_pod() {
 /// exited (the library's placing calls the row exited): gone, and the thread named as such.
 #[test]
 fn a_thread_number_is_an_exited_process() {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
-    let th = std::thread::spawn(move || {
-        let tid: u32 = std::fs::read_link("/proc/thread-self")
-            .unwrap()
-            .file_name()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        tx.send(tid).unwrap();
-        let _ = stop_rx.recv();
-    });
-    let tid = rx.recv().unwrap();
+    let thread = crate::host::process::leader::Thread::start();
+    let tid = thread.tid;
     let rows = vec![row(tid, 3 << 30, Some(UnreadableReason::Exited))];
     let report = one_look(Path::new("/proc"), &[(device(0, 3 << 30), rows)], quick());
-    stop_tx.send(()).unwrap();
-    th.join().unwrap();
+    drop(thread);
     let g = &report.ghosts[0];
     assert_eq!((g.class, g.pid), (GhostClass::Exited, Some(tid)));
     assert!(

@@ -65,6 +65,52 @@ pub(crate) fn of_status(status: &str, pid: u32) -> Leader {
     }
 }
 
+/// A thread of this (test) process that waits until dropped, and its number: what a driver
+/// that still charges an exited process's pid may name once the number is reused.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) struct Thread {
+    pub(crate) tid: u32,
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(all(test, target_os = "linux"))]
+#[allow(clippy::unwrap_used)]
+impl Thread {
+    pub(crate) fn start() -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let handle = std::thread::spawn(move || {
+            // This thread's number, as procfs names it.
+            let tid: u32 = std::fs::read_link("/proc/thread-self")
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            tx.send(tid).unwrap();
+            let _ = stopped.recv();
+        });
+        Self {
+            tid: rx.recv().unwrap(),
+            stop: Some(stop),
+            handle: Some(handle),
+        }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+impl Drop for Thread {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -83,22 +129,8 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_real_thread_is_not_a_process() {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            // This thread's number, as procfs names it.
-            let tid: u32 = std::fs::read_link("/proc/thread-self")
-                .unwrap()
-                .file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .parse()
-                .unwrap();
-            tx.send(tid).unwrap();
-            let _ = stop_rx.recv();
-        });
-        let tid = rx.recv().unwrap();
+        let thread = Thread::start();
+        let tid = thread.tid;
         let root = Path::new("/proc");
         assert!(root.join(tid.to_string()).is_dir(), "/proc/<tid> opens");
         assert_eq!(of(root, tid), Leader::Thread);
@@ -106,8 +138,7 @@ mod tests {
         let me = std::process::id();
         assert_eq!(of(root, me), Leader::Process);
         assert_eq!(by_status(root, me), Leader::Process);
-        stop_tx.send(()).unwrap();
-        t.join().unwrap();
+        drop(thread);
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let gone = child.id();
         child.wait().unwrap();

@@ -481,6 +481,22 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// The caller's own procfs placed by `kill` where that tells (numbers), and by the
+    /// directory (dirs).
+    #[cfg(target_os = "linux")]
+    fn own_placings(root: &Path) -> (DriverPids, DriverPids) {
+        let numbers = DriverPids {
+            foreign: false,
+            own: true,
+            by_number: numbers_tell(root),
+        };
+        let dirs = DriverPids {
+            by_number: false,
+            ..numbers
+        };
+        (numbers, dirs)
+    }
+
     /// Where `kill(pid, 0)` tells (no hidepid, this namespace's numbers), it tells what the
     /// directory does: a live process, this one, one reaped, a number no process has; and so
     /// do the kept pidfds of a list placed at once.
@@ -496,15 +512,7 @@ mod tests {
         let mut reaped = std::process::Command::new("true").spawn().unwrap();
         let gone = reaped.id();
         reaped.wait().unwrap();
-        let numbers = DriverPids {
-            foreign: false,
-            own: true,
-            by_number: numbers_tell(root),
-        };
-        let dirs = DriverPids {
-            by_number: false,
-            ..numbers
-        };
+        let (numbers, dirs) = own_placings(root);
         let pids = [std::process::id(), live, gone, 0, u32::MAX];
         let placing = numbers.placing(&pids);
         for pid in pids {
@@ -530,32 +538,11 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_threads_number_is_placed_as_an_exited_process() {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            let tid: u32 = std::fs::read_link("/proc/thread-self")
-                .unwrap()
-                .file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .parse()
-                .unwrap();
-            tx.send(tid).unwrap();
-            let _ = stop_rx.recv();
-        });
-        let tid = rx.recv().unwrap();
+        let thread = super::super::leader::Thread::start();
+        let tid = thread.tid;
         let root = Path::new("/proc");
         let exited = PidView::Unseen(tid, UnreadableReason::Exited);
-        let numbers = DriverPids {
-            foreign: false,
-            own: true,
-            by_number: numbers_tell(root),
-        };
-        let dirs = DriverPids {
-            by_number: false,
-            ..numbers
-        };
+        let (numbers, dirs) = own_placings(root);
         assert_eq!(own_by_dir(root, &root.join(tid.to_string()), tid), exited);
         assert_eq!(dirs.place(root, tid), exited);
         assert_eq!(numbers.place(root, tid), exited);
@@ -565,8 +552,7 @@ mod tests {
         }
         // Through a procfs read as another's (a host's mounted in a container): its status.
         assert_eq!(view(root, tid, false), exited);
-        stop_tx.send(()).unwrap();
-        t.join().unwrap();
+        drop(thread);
     }
 
     #[test]
