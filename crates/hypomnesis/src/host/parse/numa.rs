@@ -85,7 +85,7 @@ fn decimal(s: &str) -> Option<u64> {
 /// added, when a count or a page size is not a plain decimal number, a token names a node as
 /// `N<node>=` other than in digits or beyond the kernel's 1,024 nodes, a page size is zero,
 /// not a power of two or larger than 16 GiB, or a node's bytes (this line's, or the sum in
-/// `into`) would pass [`MAX_NODE_BYTES`]: a figure no machine can hold is an error, never a
+/// `into`) would pass 4 PiB (`MAX_NODE_BYTES`): a figure no machine can hold is an error, never a
 /// saturated or wrapped number.
 pub fn numa_maps_line(
     line: &str,
