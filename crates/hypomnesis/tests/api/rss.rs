@@ -1,8 +1,18 @@
 //! Self-consistency of the RAM measurement on any host.
 
+/// The tests that allocate and free hundreds of MiB in this process take turns: one's free
+/// would otherwise fall inside another's before-and-after (a CI run saw 245 MiB of 256).
+static BIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_big_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    BIG.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn touching_256_mib_raises_rss_by_at_least_that() {
     const SIZE: usize = 256 << 20;
+    let _turn = one_big_at_a_time();
     let before = hypomnesis::process_rss().unwrap();
     let mut block = vec![0_u8; SIZE];
     // Write one byte per page so every page is resident (vec![0; n] may map untouched zero pages).
@@ -93,6 +103,7 @@ fn a_forked_child_reads_its_own_rss() {
 #[allow(unsafe_code)] // fork(2), kill(2), waitpid(2) and _exit(2) have no safe wrapper
 fn pages_shared_copy_on_write_count_once_in_pss() {
     const LEN: usize = 128 << 20;
+    let _turn = one_big_at_a_time();
     let size = u64::try_from(LEN).unwrap();
     let mut block = vec![0_u8; LEN];
     for i in (0..block.len()).step_by(4096) {
