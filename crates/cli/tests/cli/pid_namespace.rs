@@ -28,8 +28,11 @@ fn skip(what: &str) {
     eprintln!("skipped: {what}");
 }
 
+/// A folder of its own for each call: the tests run beside each other in one process.
 fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("hmn-pidns-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("hmn-pidns-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
