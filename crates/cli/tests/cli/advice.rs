@@ -4,8 +4,9 @@
 //! among them a context-less `nvidia-persistenced` and a plain file named `/dev/nvidia7`; a
 //! pid reused by a process that holds no descriptor of the GPU; a busy `nohup` job after its
 //! session ended; a zombie leader whose thread runs; a process in and out of `D` (a job
-//! writing to slow storage, stood in by a `vfork` parent whose child sleeps a while each
-//! time). No kill and no GPU reset is advised without the evidence for it.
+//! writing to slow storage, stood in by a `vfork` parent whose child sleeps a second each
+//! time); the exporter's scan in the background. No kill and no GPU reset is advised without
+//! the evidence for it.
 #![cfg(all(feature = "serve", target_os = "linux"))]
 
 use std::io::{BufRead, BufReader};
@@ -349,9 +350,11 @@ fn a_zombie_leader_with_a_live_thread_shows_its_threads_memory() {
     assert_eq!(j["facts"][0]["class"], "zombie", "{j:#}");
 }
 
-/// A C program that is in `D` for 1.5 s at a time and runs a moment between: the parent of a
-/// `vfork` whose child sleeps 1.5 s and exits, again and again (as a job writing a checkpoint
-/// to slow storage is). Built with the system's `cc`; `None` (after saying so) without one.
+/// A C program that is in `D` for a second at a time and runs a moment between: the parent of
+/// a `vfork` whose child sleeps 1 s and exits, again and again (as a job writing a checkpoint
+/// to slow storage is; the issue's was in `D` 1.5 s at a time: 1 s leaves a loaded machine more
+/// room before one stay in `D` outlasts two looks 2 s apart). Built with the system's `cc`;
+/// `None` (after saying so) without one.
 fn flicker() -> Option<std::path::PathBuf> {
     let dir = support::empty_dir();
     let src = dir.join("flicker.c");
@@ -359,7 +362,7 @@ fn flicker() -> Option<std::path::PathBuf> {
         &src,
         "#include <stdio.h>\n#include <sys/wait.h>\n#include <unistd.h>\n\
          int main(void) {\n  puts(\"ready\"); fflush(stdout);\n  for (;;) {\n\
-             pid_t p = vfork();\n    if (p == 0) { usleep(1500000); _exit(0); }\n\
+             pid_t p = vfork();\n    if (p == 0) { usleep(1000000); _exit(0); }\n\
              waitpid(p, 0, 0);\n  }\n}\n",
     )
     .unwrap();
@@ -376,7 +379,7 @@ fn flicker() -> Option<std::path::PathBuf> {
     None
 }
 
-/// A process in `D` for 1.5 s at a time, running a moment between: in `D` at two looks 2 s
+/// A process in `D` a second at a time, running a moment between: in `D` at two looks 2 s
 /// apart, but never stuck, by its context switches, for `hmn ghosts` and across the
 /// exporter's scrapes.
 #[test]
