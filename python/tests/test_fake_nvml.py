@@ -475,14 +475,19 @@ def test_ghosts_of_a_stuck_process_an_orphan_and_memory_no_process_accounts_for(
             ]
         }
         r = run_child(
-            "out(hypomnesis.ghosts(stuck_after=0.1).bytes_by_class)",
+            "report = hypomnesis.ghosts(stuck_after=0.1)\n"
+            "out({'by_class': report.bytes_by_class, "
+            "'facts': [(f.ghost_class, f.pid) for f in report.facts]})",
             scenario,
         )
     finally:
         os.killpg(stuck.pid, 9)
         stuck.wait()
         os.kill(orphan, 9)
-    assert r == {"stuck": 4 * GIB, "orphan": 5 * GIB, "unaccounted": 7 * GIB}, r
+    # The orphan is a fact, not a ghost: the driver keeps no activity samples here, so whether
+    # it is idle is not known (structure alone is no proof of abandonment).
+    assert r["by_class"] == {"stuck": 4 * GIB, "unaccounted": 7 * GIB}, r
+    assert r["facts"] == [["orphan", orphan]], r
 
 
 def test_ghosts_of_a_process_in_a_pod_the_kubelet_removed(tmp_path: Path) -> None:
