@@ -116,6 +116,18 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// A status that is not there is a number no task has; one that cannot be read is not
+    /// known, never "gone" (a process hidden or refused is not one that exited).
+    #[test]
+    fn a_status_missing_is_gone_and_unreadable_is_unknown() {
+        let root = std::env::temp_dir().join(format!("hmn-leader-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("77/status")).unwrap();
+        assert_eq!(by_status(&root, 77), Leader::Unknown, "a status not readable");
+        assert_eq!(by_status(&root, 78), Leader::Gone);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
     #[test]
     fn a_status_says_process_or_thread() {
         let status = |tgid: u32, pid: u32| format!("Name:\tpython3\nTgid:\t{tgid}\nPid:\t{pid}\n");
