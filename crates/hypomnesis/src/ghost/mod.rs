@@ -364,3 +364,5 @@ pub fn ghosts_with(options: GhostOptions) -> Result<GhostReport> {
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
+#[cfg(all(test, target_os = "linux"))]
+mod tests_edges;

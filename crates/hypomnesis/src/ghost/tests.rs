@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-const MIB: u64 = 1 << 20;
+pub(super) const MIB: u64 = 1 << 20;
 const UUID: &str = "GPU-9221d5d1-b60b-a624-bf14-0a1819cfda3b";
 
-fn device(index: u32, allocated: u64) -> GpuDeviceInfo {
+pub(super) fn device(index: u32, allocated: u64) -> GpuDeviceInfo {
     let mut d = GpuDeviceInfo::blank(GpuQuerySource::Nvml);
     d.index = index;
     d.total_bytes = 80 << 30;
@@ -26,19 +26,19 @@ fn device(index: u32, allocated: u64) -> GpuDeviceInfo {
     d
 }
 
-fn row(pid: u32, bytes: u64, unreadable: Option<UnreadableReason>) -> GpuProcessEntry {
+pub(super) fn row(pid: u32, bytes: u64, unreadable: Option<UnreadableReason>) -> GpuProcessEntry {
     let mut p = GpuProcessEntry::blank(GpuQuerySource::Nvml);
     (p.pid, p.used_bytes, p.unreadable) = (pid, bytes, unreadable);
     p.context = Some(crate::types::GpuContextKind::Compute);
     p
 }
 
-fn quick() -> GhostOptions {
+pub(super) fn quick() -> GhostOptions {
     GhostOptions::default().stuck_after(Duration::from_millis(20))
 }
 
 /// A single look under `procfs`, with `activity` and no kubelet layout.
-fn look_with(
+pub(super) fn look_with(
     procfs: &Path,
     devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
     options: GhostOptions,
@@ -57,7 +57,7 @@ fn look_with(
 }
 
 /// A single look under `procfs`, with no activity read and no kubelet layout.
-fn one_look(
+pub(super) fn one_look(
     procfs: &Path,
     devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
     options: GhostOptions,
@@ -66,7 +66,7 @@ fn one_look(
 }
 
 /// The driver's samples of GPU 0, read now: `pid`s with nothing at work since 20 minutes ago.
-fn idle_samples(pids: &[u32]) -> BTreeMap<u32, idle::DeviceActivity> {
+pub(super) fn idle_samples(pids: &[u32]) -> BTreeMap<u32, idle::DeviceActivity> {
     use crate::types::{ProcessActivity, ProcessActivitySample};
     let now = idle::now_us();
     let mut a = idle::DeviceActivity::default();
@@ -82,11 +82,11 @@ fn idle_samples(pids: &[u32]) -> BTreeMap<u32, idle::DeviceActivity> {
     BTreeMap::from([(0, a)])
 }
 
-fn state_of(pid: u32) -> Option<char> {
+pub(super) fn state_of(pid: u32) -> Option<char> {
     look::ids(Path::new("/proc"), pid).map(|s| s.state)
 }
 
-fn wait_for_state(pid: u32, want: char) {
+pub(super) fn wait_for_state(pid: u32, want: char) {
     let t = Instant::now();
     while state_of(pid) != Some(want) {
         assert!(
@@ -101,10 +101,10 @@ fn wait_for_state(pid: u32, want: char) {
 /// as NVIDIA's GPU devices and `/dev/tty`'s (5) as the unified-memory device, so descriptors
 /// linked to real device nodes are told by their numbers: `/dev/zero` (1:5) is the GPU of minor
 /// 5, `/dev/tty` (5:0) a CUDA context's `nvidia-uvm`.
-struct Tree(PathBuf);
+pub(super) struct Tree(pub(super) PathBuf);
 
 impl Tree {
-    fn new(name: &str) -> Self {
+    pub(super) fn new(name: &str) -> Self {
         let root = std::env::temp_dir().join(format!("hmn-ghost-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
@@ -116,15 +116,28 @@ impl Tree {
         Self(root)
     }
 
-    fn process(&self, pid: u32, state: char, parent: u32, pgrp: u32) -> PathBuf {
+    pub(super) fn process(&self, pid: u32, state: char, parent: u32, pgrp: u32) -> PathBuf {
         self.named(pid, "python", state, parent, pgrp)
     }
 
-    fn named(&self, pid: u32, name: &str, state: char, parent: u32, pgrp: u32) -> PathBuf {
+    pub(super) fn named(
+        &self,
+        pid: u32,
+        name: &str,
+        state: char,
+        parent: u32,
+        pgrp: u32,
+    ) -> PathBuf {
+        self.full(pid, name, state, (parent, pgrp, pgrp))
+    }
+
+    /// A process with its relations `(parent, process group, session)`.
+    pub(super) fn full(&self, pid: u32, name: &str, state: char, ids: (u32, u32, u32)) -> PathBuf {
+        let (parent, pgrp, session) = ids;
         let d = self.0.join(pid.to_string());
         std::fs::create_dir_all(&d).unwrap();
         let line = format!(
-            "{pid} ({name}) {state} {parent} {pgrp} {pgrp} 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 {start}",
+            "{pid} ({name}) {state} {parent} {pgrp} {session} 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 {start}",
             start = 1000 + pid
         );
         std::fs::write(d.join("stat"), line).unwrap();
@@ -137,19 +150,19 @@ impl Tree {
         d
     }
 
-    fn holds(&self, pid: u32, fd: u32, target: &str) {
+    pub(super) fn holds(&self, pid: u32, fd: u32, target: &str) {
         let d = self.0.join(pid.to_string()).join("fd");
         std::fs::create_dir_all(&d).unwrap();
         std::os::unix::fs::symlink(target, d.join(fd.to_string())).unwrap();
     }
 
     /// A CUDA process's descriptors: the GPU of minor 5 and the unified-memory device.
-    fn holds_gpu(&self, pid: u32) {
+    pub(super) fn holds_gpu(&self, pid: u32) {
         self.holds(pid, 7, "/dev/zero");
         self.holds(pid, 8, "/dev/tty");
     }
 
-    fn driver_gpu(&self, minor: u32) {
+    pub(super) fn driver_gpu(&self, minor: u32) {
         let d = self.0.join("driver/nvidia/gpus/0000:62:00.0");
         std::fs::create_dir_all(&d).unwrap();
         let text = format!(
@@ -160,7 +173,7 @@ impl Tree {
 
     /// The tree shows the initial PID namespace (its pid 1's `ns/pid`): a scan of it sees
     /// every process of the host.
-    fn whole(&self) {
+    pub(super) fn whole(&self) {
         std::fs::create_dir_all(self.0.join("1/ns")).unwrap();
         std::os::unix::fs::symlink("pid:[4026531836]", self.0.join("1/ns/pid")).unwrap();
     }

@@ -123,7 +123,11 @@ mod tests {
         let root = std::env::temp_dir().join(format!("hmn-leader-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(root.join("77/status")).unwrap();
-        assert_eq!(by_status(&root, 77), Leader::Unknown, "a status not readable");
+        assert_eq!(
+            by_status(&root, 77),
+            Leader::Unknown,
+            "a status not readable"
+        );
         assert_eq!(by_status(&root, 78), Leader::Gone);
         std::fs::remove_dir_all(&root).unwrap();
     }
