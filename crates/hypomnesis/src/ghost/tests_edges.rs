@@ -290,10 +290,22 @@ fn a_rootfs_without_the_kubelets_layout() {
     );
     let said = run(Some(&live));
     assert!(said.ghosts.is_empty(), "{said:?}");
+    // Said as the read that failed (the path and the system's words), not as a node without
+    // a kubelet: with a live list, a missing layout is a failure to read.
+    let failed = format!("{}: ", rootfs.join("var/log/pods").display());
     assert!(
-        said.unseen.iter().any(|u| u.contains("var/log/pods")),
+        said.unseen.iter().any(|u| u.contains(&failed)),
         "{:?}",
         said.unseen
+    );
+    // A layout path that is not a directory is a failure even without the live list.
+    std::fs::create_dir_all(rootfs.join("var/log")).unwrap();
+    std::fs::write(rootfs.join("var/log/pods"), "not a directory").unwrap();
+    let odd = run(None);
+    assert!(
+        odd.unseen.iter().any(|u| u.contains(&failed)),
+        "{:?}",
+        odd.unseen
     );
     std::fs::remove_dir_all(&rootfs).unwrap();
 }
