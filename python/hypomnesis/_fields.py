@@ -120,6 +120,7 @@ FIELDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
     "SourceState": (
         ("state", "str"),
         ("reason", "Optional[str]"),
+        ("kind", "Optional[str]"),
     ),
     "SourceReport": (
         ("source", "str"),

@@ -145,6 +145,7 @@ class _MigGpuInstance(TypedDict):
 class _SourceState(TypedDict):
     state: str
     reason: NotRequired[str]
+    kind: NotRequired[str]
 
 class _SourceReport(TypedDict):
     source: str
@@ -187,6 +188,8 @@ class _GhostReport(TypedDict):
 # --- end of the generated part ---
 
 __version__: str
+
+ERROR_KINDS: list[str]
 
 def process_rss() -> int: ...
 def process_rss_of(pid: int) -> int: ...

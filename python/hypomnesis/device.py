@@ -242,6 +242,10 @@ class SourceReport:
     """``answered``, ``failed`` (present but not answering) or ``absent`` (not on this host)."""
     reason: Optional[str]
     """Why it failed or is absent, in the library's words; ``None`` when it answered."""
+    kind: Optional[str]
+    """What kind of failure keeps it from answering (as :attr:`HypomnesisError.kind`:
+    ``not_installed`` when absent, ``not_built_in`` when not compiled in); ``None`` when it
+    answered."""
     details: Tuple[Tuple[str, str], ...]
     """Facts it gave (library path, driver and library versions, …), in a stable order."""
     dropped_process_rows: int

@@ -99,6 +99,12 @@ class NotInstalledError(HypomnesisError):
     kind = "not_installed"
 
 
+class NoGpuError(NotInstalledError):
+    """The driver is there and sees no GPU (``NVML_ERROR_GPU_NOT_FOUND``)."""
+
+    kind = "no_gpu"
+
+
 class NoGpuSourceError(NotInstalledError):
     """No GPU source exists on this host at all (no NVML library, no ``nvidia-smi``, …)."""
 
@@ -150,6 +156,7 @@ _BY_KIND: Dict[str, Type[HypomnesisError]] = {
         NotBuiltInError,
         NoSuchDeviceError,
         BadAnswerError,
+        NoGpuError,
     )
 }
 

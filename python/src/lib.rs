@@ -3,10 +3,10 @@
 //! Every function measures with the GIL released and answers plain Python values (dicts, lists,
 //! ints, `None` for an unknown figure), made from the library's types through serde (the shapes
 //! are in `shapes.rs`); the package's Python modules make them into typed objects. Errors
-//! become the exceptions of `hypomnesis.errors`, chosen by the error's [`ErrorKind`], with the
+//! become the exceptions of `hypomnesis.errors`, chosen by the error's [`hypomnesis::ErrorKind`], with the
 //! library's message unchanged.
 
-use hypomnesis::{ErrorKind, HypomnesisError};
+use hypomnesis::HypomnesisError;
 use pyo3::prelude::*;
 use pythonize::pythonize;
 use serde::Serialize;
@@ -17,25 +17,6 @@ mod shapes;
 mod timeline;
 
 use shapes::{Device, GhostReportView, Mig, MigView, ProcessContext, ProcessRow, SnapshotView};
-
-/// The snake-case name of an error kind, as `HypomnesisError.kind` carries it in Python.
-fn kind_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::DriverNotLoaded => "driver_not_loaded",
-        ErrorKind::DriverVersionMismatch => "driver_version_mismatch",
-        ErrorKind::NoPermission => "no_permission",
-        ErrorKind::GpuLost => "gpu_lost",
-        ErrorKind::NotSupported => "not_supported",
-        ErrorKind::TimedOut => "timed_out",
-        ErrorKind::Paused => "paused",
-        ErrorKind::BadSetting => "bad_setting",
-        ErrorKind::NotInstalled => "not_installed",
-        ErrorKind::NotBuiltIn => "not_built_in",
-        ErrorKind::NoSuchDevice => "no_such_device",
-        ErrorKind::BadAnswer => "bad_answer",
-        _ => "other",
-    }
-}
 
 /// Which part failed (the `HypomnesisError` variant), as `HypomnesisError.source` carries it.
 fn variant_name(e: &HypomnesisError) -> &'static str {
@@ -83,7 +64,7 @@ pub(crate) fn to_py(py: Python<'_>, e: &HypomnesisError) -> PyErr {
     };
     py_error(
         py,
-        kind_name(e.kind()),
+        e.kind().as_str(),
         variant_name(e),
         &e.to_string(),
         index_count,
@@ -305,5 +286,13 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sampler::_after_fork_in_parent, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::_after_fork, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The kinds' names, from the library's one table: `hypomnesis.errors` has a class for each
+    // (a test checks it).
+    m.add(
+        "ERROR_KINDS",
+        hypomnesis::ErrorKind::ALL
+            .map(hypomnesis::ErrorKind::as_str)
+            .to_vec(),
+    )?;
     Ok(())
 }

@@ -81,10 +81,9 @@ pub type Result<T> = std::result::Result<T, HypomnesisError>;
 
 /// What kind of failure an error (or a failed source, or a refused figure) is: what a program
 /// reacts to (advice, a retry, an alert) without reading the message, which is for people and
-/// may be reworded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+/// may be reworded. Decided where the failure is seen (each backend maps its own return codes,
+/// tokens and errno values), carried as a value from there on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// The GPU driver's kernel module is not loaded (`NVML_ERROR_DRIVER_NOT_LOADED`).
@@ -115,33 +114,16 @@ pub enum ErrorKind {
     /// The source answered something that makes no sense (impossible figures, unparsable
     /// output).
     BadAnswer,
+    /// The driver is there and sees no GPU (`NVML_ERROR_GPU_NOT_FOUND`): what the public
+    /// functions turn into [`HypomnesisError::NoGpuSource`], as they do `DriverNotLoaded`.
+    NoGpu,
     /// Anything else.
     Other,
 }
 
-/// The tag a constructor writes at the end of a message for each kind (`… [no permission]`):
-/// the one table that maps the fixed tags to kinds. `Other` has no tag. A message keeps its tag
-/// wherever it goes (a source's failure, a MIG instance's unreadable reason, JSON), so the kind
-/// is read back from the tag alone, never guessed from the wording.
-const TAGS: &[(ErrorKind, &str)] = &[
-    (ErrorKind::DriverNotLoaded, "driver not loaded"),
-    (ErrorKind::DriverVersionMismatch, "driver version mismatch"),
-    (ErrorKind::NoPermission, "no permission"),
-    (ErrorKind::GpuLost, "GPU lost"),
-    (ErrorKind::NotSupported, "not supported"),
-    (ErrorKind::TimedOut, "timed out"),
-    (ErrorKind::Paused, "paused"),
-    (ErrorKind::BadSetting, "bad setting"),
-    (ErrorKind::NotInstalled, "not installed"),
-    (ErrorKind::NotBuiltIn, "not built in"),
-    (ErrorKind::NoSuchDevice, "no such device"),
-    (ErrorKind::BadAnswer, "bad answer"),
-];
-
 impl ErrorKind {
-    /// Every kind, `Other` last (the round-trip test builds each).
-    #[cfg(test)]
-    pub(crate) const ALL: [Self; 13] = [
+    /// Every kind, `Other` last.
+    pub const ALL: [Self; 14] = [
         Self::DriverNotLoaded,
         Self::DriverVersionMismatch,
         Self::NoPermission,
@@ -154,12 +136,113 @@ impl ErrorKind {
         Self::NotBuiltIn,
         Self::NoSuchDevice,
         Self::BadAnswer,
+        Self::NoGpu,
         Self::Other,
     ];
 
-    /// The tag of this kind in a message; `None` for `Other`.
-    fn tag(self) -> Option<&'static str> {
-        TAGS.iter().find(|(k, _)| *k == self).map(|(_, t)| *t)
+    /// The kind's name: the one table of names, read by JSON (`error_kind`), the exporter's
+    /// `kind` label, Python's `HypomnesisError.kind` and the tag a 0.2.x message carries.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::DriverNotLoaded => "driver_not_loaded",
+            Self::DriverVersionMismatch => "driver_version_mismatch",
+            Self::NoPermission => "no_permission",
+            Self::GpuLost => "gpu_lost",
+            Self::NotSupported => "not_supported",
+            Self::TimedOut => "timed_out",
+            Self::Paused => "paused",
+            Self::BadSetting => "bad_setting",
+            Self::NotInstalled => "not_installed",
+            Self::NotBuiltIn => "not_built_in",
+            Self::NoSuchDevice => "no_such_device",
+            Self::BadAnswer => "bad_answer",
+            Self::NoGpu => "no_gpu",
+            Self::Other => "other",
+        }
+    }
+
+    /// The kind named `name` (see [`Self::as_str`]).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for ErrorKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A failure as a value: what kind it is, decided where it was seen, and what the source said.
+/// What a failed source, a refused figure, an unreadable part of a sample carry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Failure {
+    /// What the source said, for people (no tag).
+    pub message: String,
+    /// What kind of failure it is, for programs.
+    pub kind: ErrorKind,
+}
+
+impl Failure {
+    /// A failure of `kind` that says `message`.
+    #[must_use]
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            kind,
+        }
+    }
+
+    /// The failure `e` describes: its message as people read it, and its kind.
+    #[must_use]
+    pub fn of(e: &HypomnesisError) -> Self {
+        Self {
+            message: e.to_string(),
+            kind: e.kind(),
+        }
+    }
+}
+
+/// A field holding a failure, in JSON as its message alone (where the JSON said the message
+/// before failures were values, and a `…_kind` beside it says the kind).
+#[cfg(feature = "serde")]
+#[allow(clippy::ref_option)] // the signature serde's `serialize_with` calls
+pub(crate) fn message_only<S: serde::Serializer>(
+    f: &Option<Failure>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match f {
+        Some(f) => s.serialize_some(&f.message),
+        None => s.serialize_none(),
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<&HypomnesisError> for Failure {
+    fn from(e: &HypomnesisError) -> Self {
+        Self::of(e)
+    }
+}
+
+impl From<HypomnesisError> for Failure {
+    fn from(e: HypomnesisError) -> Self {
+        Self::of(&e)
     }
 }
 
@@ -169,8 +252,7 @@ pub(crate) const TIMED_OUT: &str = "did not finish within";
 /// The words every message of a run skipped after a timeout carries.
 #[cfg_attr(not(feature = "nvidia-smi-fallback"), allow(dead_code))]
 pub(crate) const PAUSED: &str = "not run again";
-/// The words that start the reason of a source that is not compiled into this build: the fixed
-/// tag of a source's absence (an absence is otherwise "not installed").
+/// The words that start the reason of a source that is not compiled into this build.
 pub(crate) const NOT_BUILT_IN: &str = "not compiled in";
 /// The words of figures that cannot be (free above total, a process holding more than its
 /// device).
@@ -183,72 +265,28 @@ pub(crate) const NO_MEMORY_FIGURES: &str = "publishes no memory figures";
 #[cfg_attr(not(feature = "nvidia-smi-fallback"), allow(dead_code))]
 pub(crate) const SMI_GPU_MISSING: &str = "is missing from nvidia-smi's list";
 
-/// `text` with the tag of `kind` at its end (unchanged for `Other`): how every message of this
-/// crate that becomes an error, a source's failure or an unreadable reason is made.
-pub(crate) fn tagged(kind: ErrorKind, text: impl Into<String>) -> String {
-    let text = text.into();
-    match kind.tag() {
-        Some(tag) => format!("{text} [{tag}]"),
-        None => text,
+/// How a 0.2.x variant that carries only a message (`Nvml(String)`, …) carries its kind too:
+/// `text [name]`, the name from [`ErrorKind::as_str`] (none for `Other`). Made here alone, and
+/// read back by [`HypomnesisError::kind`] alone; every other carrier holds a [`Failure`].
+fn tagged(failure: Failure) -> String {
+    match failure.kind {
+        ErrorKind::Other => failure.message,
+        kind => format!("{} [{}]", failure.message, kind.as_str()),
     }
 }
 
-/// Whole messages that are a source's own fixed token for a kind: `nvidia-smi` prints
-/// `[Insufficient Permissions]` in place of a figure this user may not read, and that token is
-/// kept as the reason (without the brackets); NVML's return-code names are kept as the reason
-/// of a MIG instance's or GPU's figures, and are what an NVML failure's kind is decided by.
-const TOKENS: &[(&str, ErrorKind)] = &[
-    ("Insufficient Permissions", ErrorKind::NoPermission),
-    ("NVML_ERROR_DRIVER_NOT_LOADED", ErrorKind::DriverNotLoaded),
-    (
-        "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
-        ErrorKind::DriverVersionMismatch,
-    ),
-    ("NVML_ERROR_NO_PERMISSION", ErrorKind::NoPermission),
-    ("NVML_ERROR_GPU_IS_LOST", ErrorKind::GpuLost),
-    ("NVML_ERROR_RESET_REQUIRED", ErrorKind::GpuLost),
-    ("NVML_ERROR_NOT_SUPPORTED", ErrorKind::NotSupported),
-    ("NVML_ERROR_LIBRARY_NOT_FOUND", ErrorKind::NotInstalled),
-    ("NVML_ERROR_NOT_FOUND", ErrorKind::NoSuchDevice),
-    ("NVML_ERROR_TIMEOUT", ErrorKind::TimedOut),
-];
-
-/// A reason kept for later (a source's setup, a load that failed) with the kind decided where
-/// it was made.
-#[cfg_attr(
-    not(any(
-        feature = "nvml",
-        feature = "nvidia-smi-fallback",
-        all(target_os = "linux", feature = "drm")
-    )),
-    allow(dead_code)
-)]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Reason {
-    pub(crate) kind: ErrorKind,
-    pub(crate) text: String,
-}
-
-#[cfg_attr(
-    not(any(
-        feature = "nvml",
-        feature = "nvidia-smi-fallback",
-        all(target_os = "linux", feature = "drm")
-    )),
-    allow(dead_code)
-)]
-impl Reason {
-    pub(crate) fn new(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self {
-            kind,
-            text: text.into(),
-        }
-    }
-
-    /// The text with its kind's tag (see [`tagged`]).
-    pub(crate) fn tagged(&self) -> String {
-        tagged(self.kind, self.text.clone())
-    }
+/// A 0.2.x variant's message split into its text and the kind its tag names (`Other` without
+/// a tag): the inverse of [`tagged`], used by [`HypomnesisError::kind`] and `Display` alone.
+fn split_tag(message: &str) -> (&str, ErrorKind) {
+    message
+        .strip_suffix(']')
+        .and_then(|m| m.rsplit_once(" ["))
+        .and_then(|(text, name)| {
+            ErrorKind::from_name(name)
+                .filter(|k| *k != ErrorKind::Other)
+                .map(|kind| (text, kind))
+        })
+        .unwrap_or((message, ErrorKind::Other))
 }
 
 /// A message as people read it: without the tag (the kind is said in other ways: `hmn`'s advice,
@@ -257,39 +295,14 @@ fn shown(message: &str) -> &str {
     split_tag(message).0
 }
 
-/// A message split into its text and the kind its tag names (`Other` without a known tag).
-fn split_tag(message: &str) -> (&str, ErrorKind) {
-    if let Some((_, kind)) = TOKENS.iter().find(|(t, _)| *t == message) {
-        return (message, *kind);
-    }
-    message
-        .strip_suffix(']')
-        .and_then(|m| m.rsplit_once(" ["))
-        .and_then(|(text, tag)| {
-            TAGS.iter()
-                .find(|(_, t)| *t == tag)
-                .map(|(kind, _)| (text, *kind))
-        })
-        .unwrap_or((message, ErrorKind::Other))
-}
-
-/// The kind of a message made by [`tagged`]: read from its tag alone.
-pub(crate) fn kind_of_message(message: &str) -> ErrorKind {
-    split_tag(message).1
-}
-
-/// The same message with `note` added to its text, the tag kept at the end.
-fn add_note(message: &str, note: &str) -> String {
-    let (text, kind) = split_tag(message);
-    tagged(kind, format!("{text}; {note}"))
-}
-
 impl HypomnesisError {
     /// What kind of failure this is (see [`ErrorKind`]), for programs that react to it.
     ///
     /// Index and source errors are classified by their variant, I/O errors by their
-    /// `std::io::ErrorKind`, and the sources' own errors by the tag their constructor wrote at
-    /// the end of the message (`… [no permission]`; none for `Other`).
+    /// `std::io::ErrorKind`. The 0.2.x variants that carry only a message (`Nvml(String)`, …)
+    /// carry the kind their constructor was given at the message's end (`… [no_permission]`,
+    /// none for `Other`; `Display` leaves it out): the one place a kind travels inside text,
+    /// because those variants have no other field to hold it.
     #[must_use]
     pub fn kind(&self) -> ErrorKind {
         match self {
@@ -310,23 +323,8 @@ impl HypomnesisError {
             | Self::Pdh(m)
             | Self::Drm(m)
             | Self::NvidiaSmi(m)
-            | Self::Metal(m) => kind_of_message(m),
+            | Self::Metal(m) => split_tag(m).1,
         }
-    }
-
-    /// The error as text that keeps its kind's tag (`Display` leaves the tag out), for a reason
-    /// stored as text: a source's failure, a MIG instance's unreadable figures.
-    #[cfg_attr(
-        not(any(
-            feature = "nvml",
-            feature = "nvidia-smi-fallback",
-            feature = "drm",
-            feature = "metal"
-        )),
-        allow(dead_code)
-    )]
-    pub(crate) fn tagged_text(&self) -> String {
-        tagged(self.kind(), self.to_string())
     }
 
     /// The same error with `note` appended to its message (e.g. what a fallback source said),
@@ -335,7 +333,12 @@ impl HypomnesisError {
     pub(crate) fn with_note(self, note: &str) -> Self {
         match self {
             Self::Io(e) => Self::Io(std::io::Error::new(e.kind(), format!("{e}; {note}"))),
-            other => other.map_message(|m| add_note(&m, note)),
+            other => {
+                let kind = other.kind();
+                other.map_message(|m| {
+                    tagged(Failure::new(kind, format!("{}; {note}", split_tag(&m).0)))
+                })
+            }
         }
     }
 
@@ -344,8 +347,8 @@ impl HypomnesisError {
     /// `Other` (a library that could not load, then an `nvidia-smi` paused after a timeout:
     /// paused).
     #[must_use]
-    pub(crate) fn with_fallback_notes(self, notes: &[(ErrorKind, String)]) -> Self {
-        let said: Vec<&str> = notes.iter().map(|(_, t)| t.as_str()).collect();
+    pub(crate) fn with_fallback_notes(self, notes: &[Failure]) -> Self {
+        let said: Vec<&str> = notes.iter().map(|f| f.message.as_str()).collect();
         let own = self.kind();
         let combined = self.with_note(&said.join("; "));
         if own != ErrorKind::Other {
@@ -353,10 +356,10 @@ impl HypomnesisError {
         }
         match notes
             .iter()
-            .map(|(k, _)| *k)
+            .map(|f| f.kind)
             .find(|k| *k != ErrorKind::Other)
         {
-            Some(kind) => combined.map_message(|m| tagged(kind, split_tag(&m).0)),
+            Some(kind) => combined.map_message(|m| tagged(Failure::new(kind, split_tag(&m).0))),
             None => combined,
         }
     }
@@ -377,63 +380,45 @@ impl HypomnesisError {
         }
     }
 
-    /// An error of `source` of `kind`: the constructor every GPU source's error goes through.
-    pub(crate) fn of_source(
-        source: crate::types::GpuQuerySource,
-        kind: ErrorKind,
-        text: impl Into<String>,
-    ) -> Self {
-        use crate::types::GpuQuerySource as S;
-        let m = tagged(kind, text);
-        match source {
-            S::Nvml => Self::Nvml(m),
-            S::NvidiaSmi => Self::NvidiaSmi(m),
-            S::Dxgi => Self::Dxgi(m),
-            S::Pdh => Self::Pdh(m),
-            S::Metal => Self::Metal(m),
-            S::Drm => Self::Drm(m),
-        }
-    }
-
     /// An NVML error of `kind`.
     #[cfg_attr(not(feature = "nvml"), allow(dead_code))]
     pub(crate) fn nvml(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::types::GpuQuerySource::Nvml, kind, text)
+        Self::Nvml(tagged(Failure::new(kind, text)))
     }
 
     /// An `nvidia-smi` error of `kind`.
     #[cfg_attr(not(feature = "nvidia-smi-fallback"), allow(dead_code))]
     pub(crate) fn nvidia_smi(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::types::GpuQuerySource::NvidiaSmi, kind, text)
+        Self::NvidiaSmi(tagged(Failure::new(kind, text)))
     }
 
     /// A DRM (sysfs, fdinfo) error of `kind`.
     #[cfg_attr(not(all(target_os = "linux", feature = "drm")), allow(dead_code))]
     pub(crate) fn drm(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::types::GpuQuerySource::Drm, kind, text)
+        Self::Drm(tagged(Failure::new(kind, text)))
     }
 
     /// A DXGI error of `kind`.
     #[cfg_attr(not(all(windows, feature = "dxgi")), allow(dead_code))]
     pub(crate) fn dxgi(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::types::GpuQuerySource::Dxgi, kind, text)
+        Self::Dxgi(tagged(Failure::new(kind, text)))
     }
 
     /// A PDH error of `kind`.
     #[cfg_attr(not(all(windows, feature = "pdh")), allow(dead_code))]
     pub(crate) fn pdh(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::types::GpuQuerySource::Pdh, kind, text)
+        Self::Pdh(tagged(Failure::new(kind, text)))
     }
 
     /// A Metal error of `kind`.
     #[cfg_attr(not(all(target_os = "macos", feature = "metal")), allow(dead_code))]
     pub(crate) fn metal(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::of_source(crate::types::GpuQuerySource::Metal, kind, text)
+        Self::Metal(tagged(Failure::new(kind, text)))
     }
 
     /// A RAM measurement error of `kind`.
     pub(crate) fn ram(kind: ErrorKind, text: impl Into<String>) -> Self {
-        Self::Ram(tagged(kind, text))
+        Self::Ram(tagged(Failure::new(kind, text)))
     }
 
     /// Something not measurable here (its kind is the variant's: `NotSupported`).
@@ -488,61 +473,35 @@ mod tests {
         assert!(io.to_string().contains("/proc/self/statm"), "{io}");
     }
 
-    /// Every kind, through every constructor, comes back from the error; through a note added
-    /// later; through the message alone (a source's failure, a MIG reason); and the kinds that
-    /// are the variant's own.
+    /// Every kind, through every constructor, comes back from the error and from the failure
+    /// made of it; through a note added later; and the kinds that are the variant's own.
     #[test]
     fn every_kind_made_by_a_constructor_comes_back() {
-        use crate::types::GpuQuerySource as S;
-        let sources = [S::Nvml, S::NvidiaSmi, S::Dxgi, S::Pdh, S::Metal, S::Drm];
         for kind in ErrorKind::ALL {
-            let mut made: Vec<HypomnesisError> = sources
-                .iter()
-                .map(|s| HypomnesisError::of_source(*s, kind, "nvmlX failed: something"))
-                .collect();
-            made.push(HypomnesisError::nvml(kind, "a"));
-            made.push(HypomnesisError::nvidia_smi(kind, "b"));
-            made.push(HypomnesisError::drm(kind, "c"));
-            made.push(HypomnesisError::dxgi(kind, "d"));
-            made.push(HypomnesisError::pdh(kind, "e"));
-            made.push(HypomnesisError::metal(kind, "f"));
-            made.push(HypomnesisError::ram(kind, "g"));
+            let made = [
+                HypomnesisError::nvml(kind, "a"),
+                HypomnesisError::nvidia_smi(kind, "b"),
+                HypomnesisError::drm(kind, "c"),
+                HypomnesisError::dxgi(kind, "d"),
+                HypomnesisError::pdh(kind, "e"),
+                HypomnesisError::metal(kind, "f"),
+                HypomnesisError::ram(kind, "g"),
+            ];
             for e in made {
                 assert_eq!(e.kind(), kind, "{e}");
                 let noted = e.with_note("and the fallback said [sic]; no");
                 assert_eq!(noted.kind(), kind, "{noted}");
-                assert!(
-                    noted
-                        .to_string()
-                        .contains("and the fallback said [sic]; no")
-                );
-                // The message alone, as a failed source or a MIG reason keeps it.
-                let message = match &noted {
-                    HypomnesisError::Nvml(m)
-                    | HypomnesisError::NvidiaSmi(m)
-                    | HypomnesisError::Dxgi(m)
-                    | HypomnesisError::Pdh(m)
-                    | HypomnesisError::Metal(m)
-                    | HypomnesisError::Drm(m)
-                    | HypomnesisError::Ram(m) => m.clone(),
-                    other => panic!("a constructor made {other:?}"),
-                };
-                assert_eq!(kind_of_message(&message), kind, "{message}");
-                // As people read it: no tag; as a reason stored as text: the tag kept.
+                // As people read it: no tag.
                 let shown = noted.to_string();
-                assert!(!shown.ends_with(']'), "{shown}");
-                assert_eq!(kind_of_message(&noted.tagged_text()), kind, "{noted}");
+                assert!(
+                    shown.ends_with("and the fallback said [sic]; no"),
+                    "{shown}"
+                );
+                let f = Failure::of(&noted);
+                assert_eq!(f.kind, kind);
+                assert!(!f.message.ends_with(']'), "{f}");
             }
-            let kept = Reason::new(kind, "kept for later");
-            assert_eq!(kind_of_message(&kept.tagged()), kind);
         }
-        // Every kind but `Other` has a tag, and no two share one.
-        let tags: Vec<_> = ErrorKind::ALL.iter().filter_map(|k| k.tag()).collect();
-        assert_eq!(tags.len(), ErrorKind::ALL.len() - 1);
-        let mut unique = tags.clone();
-        unique.sort_unstable();
-        unique.dedup();
-        assert_eq!(unique.len(), tags.len());
         assert_eq!(
             HypomnesisError::unsupported("x").kind(),
             ErrorKind::NotSupported
@@ -567,39 +526,50 @@ mod tests {
         assert_eq!(io(std::io::ErrorKind::Other), ErrorKind::Other);
     }
 
+    /// The names are one table: each kind's name is distinct, snake case, and names it back;
+    /// JSON says the same name.
+    #[test]
+    fn each_kind_has_one_name() {
+        let mut names: Vec<&str> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        for (k, n) in ErrorKind::ALL.iter().zip(&names) {
+            assert_eq!(ErrorKind::from_name(n), Some(*k));
+            assert_eq!(k.to_string(), *n);
+            assert!(
+                n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "{n}"
+            );
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorKind::ALL.len());
+        assert_eq!(ErrorKind::ALL.last(), Some(&ErrorKind::Other));
+        assert_eq!(ErrorKind::from_name("frobnicated"), None);
+    }
+
     /// The wording decides nothing: a message that only mentions a code name, a phrase or a
-    /// setting is `Other`; only the tag (or nvidia-smi's whole token) counts.
+    /// setting is `Other`; only what a constructor was given counts.
     #[test]
     fn free_text_decides_no_kind() {
         for text in [
             "nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9)",
+            "Insufficient Permissions",
             "GPU 0: memory.total is [Insufficient Permissions], not a number",
             "`nvidia-smi -q` did not finish within 10s and was killed",
             "HYPOMNESIS_NVIDIA_SMI_TIMEOUT: \"soon\" is not a duration",
             "xe publishes no memory figures in sysfs",
-            "a tag in the middle [no permission] is no tag",
             "an unknown tag at the end [frobnicated]",
             "",
         ] {
-            assert_eq!(kind_of_message(text), ErrorKind::Other, "{text}");
             assert_eq!(HypomnesisError::Nvml(text.into()).kind(), ErrorKind::Other);
+            assert_eq!(
+                HypomnesisError::nvml(ErrorKind::Other, text).to_string(),
+                format!("NVML: {text}")
+            );
         }
-        assert_eq!(
-            kind_of_message("Insufficient Permissions"),
-            ErrorKind::NoPermission
-        );
-        assert_eq!(
-            kind_of_message("x [no permission]"),
-            ErrorKind::NoPermission
-        );
-        assert_eq!(tagged(ErrorKind::Other, "plain"), "plain");
         // The first source's kind stands; when it has none, the first fallback's that has one.
         let notes = [
-            (ErrorKind::Other, "x fallback: plain".to_string()),
-            (
-                ErrorKind::Paused,
-                "nvidia-smi fallback: not run again".to_string(),
-            ),
+            Failure::new(ErrorKind::Other, "x fallback: plain"),
+            Failure::new(ErrorKind::Paused, "nvidia-smi fallback: not run again"),
         ];
         let e =
             HypomnesisError::nvml(ErrorKind::Other, "could not load").with_fallback_notes(&notes);
@@ -612,6 +582,5 @@ mod tests {
         let e =
             HypomnesisError::nvml(ErrorKind::NoPermission, "refused").with_fallback_notes(&notes);
         assert_eq!(e.kind(), ErrorKind::NoPermission, "{e}");
-        assert_eq!(tagged(ErrorKind::GpuLost, "gone"), "gone [GPU lost]");
     }
 }

@@ -74,7 +74,7 @@ pub mod spill;
 mod types;
 
 pub use duration::{format_duration, parse_duration};
-pub use error::{ErrorKind, HypomnesisError, Result};
+pub use error::{ErrorKind, Failure, HypomnesisError, Result};
 pub use ghost::{
     Ghost, GhostClass, GhostFact, GhostOptions, GhostReport, GhostWatch, HolderScan, Remedy,
     ghosts, ghosts_with, nvidia_device_minors,

@@ -54,8 +54,7 @@ pub fn run(json: bool, out: &mut impl Write, err: &mut impl Write) -> io::Result
         let mut all = ok.clone();
         all.extend(failed.iter().map(|(i, e)| DeviceView::Failed {
             index: *i,
-            error: e.to_string(),
-            kind: e.kind(),
+            failure: hypomnesis::Failure::of(e),
         }));
         all.sort_by_key(DeviceView::index);
         // Each read device's process rows, for what they do not account for.
@@ -97,7 +96,7 @@ fn why_no_gpu() -> Option<String> {
         .into_iter()
         .map(hypomnesis::probe_source)
         .find_map(|r| match r.state {
-            SourceState::Failed(why) => Some(why),
+            SourceState::Failed(why) => Some(why.message),
             _ => None,
         })
 }

@@ -374,7 +374,7 @@ impl Builder {
         focus: Option<u32>,
     ) -> Screen {
         let gpus = match &frame.count {
-            Err(why) => Err(why.clone()),
+            Err(why) => Err(why.message.clone()),
             Ok(0) => Err(crate::view::devices::no_gpu_sentence()),
             Ok(_) => Ok(self.gpus(frame)),
         };

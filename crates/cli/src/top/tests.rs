@@ -334,7 +334,10 @@ fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
     );
     let failed = Frame::new(
         f.at,
-        Err("NVML: could not count GPUs: driver/library version mismatch".into()),
+        Err(hypomnesis::Failure::new(
+            hypomnesis::ErrorKind::DriverVersionMismatch,
+            "NVML: could not count GPUs: driver/library version mismatch",
+        )),
         f.devices.clone(),
         BTreeMap::new(),
     );

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use hypomnesis::{
-    ErrorKind, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, MigInstance, MigState,
+    ErrorKind, Failure, GpuDeviceInfo, GpuProcessEntry, GpuQuerySource, MigInstance, MigState,
 };
 use serde::Serialize;
 
@@ -75,11 +75,7 @@ pub enum DeviceView {
     MigOnly(MigState),
     /// Nothing could be read (said on stderr; in JSON, an entry with `error` and
     /// `error_kind`).
-    Failed {
-        index: u32,
-        error: String,
-        kind: ErrorKind,
-    },
+    Failed { index: u32, failure: Failure },
 }
 
 impl DeviceView {
@@ -120,7 +116,9 @@ pub fn mig_line(m: &MigInstance, show_ci: bool) -> String {
             let _ = write!(
                 s,
                 ": memory unknown ({})",
-                m.memory_error.as_deref().unwrap_or("not reported")
+                m.memory_error
+                    .as_ref()
+                    .map_or("not reported", |f| f.message.as_str())
             );
         }
     }
@@ -155,7 +153,10 @@ pub fn refused_line(s: &MigState) -> String {
     if let Some(name) = &s.name {
         let _ = write!(line, " [{}]", printable(name));
     }
-    let why = s.device_memory_error.as_deref().unwrap_or("reason unknown");
+    let why = s
+        .device_memory_error
+        .as_ref()
+        .map_or("reason unknown", |f| f.message.as_str());
     let verb = if s.device_memory_error_kind() == Some(ErrorKind::NoPermission) {
         "refused"
     } else {
@@ -259,10 +260,10 @@ pub fn devices_json(
                 reserved_bytes: None,
                 source: s.source,
                 mig_enabled: s.enabled,
-                memory_error: s.device_memory_error.as_deref(),
+                memory_error: s.device_memory_error.as_ref().map(|f| f.message.as_str()),
                 mig_instances: &s.instances,
             }),
-            DeviceView::Failed { index, error, kind } => DeviceJson::Failed(FailedJson {
+            DeviceView::Failed { index, failure } => DeviceJson::Failed(FailedJson {
                 index: *index,
                 name: None,
                 total_bytes: None,
@@ -270,8 +271,8 @@ pub fn devices_json(
                 used_bytes: None,
                 reserved_bytes: None,
                 driver_version: None,
-                error,
-                error_kind: *kind,
+                error: &failure.message,
+                error_kind: failure.kind,
             }),
         })
         .collect();
@@ -531,9 +532,9 @@ mod tests {
         odd[1].total_bytes = None;
         odd[1].free_bytes = None;
         odd[1].used_bytes = None;
-        odd[1].memory_error = Some("NVML_ERROR_UNKNOWN".into());
+        odd[1].memory_error = Some(Failure::new(ErrorKind::Other, "NVML_ERROR_UNKNOWN"));
         odd[2].reserved_bytes = Some(12 * MIB + 1);
-        odd[3].memory_error = Some("x".into());
+        odd[3].memory_error = Some(Failure::new(ErrorKind::Other, "x"));
         odd[3].free_bytes = None;
         assert_eq!(
             mig_lines(&odd[..4]),
@@ -561,7 +562,10 @@ mod tests {
             .enabled(Some(true))
             .pending(Some(true))
             .instances(h200_mig())
-            .device_memory_error(Some("NVML_ERROR_NO_PERMISSION".into()))
+            .device_memory_error(Some(Failure::new(
+                ErrorKind::NoPermission,
+                "NVML_ERROR_NO_PERMISSION",
+            )))
             .build()
     }
 
@@ -576,12 +580,15 @@ mod tests {
         let mut s = refused();
         s.name = None;
         s.index = 2;
-        s.device_memory_error = Some("Insufficient Permissions".into());
+        s.device_memory_error = Some(Failure::new(
+            ErrorKind::NoPermission,
+            "Insufficient Permissions",
+        ));
         assert_eq!(
             refused_line(&s),
             "GPU 2: MIG on; device-wide memory refused (Insufficient Permissions)"
         );
-        s.device_memory_error = Some("NVML_ERROR_GPU_IS_LOST".into());
+        s.device_memory_error = Some(Failure::new(ErrorKind::GpuLost, "NVML_ERROR_GPU_IS_LOST"));
         assert_eq!(
             refused_line(&s),
             "GPU 2: MIG on; device-wide memory unavailable (NVML_ERROR_GPU_IS_LOST)"

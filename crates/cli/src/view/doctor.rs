@@ -361,6 +361,8 @@ pub fn doctor_json(
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
 
+    use hypomnesis::ErrorKind;
+
     use super::*;
 
     use crate::view::MIB;
@@ -371,15 +373,17 @@ mod tests {
         vec![
             SourceReport::builder()
                 .source(GpuQuerySource::Nvml)
-                .state(SourceState::Absent(
-                    "could not load the NVML library (tried libnvidia-ml.so.1: not found)".into(),
+                .state(SourceState::absent(
+                    ErrorKind::NotInstalled,
+                    "could not load the NVML library (tried libnvidia-ml.so.1: not found)",
                 ))
                 .details(vec![])
                 .build(),
             SourceReport::builder()
                 .source(GpuQuerySource::NvidiaSmi)
-                .state(SourceState::Absent(
-                    "nvidia-smi was not found on PATH".into(),
+                .state(SourceState::absent(
+                    ErrorKind::NotInstalled,
+                    "nvidia-smi was not found on PATH",
                 ))
                 .details(vec![])
                 .build(),
@@ -501,13 +505,15 @@ nvidia-smi: answered
                 .state(state)
                 .build()
         };
-        let failed = report(SourceState::Failed(
-            "nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9) [driver not loaded]".into(),
+        let failed = report(SourceState::failed(
+            ErrorKind::DriverNotLoaded,
+            "nvmlInit_v2 failed: NVML_ERROR_DRIVER_NOT_LOADED (9)",
         ));
         assert!(hint(&failed).unwrap().contains("modprobe"));
         assert_eq!(hint(&report(SourceState::Answered)), None);
-        let off = report(SourceState::Absent(
-            "not compiled in (cargo feature `nvml`)".into(),
+        let off = report(SourceState::absent(
+            ErrorKind::NotBuiltIn,
+            "not compiled in (cargo feature `nvml`)",
         ));
         assert_eq!(hint(&off), Some("rebuild hmn with that cargo feature"));
         let v: serde_json::Value = serde_json::from_str(&text(|w| {

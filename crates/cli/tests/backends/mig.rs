@@ -295,7 +295,7 @@ fn nvml_refused() {
     let s = hypomnesis::mig_state(0).unwrap();
     assert_eq!(s.enabled, Some(true));
     assert_eq!(
-        s.device_memory_error.as_deref(),
+        s.device_memory_error.as_ref().map(|f| f.message.as_str()),
         Some("NVML_ERROR_NO_PERMISSION")
     );
     assert_eq!(
@@ -313,7 +313,10 @@ fn nvml_refused() {
         (None, None, None),
         "unknown, not zeros"
     );
-    assert_eq!(broken.memory_error.as_deref(), Some("NVML_ERROR_UNKNOWN"));
+    assert_eq!(
+        broken.memory_error.as_ref().map(|f| f.message.as_str()),
+        Some("NVML_ERROR_UNKNOWN")
+    );
     let gis = hypomnesis::mig_gpu_instances(&s.instances);
     assert_eq!(gis[3].total_bytes, None);
     // The GPU-wide process lists are refused too: the MIG devices' lists answer.
@@ -337,7 +340,10 @@ fn nvml_refused() {
     // Beyond pid_max: no local process (outside, or no such pid in the initial namespace).
     assert!(procs.iter().all(|p| p.local_pid().is_none()));
     assert_eq!(
-        hypomnesis::mig_instance(MIG_UUIDS[4]).unwrap().memory_error,
+        hypomnesis::mig_instance(MIG_UUIDS[4])
+            .unwrap()
+            .memory_error
+            .map(|f| f.message),
         Some("NVML_ERROR_UNKNOWN".into())
     );
     // Other GPUs are unaffected.
@@ -441,7 +447,7 @@ fn smi_h200_unprivileged() {
     );
     let s = hypomnesis::mig_state(0).unwrap();
     assert_eq!(
-        s.device_memory_error.as_deref(),
+        s.device_memory_error.as_ref().map(|f| f.message.as_str()),
         Some("Insufficient Permissions")
     );
     assert_eq!(shape(&s.instances), h200_shape());

@@ -7,9 +7,9 @@
 
 use super::pci::PciAddress;
 use crate::{
-    error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
-    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessActivity,
-    types::ProcessGpuInfo, types::SourceReport, types::SourceState, types::Utilization,
+    error::Result, types::GpuDeviceInfo, types::GpuProcessEntry, types::GpuQuerySource,
+    types::MigInstance, types::MigState, types::ProcessActivity, types::ProcessGpuInfo,
+    types::SourceReport, types::SourceState, types::Utilization,
 };
 
 /// Whether a backend's source exists on this host.
@@ -99,11 +99,10 @@ pub(crate) trait Backend: Send + Sync {
     }
     /// The MIG device with this UUID (`MIG-…`).
     fn mig_instance(&self, uuid: &str) -> Result<MigInstance> {
-        Err(HypomnesisError::of_source(
-            self.source(),
+        Err(self.source().error(crate::error::Failure::new(
             crate::error::ErrorKind::Other,
             format!("this source does not list MIG devices, so {uuid:?} cannot be looked up"),
-        ))
+        )))
     }
     /// Whether this source answers `op` on this platform at all (NVML's per-process figures are
     /// N/A under Windows WDDM, for instance); the dispatcher skips it silently when not.

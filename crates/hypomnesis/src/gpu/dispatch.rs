@@ -116,7 +116,10 @@ pub(super) fn first_ok<T>(
                     return Err(e);
                 }
                 None => primary = Some(e),
-                Some(_) => notes.push((e.kind(), format!("{} fallback: {e}", b.source()))),
+                Some(_) => notes.push(crate::error::Failure::new(
+                    e.kind(),
+                    format!("{} fallback: {e}", b.source()),
+                )),
             },
         }
     }
@@ -366,10 +369,10 @@ pub(super) fn merge_reports(
         if !out.iter().any(|r| r.source == s) {
             out.push(SourceReport {
                 source: s,
-                state: SourceState::Absent(format!(
-                    "{} (cargo feature `{feature}`)",
-                    crate::error::NOT_BUILT_IN
-                )),
+                state: SourceState::absent(
+                    crate::error::ErrorKind::NotBuiltIn,
+                    format!("{} (cargo feature `{feature}`)", crate::error::NOT_BUILT_IN),
+                ),
                 details: Vec::new(),
                 dropped_process_rows: 0,
             });
@@ -656,7 +659,7 @@ mod tests {
 
     #[test]
     fn one_report_per_source_and_the_sources_not_built_in() {
-        let failed = || SourceState::Failed("no adapter".into());
+        let failed = || SourceState::failed(crate::error::ErrorKind::Other, "no adapter");
         let reports = vec![
             report(GpuQuerySource::Dxgi, failed(), "a"),
             report(GpuQuerySource::Nvml, SourceState::Answered, "n"),
@@ -683,7 +686,10 @@ mod tests {
         assert_eq!(merged[2].source, GpuQuerySource::Drm);
         assert_eq!(
             merged[2].state,
-            SourceState::Absent("not compiled in (cargo feature `drm`)".into())
+            SourceState::absent(
+                crate::error::ErrorKind::NotBuiltIn,
+                "not compiled in (cargo feature `drm`)"
+            )
         );
         assert_eq!(merged[2].kind(), Some(crate::error::ErrorKind::NotBuiltIn));
         // A failure does not overwrite an answer.
@@ -700,7 +706,7 @@ mod tests {
                 report(GpuQuerySource::Dxgi, failed(), "a"),
                 report(
                     GpuQuerySource::Dxgi,
-                    SourceState::Absent("gone".into()),
+                    SourceState::absent(crate::error::ErrorKind::NotInstalled, "gone"),
                     "b",
                 ),
             ],

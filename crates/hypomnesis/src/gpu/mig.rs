@@ -170,7 +170,10 @@ mod tests {
         second.total_bytes = None;
         second.free_bytes = None;
         second.used_bytes = None;
-        second.memory_error = Some("NVML_ERROR_NO_PERMISSION".into());
+        second.memory_error = Some(crate::error::Failure::new(
+            crate::error::ErrorKind::NoPermission,
+            "NVML_ERROR_NO_PERMISSION",
+        ));
         for list in [vec![first.clone(), second.clone()], vec![second, first]] {
             let groups = mig_gpu_instances(&list);
             assert_eq!(groups.len(), 1);

@@ -57,8 +57,10 @@ pub fn device_count() -> Result<u32> {
 /// driver is not loaded, or NVML finds no GPU. Such a failure reads as
 /// [`HypomnesisError::NoGpuSource`] (what 0.2.x programs test for).
 fn means_no_gpu(e: &HypomnesisError) -> bool {
-    e.kind() == crate::error::ErrorKind::DriverNotLoaded
-        || matches!(e, HypomnesisError::Nvml(m) if m.contains("NVML_ERROR_GPU_NOT_FOUND"))
+    matches!(
+        e.kind(),
+        crate::error::ErrorKind::DriverNotLoaded | crate::error::ErrorKind::NoGpu
+    )
 }
 
 /// `r`, with a failure that means no GPU made [`HypomnesisError::NoGpuSource`].
@@ -316,11 +318,14 @@ pub fn probe_source(source: GpuQuerySource) -> SourceReport {
     let merged = dispatch::merge_reports(reports, &wanted);
     merged.into_iter().next().unwrap_or_else(|| SourceReport {
         source,
-        state: crate::types::SourceState::Absent(format!(
-            "{}: a build for {} has no {} source",
-            crate::error::NOT_BUILT_IN,
-            std::env::consts::OS,
-            source.as_str()
+        state: crate::types::SourceState::Absent(crate::error::Failure::new(
+            crate::error::ErrorKind::NotBuiltIn,
+            format!(
+                "{}: a build for {} has no {} source",
+                crate::error::NOT_BUILT_IN,
+                std::env::consts::OS,
+                source.as_str()
+            ),
         )),
         details: Vec::new(),
         dropped_process_rows: 0,

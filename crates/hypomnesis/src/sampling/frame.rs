@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::pss::{PssPacer, TreeRam};
-use crate::error::{ErrorKind, HypomnesisError};
+use crate::error::HypomnesisError;
 use crate::types::{
     GpuDeviceInfo, GpuProcessEntry, MigGpuInstance, ProcessGpuInfo, Residency, Utilization,
 };
@@ -50,32 +50,7 @@ impl Want {
     };
 }
 
-/// What a read that failed said, and what kind of failure it was.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Failure {
-    /// The error's message.
-    pub message: String,
-    /// The error's kind.
-    pub kind: ErrorKind,
-}
-
-impl Failure {
-    /// The failure `e` describes.
-    #[must_use]
-    pub fn of(e: &HypomnesisError) -> Self {
-        Self {
-            message: e.to_string(),
-            kind: e.kind(),
-        }
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
+pub use crate::error::Failure;
 
 /// One device at one tick. A part that was not asked for is `None`; a part that could not be
 /// read holds the reason.
@@ -131,7 +106,7 @@ pub struct Frame {
     /// When, since the sampler started.
     pub at: Duration,
     /// Devices counted (0 when there is no GPU source), or why they could not be counted.
-    pub count: Result<u32, String>,
+    pub count: Result<u32, Failure>,
     /// One entry per counted device, in index order.
     pub devices: Vec<DeviceFrame>,
     /// RSS of each followed pid (`None`: not readable, e.g. exited).
@@ -146,7 +121,7 @@ impl Frame {
     #[must_use]
     pub fn new(
         at: Duration,
-        count: Result<u32, String>,
+        count: Result<u32, Failure>,
         devices: Vec<DeviceFrame>,
         rss: BTreeMap<u32, Option<u64>>,
     ) -> Self {
@@ -232,7 +207,7 @@ impl Frame {
     /// What the tree `pids` holds in RAM, shared pages counted once (see [`TreeRam`]): a lone
     /// process's RSS; for several, the sum of their PSS where this tick read it, the RSS of
     /// those whose PSS could not be read in its place (named), processes that vanished
-    /// counting 0. `None` for several when this tick read no PSS (it is never estimated), and
+    /// (unreadable, or a zombie's RSS of 0) counting 0. `None` for several when this tick read no PSS (it is never estimated), and
     /// when not one figure could be read.
     #[must_use]
     pub fn tree_ram(&self, pids: &[u32]) -> Option<TreeRam> {
@@ -249,11 +224,13 @@ impl Frame {
         for p in pids {
             let bytes = match (self.pss.get(p).copied().flatten(), rss(p)) {
                 (Some(pss), _) => pss,
-                (None, Some(r)) => {
+                // A process that exited and is not yet reaped reads RSS 0 and no PSS: it
+                // vanished, and is not one counted by RSS.
+                (None, Some(r)) if r > 0 => {
                     rss_for.push(*p);
                     r
                 }
-                (None, None) => continue,
+                (None, _) => continue,
             };
             sum = Some(sum.unwrap_or(0).saturating_add(bytes));
             counted += 1;
@@ -293,7 +270,7 @@ impl Sampler {
         let count = match crate::gpu::device_count() {
             Ok(n) => Ok(n),
             Err(HypomnesisError::NoGpuSource) => Ok(0),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(Failure::of(&e)),
         };
         let devices = (0..*count.as_ref().unwrap_or(&0))
             .map(|i| self.device(i))
@@ -466,6 +443,14 @@ mod tests {
             Some(TreeRam::new(100, true, 1, Vec::new()))
         );
         assert_eq!(f.tree_ram(&[8, 10]), None, "nothing read");
+        // A zombie: no PSS, RSS 0; it vanished, and is not named as counted by RSS.
+        let mut z = f.clone();
+        z.rss.insert(11, Some(0));
+        z.pss.insert(11, None);
+        assert_eq!(
+            z.tree_ram(&[7, 9, 11]),
+            Some(TreeRam::new(120, true, 2, vec![9]))
+        );
         assert_eq!(f.tree_ram(&[]), None);
         assert_eq!(
             f.tree_ram(&[7]),

@@ -135,7 +135,7 @@ builder! {
         @const free_bytes: Option<u64> = None,
         @const used_bytes: Option<u64> = None,
         @const reserved_bytes: Option<u64> = None,
-        memory_error: Option<String> = None,
+        memory_error: Option<crate::error::Failure> = None,
         @const source: GpuQuerySource = GpuQuerySource::Nvml,
     }
 }
@@ -149,7 +149,7 @@ builder! {
         @const enabled: Option<bool> = None,
         @const pending: Option<bool> = None,
         instances: Vec<MigInstance> = Vec::new(),
-        device_memory_error: Option<String> = None,
+        device_memory_error: Option<crate::error::Failure> = None,
         @const source: GpuQuerySource = GpuQuerySource::Nvml,
     }
 }

@@ -43,8 +43,14 @@ pub struct MigInstance {
     /// The instance's driver reservation, bytes (a subset of `used_bytes`); `None` when the
     /// source does not give it.
     pub reserved_bytes: Option<u64>,
-    /// Why the memory figures are `None` (e.g. `NVML_ERROR_UNKNOWN`); `None` when they were read.
-    pub memory_error: Option<String>,
+    /// Why the memory figures are `None` (e.g. `NVML_ERROR_UNKNOWN`) and what kind of failure
+    /// that is; `None` when they were read. In JSON, the message (the kind is
+    /// [`Self::memory_error_kind`]).
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::error::message_only")
+    )]
+    pub memory_error: Option<crate::error::Failure>,
     /// Which source produced these figures.
     pub source: GpuQuerySource,
 }
@@ -110,7 +116,12 @@ pub struct MigState {
     /// With MIG on: why the GPU's device-wide memory could not be read, in the source's words
     /// (`NVML_ERROR_NO_PERMISSION` for unprivileged callers of NVML); `None` when it could be
     /// read, or MIG is off. [`crate::gpu::device_info`] fails with the full error in that case.
-    pub device_memory_error: Option<String>,
+    /// In JSON, the message (the kind is [`Self::device_memory_error_kind`]).
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::error::message_only")
+    )]
+    pub device_memory_error: Option<crate::error::Failure>,
     /// Which source answered.
     pub source: GpuQuerySource,
 }
@@ -138,9 +149,7 @@ impl MigState {
     /// one: `NoPermission` when the whole GPU's figures are refused to this user.
     #[must_use]
     pub fn device_memory_error_kind(&self) -> Option<crate::error::ErrorKind> {
-        self.device_memory_error
-            .as_deref()
-            .map(crate::error::kind_of_message)
+        self.device_memory_error.as_ref().map(|f| f.kind)
     }
 }
 
@@ -148,9 +157,7 @@ impl MigInstance {
     /// What kind of failure `memory_error` is, when there is one.
     #[must_use]
     pub fn memory_error_kind(&self) -> Option<crate::error::ErrorKind> {
-        self.memory_error
-            .as_deref()
-            .map(crate::error::kind_of_message)
+        self.memory_error.as_ref().map(|f| f.kind)
     }
 }
 

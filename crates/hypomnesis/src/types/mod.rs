@@ -76,6 +76,20 @@ impl GpuQuerySource {
             Self::Drm => "drm",
         }
     }
+
+    /// An error of this source: `failure` in the variant that names it.
+    pub(crate) fn error(self, failure: crate::error::Failure) -> crate::error::HypomnesisError {
+        use crate::error::HypomnesisError as E;
+        let crate::error::Failure { kind, message, .. } = failure;
+        match self {
+            Self::Nvml => E::nvml(kind, message),
+            Self::NvidiaSmi => E::nvidia_smi(kind, message),
+            Self::Dxgi => E::dxgi(kind, message),
+            Self::Pdh => E::pdh(kind, message),
+            Self::Metal => E::metal(kind, message),
+            Self::Drm => E::drm(kind, message),
+        }
+    }
 }
 
 impl fmt::Display for GpuQuerySource {

@@ -6,22 +6,62 @@ use std::fmt;
 use super::GpuQuerySource;
 
 /// How a GPU source fared when asked.
+///
+/// In JSON: `{"state": "answered"}`, or `{"state": "failed" | "absent", "reason": "…",
+/// "kind": "no_permission"}` (the kind's name, see [`crate::error::ErrorKind::as_str`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(
-    feature = "serde",
-    serde(rename_all = "snake_case", tag = "state", content = "reason")
-)]
 #[non_exhaustive]
 pub enum SourceState {
     /// The source exists and answered.
     Answered,
-    /// The source exists but failed; the reason is what it said, ending with the tag of its
-    /// kind when it has one (`… [driver not loaded]`, see [`SourceReport::kind`]).
-    Failed(String),
-    /// The source does not exist on this host (or was not compiled in); the reason says where it
-    /// was looked for.
-    Absent(String),
+    /// The source exists but failed: what it said, and the kind of failure.
+    Failed(crate::error::Failure),
+    /// The source does not exist on this host (kind `NotInstalled`), or was not compiled in
+    /// (kind `NotBuiltIn`); the reason says where it was looked for.
+    Absent(crate::error::Failure),
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for SourceState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let (state, failure) = match self {
+            Self::Answered => ("answered", None),
+            Self::Failed(f) => ("failed", Some(f)),
+            Self::Absent(f) => ("absent", Some(f)),
+        };
+        let mut m = s.serialize_map(Some(if failure.is_some() { 3 } else { 1 }))?;
+        m.serialize_entry("state", state)?;
+        if let Some(f) = failure {
+            m.serialize_entry("reason", &f.message)?;
+            m.serialize_entry("kind", &f.kind)?;
+        }
+        m.end()
+    }
+}
+
+impl SourceState {
+    /// A source that failed with `kind`, saying `message`.
+    #[must_use]
+    pub fn failed(kind: crate::error::ErrorKind, message: impl Into<String>) -> Self {
+        Self::Failed(crate::error::Failure::new(kind, message))
+    }
+
+    /// A source that is not here (`NotInstalled`) or not built in (`NotBuiltIn`), saying where
+    /// it was looked for.
+    #[must_use]
+    pub fn absent(kind: crate::error::ErrorKind, message: impl Into<String>) -> Self {
+        Self::Absent(crate::error::Failure::new(kind, message))
+    }
+
+    /// Why the source did not answer; `None` when it did.
+    #[must_use]
+    pub fn failure(&self) -> Option<&crate::error::Failure> {
+        match self {
+            Self::Answered => None,
+            Self::Failed(f) | Self::Absent(f) => Some(f),
+        }
+    }
 }
 
 /// One GPU source, whether it answered, and what it said about itself (library path, driver and
@@ -141,18 +181,12 @@ pub enum KubeletDirState {
 impl SourceReport {
     /// What kind of failure keeps this source from answering (see [`crate::error::ErrorKind`]):
     /// `None` when it answered, `NotInstalled` when it is not present (`NotBuiltIn` when its
-    /// cargo feature is off: the reason starts with the fixed words its one constructor
-    /// writes), the failure's kind otherwise (read from the tag at the end of the reason,
-    /// `… [no permission]`; `Other` without one).
+    /// cargo feature is off), the failure's kind otherwise.
     #[must_use]
     pub fn kind(&self) -> Option<crate::error::ErrorKind> {
         match &self.state {
             SourceState::Answered => None,
-            SourceState::Absent(why) if why.starts_with(crate::error::NOT_BUILT_IN) => {
-                Some(crate::error::ErrorKind::NotBuiltIn)
-            }
-            SourceState::Absent(_) => Some(crate::error::ErrorKind::NotInstalled),
-            SourceState::Failed(why) => Some(crate::error::kind_of_message(why)),
+            SourceState::Failed(f) | SourceState::Absent(f) => Some(f.kind),
         }
     }
 }

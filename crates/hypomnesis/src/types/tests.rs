@@ -154,7 +154,10 @@ fn every_builder_sets_every_field() {
         .free_bytes(Some(6))
         .used_bytes(Some(7))
         .reserved_bytes(Some(8))
-        .memory_error(Some("e".into()))
+        .memory_error(Some(crate::error::Failure::new(
+            crate::error::ErrorKind::Other,
+            "e",
+        )))
         .source(GpuQuerySource::NvidiaSmi)
         .build();
     assert_eq!(
@@ -171,7 +174,10 @@ fn every_builder_sets_every_field() {
             free_bytes: Some(6),
             used_bytes: Some(7),
             reserved_bytes: Some(8),
-            memory_error: Some("e".into()),
+            memory_error: Some(crate::error::Failure::new(
+                crate::error::ErrorKind::Other,
+                "e"
+            )),
             source: GpuQuerySource::NvidiaSmi,
         }
     );
@@ -182,7 +188,10 @@ fn every_builder_sets_every_field() {
         .enabled(Some(true))
         .pending(Some(false))
         .instances(vec![m.clone()])
-        .device_memory_error(Some("e".into()))
+        .device_memory_error(Some(crate::error::Failure::new(
+            crate::error::ErrorKind::Other,
+            "e",
+        )))
         .source(GpuQuerySource::NvidiaSmi)
         .build();
     assert_eq!(
@@ -194,7 +203,10 @@ fn every_builder_sets_every_field() {
             enabled: Some(true),
             pending: Some(false),
             instances: vec![m],
-            device_memory_error: Some("e".into()),
+            device_memory_error: Some(crate::error::Failure::new(
+                crate::error::ErrorKind::Other,
+                "e"
+            )),
             source: GpuQuerySource::NvidiaSmi,
         }
     );
@@ -225,14 +237,14 @@ fn every_builder_sets_every_field() {
     );
     let r = SourceReport::builder()
         .source(GpuQuerySource::Metal)
-        .state(SourceState::Failed("x".into()))
+        .state(SourceState::failed(crate::error::ErrorKind::Other, "x"))
         .details(vec![("k".into(), "v".into())])
         .build();
     assert_eq!(
         r,
         SourceReport {
             source: GpuQuerySource::Metal,
-            state: SourceState::Failed("x".into()),
+            state: SourceState::failed(crate::error::ErrorKind::Other, "x"),
             details: vec![("k".into(), "v".into())],
             dropped_process_rows: 0,
         }

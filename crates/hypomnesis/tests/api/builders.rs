@@ -46,7 +46,10 @@ fn a_downstream_crate_builds_every_public_type() {
     let report: SourceReportBuilder = SourceReport::builder();
     let report = report
         .source(GpuQuerySource::NvidiaSmi)
-        .state(SourceState::Failed("timed out".into()))
+        .state(SourceState::failed(
+            hypomnesis::ErrorKind::Other,
+            "timed out",
+        ))
         .build();
     assert_eq!(report.source, GpuQuerySource::NvidiaSmi);
 

@@ -214,7 +214,7 @@ fn replay() {
         .find(|r| r.source == GpuQuerySource::Nvml)
         .unwrap();
     assert!(
-        matches!(&nvml.state, SourceState::Failed(w) if w.contains("/nonexistent/libnvidia-ml.so.1")),
+        matches!(&nvml.state, SourceState::Failed(w) if w.message.contains("/nonexistent/libnvidia-ml.so.1")),
         "{nvml:?}"
     );
 }
@@ -379,7 +379,7 @@ fn probe_failing() {
     let SourceState::Failed(why) = &r.state else {
         panic!("{r:?}")
     };
-    assert!(why.contains("exit status: 9"), "{why}");
+    assert!(why.message.contains("exit status: 9"), "{why}");
     assert_eq!(runs().len(), 1, "{:?}", runs());
 }
 
@@ -444,7 +444,7 @@ fn not_on_path() {
         .find(|r| r.source == GpuQuerySource::NvidiaSmi)
         .unwrap();
     assert!(
-        matches!(&smi.state, SourceState::Absent(w) if w.contains("nvidia-smi was not found on PATH")),
+        matches!(&smi.state, SourceState::Absent(w) if w.message.contains("nvidia-smi was not found on PATH")),
         "{smi:?}"
     );
 }
@@ -609,9 +609,9 @@ fn no_source() {
     assert_eq!(nvml.source, GpuQuerySource::Nvml);
     assert!(
         matches!(&nvml.state, SourceState::Absent(w)
-            if w.contains("tried libnvidia-ml.so.1: ")
-                && w.contains("; libnvidia-ml.so: ")
-                && w.contains("; /usr/lib/wsl/lib/libnvidia-ml.so.1: ")),
+            if w.message.contains("tried libnvidia-ml.so.1: ")
+                && w.message.contains("; libnvidia-ml.so: ")
+                && w.message.contains("; /usr/lib/wsl/lib/libnvidia-ml.so.1: ")),
         "every default place is tried and named: {nvml:?}"
     );
 }

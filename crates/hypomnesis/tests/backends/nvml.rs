@@ -341,7 +341,7 @@ fn init_error() {
     let nvml = hypomnesis::sources().into_iter().next().unwrap();
     assert_eq!(nvml.kind(), Some(kind), "the doctor report says which");
     let msg = match &nvml.state {
-        SourceState::Failed(w) => w.clone(),
+        SourceState::Failed(w) => w.message.clone(),
         other => panic!("NVML failed: {other:?}"),
     };
     if kind == hypomnesis::ErrorKind::DriverNotLoaded {
@@ -371,7 +371,7 @@ fn init_error() {
         .find(|r| r.source == GpuQuerySource::Nvml)
         .unwrap();
     assert!(
-        matches!(&nvml.state, SourceState::Failed(w) if w.contains(&want)),
+        matches!(&nvml.state, SourceState::Failed(w) if w.message.contains(&want)),
         "{nvml:?}"
     );
     // The library's own words for the code, when it has some.

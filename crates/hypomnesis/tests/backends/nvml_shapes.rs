@@ -261,14 +261,15 @@ fn mig_alias() {
 fn mig_impossible() {
     let list = hypomnesis::mig_instances(0).unwrap();
     assert_eq!(
-        list[0].memory_error.as_deref(),
+        list[0].memory_error.as_ref().map(|f| f.message.as_str()),
         Some(format!("impossible figures (total {}, free {})", 10 * MIB, 11 * MIB).as_str())
     );
     assert_eq!((list[0].total_bytes, list[0].used_bytes), (None, None));
     assert!(
         list[1]
             .memory_error
-            .as_deref()
+            .as_ref()
+            .map(|f| f.message.as_str())
             .unwrap()
             .starts_with("impossible figures")
     );

@@ -115,7 +115,10 @@ fn mig_instance() -> MigInstance {
         .free_bytes(Some(GIB))
         .used_bytes(Some(0))
         .reserved_bytes(Some(0))
-        .memory_error(Some("NVML_ERROR_UNKNOWN".into()))
+        .memory_error(Some(hypomnesis::Failure::new(
+            hypomnesis::ErrorKind::Other,
+            "NVML_ERROR_UNKNOWN",
+        )))
         .build()
 }
 
@@ -126,7 +129,10 @@ fn mig_state() -> MigState {
         .enabled(Some(true))
         .pending(Some(true))
         .instances(vec![mig_instance()])
-        .device_memory_error(Some("NVML_ERROR_NO_PERMISSION".into()))
+        .device_memory_error(Some(hypomnesis::Failure::new(
+            hypomnesis::ErrorKind::NoPermission,
+            "NVML_ERROR_NO_PERMISSION",
+        )))
         .build()
 }
 
@@ -167,7 +173,7 @@ fn samples() -> Result<Samples, Unsupported> {
     let state = mig_state();
     let ghost = ghost();
     let ghosts = ghost_report();
-    let failed = SourceState::Failed("why".into());
+    let failed = SourceState::failed(hypomnesis::ErrorKind::Other, "why");
     let snapshot = Snapshot::builder()
         .ram_bytes(GIB)
         .gpu(Some(own_gpu()))

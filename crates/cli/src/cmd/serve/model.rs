@@ -171,7 +171,10 @@ mod tests {
             devices: vec![device(PRIMARY)],
             sources: vec![
                 report(PRIMARY, SourceState::Answered),
-                report(GpuQuerySource::Drm, SourceState::Absent("no card".into())),
+                report(
+                    GpuQuerySource::Drm,
+                    SourceState::absent(hypomnesis::ErrorKind::NotInstalled, "no card"),
+                ),
             ],
             ..Sample::default()
         }
@@ -182,12 +185,18 @@ mod tests {
         let s = nvml_answered();
         assert!(!s.needs_fallback());
         let mut failed = s.clone();
-        failed.sources[0] = report(PRIMARY, SourceState::Failed("init".into()));
+        failed.sources[0] = report(
+            PRIMARY,
+            SourceState::failed(hypomnesis::ErrorKind::Other, "init"),
+        );
         failed.devices.clear();
         failed.counted = None;
         assert!(failed.needs_fallback(), "NVML failed");
         let mut absent = s.clone();
-        absent.sources[0] = report(PRIMARY, SourceState::Absent("no library".into()));
+        absent.sources[0] = report(
+            PRIMARY,
+            SourceState::absent(hypomnesis::ErrorKind::NotInstalled, "no library"),
+        );
         absent.devices = vec![device(FALLBACK)];
         assert!(
             absent.needs_fallback(),
@@ -211,7 +220,10 @@ mod tests {
         let mut s = nvml_answered();
         let at = Instant::now();
         s.add_probed(
-            report(FALLBACK, SourceState::Failed("exit 9".into())),
+            report(
+                FALLBACK,
+                SourceState::failed(hypomnesis::ErrorKind::Other, "exit 9"),
+            ),
             at,
             true,
         );
@@ -227,7 +239,10 @@ mod tests {
         assert!(!s.success());
         // A failing primary fails it whatever the fallback's probe.
         let mut s = nvml_answered();
-        s.sources[0] = report(PRIMARY, SourceState::Failed("init".into()));
+        s.sources[0] = report(
+            PRIMARY,
+            SourceState::failed(hypomnesis::ErrorKind::Other, "init"),
+        );
         s.devices.clear();
         s.add_probed(report(FALLBACK, SourceState::Answered), at, true);
         assert!(!s.success());

@@ -165,7 +165,7 @@ impl Backend for DrmBackend {
     fn device_count(&self) -> Result<u32> {
         let devs = devices();
         if let Some(e) = &devs.error {
-            return Err(HypomnesisError::drm(e.kind, e.text.clone()));
+            return Err(HypomnesisError::drm(e.kind, e.message.clone()));
         }
         Ok(u32::try_from(devs.list.len()).unwrap_or(u32::MAX))
     }
@@ -265,7 +265,7 @@ impl Backend for DrmBackend {
         if let Some(e) = &devs.error {
             return SourceReport {
                 source: GpuQuerySource::Drm,
-                state: SourceState::Failed(e.tagged()),
+                state: SourceState::Failed(e.clone()),
                 details: Vec::new(),
                 dropped_process_rows: 0,
             };
@@ -299,13 +299,13 @@ impl Backend for DrmBackend {
         {
             return SourceReport {
                 source: GpuQuerySource::Drm,
-                state: SourceState::Failed(e.tagged_text()),
+                state: SourceState::Failed(crate::error::Failure::of(&e)),
                 details,
                 dropped_process_rows: 0,
             };
         }
         let state = if devs.list.is_empty() {
-            SourceState::Absent(no_device())
+            SourceState::absent(crate::error::ErrorKind::NotInstalled, no_device())
         } else {
             SourceState::Answered
         };

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::parse::{self, FDINFO_MEMORY_DRIVERS};
-use crate::error::Reason;
+use crate::error::Failure;
 use crate::gpu::pci::PciAddress;
 use crate::host::roots;
 use crate::{
@@ -110,13 +110,13 @@ fn walk(sysfs: &Path) -> (Vec<Device>, Vec<String>) {
 }
 
 /// The walk of `<sysfs>/class/drm`, every card (NVIDIA ones too), or why there is none.
-type Walked = std::result::Result<(Vec<Device>, Vec<String>), Reason>;
+type Walked = std::result::Result<(Vec<Device>, Vec<String>), Failure>;
 
 pub(super) fn walked() -> &'static Walked {
     static WALK: OnceLock<Walked> = OnceLock::new();
     WALK.get_or_init(|| match roots::sysfs() {
         Ok(sysfs) => Ok(walk(sysfs)),
-        Err(e) => Err(Reason::new(e.kind(), e.to_string())),
+        Err(e) => Err(Failure::new(e.kind(), e.to_string())),
     })
 }
 
@@ -128,7 +128,7 @@ pub(super) struct Devices {
     pub(super) list: Vec<Device>,
     pub(super) notes: Vec<String>,
     /// Why no device could be looked for (a bad sysfs root).
-    pub(super) error: Option<Reason>,
+    pub(super) error: Option<Failure>,
 }
 
 pub(super) fn devices() -> &'static Devices {
@@ -169,7 +169,7 @@ pub(super) fn devices() -> &'static Devices {
 
 pub(super) fn device(index: u32) -> Result<&'static Device> {
     if let Some(e) = &devices().error {
-        return Err(HypomnesisError::drm(e.kind, e.text.clone()));
+        return Err(HypomnesisError::drm(e.kind, e.message.clone()));
     }
     let list = &devices().list;
     usize::try_from(index).ok().and_then(|i| list.get(i)).ok_or(

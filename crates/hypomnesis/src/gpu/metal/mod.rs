@@ -415,10 +415,11 @@ impl Backend for MetalBackend {
     fn report(&self) -> SourceReport {
         let mut details = Vec::new();
         let state = match self.chip() {
-            Err(why) => SourceState::Failed(why.clone()),
-            Ok(Chip::Other(brand)) => SourceState::Absent(format!(
-                "not Apple silicon: machdep.cpu.brand_string is {brand:?}"
-            )),
+            Err(why) => SourceState::failed(crate::error::ErrorKind::Other, why.clone()),
+            Ok(Chip::Other(brand)) => SourceState::absent(
+                crate::error::ErrorKind::NotInstalled,
+                format!("not Apple silicon: machdep.cpu.brand_string is {brand:?}"),
+            ),
             Ok(Chip::AppleSilicon(name)) => {
                 details.push((
                     "chip".into(),
@@ -445,7 +446,7 @@ impl Backend for MetalBackend {
                 ));
                 let state = match self.device_info(0) {
                     Ok(_) => SourceState::Answered,
-                    Err(e) => SourceState::Failed(e.tagged_text()),
+                    Err(e) => SourceState::Failed(crate::error::Failure::of(&e)),
                 };
                 if let Some(walked) = self.stats().as_ref() {
                     details.push((

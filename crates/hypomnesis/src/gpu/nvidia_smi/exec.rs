@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::SmiBackend;
 use super::runner::{self, RunError};
-use crate::error::Reason;
+use crate::error::Failure;
 use crate::{error::ErrorKind, error::HypomnesisError, error::Result};
 
 /// Default limit of one run.
@@ -20,9 +20,9 @@ static ONE_RUN: Mutex<()> = Mutex::new(());
 
 /// Where the executable is and how long it may run.
 pub(super) struct Setup {
-    pub(super) exe: std::result::Result<PathBuf, Reason>,
+    pub(super) exe: std::result::Result<PathBuf, Failure>,
     pub(super) explicit: bool,
-    pub(super) timeout: std::result::Result<Duration, Reason>,
+    pub(super) timeout: std::result::Result<Duration, Failure>,
 }
 
 impl SmiBackend {
@@ -31,14 +31,14 @@ impl SmiBackend {
             let timeout = match std::env::var("HYPOMNESIS_NVIDIA_SMI_TIMEOUT") {
                 Ok(v) if !v.trim().is_empty() => {
                     crate::duration::parse_duration(&v).map_err(|why| {
-                        Reason::new(
+                        Failure::new(
                             ErrorKind::BadSetting,
                             format!("HYPOMNESIS_NVIDIA_SMI_TIMEOUT: {why}"),
                         )
                     })
                 }
                 Ok(_) | Err(std::env::VarError::NotPresent) => Ok(DEFAULT_TIMEOUT),
-                Err(std::env::VarError::NotUnicode(_)) => Err(Reason::new(
+                Err(std::env::VarError::NotUnicode(_)) => Err(Failure::new(
                     ErrorKind::BadSetting,
                     "HYPOMNESIS_NVIDIA_SMI_TIMEOUT is not valid UTF-8",
                 )),
@@ -50,7 +50,7 @@ impl SmiBackend {
                     timeout,
                 },
                 None => Setup {
-                    exe: find_on_path().map_err(|why| Reason::new(ErrorKind::NotInstalled, why)),
+                    exe: find_on_path().map_err(|why| Failure::new(ErrorKind::NotInstalled, why)),
                     explicit: false,
                     timeout,
                 },
@@ -64,11 +64,11 @@ impl SmiBackend {
         let exe = setup
             .exe
             .as_ref()
-            .map_err(|r| HypomnesisError::nvidia_smi(r.kind, r.text.clone()))?;
+            .map_err(|r| HypomnesisError::nvidia_smi(r.kind, r.message.clone()))?;
         let timeout = setup
             .timeout
             .clone()
-            .map_err(|r| HypomnesisError::nvidia_smi(r.kind, r.text))?;
+            .map_err(|r| HypomnesisError::nvidia_smi(r.kind, r.message))?;
         // One run at a time in the whole process: callers on other threads (an exporter's
         // probe, its measurement of the devices alone) wait here rather than start a second
         // `nvidia-smi` beside a slow one; one that waited behind a run that hung is answered

@@ -9,6 +9,7 @@ use super::parse_mig::{
     self, ListGpu, ListMig, MIG_FIELDS, QGpuMig, QMemoryLines, QProcess, SmiMigMode,
 };
 use super::{MIB, ROUNDING};
+use crate::error::Failure;
 use crate::gpu::{mig, nvidia};
 use crate::{
     error::ErrorKind, error::HypomnesisError, error::Result, types::GpuQuerySource,
@@ -128,12 +129,28 @@ fn add_instances(states: &mut [MigState], gpus: &[SmiGpu], q: &[QGpuMig], list: 
     }
 }
 
-fn refused_figure(g: &SmiGpu) -> Option<String> {
+fn refused_figure(g: &SmiGpu) -> Option<Failure> {
     match (&g.total_mib, &g.free_mib) {
-        (Err(t), _) | (_, Err(t)) => {
-            Some(t.trim_start_matches('[').trim_end_matches(']').to_string())
-        }
+        (Err(t), _) | (_, Err(t)) => Some(token_failure(
+            t.trim_start_matches('[').trim_end_matches(']'),
+        )),
         _ => None,
+    }
+}
+
+/// What nvidia-smi printed in place of a figure, as a failure: its `Insufficient Permissions`
+/// token is a refusal (decided here, where the token is read); anything else is said as it is.
+fn token_failure(token: &str) -> Failure {
+    Failure::new(token_kind(token), token)
+}
+
+/// The kind of nvidia-smi's token in place of a figure (`[Insufficient Permissions]`, with or
+/// without its brackets).
+fn token_kind(token: &str) -> ErrorKind {
+    if token.trim_start_matches('[').trim_end_matches(']') == "Insufficient Permissions" {
+        ErrorKind::NoPermission
+    } else {
+        ErrorKind::Other
     }
 }
 
@@ -156,7 +173,10 @@ fn instances_of(index: u32, q: Option<&QGpuMig>, list: &[ListMig]) -> Vec<MigIns
             }
             Some(Err(why)) => m.memory_error = Some(why),
             None => {
-                m.memory_error = Some("no Shared FB Memory Usage block in nvidia-smi -q".into());
+                m.memory_error = Some(Failure::new(
+                    ErrorKind::BadAnswer,
+                    "no Shared FB Memory Usage block in nvidia-smi -q",
+                ));
             }
         }
         out.push(m);
@@ -168,7 +188,10 @@ fn instances_of(index: u32, q: Option<&QGpuMig>, list: &[ListMig]) -> Vec<MigIns
             .unwrap_or_else(|| {
                 // Listed by -L but without a -q block: known to exist, memory unknown.
                 let mut m = MigInstance::blank(index, l.index, GpuQuerySource::NvidiaSmi);
-                m.memory_error = Some("no MIG Device block in nvidia-smi -q".into());
+                m.memory_error = Some(Failure::new(
+                    ErrorKind::BadAnswer,
+                    "no MIG Device block in nvidia-smi -q",
+                ));
                 out.push(m);
                 out.len() - 1
             });
@@ -188,19 +211,23 @@ struct Memory {
     reserved: Option<u64>,
 }
 
-fn mig_memory(m: &QMemoryLines) -> std::result::Result<Memory, String> {
+fn mig_memory(m: &QMemoryLines) -> std::result::Result<Memory, Failure> {
+    let bad = |text: String| Failure::new(ErrorKind::BadAnswer, text);
     let get = |f: &Option<Field>, k: &str| match f {
         Some(Ok(mib)) => mib
             .checked_mul(MIB)
-            .ok_or_else(|| format!("Shared FB Memory Usage {k} {mib} MiB overflows")),
-        Some(Err(token)) => Err(format!("Shared FB Memory Usage {k} is {token}")),
-        None => Err(format!("Shared FB Memory Usage has no {k} line")),
+            .ok_or_else(|| bad(format!("Shared FB Memory Usage {k} {mib} MiB overflows"))),
+        Some(Err(token)) => Err(Failure::new(
+            token_kind(token),
+            format!("Shared FB Memory Usage {k} is {token}"),
+        )),
+        None => Err(bad(format!("Shared FB Memory Usage has no {k} line"))),
     };
     let total = get(&m.total_mib, "Total")?;
     let free = get(&m.free_mib, "Free")?;
     let used = total
         .checked_sub(free)
-        .ok_or_else(|| "Shared FB Memory Usage Free is larger than Total".to_string())?;
+        .ok_or_else(|| bad("Shared FB Memory Usage Free is larger than Total".to_string()))?;
     let reserved = m
         .reserved_mib
         .clone()
@@ -390,10 +417,9 @@ mod tests {
             s.device_memory_error, None,
             "MIG off: the GPU's figures stand"
         );
-        assert_eq!(
-            states[1].device_memory_error.as_deref(),
-            Some("Insufficient Permissions")
-        );
+        let refused = states[1].device_memory_error.as_ref().unwrap();
+        assert_eq!(refused.message, "Insufficient Permissions");
+        assert_eq!(refused.kind, ErrorKind::NoPermission);
         assert_eq!(
             (states[2].enabled, states[2].pending),
             (None, None),
@@ -520,17 +546,35 @@ mod tests {
         m.free_mib = Some(Ok(11));
         assert_eq!(
             used(m),
-            Err("Shared FB Memory Usage Free is larger than Total".into())
+            Err(Failure::new(
+                ErrorKind::BadAnswer,
+                "Shared FB Memory Usage Free is larger than Total"
+            ))
         );
         let mut m = memory(10, 4, 0);
         m.total_mib = None;
         assert_eq!(
             used(m),
-            Err("Shared FB Memory Usage has no Total line".into())
+            Err(Failure::new(
+                ErrorKind::BadAnswer,
+                "Shared FB Memory Usage has no Total line"
+            ))
         );
         let mut m = memory(10, 4, 0);
         m.free_mib = Some(Err("[N/A]".into()));
-        assert_eq!(used(m), Err("Shared FB Memory Usage Free is [N/A]".into()));
+        assert_eq!(
+            used(m),
+            Err(Failure::new(
+                ErrorKind::Other,
+                "Shared FB Memory Usage Free is [N/A]"
+            ))
+        );
+        let mut m = memory(10, 4, 0);
+        m.total_mib = Some(Err("[Insufficient Permissions]".into()));
+        assert_eq!(
+            mig_memory(&m).map(|_| ()).unwrap_err().kind,
+            ErrorKind::NoPermission
+        );
         let mut m = memory(10, 4, 0);
         m.reserved_mib = Some(Ok(9));
         assert_eq!(

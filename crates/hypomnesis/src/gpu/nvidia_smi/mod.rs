@@ -183,7 +183,7 @@ impl Backend for SmiBackend {
             Err(why) => not_runnable(why, s.explicit),
             Ok(_) => match self.gpus() {
                 Ok(_) => SourceState::Answered,
-                Err(e) => SourceState::Failed(e.tagged_text()),
+                Err(e) => SourceState::Failed(crate::error::Failure::of(&e)),
             },
         }
     }
@@ -197,7 +197,7 @@ impl Backend for SmiBackend {
                 details.push(("executable".into(), exe.display().to_string()));
                 match &s.timeout {
                     Ok(t) => details.push(("timeout".into(), format_duration(*t))),
-                    Err(why) => details.push(("timeout".into(), why.tagged())),
+                    Err(why) => details.push(("timeout".into(), why.message.clone())),
                 }
                 if let Ok(ran) = self.run(&["--version"])
                     && let Some(v) = parse::parse_version(&ran.stdout)
@@ -232,7 +232,7 @@ impl Backend for SmiBackend {
                         }
                         SourceState::Answered
                     }
-                    Err(e) => SourceState::Failed(e.tagged_text()),
+                    Err(e) => SourceState::Failed(crate::error::Failure::of(&e)),
                 }
             }
         };
@@ -262,11 +262,11 @@ impl Backend for SmiBackend {
 
 /// The state of a source without an executable to run: absent when none was found on `PATH`,
 /// failed when `HYPOMNESIS_NVIDIA_SMI` (`explicit`) names one that cannot be used.
-fn not_runnable(why: &crate::error::Reason, explicit: bool) -> SourceState {
+fn not_runnable(why: &crate::error::Failure, explicit: bool) -> SourceState {
     if explicit {
-        SourceState::Failed(why.tagged())
+        SourceState::Failed(why.clone())
     } else {
-        SourceState::Absent(why.text.clone())
+        SourceState::Absent(why.clone())
     }
 }
 

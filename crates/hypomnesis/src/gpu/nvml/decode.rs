@@ -153,10 +153,21 @@ pub(crate) fn v3_layout(has_conf_compute_mem: bool, has_detail_list: bool) -> Pr
     }
 }
 
-/// The kind of a failure NVML reported with `code`: decided where the code is read (from its
-/// name, through the one table of fixed tags), written into the message as its tag.
+/// The kind of a failure NVML reported with `code`: decided here, where the code is read, by
+/// the code alone.
 pub(crate) fn kind_of_return(code: NvmlReturn) -> ErrorKind {
-    crate::error::kind_of_message(return_name(code))
+    match code {
+        NVML_ERROR_DRIVER_NOT_LOADED => ErrorKind::DriverNotLoaded,
+        NVML_ERROR_LIB_RM_VERSION_MISMATCH => ErrorKind::DriverVersionMismatch,
+        NVML_ERROR_NO_PERMISSION => ErrorKind::NoPermission,
+        NVML_ERROR_GPU_IS_LOST | NVML_ERROR_RESET_REQUIRED => ErrorKind::GpuLost,
+        NVML_ERROR_NOT_SUPPORTED => ErrorKind::NotSupported,
+        NVML_ERROR_LIBRARY_NOT_FOUND => ErrorKind::NotInstalled,
+        NVML_ERROR_NOT_FOUND => ErrorKind::NoSuchDevice,
+        NVML_ERROR_TIMEOUT => ErrorKind::TimedOut,
+        NVML_ERROR_GPU_NOT_FOUND => ErrorKind::NoGpu,
+        _ => ErrorKind::Other,
+    }
 }
 
 #[cfg(test)]

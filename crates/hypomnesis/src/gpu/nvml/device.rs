@@ -8,7 +8,7 @@ use super::abi::{
 use super::decode::text;
 use super::ffi::Device;
 use super::model::{GpuNode, gpu_node, own_memory, pool, unified};
-use super::session::{Facts, Failure, Loaded, failed_call};
+use super::session::{CallFailure, Facts, Loaded, failed_call};
 use crate::gpu::nvidia;
 use crate::{
     error::ErrorKind, error::HypomnesisError, types::GpuDeviceInfo, types::GpuQuerySource,
@@ -22,7 +22,11 @@ const MAX_SAMPLES: usize = 1 << 16;
 
 impl Loaded {
     /// v1 memory of a device, validated.
-    pub(super) fn memory(&self, dev: Device, index: u32) -> std::result::Result<Memory, Failure> {
+    pub(super) fn memory(
+        &self,
+        dev: Device,
+        index: u32,
+    ) -> std::result::Result<Memory, CallFailure> {
         checked_memory(self.nvml.memory(dev), index)
     }
 
@@ -48,7 +52,7 @@ impl Loaded {
 
     /// GPU and memory utilization: unknown when the library has no such function or the GPU
     /// does not sample it (`NOT_SUPPORTED`: a GPU in MIG mode, an old board).
-    pub(super) fn utilization(&self, index: u32) -> std::result::Result<Utilization, Failure> {
+    pub(super) fn utilization(&self, index: u32) -> std::result::Result<Utilization, CallFailure> {
         let dev = self.device(index)?;
         match self.nvml.utilization(dev) {
             None | Some(Err(NVML_ERROR_NOT_SUPPORTED)) => {
@@ -68,7 +72,7 @@ impl Loaded {
     /// The driver's per-process activity samples newer than `since_us`: the sizing call, then
     /// a buffer that size (again while the list grows); `NOT_FOUND` is no sample, not an error.
     /// The minor number of GPU `index`'s device file; `None` when the driver does not say.
-    pub(super) fn minor_number(&self, index: u32) -> std::result::Result<Option<u32>, Failure> {
+    pub(super) fn minor_number(&self, index: u32) -> std::result::Result<Option<u32>, CallFailure> {
         let dev = self.device(index)?;
         Ok(self
             .nvml
@@ -80,7 +84,7 @@ impl Loaded {
         &self,
         index: u32,
         since_us: u64,
-    ) -> std::result::Result<ProcessActivity, Failure> {
+    ) -> std::result::Result<ProcessActivity, CallFailure> {
         const NAME: &str = "nvmlDeviceGetProcessUtilization";
         let dev = self.device(index)?;
         let mut buf: Vec<ProcessUtilizationSample> = Vec::new();
@@ -113,7 +117,7 @@ impl Loaded {
                     buf = vec![ProcessUtilizationSample::default(); room];
                 }
                 NVML_SUCCESS | NVML_ERROR_INSUFFICIENT_SIZE => {
-                    return Err(Failure::Other(HypomnesisError::nvml(
+                    return Err(CallFailure::Other(HypomnesisError::nvml(
                         ErrorKind::BadAnswer,
                         format!("{NAME} for GPU {index} asked room for {count} samples"),
                     )));
@@ -134,7 +138,7 @@ impl Loaded {
                 code => return Err(failed_call(NAME, Some(index))(code)),
             }
         }
-        Err(Failure::Other(HypomnesisError::nvml(
+        Err(CallFailure::Other(HypomnesisError::nvml(
             ErrorKind::Other,
             format!("{NAME} for GPU {index}: the list grew at each of {MAX_SAMPLE_ATTEMPTS} tries"),
         )))
@@ -185,7 +189,10 @@ impl Loaded {
         facts
     }
 
-    pub(super) fn device_info(&self, index: u32) -> std::result::Result<GpuDeviceInfo, Failure> {
+    pub(super) fn device_info(
+        &self,
+        index: u32,
+    ) -> std::result::Result<GpuDeviceInfo, CallFailure> {
         let dev = self.device(index)?;
         let Facts {
             name,
@@ -256,17 +263,17 @@ fn lasting<T>(answer: Option<&std::result::Result<T, NvmlReturn>>) -> bool {
 fn checked_memory(
     answer: Option<std::result::Result<Memory, NvmlReturn>>,
     index: u32,
-) -> std::result::Result<Memory, Failure> {
+) -> std::result::Result<Memory, CallFailure> {
     let m = answer
         .ok_or_else(|| {
-            Failure::Other(HypomnesisError::nvml(
+            CallFailure::Other(HypomnesisError::nvml(
                 ErrorKind::Other,
                 "the library exports no nvmlDeviceGetMemoryInfo",
             ))
         })?
         .map_err(failed_call("nvmlDeviceGetMemoryInfo", Some(index)))?;
     if m.free > m.total || m.total == NVML_VALUE_NOT_AVAILABLE {
-        return Err(Failure::Other(HypomnesisError::nvml(
+        return Err(CallFailure::Other(HypomnesisError::nvml(
             ErrorKind::BadAnswer,
             format!(
                 "nvmlDeviceGetMemoryInfo for GPU {index} returned {} (total {}, free {})",

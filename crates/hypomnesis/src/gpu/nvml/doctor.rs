@@ -11,15 +11,11 @@ use crate::{types::GpuQuerySource, types::SourceReport, types::SourceState};
 pub(super) fn report() -> SourceReport {
     let mut details = Vec::new();
     let state = match outcome() {
-        LoadOutcome::Failed {
-            reason,
-            kind,
-            explicit,
-        } => {
+        LoadOutcome::Failed { why, explicit } => {
             if *explicit {
-                SourceState::Failed(crate::error::tagged(*kind, reason.clone()))
+                SourceState::Failed(why.clone())
             } else {
-                SourceState::Absent(reason.clone())
+                SourceState::absent(crate::error::ErrorKind::NotInstalled, why.message.clone())
             }
         }
         LoadOutcome::Loaded(l) => {
@@ -35,7 +31,7 @@ pub(super) fn report() -> SourceReport {
                     }
                     SourceState::Answered
                 }
-                Err(e) => SourceState::Failed(e.tagged_text()),
+                Err(e) => SourceState::Failed(crate::error::Failure::of(&e)),
             };
             if let Some(v) = l.driver_version() {
                 details.push(("driver version".into(), v));

@@ -72,8 +72,7 @@ fn default_candidates() -> Vec<PathBuf> {
 pub(super) enum LoadOutcome {
     Loaded(Box<Loaded>),
     Failed {
-        reason: String,
-        kind: crate::error::ErrorKind,
+        why: crate::error::Failure,
         explicit: bool,
     },
 }
@@ -95,16 +94,17 @@ fn load() -> LoadOutcome {
         Ok(c) => c,
         Err(reason) => {
             return LoadOutcome::Failed {
-                reason,
-                kind: crate::error::ErrorKind::BadSetting,
+                why: crate::error::Failure::new(crate::error::ErrorKind::BadSetting, reason),
                 explicit: true,
             };
         }
     };
     if paths.is_empty() {
         return LoadOutcome::Failed {
-            reason: format!("NVML is not available on {}", std::env::consts::OS),
-            kind: crate::error::ErrorKind::Other,
+            why: crate::error::Failure::new(
+                crate::error::ErrorKind::Other,
+                format!("NVML is not available on {}", std::env::consts::OS),
+            ),
             explicit: false,
         };
     }
@@ -130,11 +130,13 @@ fn load() -> LoadOutcome {
         }
     }
     LoadOutcome::Failed {
-        reason: format!(
-            "could not load the NVML library (tried {})",
-            tried.join("; ")
+        why: crate::error::Failure::new(
+            crate::error::ErrorKind::Other,
+            format!(
+                "could not load the NVML library (tried {})",
+                tried.join("; ")
+            ),
         ),
-        kind: crate::error::ErrorKind::Other,
         explicit,
     }
 }

@@ -7,10 +7,11 @@ use super::abi::{
     NVML_DEVICE_MIG_ENABLE, NVML_ERROR_NOT_FOUND, NVML_ERROR_NOT_SUPPORTED, NVML_MEMORY_V2_VERSION,
     NVML_VALUE_NOT_AVAILABLE, NVML_VALUE_NOT_AVAILABLE_U32,
 };
-use super::decode::{return_name, text};
+use super::decode::{kind_of_return, return_name, text};
 use super::device::reserved_from_v2;
 use super::ffi::Device;
-use super::session::{Failure, Loaded, failed_call};
+use super::session::{CallFailure, Loaded, failed_call};
+use crate::error::Failure;
 use crate::gpu::{mig, nvidia};
 use crate::{
     error::ErrorKind, error::HypomnesisError, types::GpuQuerySource, types::MigInstance,
@@ -65,9 +66,9 @@ impl Loaded {
         &self,
         dev: Device,
         index: u32,
-    ) -> std::result::Result<Vec<(u32, Device)>, Failure> {
+    ) -> std::result::Result<Vec<(u32, Device)>, CallFailure> {
         let missing = |f: &str| {
-            Failure::Other(HypomnesisError::nvml(
+            CallFailure::Other(HypomnesisError::nvml(
                 ErrorKind::Other,
                 format!(
                     "the library exports no {f}, so the MIG devices of GPU {index} cannot be listed"
@@ -80,7 +81,7 @@ impl Loaded {
             .ok_or_else(|| missing("nvmlDeviceGetMaxMigDeviceCount"))?
             .map_err(failed_call("nvmlDeviceGetMaxMigDeviceCount", Some(index)))?;
         if max > MAX_MIG_SLOTS {
-            return Err(Failure::Other(HypomnesisError::nvml(
+            return Err(CallFailure::Other(HypomnesisError::nvml(
                 ErrorKind::Other,
                 format!(
                     "nvmlDeviceGetMaxMigDeviceCount for GPU {index} returned {max}, more than any GPU has"
@@ -136,12 +137,22 @@ impl Loaded {
         m.profile = m.name.as_deref().and_then(mig::profile_from_name);
         (m.gpu_instance_id, m.compute_instance_id) = self.instance_ids(h);
         match self.nvml.memory(h) {
-            None => m.memory_error = Some("the library exports no nvmlDeviceGetMemoryInfo".into()),
-            Some(Err(code)) => m.memory_error = Some(return_name(code).to_string()),
+            None => {
+                m.memory_error = Some(Failure::new(
+                    ErrorKind::NotSupported,
+                    "the library exports no nvmlDeviceGetMemoryInfo",
+                ));
+            }
+            Some(Err(code)) => {
+                m.memory_error = Some(Failure::new(kind_of_return(code), return_name(code)));
+            }
             Some(Ok(mem)) if mem.free > mem.total || mem.total == NVML_VALUE_NOT_AVAILABLE => {
-                m.memory_error = Some(format!(
-                    "impossible figures (total {}, free {})",
-                    mem.total, mem.free
+                m.memory_error = Some(Failure::new(
+                    ErrorKind::BadAnswer,
+                    format!(
+                        "impossible figures (total {}, free {})",
+                        mem.total, mem.free
+                    ),
                 ));
             }
             Some(Ok(mem)) => {
@@ -158,7 +169,7 @@ impl Loaded {
         m
     }
 
-    pub(super) fn mig_state(&self, index: u32) -> std::result::Result<MigState, Failure> {
+    pub(super) fn mig_state(&self, index: u32) -> std::result::Result<MigState, CallFailure> {
         let dev = self.device(index)?;
         let mut s = MigState::unknown(index, GpuQuerySource::Nvml);
         let facts = self.facts(dev);
@@ -180,15 +191,17 @@ impl Loaded {
         s.instances = list;
         s.device_memory_error = match self.memory(dev, index) {
             Ok(_) => None,
-            Err(Failure::Call { code, .. }) => Some(return_name(code).to_string()),
-            Err(Failure::Other(e)) => Some(e.to_string()),
+            Err(CallFailure::Call { code, .. }) => {
+                Some(Failure::new(kind_of_return(code), return_name(code)))
+            }
+            Err(CallFailure::Other(e)) => Some(Failure::of(&e)),
         };
         Ok(s)
     }
 
     /// The MIG device with this UUID, found with `nvmlDeviceGetHandleByUUID`.
-    pub(super) fn find_mig(&self, uuid: &str) -> std::result::Result<MigInstance, Failure> {
-        let other = |m: String| Failure::Other(HypomnesisError::nvml(ErrorKind::Other, m));
+    pub(super) fn find_mig(&self, uuid: &str) -> std::result::Result<MigInstance, CallFailure> {
+        let other = |m: String| CallFailure::Other(HypomnesisError::nvml(ErrorKind::Other, m));
         let missing = |f: &str| other(format!("the library exports no {f}"));
         let h = match self
             .nvml

@@ -30,9 +30,9 @@ use super::backend::{Backend, Op, Presence};
 use super::nvidia;
 use crate::host::process::procfs;
 use crate::{
-    error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
-    types::GpuQuerySource, types::MigInstance, types::MigState, types::ProcessActivity,
-    types::ProcessGpuInfo, types::SourceReport, types::Utilization,
+    error::Result, types::GpuDeviceInfo, types::GpuProcessEntry, types::GpuQuerySource,
+    types::MigInstance, types::MigState, types::ProcessActivity, types::ProcessGpuInfo,
+    types::SourceReport, types::Utilization,
 };
 
 /// The NVML backend. All state is process-wide (see the module docs).
@@ -42,9 +42,7 @@ impl NvmlBackend {
     fn with<T>(f: impl FnOnce(&Loaded) -> Result<T>) -> Result<T> {
         match outcome() {
             LoadOutcome::Loaded(l) => f(l),
-            LoadOutcome::Failed { reason, kind, .. } => {
-                Err(HypomnesisError::nvml(*kind, reason.clone()))
-            }
+            LoadOutcome::Failed { why, .. } => Err(GpuQuerySource::Nvml.error(why.clone())),
         }
     }
 

@@ -3,7 +3,7 @@
 //! figures, the host's pool.
 
 use super::abi::{Memory, NvmlReturn};
-use super::session::Failure;
+use super::session::CallFailure;
 use crate::{error::ErrorKind, error::HypomnesisError, types::MemoryModel, types::NumaNode};
 
 /// `NVML_DEVICE_ADDRESSING_MODE_NONE`, `_HMM` (heterogeneous memory management: a discrete
@@ -19,10 +19,10 @@ pub(super) type Model = (Option<MemoryModel>, Option<String>);
 
 /// The host's memory as the figures of GPU `index`, which has none of its own (`why`):
 /// `MemTotal` as its total and `MemAvailable` as its free memory.
-pub(super) fn pool(index: u32, why: &str) -> std::result::Result<Memory, Failure> {
+pub(super) fn pool(index: u32, why: &str) -> std::result::Result<Memory, CallFailure> {
     let (total, free) = crate::gpu::nvidia::host_pool(crate::host::memory::host::host_memory())
         .map_err(|e| {
-            Failure::Other(HypomnesisError::nvml(
+            CallFailure::Other(HypomnesisError::nvml(
                 ErrorKind::NotSupported,
                 format!("GPU {index}: {why}, and {e}"),
             ))

@@ -11,7 +11,7 @@ use super::abi::{
 use super::decode::{ProcessLayout, ProcessRecord, text};
 use super::ffi::{Device, ProcessFn};
 use super::mig::{InstanceIds, instance_id};
-use super::session::{Failure, Loaded};
+use super::session::{CallFailure, Loaded};
 use crate::gpu::backend::Dropped;
 use crate::host::process::procfs;
 use crate::{error::ErrorKind, error::HypomnesisError, types::GpuContextKind};
@@ -49,7 +49,7 @@ impl Loaded {
     pub(super) fn raw_processes(
         &self,
         index: u32,
-    ) -> std::result::Result<Vec<RawProcess>, Failure> {
+    ) -> std::result::Result<Vec<RawProcess>, CallFailure> {
         let dev = self.device(index)?;
         // No bound from a device that reports no memory of its own (0 bytes: a unified GPU,
         // whose processes' memory is the host's).
@@ -109,14 +109,14 @@ impl Loaded {
         index: u32,
         total: Option<u64>,
         ids: Option<InstanceIds>,
-    ) -> std::result::Result<BTreeMap<u32, RawProcess>, Failure> {
+    ) -> std::result::Result<BTreeMap<u32, RawProcess>, CallFailure> {
         let lists = [
             (self.nvml.compute, GpuContextKind::Compute),
             (self.nvml.graphics, GpuContextKind::Graphics),
             (self.nvml.mps, GpuContextKind::Mps),
         ];
         if lists.iter().take(2).all(|(f, _)| f.is_none()) {
-            return Err(Failure::Other(HypomnesisError::nvml(
+            return Err(CallFailure::Other(HypomnesisError::nvml(
                 ErrorKind::Other,
                 "the library exports no process-list function",
             )));
@@ -133,7 +133,7 @@ impl Loaded {
                 Ok(rows) => rows,
                 // Graphics lists are unsupported on some compute-only boards (and on MIG
                 // devices): compute still counts.
-                Err(Failure::Call {
+                Err(CallFailure::Call {
                     code: NVML_ERROR_NOT_SUPPORTED,
                     ..
                 }) if kind == GpuContextKind::Graphics => continue,
@@ -208,7 +208,11 @@ impl Loaded {
     }
 }
 
-fn read_list(pf: ProcessFn, dev: Device, index: u32) -> std::result::Result<Vec<ListRow>, Failure> {
+fn read_list(
+    pf: ProcessFn,
+    dev: Device,
+    index: u32,
+) -> std::result::Result<Vec<ListRow>, CallFailure> {
     match pf.layout {
         ProcessLayout::V1 => read_typed::<ProcessInfoV1>(pf, dev, index),
         ProcessLayout::V2 => read_typed::<ProcessInfoV2>(pf, dev, index),
@@ -222,7 +226,7 @@ fn read_typed<T: ProcessRecord>(
     pf: ProcessFn,
     dev: Device,
     index: u32,
-) -> std::result::Result<Vec<ListRow>, Failure> {
+) -> std::result::Result<Vec<ListRow>, CallFailure> {
     // The first ask on the stack (a list of up to 64 processes costs no allocation, and a
     // refresh asks for three lists a GPU); a longer one on the heap.
     let mut first = [T::default(); FIRST_CAPACITY];
@@ -238,7 +242,7 @@ fn read_typed<T: ProcessRecord>(
         match rc {
             NVML_SUCCESS => {
                 let rows = buf.get(..count).ok_or_else(|| {
-                    Failure::Other(HypomnesisError::nvml(
+                    CallFailure::Other(HypomnesisError::nvml(
                         ErrorKind::Other,
                         format!(
                             "{} for GPU {index} reported {count} entries for a buffer of {}; the list is not trusted",
@@ -259,7 +263,7 @@ fn read_typed<T: ProcessRecord>(
             }
             NVML_ERROR_INSUFFICIENT_SIZE => {
                 if count > MAX_LIST_ROWS {
-                    return Err(Failure::Other(HypomnesisError::nvml(
+                    return Err(CallFailure::Other(HypomnesisError::nvml(
                         ErrorKind::Other,
                         format!(
                             "{} for GPU {index} asked for room for {count} processes, more than any host can run",
@@ -275,7 +279,7 @@ fn read_typed<T: ProcessRecord>(
                 grown = vec![T::default(); want];
             }
             code => {
-                return Err(Failure::Call {
+                return Err(CallFailure::Call {
                     function: pf.name,
                     gpu: Some(index),
                     code,
@@ -283,7 +287,7 @@ fn read_typed<T: ProcessRecord>(
             }
         }
     }
-    Err(Failure::Other(HypomnesisError::nvml(
+    Err(CallFailure::Other(HypomnesisError::nvml(
         ErrorKind::Other,
         format!(
             "{} for GPU {index} still answered NVML_ERROR_INSUFFICIENT_SIZE after {MAX_LIST_ATTEMPTS} tries (the list keeps growing)",

@@ -10,7 +10,7 @@ use super::abi::{
 };
 use super::decode::{kind_of_return, return_name};
 use super::ffi::{self, Device, Nvml};
-use crate::error::Reason;
+use crate::error::Failure;
 use crate::gpu::backend::DroppedRows;
 use crate::{error::ErrorKind, error::HypomnesisError, error::Result};
 
@@ -27,7 +27,7 @@ pub(super) type MigMode = Option<(bool, bool)>;
 pub(super) struct Session {
     pub(super) live: bool,
     pub(super) init_calls: u64,
-    last_failure: Option<(Reason, Instant)>,
+    last_failure: Option<(Failure, Instant)>,
     handles: Vec<Option<Device>>,
     /// The driver version, asked once per session (unknown is `None`).
     driver_version: OnceLock<Option<String>>,
@@ -75,7 +75,7 @@ pub(super) struct Loaded {
 }
 
 /// Why an NVML-backed operation failed.
-pub(super) enum Failure {
+pub(super) enum CallFailure {
     /// An NVML call returned a code.
     Call {
         function: &'static str,
@@ -86,7 +86,7 @@ pub(super) enum Failure {
     Other(HypomnesisError),
 }
 
-impl Failure {
+impl CallFailure {
     fn driver_gone(&self) -> bool {
         matches!(self, Self::Call { code, .. } if *code == NVML_ERROR_UNINITIALIZED || *code == NVML_ERROR_DRIVER_NOT_LOADED)
     }
@@ -97,8 +97,8 @@ impl Failure {
 pub(super) fn failed_call(
     function: &'static str,
     gpu: Option<u32>,
-) -> impl Fn(NvmlReturn) -> Failure {
-    move |code| Failure::Call {
+) -> impl Fn(NvmlReturn) -> CallFailure {
+    move |code| CallFailure::Call {
         function,
         gpu,
         code,
@@ -117,10 +117,10 @@ impl Loaded {
         }
     }
 
-    pub(super) fn to_error(&self, f: Failure) -> HypomnesisError {
+    pub(super) fn to_error(&self, f: CallFailure) -> HypomnesisError {
         match f {
-            Failure::Other(e) => e,
-            Failure::Call {
+            CallFailure::Other(e) => e,
+            CallFailure::Call {
                 function,
                 gpu,
                 code,
@@ -154,7 +154,7 @@ impl Loaded {
             && !force
             && at.elapsed() < INIT_RETRY_AFTER
         {
-            return Err(HypomnesisError::nvml(why.kind, why.text.clone()));
+            return Err(HypomnesisError::nvml(why.kind, why.message.clone()));
         }
         s.init_calls += 1;
         let rc = self.nvml.init();
@@ -165,7 +165,7 @@ impl Loaded {
             s.driver_version = OnceLock::new();
             Ok(())
         } else {
-            let why = Reason::new(
+            let why = Failure::new(
                 kind_of_return(rc),
                 format!(
                     "{} failed: {} (library {})",
@@ -175,7 +175,7 @@ impl Loaded {
                 ),
             );
             s.last_failure = Some((why.clone(), Instant::now()));
-            Err(HypomnesisError::nvml(why.kind, why.text))
+            Err(HypomnesisError::nvml(why.kind, why.message))
         }
     }
 
@@ -191,7 +191,10 @@ impl Loaded {
 
     /// Run `f` in a live session; after an error meaning the driver went away, re-initialise
     /// once and run it again.
-    pub(super) fn run<T>(&self, f: impl Fn(&Self) -> std::result::Result<T, Failure>) -> Result<T> {
+    pub(super) fn run<T>(
+        &self,
+        f: impl Fn(&Self) -> std::result::Result<T, CallFailure>,
+    ) -> Result<T> {
         self.ensure(false)?;
         match f(self) {
             Ok(v) => Ok(v),
@@ -215,13 +218,13 @@ impl Loaded {
         self.dropped_rows.parts()
     }
 
-    pub(super) fn device_count(&self) -> std::result::Result<u32, Failure> {
+    pub(super) fn device_count(&self) -> std::result::Result<u32, CallFailure> {
         let n = self
             .nvml
             .device_count()
             .map_err(failed_call(self.nvml.count_name, None))?;
         if n > MAX_GPUS {
-            return Err(Failure::Other(HypomnesisError::nvml(
+            return Err(CallFailure::Other(HypomnesisError::nvml(
                 ErrorKind::Other,
                 format!(
                     "{} returned {n}, more GPUs than any host has (at most {MAX_GPUS} are believed)",
@@ -233,14 +236,14 @@ impl Loaded {
     }
 
     /// The handle of device `index` (cached for the session).
-    pub(super) fn device(&self, index: u32) -> std::result::Result<Device, Failure> {
+    pub(super) fn device(&self, index: u32) -> std::result::Result<Device, CallFailure> {
         let slot = usize::try_from(index).unwrap_or(usize::MAX);
         if let Some(Some(h)) = self.lock().handles.get(slot) {
             return Ok(*h);
         }
         let count = self.device_count()?;
         if index >= count {
-            return Err(Failure::Other(HypomnesisError::DeviceIndexOutOfRange {
+            return Err(CallFailure::Other(HypomnesisError::DeviceIndexOutOfRange {
                 index,
                 count,
             }));

@@ -275,7 +275,7 @@ impl Backend for DxgiBackend {
     fn report(&self) -> SourceReport {
         let mut details = Vec::new();
         let state = match adapters() {
-            Err(e) => SourceState::Failed(e.clone()),
+            Err(e) => SourceState::failed(crate::error::ErrorKind::Other, e.clone()),
             Ok(list) => {
                 let mine = match self.scope {
                     Scope::Nvidia => &list.nvidia,
@@ -301,7 +301,10 @@ impl Backend for DxgiBackend {
                     }
                 }
                 if mine.is_empty() {
-                    SourceState::Absent("DXGI lists no such adapter".into())
+                    SourceState::absent(
+                        crate::error::ErrorKind::NotInstalled,
+                        "DXGI lists no such adapter",
+                    )
                 } else {
                     SourceState::Answered
                 }
@@ -363,7 +366,7 @@ impl Backend for PdhBackend {
                     dropped_process_rows: 0,
                 };
             }
-            Err(e) => SourceState::Failed(e),
+            Err(e) => SourceState::failed(crate::error::ErrorKind::Other, e),
         };
         SourceReport {
             source: GpuQuerySource::Pdh,

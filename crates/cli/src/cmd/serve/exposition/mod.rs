@@ -6,9 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use hypomnesis::{
-    ErrorKind, GpuContextKind, GpuDeviceInfo, GpuVendor, MigGpuInstance, UnreadableReason,
-};
+use hypomnesis::{GpuContextKind, GpuDeviceInfo, GpuVendor, MigGpuInstance, UnreadableReason};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -24,14 +22,6 @@ mod ghosts;
 mod pods;
 
 pub use classic::classic_text;
-
-/// The label value of an error kind: its JSON name (`gpu_lost`, `no_permission`, …).
-fn kind_label(kind: ErrorKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| "other".to_string())
-}
 
 /// The `OpenMetrics` text of `sample`, which took `took` to measure and was the `measurements`-th
 /// one, ending with `# EOF`. With `stall`, a newer measurement has not finished within the
@@ -632,7 +622,15 @@ impl Exposition {
             .sample
             .unreadable
             .iter()
-            .map(|(gpu, kind)| ([("gpu", gpu.to_string()), ("kind", kind_label(*kind))], 1))
+            .map(|(gpu, kind)| {
+                (
+                    [
+                        ("gpu", gpu.to_string()),
+                        ("kind", kind.as_str().to_string()),
+                    ],
+                    1,
+                )
+            })
             .collect();
         gauges(
             e,

@@ -2,7 +2,8 @@
 //! are built with the `test-helpers` builders of the library (a dev-dependency).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 use hypomnesis::{
-    GpuContextKind, GpuProcessEntry, GpuQuerySource, ProcessContext, SourceReport, SourceState,
+    ErrorKind, GpuContextKind, GpuProcessEntry, GpuQuerySource, ProcessContext, SourceReport,
+    SourceState,
 };
 
 use super::*;
@@ -74,9 +75,12 @@ fn sample() -> Sample {
             report(GpuQuerySource::Nvml, SourceState::Answered),
             report(
                 GpuQuerySource::NvidiaSmi,
-                SourceState::Absent("not on PATH".into()),
+                SourceState::absent(hypomnesis::ErrorKind::NotInstalled, "not on PATH"),
             ),
-            report(GpuQuerySource::Drm, SourceState::Failed("no".into())),
+            report(
+                GpuQuerySource::Drm,
+                SourceState::failed(hypomnesis::ErrorKind::Other, "no"),
+            ),
         ],
         probes: Vec::new(),
         mig: Vec::new(),
@@ -90,7 +94,7 @@ fn up_is_what_this_measurement_saw() {
     let nvml = report(GpuQuerySource::Nvml, SourceState::Answered);
     let smi_failed = report(
         GpuQuerySource::NvidiaSmi,
-        SourceState::Failed("late".into()),
+        SourceState::failed(hypomnesis::ErrorKind::Other, "late"),
     );
     let mut s = sample();
     // A device of NVML was read here, although another device was lost.
@@ -350,7 +354,10 @@ fn success_and_failure() {
     s.unreadable = vec![(2, ErrorKind::NotSupported)];
     // DRM is present and failing: not a success, even though NVML read every GPU.
     assert!(!s.success());
-    s.sources[2] = report(GpuQuerySource::Drm, SourceState::Absent("no card".into()));
+    s.sources[2] = report(
+        GpuQuerySource::Drm,
+        SourceState::absent(hypomnesis::ErrorKind::NotInstalled, "no card"),
+    );
     assert!(s.success(), "absent sources are no failure");
     let text = render(s.clone(), Duration::ZERO, 1, None);
     assert!(
@@ -366,7 +373,7 @@ fn success_and_failure() {
         counted: Some(0),
         sources: vec![report(
             GpuQuerySource::Nvml,
-            SourceState::Failed("mismatch".into()),
+            SourceState::failed(hypomnesis::ErrorKind::Other, "mismatch"),
         )],
         ..Sample::default()
     };
@@ -418,7 +425,7 @@ fn a_fallback_probed_apart_is_in_up_and_its_age_alone() {
     s.add_probed(
         report(
             GpuQuerySource::NvidiaSmi,
-            SourceState::Failed("exit 9".into()),
+            SourceState::failed(hypomnesis::ErrorKind::Other, "exit 9"),
         ),
         at,
         true,
@@ -445,7 +452,10 @@ fn a_fallback_probed_apart_is_in_up_and_its_age_alone() {
     let text = render(s.clone(), Duration::ZERO, 1, None);
     assert!(text.contains("\nhypomnesis_scrape_success 0\n"), "{text}");
     // Absent (not on PATH): neither up nor age.
-    s.sources[1] = report(GpuQuerySource::NvidiaSmi, SourceState::Absent("no".into()));
+    s.sources[1] = report(
+        GpuQuerySource::NvidiaSmi,
+        SourceState::absent(hypomnesis::ErrorKind::NotInstalled, "no"),
+    );
     let text = render(s, Duration::ZERO, 1, None);
     assert!(
         !text.contains(r#"{source="nvidia-smi"}"#),
