@@ -458,6 +458,31 @@ fn hmn_has_no_circles_and_views_do_not_reach_into_commands() {
     }
 }
 
+/// `hmn` is a user of the library like any other: it reaches nothing the library hides
+/// (`#[doc(hidden)]`'s `__parsers`, kept for the library's own property tests and fuzzing).
+#[test]
+fn hmn_uses_only_the_public_api() {
+    fn walk(dir: &Path, found: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, found);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                if text.contains("__parsers") {
+                    found.push(p.display().to_string());
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&hmn(), &mut found);
+    assert!(
+        found.is_empty(),
+        "hmn reaches the library's hidden parsers: {found:?}"
+    );
+}
+
 #[test]
 fn a_circle_is_found() {
     let m = |s: &str| s.split("::").map(String::from).collect::<Module>();

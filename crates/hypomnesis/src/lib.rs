@@ -87,7 +87,7 @@ pub use gpu::{
     mig_gpu_instances, mig_instance, mig_instances, mig_state, probe_source, process_activity,
     process_gpu_info, sources, sources_where,
 };
-pub use host::kube::kubelet_logs;
+pub use host::kube::{is_dns1123_label, is_dns1123_subdomain, kubelet_logs};
 pub use host::memory::host::{HostMemory, host_memory};
 pub use host::memory::process_rss;
 pub use host::numa::{numa_node, process_numa_bytes};

@@ -154,7 +154,7 @@ enum Naming {
 /// DNS-1123 label, the pod a DNS-1123 subdomain; and its claim's, if it has one, as a pod's:
 /// the namespace a label, the name a subdomain.
 fn naming(a: &Allocation) -> Naming {
-    use hypomnesis::__parsers::{is_dns1123_label, is_dns1123_subdomain};
+    use hypomnesis::{is_dns1123_label, is_dns1123_subdomain};
     if !(is_dns1123_label(&a.namespace)
         && is_dns1123_subdomain(&a.pod)
         && is_dns1123_label(&a.container))

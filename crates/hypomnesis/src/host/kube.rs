@@ -277,6 +277,26 @@ pub(crate) fn name_all<'a>(containers: impl IntoIterator<Item = &'a mut Containe
     }
 }
 
+/// Whether `name` is a Kubernetes DNS-1123 label, as a namespace's and a container's name must
+/// be: 1 to 63 lowercase letters, digits and `-`, starting and ending with a letter or digit.
+///
+/// ```
+/// assert!(hypomnesis::is_dns1123_label("kube-system"));
+/// assert!(!hypomnesis::is_dns1123_label("Kube_System"));
+/// assert!(hypomnesis::is_dns1123_subdomain("train-0.ml"));
+/// ```
+#[must_use]
+pub fn is_dns1123_label(name: &str) -> bool {
+    crate::host::parse::kube::is_label(name)
+}
+
+/// Whether `name` is a Kubernetes DNS-1123 subdomain, as a pod's and a resource claim's name
+/// must be: at most 253 characters of DNS-1123 labels joined by `.`.
+#[must_use]
+pub fn is_dns1123_subdomain(name: &str) -> bool {
+    crate::host::parse::kube::is_subdomain(name)
+}
+
 /// Whether the kubelet's log layout can be read under the rootfs in use: each of
 /// `var/log/pods` and `var/log/containers` listed (bounded, as the names are read), with how
 /// many of its entries are of the kubelet's form, or why it could not be (missing, permission
