@@ -7,11 +7,14 @@ from typing import TypedDict, final
 from typing_extensions import NotRequired
 
 __all__ = [
+    "ERROR_KINDS",
     "Sampler",
+    "TIMELINE_SAMPLES",
     "_after_fork",
     "_after_fork_in_parent",
     "_before_fork",
     "device_count",
+    "device_count_within",
     "device_info",
     "device_utilization",
     "ghosts",
@@ -190,12 +193,14 @@ class _GhostReport(TypedDict):
 __version__: str
 
 ERROR_KINDS: list[str]
+TIMELINE_SAMPLES: int
 
 def process_rss() -> int: ...
 def process_rss_of(pid: int) -> int: ...
 def process_numa_bytes(pid: int) -> dict[int, int]: ...
 def sources() -> list[_SourceReport]: ...
 def device_count() -> int: ...
+def device_count_within(deadline: float) -> int | None: ...
 def device_info(index: int) -> _DeviceInfo: ...
 def process_gpu_info(index: int) -> _ProcessGpuInfo: ...
 def gpu_processes(index: int) -> list[_GpuProcess]: ...

@@ -8,11 +8,11 @@
 //! thread that no longer exists, and the next block starts a new one.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Sender};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use hypomnesis::bounded::Worker;
 use hypomnesis::sampling::{Journal, Sampler, SpanId, Spanned, Want};
 
 use crate::timeline::{self, RawSample, Summary, TIMELINE_POINTS};
@@ -83,45 +83,34 @@ fn read_gpu(sampler: &Sampler, devices: &[u32]) -> Vec<GpuFigures> {
         .collect()
 }
 
-type GpuRequest = (Vec<u32>, Sender<Vec<GpuFigures>>);
-
-/// The thread that makes the driver calls, so that the sampling thread can stop waiting.
+/// Where the driver calls are made, so that the sampling thread can stop waiting: the
+/// library's bounded worker (one thread, held by a call that does not return, never one per
+/// reading).
 struct Reader {
-    requests: Sender<GpuRequest>,
-    busy: Arc<AtomicBool>,
+    worker: Worker,
+    sampler: Arc<Sampler>,
 }
 
 impl Reader {
-    fn spawn() -> std::io::Result<Self> {
-        let (requests, incoming) = mpsc::channel::<GpuRequest>();
-        let busy = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&busy);
-        std::thread::Builder::new()
-            .name("hypomnesis-gpu-reader".into())
-            .spawn(move || {
-                let sampler = gpu_sampler();
-                for (devices, reply) in incoming {
-                    let figures = read_gpu(&sampler, &devices);
-                    // Free before answering: the next request must not find it busy.
-                    flag.store(false, Ordering::SeqCst);
-                    // The asker may have stopped waiting: then the answer is dropped.
-                    let _ = reply.send(figures);
-                }
-            })?;
-        Ok(Self { requests, busy })
+    fn new() -> Self {
+        Self {
+            worker: Worker::new("gpu-reader"),
+            sampler: Arc::new(gpu_sampler()),
+        }
     }
 
     /// The figures of `devices`, or `None` when they did not come within `deadline` (or an
-    /// earlier call that did not return is still under way).
+    /// earlier call that did not return is still under way: not waited for, the samples of
+    /// the other blocks are due).
     fn read(&self, devices: &[u32], deadline: Duration) -> Option<Vec<GpuFigures>> {
-        if self.busy.swap(true, Ordering::SeqCst) {
+        if self.worker.busy_for().is_some() {
             return None;
         }
-        let (reply, answer) = mpsc::channel();
-        if self.requests.send((devices.to_vec(), reply)).is_err() {
-            return None;
-        }
-        answer.recv_timeout(deadline).ok()
+        let sampler = Arc::clone(&self.sampler);
+        let devices = devices.to_vec();
+        self.worker
+            .ask(deadline, move || read_gpu(&sampler, &devices))
+            .ok()
     }
 }
 
@@ -202,7 +191,7 @@ pub fn hub() -> std::io::Result<(Arc<Hub>, u64)> {
         wake: Condvar::new(),
         taken: Condvar::new(),
     });
-    let reader = Reader::spawn()?;
+    let reader = Reader::new();
     let shared = Arc::clone(&hub);
     std::thread::Builder::new()
         .name("hypomnesis-sampler".into())

@@ -134,6 +134,45 @@ fn device_count(py: Python<'_>) -> PyResult<u32> {
     measure(py, hypomnesis::device_count)
 }
 
+/// How many GPUs there are (0 when no source answers), asked on the library's bounded worker
+/// and waited for at most `deadline` seconds: `None` when no answer came by then, or an earlier
+/// count has still not returned (it holds the one worker; no thread is started per call). The
+/// wait lets Ctrl-C through.
+#[pyfunction]
+fn device_count_within(py: Python<'_>, deadline: f64) -> PyResult<Option<u32>> {
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+    static WORKER: OnceLock<hypomnesis::bounded::Worker> = OnceLock::new();
+    let worker = WORKER.get_or_init(|| hypomnesis::bounded::Worker::new("device-count"));
+    let until = Instant::now()
+        + Duration::try_from_secs_f64(deadline.max(0.0)).unwrap_or(Duration::MAX / 4);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = worker.start(
+        || hypomnesis::device_count().unwrap_or(0),
+        move |answer| {
+            let _ = tx.send(answer);
+        },
+    );
+    if started.is_err() {
+        return Ok(None);
+    }
+    let mut rx = rx;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        let slice = left.min(Duration::from_millis(100));
+        let (got, back) = py.detach(move || (rx.recv_timeout(slice), rx));
+        rx = back;
+        match got {
+            Ok(answer) => return Ok(answer.ok()),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
+        }
+    }
+}
+
 /// Device-wide memory of GPU `index`, as a dict.
 #[pyfunction]
 fn device_info(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
@@ -270,6 +309,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(process_numa_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(sources, m)?)?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(device_count_within, m)?)?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(process_gpu_info, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_processes, m)?)?;
@@ -286,6 +326,9 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sampler::_after_fork_in_parent, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::_after_fork, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The entry sample, the points kept between, the exit sample: the one figure
+    // `hypomnesis.tracking.TIMELINE_SAMPLES` is.
+    m.add("TIMELINE_SAMPLES", timeline::TIMELINE_POINTS + 2)?;
     // The kinds' names, from the library's one table: `hypomnesis.errors` has a class for each
     // (a test checks it).
     m.add(

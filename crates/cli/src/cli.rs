@@ -221,28 +221,32 @@ fn write_generated(out: &mut impl Write, generate: impl FnOnce(&mut Vec<u8>)) ->
     out.write_all(&buf)
 }
 
-/// Runs a command that measures once on a thread of its own, and writes what it wrote; when it
-/// has not answered within `deadline` (a driver call that does not return), says so instead.
-/// The stuck thread is left behind: the process ends right after.
+/// Runs a command that measures once on the library's bounded worker, and writes what it
+/// wrote; when it has not answered within `deadline` (a driver call that does not return), says
+/// so instead. The stuck worker is left behind: the process ends right after.
 fn within(
     deadline: Duration,
     out: &mut impl Write,
     err: &mut impl Write,
     job: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> io::Result<Outcome> + Send + 'static,
 ) -> io::Result<Outcome> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+    let worker = hypomnesis::bounded::Worker::new("command");
+    let answer = worker.ask(deadline, move || {
         let (mut o, mut e) = (Vec::new(), Vec::new());
         let outcome = job(&mut o, &mut e);
-        let _ = tx.send((outcome, o, e));
+        (outcome, o, e)
     });
-    if let Ok((outcome, o, e)) = rx.recv_timeout(deadline) {
-        out.write_all(&o)?;
-        err.write_all(&e)?;
-        return outcome;
+    match answer {
+        Ok((outcome, o, e)) => {
+            out.write_all(&o)?;
+            err.write_all(&e)?;
+            outcome
+        }
+        Err(why) => {
+            writeln!(err, "{}", no_answer(deadline, why.waiting()))?;
+            Ok(Outcome::MeasurementFailed)
+        }
     }
-    writeln!(err, "{}", no_answer(deadline, &hypomnesis::in_flight()))?;
-    Ok(Outcome::MeasurementFailed)
 }
 
 /// What a measurement past its deadline says: what it is still waiting on (the longest

@@ -1,7 +1,8 @@
 //! `hmn`: GPU and RAM memory from the shell. See `hmn --help`.
 //!
 //! - `cli`: the command line and dispatch; `args`, `help`, `outcome`: what it is made of;
-//! - `collect`: the one sampler, the loop's pace, the command a run starts;
+//! - `collect`: around the library's sampler (`hypomnesis::sampling`): the loops' stop
+//!   requests, the command a run starts, the contexts of the processes a frame lists;
 //! - `cmd`: one module per subcommand, folding what was collected into a result;
 //! - `view`: pure renderers of those results (text, JSON, CSV, SVG, roff);
 //! - `top`: the full-screen view (its model, state and drawing), behind the `top` feature;

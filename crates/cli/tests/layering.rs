@@ -503,7 +503,7 @@ fn layer_of(m: &Module) -> Option<(u8, &'static str)> {
     let second = m.get(1).map_or("", String::as_str);
     Some(match (first, second) {
         ("", _) => (3, "root"),
-        ("types" | "error" | "inflight", _) => (0, "types"),
+        ("types" | "error" | "inflight" | "bounded", _) => (0, "types"),
         ("host" | "duration", _) => (1, "host"),
         (
             "gpu",

@@ -58,6 +58,7 @@
 //!   its namespace, pod and container names ([`Container`], [`kubelet_logs`]); [`set_rootfs`]
 //!   does the same from code.
 
+pub mod bounded;
 mod duration;
 pub mod error;
 pub mod ghost;

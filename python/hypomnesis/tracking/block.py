@@ -12,9 +12,10 @@ samples (when full, neighbouring samples merge pairwise, each figure keeping its
 
 GPU figures come from driver calls made on a thread of their own and waited for at most
 ``deadline`` seconds: a sample whose call did not return in time has ``None`` for them and
-``missed_deadline`` set, and sampling goes on. The GPU figures of the entry and exit samples
-are the sampling thread's latest when at most one interval and at most 10 ms old (RSS is
-always read then).
+``missed_deadline`` set, and sampling goes on. The entry and exit samples are read at the
+edge: RSS then, and GPU figures from a driver reading that began after the block's edge, never
+an older one (on an H200 a 3 GiB allocation showed in the driver's list 0.2 ms before
+``torch.empty`` returned, and a reading a few milliseconds old missed it).
 
 Records are kept per thread and per asyncio task (:mod:`contextvars`), and a process forked
 inside a tracked block ends that block quietly in the child (with its entry and exit samples)
@@ -35,14 +36,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .. import _arguments, _native
-from ..errors import HypomnesisError
 from ..ledger import Ledger
 from ..units import format_bytes
 from . import recorder as recording
 from .recorder import Gpus, Reading, Recorder
 
-#: Most samples a :class:`Tracking` keeps: the entry one, at most 2,046 between, the exit one.
-TIMELINE_SAMPLES = 2048
+#: Most samples a :class:`Tracking` keeps: the entry one, at most 2,046 between, the exit one
+#: (the native sampler's bound, read from it).
+TIMELINE_SAMPLES: int = _native.TIMELINE_SAMPLES
 
 #: How many finished records a :class:`Tracker` keeps by default (``history_limit``).
 HISTORY_LIMIT = 1000
@@ -99,20 +100,10 @@ class Sample:
 
 
 def _device_count(deadline: float) -> Optional[int]:
-    """How many GPUs there are (0 when no source answers), asked on a thread of its own and
-    waited for at most ``deadline`` seconds (``None`` then); the wait lets Ctrl-C through."""
-    answer: List[int] = []
-
-    def ask() -> None:
-        try:
-            answer.append(_native.device_count())
-        except HypomnesisError:
-            answer.append(0)
-
-    asking = threading.Thread(target=ask, name="hypomnesis-device-count", daemon=True)
-    asking.start()
-    asking.join(deadline)
-    return answer[0] if answer else None
+    """How many GPUs there are (0 when no source answers), asked on the library's bounded
+    worker and waited for at most ``deadline`` seconds (``None`` then, and while an earlier
+    count has not returned); the wait lets Ctrl-C through."""
+    return _native.device_count_within(deadline)
 
 
 def _minus(a: Optional[int], b: Optional[int]) -> Optional[int]:

@@ -13,6 +13,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use hypomnesis::bounded::{Unanswered, Worker};
 use tokio::sync::watch;
 
 use super::exposition::{self, Stall};
@@ -45,6 +46,9 @@ struct Slot {
     /// Counts finished measurements, for scrapes waiting on one.
     finished: watch::Sender<u64>,
     measure: fn() -> Sample,
+    /// The one thread measurements run on: a measurement stuck in the driver holds it, and no
+    /// other starts while it does.
+    worker: Worker,
 }
 
 #[derive(Debug, Default)]
@@ -73,11 +77,12 @@ struct View {
 }
 
 impl Slot {
-    fn new(measure: fn() -> Sample) -> Self {
+    fn new(name: &str, measure: fn() -> Sample) -> Self {
         Self {
             state: Mutex::new(State::default()),
             finished: watch::channel(0).0,
             measure,
+            worker: Worker::new(name),
         }
     }
 
@@ -99,26 +104,35 @@ impl Slot {
         {
             let mut state = self.lock();
             if state.running.is_none() {
-                state.running = Some(Instant::now());
+                let started = Instant::now();
+                state.running = Some(started);
                 state.said = false;
-                tokio::spawn(Arc::clone(self).run());
+                let measure = self.measure;
+                let slot = Arc::clone(self);
+                let job = move || {
+                    let sample = measure();
+                    crate::heap::give_back();
+                    sample
+                };
+                let then = move |sample: Result<Sample, Unanswered>| {
+                    slot.finish(sample.unwrap_or_else(|_| Sample::failed()), started);
+                };
+                if let Err(why) = self.worker.start(job, then) {
+                    // Never busy (a slot starts one measurement at a time); a thread that
+                    // cannot start is a failed measurement.
+                    drop(state);
+                    eprintln!("hmn serve: a measurement could not start: {why}");
+                    self.finish(Sample::failed(), started);
+                    return finished;
+                }
             }
             finished.mark_unchanged();
         }
         finished
     }
 
-    /// One measurement on the blocking pool; its result becomes the last one.
-    async fn run(self: Arc<Self>) {
-        let started = Instant::now();
-        let measure = self.measure;
-        let sample = tokio::task::spawn_blocking(move || {
-            let sample = measure();
-            crate::heap::give_back();
-            sample
-        })
-        .await
-        .unwrap_or_else(|_| Sample::failed());
+    /// A measurement's end (on the worker's thread): its result becomes the last one.
+    fn finish(&self, sample: Sample, started: Instant) {
         let took = started.elapsed();
         let mut state = self.lock();
         state.measurements += 1;
@@ -179,8 +193,8 @@ impl Exporter {
         Arc::new(Self {
             min_interval,
             budget,
-            full: Arc::new(Slot::new(full)),
-            devices: Arc::new(Slot::new(devices)),
+            full: Arc::new(Slot::new("measure", full)),
+            devices: Arc::new(Slot::new("measure-devices", devices)),
             max_process_series: None,
             max_allocation_series: None,
         })
