@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use hypomnesis::bounded::Worker;
-use hypomnesis::sampling::{Journal, Sampler, SpanId, Spanned, Want};
+use hypomnesis::sampling::{Journal, SpanId, Spanned};
 
 use crate::timeline::{self, RawSample, Summary, TIMELINE_POINTS};
 
@@ -23,7 +23,6 @@ pub type GpuFigures = (Option<u64>, Option<u64>);
 /// The latest GPU reading of a device, and whether it missed its deadline.
 #[derive(Debug, Clone, Copy)]
 pub struct Reading {
-    pub at: Instant,
     pub figures: GpuFigures,
     pub missed: bool,
 }
@@ -63,24 +62,26 @@ pub fn after_fork_in_parent() {
     FORKING.with(|f| f.borrow_mut().take());
 }
 
-/// The sampler the GPU reader reads with: each device's figures and this process's own memory
-/// on it.
-fn gpu_sampler() -> Sampler {
-    let mut want = Want::NONE;
-    (want.devices, want.own) = (true, true);
-    Sampler::new(want)
-}
-
-/// Reads the GPU figures of `devices` now.
-fn read_gpu(sampler: &Sampler, devices: &[u32]) -> Vec<GpuFigures> {
+/// Reads the GPU figures of `devices` now: this process's own memory on each (where the source
+/// attributes memory to it) and the device's used memory, each as cheaply as the library reads
+/// it.
+fn read_gpu(devices: &[u32]) -> Vec<GpuFigures> {
     let _driver = DRIVER.lock().unwrap_or_else(PoisonError::into_inner);
     devices
         .iter()
         .map(|&d| {
-            let frame = sampler.device(d);
-            (frame.own_bytes(), frame.info().map(|i| i.used_bytes))
+            let own = hypomnesis::process_gpu_info(d)
+                .ok()
+                .filter(|o| o.is_per_process)
+                .map(|o| o.used_bytes);
+            (own, hypomnesis::device_used_bytes(d).ok())
         })
         .collect()
+}
+
+/// An edge's GPU reading of `devices` made on the calling thread (no hang guard).
+pub fn read_here(devices: &[u32]) -> Vec<GpuFigures> {
+    read_gpu(devices)
 }
 
 /// Where the driver calls are made, so that the sampling thread can stop waiting: the
@@ -88,31 +89,29 @@ fn read_gpu(sampler: &Sampler, devices: &[u32]) -> Vec<GpuFigures> {
 /// reading).
 struct Reader {
     worker: Worker,
-    sampler: Arc<Sampler>,
 }
 
 impl Reader {
     fn new() -> Self {
         Self {
             worker: Worker::new("gpu-reader"),
-            sampler: Arc::new(gpu_sampler()),
         }
     }
 
-    /// The figures of `devices`, or `None` when they did not come within `deadline` (or an
-    /// earlier call that did not return is still under way: not waited for, the samples of
-    /// the other blocks are due).
+    /// The figures of `devices`, or `None` when they did not come within `deadline`. An edge's
+    /// reading under way is waited for (within the deadline); a call already past the deadline
+    /// is taken to be hung and not waited for again: the samples of the other blocks are due.
     fn read(&self, devices: &[u32], deadline: Duration) -> Option<Vec<GpuFigures>> {
-        if self.worker.busy_for().is_some() {
+        if self.worker.busy_for().is_some_and(|ran| ran >= deadline) {
             return None;
         }
-        let sampler = Arc::clone(&self.sampler);
         let devices = devices.to_vec();
-        self.worker
-            .ask(deadline, move || read_gpu(&sampler, &devices))
-            .ok()
+        self.worker.ask(deadline, move || read_gpu(&devices)).ok()
     }
 }
+
+/// An edge's reading asked of the GPU reader: its answer comes on `answer`.
+pub type EdgeAnswer = std::sync::mpsc::Receiver<Vec<GpuFigures>>;
 
 /// Blocks sampled alike (the same interval, deadline and devices): their samples between
 /// entry and exit are taken once, into one journal, each block a span of it.
@@ -145,19 +144,16 @@ struct State {
     /// by comparing, costs less than hashing.
     channels: Vec<Channel>,
     next_channel: u64,
-    /// Devices whose reading a block's entry or exit asked for, and the shortest deadline.
-    wanted: BTreeSet<u32>,
-    wanted_deadline: Option<Duration>,
     latest: HashMap<u32, Reading>,
 }
 
 /// The shared sampler.
 pub struct Hub {
     state: Mutex<State>,
-    /// Wakes the sampling thread: a block started, or a reading is wanted.
+    /// Wakes the sampling thread: a block started.
     wake: Condvar,
-    /// Wakes whoever waits for a reading: one was taken.
-    taken: Condvar,
+    /// Where the driver calls are made, the sampling thread's and the edges'.
+    reader: Reader,
 }
 
 /// This process's hub; `None` until a block starts (and again in a forked child).
@@ -189,13 +185,12 @@ pub fn hub() -> std::io::Result<(Arc<Hub>, u64)> {
     let hub = Arc::new(Hub {
         state: Mutex::new(State::default()),
         wake: Condvar::new(),
-        taken: Condvar::new(),
+        reader: Reader::new(),
     });
-    let reader = Reader::new();
     let shared = Arc::clone(&hub);
     std::thread::Builder::new()
         .name("hypomnesis-sampler".into())
-        .spawn(move || shared.run(&reader))?;
+        .spawn(move || shared.run())?;
     *slot = Some(Arc::clone(&hub));
     Ok((hub, generation()))
 }
@@ -268,43 +263,33 @@ impl Hub {
         Some(timeline::peak_time(start, first, between.as_ref()))
     }
 
-    /// Asks the sampling thread for a reading of `devices` taken after `since`.
-    pub fn want(&self, devices: &[u32], deadline: Duration) {
-        let mut st = self.lock();
-        st.wanted.extend(devices);
-        st.wanted_deadline = Some(st.wanted_deadline.map_or(deadline, |d| d.min(deadline)));
-        self.wake.notify_all();
-    }
-
-    /// Waits at most `wait` for readings of every one of `devices` taken after `since`;
-    /// them, or `None` when some are not there yet.
-    pub fn wait_for(
+    /// An edge's GPU reading of `devices`, made on the GPU reader after this call (so never an
+    /// older one): handed to it once it is free, waiting at most `wait` for an earlier call;
+    /// `Err` when it is not free by then (or has no thread).
+    pub fn start_edge(
         &self,
         devices: &[u32],
-        since: Instant,
         wait: Duration,
-    ) -> Option<Vec<Reading>> {
-        let ready = |st: &State| -> Option<Vec<Reading>> {
-            devices
-                .iter()
-                .map(|d| st.latest.get(d).filter(|r| r.at >= since).copied())
-                .collect()
-        };
-        let st = self.lock();
-        if let Some(r) = ready(&st) {
-            return Some(r);
-        }
-        let (st, _) = self
-            .taken
-            .wait_timeout(st, wait)
-            .unwrap_or_else(PoisonError::into_inner);
-        ready(&st)
+    ) -> Result<EdgeAnswer, hypomnesis::bounded::Unanswered> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let devices = devices.to_vec();
+        self.reader.worker.start_within(
+            wait,
+            move || read_gpu(&devices),
+            move |answer| {
+                if let Ok(figures) = answer {
+                    let _ = tx.send(figures);
+                }
+            },
+        )?;
+        Ok(rx)
     }
 
     /// The sampling thread: one round per due cadence or wanted reading, forever. A round
     /// reads RSS once and the GPU figures of every device wanted once, and adds one sample to
     /// each due channel, whatever the number of blocks in it.
-    fn run(&self, reader: &Reader) {
+    fn run(&self) {
+        let reader = &self.reader;
         let mut st = self.lock();
         loop {
             let now = Instant::now();
@@ -318,7 +303,7 @@ impl Hub {
                 .filter(|c| c.idle_since.is_none() && c.next_due <= now)
                 .map(|c| c.id)
                 .collect();
-            if due.is_empty() && st.wanted.is_empty() {
+            if due.is_empty() {
                 st = match next_wake(&st.channels) {
                     Some(t) => {
                         self.wake
@@ -330,8 +315,8 @@ impl Hub {
                 };
                 continue;
             }
-            let mut devices = std::mem::take(&mut st.wanted);
-            let mut deadline = st.wanted_deadline.take();
+            let mut devices = BTreeSet::new();
+            let mut deadline: Option<Duration> = None;
             for &id in &due {
                 if let Some(c) = channel_mut(&mut st.channels, id) {
                     devices.extend(&c.devices);
@@ -352,7 +337,6 @@ impl Hub {
             for (i, &d) in devices.iter().enumerate() {
                 let figures = gpu.as_ref().and_then(|g| g.get(i)).copied();
                 let reading = Reading {
-                    at,
                     figures: figures.unwrap_or((None, None)),
                     missed: figures.is_none(),
                 };
@@ -369,7 +353,6 @@ impl Hub {
                     }
                 }
             }
-            self.taken.notify_all();
         }
     }
 }

@@ -173,6 +173,26 @@ fn device_count_within(py: Python<'_>, deadline: f64) -> PyResult<Option<u32>> {
     }
 }
 
+/// The median seconds of one round trip to the library's bounded worker (a job that does
+/// nothing, asked and answered), over `trips` trips: what the hang guard adds to each edge of
+/// a tracked block (`scripts/bench/track_cost.py`).
+#[pyfunction]
+fn _round_trip_seconds(py: Python<'_>, trips: u32) -> f64 {
+    py.detach(|| {
+        let worker = hypomnesis::bounded::Worker::new("round-trip");
+        let _ = worker.ask(std::time::Duration::from_secs(5), || ());
+        let mut times: Vec<f64> = (0..trips.max(1))
+            .map(|_| {
+                let t = std::time::Instant::now();
+                let _ = worker.ask(std::time::Duration::from_secs(5), || ());
+                t.elapsed().as_secs_f64()
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times.get(times.len() / 2).copied().unwrap_or(0.0)
+    })
+}
+
 /// Device-wide memory of GPU `index`, as a dict.
 #[pyfunction]
 fn device_info(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
@@ -310,6 +330,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sources, m)?)?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(device_count_within, m)?)?;
+    m.add_function(wrap_pyfunction!(_round_trip_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(device_info, m)?)?;
     m.add_function(wrap_pyfunction!(process_gpu_info, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_processes, m)?)?;

@@ -1,9 +1,11 @@
 //! `Sampler`: one tracked block, sampled by the shared thread of `hub.rs`. Its entry and exit
-//! samples read RSS at once, and GPU figures read after the edge was reached: asked of the
-//! shared thread and waited for at most the deadline, in steps short enough that Ctrl-C (any
-//! signal handler) runs at once. A reading taken before the edge is never reused: on an H200 a
-//! block's 3 GiB `torch.empty` showed in NVML's figure 0.2 ms before the call returned, so a
-//! reading a few milliseconds old at the exit missed the whole allocation (docs/h200/).
+//! samples read RSS at once, and GPU figures read after the edge was reached: asked of the GPU
+//! reader directly (one round trip to the library's bounded worker) and waited for at most
+//! the deadline, in steps short enough that Ctrl-C (any signal handler) runs at once; without
+//! a deadline, read on the calling thread (no hang guard, for hot paths). A reading taken
+//! before the edge is never reused: on an H200 a block's 3 GiB `torch.empty` showed in NVML's
+//! figure 0.2 ms before the call returned, so a reading a few milliseconds old at the exit
+//! missed the whole allocation (docs/h200/).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +18,9 @@ use crate::timeline::{self, Finished, Kept, RawSample};
 
 /// How long one wait for a reading lasts before signals are looked at.
 const SIGNAL_CHECK: Duration = Duration::from_millis(20);
+/// The deadline of the samples between the edges of a block tracked without one (its edges
+/// read on the calling thread): the sampling thread still never waits longer for the driver.
+const BETWEEN_DEADLINE: Duration = Duration::from_secs(5);
 /// Longest interval and deadline accepted, seconds.
 const MAX_SECONDS: f64 = 86_400.0;
 
@@ -38,7 +43,8 @@ enum Phase {
 #[pyclass(module = "hypomnesis._native", frozen)]
 pub struct Sampler {
     interval: Duration,
-    deadline: Duration,
+    /// `None`: the edges read on the calling thread.
+    deadline: Option<Duration>,
     devices: Vec<u32>,
     phase: Mutex<Phase>,
 }
@@ -63,44 +69,84 @@ impl Sampler {
 
     /// An entry or exit sample: RSS now, and GPU readings taken after this call began.
     fn edge(&self, py: Python<'_>, hub: &Hub, start: Instant) -> PyResult<RawSample> {
-        let since = Instant::now();
         // Read with the GIL held: a few microseconds, less than releasing it would cost.
         let rss = hypomnesis::process_rss().map_err(|e| crate::to_py(py, &e))?;
         if self.devices.is_empty() {
             return Ok(hub::edge_sample(start, rss, &[]));
         }
-        hub.want(&self.devices, self.deadline);
-        // The sampling thread waits for the driver at most the deadline; a little more here
-        // covers its round's own work.
-        let give_up = since + self.deadline + Duration::from_millis(100);
-        let readings = loop {
-            let now = Instant::now();
-            if now >= give_up {
-                break None;
+        let figures = match self.deadline {
+            None => {
+                let devices = &self.devices;
+                Some(py.detach(|| hub::read_here(devices)))
             }
-            let step = SIGNAL_CHECK.min(give_up - now);
-            let devices = &self.devices;
-            if let Some(r) = py.detach(|| hub.wait_for(devices, since, step)) {
-                break Some(r);
-            }
-            py.check_signals()?;
+            Some(deadline) => self.guarded(py, hub, deadline)?,
         };
-        let readings = match readings {
-            Some(r) => r.into_iter().map(Some).collect(),
+        let readings: Vec<Option<hub::Reading>> = match figures {
+            Some(f) => f
+                .into_iter()
+                .map(|figures| {
+                    Some(hub::Reading {
+                        figures,
+                        missed: false,
+                    })
+                })
+                .collect(),
             None => vec![None; self.devices.len()],
         };
         Ok(hub::edge_sample(start, rss, &readings))
+    }
+
+    /// The GPU figures of the devices, read on the GPU reader after this call, or `None` when
+    /// they did not come within `deadline`; signals are looked at every [`SIGNAL_CHECK`].
+    fn guarded(
+        &self,
+        py: Python<'_>,
+        hub: &Hub,
+        deadline: Duration,
+    ) -> PyResult<Option<Vec<hub::GpuFigures>>> {
+        let give_up = Instant::now() + deadline;
+        let left = || give_up.saturating_duration_since(Instant::now());
+        // Handed over once the reader is free (a sample between edges may be reading): at
+        // once, with the GIL held, when it is.
+        let mut first = Some(hub.start_edge(&self.devices, Duration::ZERO));
+        let answer = loop {
+            if let Some(Ok(answer)) = first.take() {
+                break answer;
+            }
+            let wait = SIGNAL_CHECK.min(left());
+            let devices = &self.devices;
+            match py.detach(|| hub.start_edge(devices, wait)) {
+                Ok(answer) => break answer,
+                Err(hypomnesis::bounded::Unanswered::Busy { .. }) if !left().is_zero() => {
+                    py.check_signals()?;
+                }
+                Err(_) => return Ok(None),
+            }
+        };
+        let mut answer = answer;
+        loop {
+            let wait = SIGNAL_CHECK.min(left());
+            let (got, back) = py.detach(move || (answer.recv_timeout(wait), answer));
+            answer = back;
+            match got {
+                Ok(figures) => return Ok(Some(figures)),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !left().is_zero() => {
+                    py.check_signals()?;
+                }
+                Err(_) => return Ok(None),
+            }
+        }
     }
 }
 
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (interval, devices, deadline = 5.0))]
-    fn new(interval: f64, devices: Vec<u32>, deadline: f64) -> PyResult<Self> {
+    #[pyo3(signature = (interval, devices, deadline = Some(5.0)))]
+    fn new(interval: f64, devices: Vec<u32>, deadline: Option<f64>) -> PyResult<Self> {
         Ok(Self {
             interval: seconds("interval", interval)?,
-            deadline: seconds("deadline", deadline)?,
+            deadline: deadline.map(|d| seconds("deadline", d)).transpose()?,
             devices,
             phase: Mutex::new(Phase::Ready),
         })
@@ -118,7 +164,8 @@ impl Sampler {
         })?;
         let start = Instant::now();
         let first = self.edge(py, &hub, start)?;
-        let ticket = hub.subscribe(self.interval, self.deadline, &self.devices);
+        let between = self.deadline.unwrap_or(BETWEEN_DEADLINE);
+        let ticket = hub.subscribe(self.interval, between, &self.devices);
         *self.lock()? = Phase::Running {
             hub,
             generation,

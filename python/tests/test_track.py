@@ -59,6 +59,9 @@ def test_a_short_block_still_has_baseline_final_and_peak() -> None:
 EDGES = """
 import os, time
 USED = os.environ["HMN_USED_FILE"]
+# The inner block's deadline: the default (edges read on the bounded worker), or none (read on
+# this thread).
+DEADLINE = None if os.environ["HMN_DEADLINE"] == "none" else 5.0
 GIB = 1 << 30
 def driver(n):
     with open(USED + ".new", "w") as f:
@@ -70,7 +73,7 @@ for _ in range(20):
     with hypomnesis.track(interval=0.01):
         time.sleep(0.03)  # the outer block's readings: 1 GiB, each under 10 ms old
         driver(2 * GIB)
-        with hypomnesis.track(interval=0.01) as t:
+        with hypomnesis.track(interval=0.01, deadline=DEADLINE) as t:
             time.sleep(0.03)
             driver(3 * GIB)
     rows.append((t.baseline.gpu_bytes[0], t.final.gpu_bytes[0], t.peak_gpu_bytes[0]))
@@ -78,17 +81,32 @@ out(rows)
 """
 
 
-def test_edges_read_the_driver_after_the_edge() -> None:
+@pytest.mark.parametrize("deadline", ["default", "none"])
+def test_edges_read_the_driver_after_the_edge(deadline: str) -> None:
     fd, used = tempfile.mkstemp(prefix="hmn-used-")
     os.close(fd)
     try:
         own = [{"pid": "__SELF_PID__", "used": GIB, "used_file": used}]
         rows = run_child(
-            EDGES, {"devices": [h200(compute_processes=own)]}, env={"HMN_USED_FILE": used}
+            EDGES,
+            {"devices": [h200(compute_processes=own)]},
+            env={"HMN_USED_FILE": used, "HMN_DEADLINE": deadline},
         )
     finally:
         os.unlink(used)
     assert rows == [[2 * GIB, 3 * GIB, 3 * GIB]] * 20, rows
+
+
+def test_no_deadline_reads_the_edges_here_and_keeps_the_figures() -> None:
+    guarded, unguarded = hypomnesis.track(), hypomnesis.track(deadline=None)
+    assert guarded.deadline == 5.0 and unguarded.deadline is None
+    for tracker in (guarded, unguarded):
+        with tracker as t:
+            pass
+        assert t.peak_gpu_bytes == {0: 2 * GIB, 1: 0}
+        assert not any(s.missed_deadline for s in t.samples)
+    with pytest.raises(ValueError):
+        hypomnesis.track(deadline=0)
 
 
 def test_results_are_refused_while_running() -> None:

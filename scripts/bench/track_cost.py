@@ -1,19 +1,80 @@
 #!/usr/bin/env python3
 """What `hypomnesis.track()` costs, with the installed package, against the fake NVML (one H200
-listing this process; built here with cargo): the time of a decorated call as a ratio to the
-bare call, the history kept after 20,000 decorated calls, and the RSS after a block tracked
-for a while at a 1 µs interval.
+listing this process; built here with cargo), all in one run of one process:
+
+- the floor: what a decorated call must read at the least, made through ctypes with the same
+  NVML library: per edge (entry and exit) NVML's process lists (compute and graphics) of every
+  device and ``/proc/self/statm``;
+- one round trip to the library's bounded worker (`_native._round_trip_seconds`): what the hang
+  guard adds to each edge;
+- a decorated call with the guard (the default deadline) and with ``deadline=None`` (edges read
+  on the calling thread), as times and against the floor;
+- the history kept after 20,000 decorated calls, and the RSS after a block tracked for a while
+  at a 1 µs interval.
 
 Usage: scripts/bench/track_cost.py [SECONDS]   (SECONDS of the 1 µs block, default 30)
 Run it with the Python whose site-packages holds the package, e.g. /work/venv/bin/python."""
-import json, os, subprocess, sys, tempfile, time
+import ctypes, json, os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import paths  # noqa: E402
 
+CALLS = 20_000
+
+
+def best_per_call(f, n: int = CALLS, runs: int = 5) -> float:
+    """The fastest of ``runs`` runs of ``n`` calls of ``f``, seconds per call."""
+    for _ in range(1000):
+        f()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f()
+        times.append((time.perf_counter() - t0) / n)
+    return min(times)
+
+
+def floor_call(lib_path: str, devices: int):
+    """One decorated call's floor: two edges, each NVML's two process lists per device and
+    /proc/self/statm, through ctypes."""
+    nv = ctypes.CDLL(lib_path)
+    if nv.nvmlInit_v2() != 0:
+        raise SystemExit("nvmlInit_v2 failed")
+    handles = []
+    for i in range(devices):
+        h = ctypes.c_void_p()
+        nv.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))
+        handles.append(h)
+    compute = nv.nvmlDeviceGetComputeRunningProcesses_v3
+    graphics = nv.nvmlDeviceGetGraphicsRunningProcesses_v3
+    buf = (ctypes.c_ubyte * (24 * 64))()
+    count = ctypes.c_uint()
+    statm = os.open("/proc/self/statm", os.O_RDONLY)
+
+    def edge() -> None:
+        os.pread(statm, 128, 0)
+        for h in handles:
+            count.value = 64
+            compute(h, ctypes.byref(count), buf)
+            count.value = 64
+            graphics(h, ctypes.byref(count), buf)
+
+    def call() -> None:
+        edge()
+        edge()
+
+    return call
+
 
 def child() -> None:
+    # The scenario lists this process (the child), written before NVML is first loaded.
+    with open(os.environ["FAKE_NVML_SCENARIO"], "w") as f:
+        json.dump({"devices": [{"name": "NVIDIA H200", "total": 143771 << 20,
+                                "free": 110796 << 20, "reserved": 614 << 20,
+                                "compute_processes": [{"pid": os.getpid(), "used": 1 << 30}]}]}, f)
     import hypomnesis
+    from hypomnesis import _native
 
     def rss_mib() -> float:
         return hypomnesis.process_rss() / 2**20
@@ -21,25 +82,24 @@ def child() -> None:
     def bare() -> int:
         return 1
 
-    tracker = hypomnesis.track()
-    tracked = tracker(bare)
-    for f in (bare, tracked):  # warm up
-        for _ in range(1000):
-            f()
-    n = 20_000
-    best = {}
-    for name, f in (("bare", bare), ("tracked", tracked)):
-        times = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f()
-            times.append((time.perf_counter() - t0) / n)
-        best[name] = min(times)
-    print(f"bare call       {best['bare'] * 1e6:8.2f} µs")
-    print(f"decorated call  {best['tracked'] * 1e6:8.2f} µs  "
-          f"(ratio {best['tracked'] / best['bare']:.0f}x, overhead "
-          f"{(best['tracked'] - best['bare']) * 1e6:.2f} µs)")
+    devices = hypomnesis.device_count()
+    floor = best_per_call(floor_call(os.environ["HYPOMNESIS_NVML_LIBRARY"], devices))
+    trip = _native._round_trip_seconds(20_000)
+    own = hypomnesis.process_gpu_info(0)
+    if not own.is_per_process or own.used_bytes != 1 << 30:
+        raise SystemExit(f"the fake NVML does not list this process: {own}")
+    guarded = best_per_call(hypomnesis.track()(bare))
+    unguarded = best_per_call(hypomnesis.track(deadline=None)(bare))
+    plain = best_per_call(bare)
+    us = 1e6
+    print(f"devices                       {devices}")
+    print(f"bare call                     {plain * us:8.2f} µs")
+    print(f"floor (2 edges, ctypes)       {floor * us:8.2f} µs")
+    print(f"worker round trip (median)    {trip * us:8.2f} µs")
+    print(f"decorated, guarded            {guarded * us:8.2f} µs  = floor + 2 round trips "
+          f"{(guarded - floor - 2 * trip) * us:+.2f} µs")
+    print(f"decorated, deadline=None      {unguarded * us:8.2f} µs  = floor "
+          f"{(unguarded - floor) * us:+.2f} µs")
 
     fresh = hypomnesis.track()
     counted = fresh(bare)
@@ -63,10 +123,7 @@ def main() -> None:
         return
     lib = paths.build_fake()
     fd, scenario = tempfile.mkstemp(suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump({"devices": [{"name": "NVIDIA H200", "total": 143771 << 20,
-                                "free": 110796 << 20, "reserved": 614 << 20,
-                                "compute_processes": [{"pid": os.getpid(), "used": 1 << 30}]}]}, f)
+    os.close(fd)
     env = dict(os.environ, HMN_TRACK_COST_CHILD="1", HYPOMNESIS_NVML_LIBRARY=lib,
                FAKE_NVML_SCENARIO=scenario)
     try:

@@ -204,6 +204,21 @@ impl Worker {
         F: FnOnce() -> T + Send + 'static,
         G: FnOnce(Result<T, Unanswered>) + Send + 'static,
     {
+        self.start_within(Duration::ZERO, job, then)
+    }
+
+    /// [`Self::start`], waiting at most `wait` for an earlier job to return first.
+    ///
+    /// # Errors
+    ///
+    /// `Busy` when an earlier job has not returned within `wait` (this one is not started),
+    /// `NoThread` when no thread could be started.
+    pub fn start_within<T, F, G>(&self, wait: Duration, job: F, then: G) -> Result<(), Unanswered>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+        G: FnOnce(Result<T, Unanswered>) + Send + 'static,
+    {
         let shared = Arc::clone(&self.shared);
         let wrapped: Job = Box::new(move || {
             let out = catch_unwind(AssertUnwindSafe(job));
@@ -212,8 +227,7 @@ impl Worker {
                 then(out.map_err(|_| Unanswered::Panicked));
             }));
         });
-        self.hand_over(Instant::now(), Duration::ZERO, wrapped)
-            .map(|_| ())
+        self.hand_over(Instant::now(), wait, wrapped).map(|_| ())
     }
 
     /// Waits (until `asked + deadline`) for the worker to be idle, then gives it `job`; when

@@ -83,10 +83,10 @@ pub use ghost::{
 #[cfg(feature = "nvml")]
 pub use gpu::nvml::NVML_MEMORY_V2_VERSION;
 pub use gpu::{
-    adapter_residency, device_count, device_info, device_utilization, dropped_process_rows,
-    gpu_process_listing, gpu_processes, gpu_processes_unnamed, is_spill_measurable,
-    mig_gpu_instances, mig_instance, mig_instances, mig_state, probe_source, process_activity,
-    process_gpu_info, sources, sources_where,
+    adapter_residency, device_count, device_info, device_used_bytes, device_utilization,
+    dropped_process_rows, gpu_process_listing, gpu_processes, gpu_processes_unnamed,
+    is_spill_measurable, mig_gpu_instances, mig_instance, mig_instances, mig_state, probe_source,
+    process_activity, process_gpu_info, sources, sources_where,
 };
 pub use host::kube::{is_dns1123_label, is_dns1123_subdomain, kubelet_logs};
 pub use host::memory::host::{HostMemory, host_memory};

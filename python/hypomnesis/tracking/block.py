@@ -45,6 +45,15 @@ from .recorder import Gpus, Reading, Recorder
 #: (the native sampler's bound, read from it).
 TIMELINE_SAMPLES: int = _native.TIMELINE_SAMPLES
 
+#: Seconds the GPU figures of a sample are waited for at most, by default (``deadline``).
+DEFAULT_DEADLINE = 5.0
+
+
+def _reads(deadline: Optional[float]) -> float:
+    """The deadline of the reads other than the edges': the block's, or the default without."""
+    return DEFAULT_DEADLINE if deadline is None else deadline
+
+
 #: How many finished records a :class:`Tracker` keeps by default (``history_limit``).
 HISTORY_LIMIT = 1000
 
@@ -131,7 +140,7 @@ class Tracking:
         self,
         interval: float,
         devices: Tuple[int, ...],
-        deadline: float = 5.0,
+        deadline: Optional[float] = DEFAULT_DEADLINE,
         probe: Optional[Callable[[], Any]] = None,
         probe_interval: Optional[float] = None,
         gpus: Optional[Gpus] = None,
@@ -141,14 +150,18 @@ class Tracking:
         self.devices = devices
         """The device indices sampled."""
         self.deadline = deadline
-        """Seconds the GPU figures of a sample are waited for at most."""
+        """Seconds the GPU figures of a sample are waited for at most; ``None``: the entry and
+        exit samples read them on the tracked thread, unguarded (the samples between keep
+        :data:`DEFAULT_DEADLINE`)."""
         self._probe = probe
         self._probes: List[Any] = []
         self._probe_interval = probe_interval
         self._readings: List[Tuple[float, Any]] = []
         self._probing: Optional[Tuple[threading.Thread, threading.Event]] = None
         self._sampler = _native.Sampler(interval, list(devices), deadline)
-        self._recorder = None if gpus is None else Recorder(gpus, interval, self._sampler, deadline)
+        self._recorder = (
+            None if gpus is None else Recorder(gpus, interval, self._sampler, _reads(deadline))
+        )
         # The entry and exit samples as the sampler gave them; None while running.
         self._edges: Optional[Tuple[_RawSample, _RawSample]] = None
         self._samples: Optional[List[Sample]] = None
@@ -497,7 +510,7 @@ class Tracker:
         devices: Optional[Sequence[int]] = None,
         callback: Optional[Callable[[Tracking], None]] = None,
         *,
-        deadline: float = 5.0,
+        deadline: Optional[float] = DEFAULT_DEADLINE,
         history_limit: int = HISTORY_LIMIT,
         probe: Optional[Callable[[], Any]] = None,
         probe_interval: Optional[float] = None,
@@ -505,8 +518,13 @@ class Tracker:
     ) -> None:
         self.interval = _arguments.seconds("interval", interval)
         """Seconds between samples."""
-        self.deadline = _arguments.seconds("deadline", deadline)
-        """Seconds the GPU figures of a sample are waited for at most."""
+        self.deadline: Optional[float] = (
+            None if deadline is None else _arguments.seconds("deadline", deadline)
+        )
+        """Seconds the GPU figures of a sample are waited for at most; ``None``: the entry and
+        exit samples read them on the tracked thread, with no hang guard (for hot paths: a
+        driver call that hangs then hangs the caller); the samples between, the device count
+        and the ledgers keep :data:`DEFAULT_DEADLINE`."""
         self.devices = _arguments.devices(devices)
         """The device indices to sample; ``None``: every device present at the first entry."""
         self.callback: Optional[Callable[[Tracking], None]] = _arguments.optional_callable(
@@ -552,7 +570,7 @@ class Tracker:
         if self.devices is not None:
             return self.devices
         if self._all_devices is None:
-            count = _device_count(self.deadline)
+            count = _device_count(_reads(self.deadline))
             if count is None:
                 return ()  # not in time: none this block, asked again at the next
             self._all_devices = tuple(range(count))
@@ -565,7 +583,7 @@ class Tracker:
             return None
         gpus = self._gpus
         if gpus is None or tuple(gpus.devices) != devices:
-            gpus = recording.read_gpus(devices, self.deadline)
+            gpus = recording.read_gpus(devices, _reads(self.deadline))
             if not gpus.timed_out:
                 self._gpus = gpus
         return gpus
@@ -630,7 +648,7 @@ def track(
     devices: Optional[Sequence[int]] = None,
     callback: Optional[Callable[[Tracking], None]] = None,
     *,
-    deadline: float = 5.0,
+    deadline: Optional[float] = DEFAULT_DEADLINE,
     history_limit: int = HISTORY_LIMIT,
     probe: Optional[Callable[[], Any]] = None,
     probe_interval: Optional[float] = None,
@@ -643,7 +661,10 @@ def track(
     hold the GIL, plus one sample on entry and one on exit. ``devices`` are the GPU indices to
     sample (default: every device present; none when there is no GPU). ``callback`` is called
     with each finished :class:`Tracking`. The GPU figures of a sample are waited for at most
-    ``deadline`` seconds (a sample without them is marked ``missed_deadline``). The tracker
+    ``deadline`` seconds (a sample without them is marked ``missed_deadline``): the driver is
+    asked on a worker thread, one round trip per edge. ``deadline=None`` reads the entry and
+    exit samples on the calling thread instead, with no hang guard: the cheapest decorated
+    call, for hot paths, but a driver call that hangs then hangs the caller. The tracker
     keeps its last ``history_limit`` records; each keeps its exact peaks and at most
     :data:`TIMELINE_SAMPLES` samples, however long the block. ``probe``, if given, is called
     as each block starts and ends (see :attr:`Tracker.probe`), and every ``probe_interval``

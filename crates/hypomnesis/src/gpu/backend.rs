@@ -50,6 +50,11 @@ pub(crate) trait Backend: Send + Sync {
     fn presence(&self) -> Presence;
     /// Number of devices the source sees.
     fn device_count(&self) -> Result<u32>;
+    /// Device `index`'s used memory, bytes, as cheaply as the source reads it (a tracked
+    /// block's edges read it): by default, what [`Self::device_info`] says.
+    fn device_used(&self, index: u32) -> Result<u64> {
+        self.device_info(index).map(|d| d.used_bytes)
+    }
     /// Device-wide memory of one device.
     fn device_info(&self, index: u32) -> Result<GpuDeviceInfo>;
     /// The calling process's memory on one device.

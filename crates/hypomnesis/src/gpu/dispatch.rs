@@ -234,6 +234,15 @@ impl<'a> Dispatcher<'a> {
         }
     }
 
+    pub(super) fn device_used(&self, index: u32) -> Result<u64> {
+        match self.locate(index)? {
+            Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::DeviceInfo, |b| {
+                b.device_used(i)
+            }),
+            Target::Other { backend, local, .. } => backend.device_used(local),
+        }
+    }
+
     pub(super) fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         match self.locate(index)? {
             Target::Nvidia(i) => first_ok(self.list, Scope::Nvidia, Op::ProcessGpuInfo, |b| {

@@ -82,6 +82,17 @@ pub fn device_info(index: u32) -> Result<GpuDeviceInfo> {
     no_gpu_is_no_source(dispatcher().device_info(index))
 }
 
+/// Device `index`'s used memory, bytes: [`device_info`]'s `used_bytes`, read as cheaply as the
+/// source can (NVML: its memory call alone, for a GPU with memory of its own), for a caller
+/// that reads it often (a tracked block's edges).
+///
+/// # Errors
+///
+/// As [`device_info`].
+pub fn device_used_bytes(index: u32) -> Result<u64> {
+    no_gpu_is_no_source(dispatcher().device_used(index))
+}
+
 /// The calling process's GPU memory on device `device_index`.
 ///
 /// `is_per_process` is `true` when the figure is this process's own; when the source cannot

@@ -194,6 +194,12 @@ fn v2_total() {
         "a v2 answer with another total is not trusted"
     );
     assert_eq!(d.used_bytes, (143_771 - 110_796) * MIB);
+    // The cheap read of the used memory says the same, from the v1 call alone.
+    let v2_calls = calls("nvmlDeviceGetMemoryInfo_v2");
+    let v1_calls = calls("nvmlDeviceGetMemoryInfo");
+    assert_eq!(hypomnesis::device_used_bytes(0).unwrap(), d.used_bytes);
+    assert_eq!(calls("nvmlDeviceGetMemoryInfo_v2"), v2_calls);
+    assert_eq!(calls("nvmlDeviceGetMemoryInfo"), v1_calls + 1);
 }
 
 /// GPU 0 says free > total, GPU 1 a total of "not available"; GPU 2 is wholly free.
@@ -209,6 +215,12 @@ fn impossible() {
     );
     let e = hypomnesis::device_info(1).unwrap_err().to_string();
     assert!(e.contains("GPU 1 returned impossible figures"), "{e}");
+    // The cheap read of the used memory refuses them alike (it falls back to the full read).
+    for i in [0, 1] {
+        let e = hypomnesis::device_used_bytes(i).unwrap_err().to_string();
+        assert!(e.contains("impossible figures"), "{e}");
+    }
+    assert_eq!(hypomnesis::device_used_bytes(2).unwrap(), 0);
     let d = hypomnesis::device_info(2).unwrap();
     assert_eq!(
         (d.free_bytes, d.used_bytes),

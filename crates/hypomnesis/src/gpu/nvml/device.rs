@@ -189,6 +189,21 @@ impl Loaded {
         facts
     }
 
+    /// Device `index`'s used memory as cheaply as it is read: the memory call alone for a GPU
+    /// with memory of its own and figures that can be; what [`Self::device_info`] says for any
+    /// other (a unified GPU, a refusal, impossible figures: its rules, its errors).
+    pub(super) fn device_used(&self, index: u32) -> std::result::Result<u64, CallFailure> {
+        let dev = self.device(index)?;
+        match self.nvml.memory(dev) {
+            Some(Ok(m))
+                if m.total > 0 && m.total != NVML_VALUE_NOT_AVAILABLE && m.free <= m.total =>
+            {
+                Ok(m.total - m.free)
+            }
+            _ => self.device_info(index).map(|d| d.used_bytes),
+        }
+    }
+
     pub(super) fn device_info(
         &self,
         index: u32,

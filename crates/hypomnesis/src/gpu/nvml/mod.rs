@@ -152,6 +152,10 @@ impl Backend for NvmlBackend {
         Self::with(|l| l.run(|l| l.minor_number(index)))
     }
 
+    fn device_used(&self, index: u32) -> Result<u64> {
+        Self::with(|l| l.run(|l| l.device_used(index)))
+    }
+
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         Self::with(|l| {
             let root = procfs::root()?;
