@@ -145,6 +145,18 @@ struct State {
     channels: Vec<Channel>,
     next_channel: u64,
     latest: HashMap<u32, Reading>,
+    /// What the sampling thread is doing: sampling, or asleep until when (`None`: until woken).
+    asleep: Asleep,
+}
+
+/// Whether the sampling thread sleeps, and until when.
+#[derive(Debug, Clone, Copy, Default)]
+enum Asleep {
+    /// It runs, and looks at the channels before it sleeps again.
+    #[default]
+    Awake,
+    /// Until then (`None`: until woken).
+    Until(Option<Instant>),
 }
 
 /// The shared sampler.
@@ -232,8 +244,16 @@ impl Hub {
             woken = true;
             (id, span)
         };
-        // The sampling thread's next wake-up changes only with a channel that starts.
-        if woken {
+        // The sampling thread's next wake-up changes only with a channel that starts, and only
+        // when it is due before the thread wakes anyway (a decorated function called in a loop
+        // wakes it once per interval, not once per call); awake, it looks at the channels next.
+        let due = Instant::now() + interval;
+        let early = match st.asleep {
+            Asleep::Awake => false,
+            Asleep::Until(None) => true,
+            Asleep::Until(Some(t)) => due < t,
+        };
+        if woken && early {
             self.wake.notify_all();
         }
         Ticket { channel, span }
@@ -304,7 +324,9 @@ impl Hub {
                 .map(|c| c.id)
                 .collect();
             if due.is_empty() {
-                st = match next_wake(&st.channels) {
+                let wake = next_wake(&st.channels);
+                st.asleep = Asleep::Until(wake);
+                st = match wake {
                     Some(t) => {
                         self.wake
                             .wait_timeout(st, t.saturating_duration_since(now))
@@ -313,6 +335,7 @@ impl Hub {
                     }
                     None => self.wake.wait(st).unwrap_or_else(PoisonError::into_inner),
                 };
+                st.asleep = Asleep::Awake;
                 continue;
             }
             let mut devices = BTreeSet::new();
