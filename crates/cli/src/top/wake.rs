@@ -16,6 +16,12 @@ use ratatui::crossterm::event;
 /// The longest sleep without a wake socket: how soon a signal or a refresh is seen then.
 const SLICE: Duration = Duration::from_millis(250);
 
+/// The signals that end `hmn top` (see `Stop`), which both threads wake for.
+#[cfg(unix)]
+pub const STOP_SIGNALS: &[i32] = &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+#[cfg(not(unix))]
+pub const STOP_SIGNALS: &[i32] = &[];
+
 /// One thread's wake socket and the signals registered to write to it.
 pub struct Wake {
     #[cfg(unix)]
