@@ -8,9 +8,10 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use ratatui::crossterm::event::{self, Event, MouseButton, MouseEvent, MouseEventKind};
+use ratatui::crossterm::event::{Event, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::Rect;
 
+use super::input::Input;
 use super::model::{self, Refresh, Screen};
 use super::sampling::Control;
 use super::signal;
@@ -76,8 +77,7 @@ fn terminal_loop(
         ui.height = ui.terminal.size().map_or(50, |s| s.height);
         control.set_view(&ui.state, ui.height);
     }
-    // An event was read: another may be waiting in crossterm's queue, so look before sleeping.
-    let mut pending = false;
+    let mut input = Input::new();
     while !stop.requested() {
         let timeout = {
             let mut ui = lock(ui);
@@ -95,17 +95,19 @@ fn terminal_loop(
             ui.paint(interval, &control.late)?;
             ui.wait(interval)
         };
-        if !pending {
-            wake.wait_terminal(timeout, &control.late)?;
+        // An event was read: another may be ready already, so look before sleeping.
+        if !input.ready() {
+            wake.wait_terminal(timeout, input.wait(Instant::now()), &control.late)?;
         }
         if wake::terminal_gone() {
             return Ok(Ended::HungUp);
         }
-        pending = event::poll(Duration::ZERO)?;
-        if !pending {
-            continue;
-        }
-        let event = event::read()?;
+        let event = match input.next() {
+            Ok(Some(event)) => event,
+            Ok(None) => continue,
+            Err(_) if wake::terminal_gone() => return Ok(Ended::HungUp),
+            Err(e) => return Err(e),
+        };
         let mut ui = lock(ui);
         let ui = &mut *ui;
         let action = match event {

@@ -6,6 +6,8 @@
 //!   tested through the test backend;
 //! - `ui`: the terminal and what it shows, behind the lock both threads take to paint;
 //! - `events`: the terminal thread's loop, which reads keys and does what they ask;
+//! - `input` and `keys`: the terminal's input, read by the view itself (on Unix) and made into
+//!   keys, mouse reports and resizes, every press of a burst counted;
 //! - `sampling`: the sampling thread, which measures each refresh and paints it.
 //!
 //! The sampling thread reads only what the view shows (each GPU's figures, processes and MIG
@@ -17,6 +19,9 @@
 pub mod draw;
 mod events;
 mod ghosts;
+mod input;
+#[cfg(unix)]
+mod keys;
 mod lasting;
 pub mod model;
 mod paint;
