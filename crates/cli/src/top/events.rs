@@ -102,51 +102,90 @@ fn terminal_loop(
         if wake::terminal_gone() {
             return Ok(Ended::HungUp);
         }
-        let event = match input.next() {
-            Ok(Some(event)) => event,
-            Ok(None) => continue,
-            Err(_) if wake::terminal_gone() => return Ok(Ended::HungUp),
-            Err(e) => return Err(e),
-        };
+        // Every event there is, in the order they came, before the next paint: a burst of
+        // moves (a key held down, sent at once, the wheel turned) is done press by press and
+        // painted once. Any other event is painted before the next is done (it may change
+        // the table's place or size, which the next key or click needs).
         let mut ui = lock(ui);
-        let ui = &mut *ui;
-        let action = match event {
-            Event::Key(key) => ui.state.on_key(key, ui.screen.gpu_count()),
-            Event::Mouse(m) => on_mouse(m, &ui.state, ui.table),
-            Event::Resize(_, rows) => {
-                ui.height = rows;
-                ui.painter.resized(&mut ui.terminal)?;
-                control.set_view(&ui.state, ui.height);
-                ui.dirty = true;
-                Action::None
+        for _ in 0..BATCH {
+            let event = match input.next() {
+                Ok(Some(event)) => event,
+                Ok(None) => break,
+                Err(_) if wake::terminal_gone() => return Ok(Ended::HungUp),
+                Err(e) => return Err(e),
+            };
+            match on_event(&event, &mut ui, control, jobs)? {
+                Next::Quit => return Ok(Ended::Asked),
+                Next::Paint => break,
+                Next::More => {}
             }
-            _ => Action::None,
-        };
-        match apply(
-            action,
-            &mut ui.state,
-            &ui.screen,
-            usize::from(ui.table.height),
-        ) {
-            After::Quit => break,
-            After::Suspend => {
-                jobs.suspend(&mut ui.terminal)?;
-                (ui.fresh.expected_since, ui.dirty) = (Instant::now(), true);
-                ui.painter.forget();
-            }
-            After::Redraw => {
-                if control.paused.swap(ui.state.paused, Ordering::SeqCst) && !ui.state.paused {
-                    ui.fresh.expected_since = Instant::now();
-                }
-                ui.dirty = true;
-            }
-            After::Nothing => {}
-        }
-        if !matches!(action, Action::None | Action::Quit) {
-            control.set_view(&ui.state, ui.height);
         }
     }
     Ok(Ended::Asked)
+}
+
+/// The most events done between two paints (a flood of input is painted as it goes).
+const BATCH: usize = 4096;
+
+/// What the loop does after an event.
+enum Next {
+    Quit,
+    /// Paint before the next event.
+    Paint,
+    /// Go on with the next event, if there is one.
+    More,
+}
+
+/// Does what `event` asks of the view.
+fn on_event(
+    event: &Event,
+    ui: &mut Ui,
+    control: &Control,
+    jobs: &suspend::JobControl,
+) -> io::Result<Next> {
+    let action = match *event {
+        Event::Key(key) => ui.state.on_key(key, ui.screen.gpu_count()),
+        Event::Mouse(m) => on_mouse(m, &ui.state, ui.table),
+        Event::Resize(_, rows) => {
+            ui.height = rows;
+            ui.painter.resized(&mut ui.terminal)?;
+            control.set_view(&ui.state, ui.height);
+            ui.dirty = true;
+            return Ok(Next::Paint);
+        }
+        _ => Action::None,
+    };
+    // A move changes only the selection (and the rows in view): the next event may follow
+    // it before a paint.
+    let next = if matches!(action, Action::Move(_) | Action::None) {
+        Next::More
+    } else {
+        Next::Paint
+    };
+    match apply(
+        action,
+        &mut ui.state,
+        &ui.screen,
+        usize::from(ui.table.height),
+    ) {
+        After::Quit => return Ok(Next::Quit),
+        After::Suspend => {
+            jobs.suspend(&mut ui.terminal)?;
+            (ui.fresh.expected_since, ui.dirty) = (Instant::now(), true);
+            ui.painter.forget();
+        }
+        After::Redraw => {
+            if control.paused.swap(ui.state.paused, Ordering::SeqCst) && !ui.state.paused {
+                ui.fresh.expected_since = Instant::now();
+            }
+            ui.dirty = true;
+        }
+        After::Nothing => {}
+    }
+    if !matches!(action, Action::None | Action::Quit) {
+        control.set_view(&ui.state, ui.height);
+    }
+    Ok(next)
 }
 
 /// Whether the view has just had the terminal back from job control: suspended here (^Z, a
