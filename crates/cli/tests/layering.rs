@@ -458,6 +458,26 @@ fn hmn_has_no_circles_and_views_do_not_reach_into_commands() {
     }
 }
 
+/// `hmn top`'s `top` module is the view's `run`, and its parts (the terminal, the event loop,
+/// the sampling thread, the drawing) live in modules under it that never import an item of
+/// `top` itself: they may name their siblings (`super::state::ViewState`), not their parent.
+#[test]
+fn top_parts_do_not_import_from_top_itself() {
+    let edges = graph(&hmn());
+    let top: Module = vec!["top".to_string()];
+    let parts: Vec<_> = edges
+        .iter()
+        .filter(|(m, _)| m.len() >= 2 && m.starts_with(&top))
+        .collect();
+    assert!(parts.len() > 5, "the modules of top were found: {edges:?}");
+    let up: Vec<String> = parts
+        .iter()
+        .filter(|(_, to)| to.contains(&top))
+        .map(|(m, _)| name(m))
+        .collect();
+    assert!(up.is_empty(), "modules that import from top itself: {up:?}");
+}
+
 /// `hmn` is a user of the library like any other: it reaches nothing the library hides
 /// (`#[doc(hidden)]`'s `__parsers`, kept for the library's own property tests and fuzzing).
 #[test]

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hypomnesis::sampling::{Fold, Timeline};
 use hypomnesis::{
@@ -38,6 +38,33 @@ pub struct Screen {
     pub focus: Option<Focus>,
     /// The latest look for ghosts (`None`: none made, or no GPU rows to look at).
     pub ghosts: Option<Arc<hypomnesis::GhostReport>>,
+}
+
+impl Screen {
+    /// Before the first refresh.
+    pub fn waiting() -> Self {
+        Self {
+            gpus: Err("reading the GPUs…".into()),
+            ram: Err("reading…".into()),
+            me: Footprint::default(),
+            procs: Arc::default(),
+            focus: None,
+            ghosts: None,
+        }
+    }
+
+    /// How many GPUs there are to pick from.
+    pub fn gpu_count(&self) -> u32 {
+        self.gpus
+            .as_ref()
+            .map_or(0, |g| u32::try_from(g.len()).unwrap_or(u32::MAX))
+    }
+}
+
+/// One refresh: what it shows, and when its measurement began (how old its figures are).
+pub struct Refresh {
+    pub screen: Screen,
+    pub taken: Instant,
 }
 
 /// What the latest look for ghosts marks a process's row with.

@@ -12,7 +12,7 @@ use std::io;
 use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{EnterAlternateScreen, enable_raw_mode};
 
-use super::term::Term;
+use super::term::{self, Term};
 
 /// The stop and continue signals, caught while the view runs.
 pub struct JobControl {
@@ -56,8 +56,8 @@ impl JobControl {
             return Ok(());
         }
         let _ = terminal.show_cursor();
-        super::mouse(false);
-        super::term::give_back();
+        term::mouse(false);
+        term::give_back();
         signals::stop_self();
         self.continued();
         resume(terminal)
@@ -70,7 +70,7 @@ impl JobControl {
 pub fn resume(terminal: &mut Term) -> io::Result<()> {
     enable_raw_mode()?;
     execute!(io::stdout(), EnterAlternateScreen)?;
-    super::mouse(true);
+    term::mouse(true);
     terminal.hide_cursor()?;
     terminal.clear()
 }

@@ -11,6 +11,7 @@ use std::io::{self, BufWriter, Stdout, Write as _};
 
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::event::{DisableMouseCapture, EnableMouseCapture};
 use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{EnterAlternateScreen, enable_raw_mode};
 
@@ -50,4 +51,25 @@ pub fn give_back() {
             "hmn top: could not give the terminal back: {e}"
         );
     }
+}
+
+/// Puts the terminal back as it was (main screen, cooked mode, cursor shown) when dropped:
+/// on return, on error, and when a panic unwinds (the panic hook does it too).
+pub struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        mouse(false);
+        give_back();
+    }
+}
+
+/// Mouse reports on or off (the wheel scrolls, a click selects); best effort: a terminal
+/// without them still has the keys.
+pub fn mouse(on: bool) {
+    let _ = if on {
+        execute!(io::stdout(), EnableMouseCapture)
+    } else {
+        execute!(io::stdout(), DisableMouseCapture)
+    };
 }

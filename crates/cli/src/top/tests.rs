@@ -480,7 +480,7 @@ fn a_late_refresh_says_how_old_the_figures_are_and_what_it_waits_for() {
 /// pause's end starts the wait again.
 #[test]
 fn a_refresh_is_late_after_an_interval_and_a_second_more_and_never_while_paused() {
-    use super::Freshness;
+    use super::ui::Freshness;
     let start = std::time::Instant::now();
     let at = |ms: u64| start + Duration::from_millis(ms);
     let second = Duration::from_secs(1);
@@ -539,7 +539,7 @@ fn mps_clients_show_their_type_and_the_server_is_marked() {
 fn the_terminal_thread_sleeps_until_the_view_would_turn_late() {
     use std::time::Instant;
 
-    use super::{Freshness, wait_for};
+    use super::ui::{Freshness, wait_for};
     let now = Instant::now();
     let second = Duration::from_secs(1);
     let ago = |ms| now.checked_sub(Duration::from_millis(ms)).unwrap();

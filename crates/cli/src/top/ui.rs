@@ -11,12 +11,11 @@ use std::time::{Duration, Instant};
 use ratatui::layout::Rect;
 
 use super::draw::{self, Drawn, Late};
-use super::model::Screen;
+use super::model::{Refresh, Screen};
 use super::paint::Painter;
 use super::state::ViewState;
 use super::term::Term;
 use super::wake::LateTimer;
-use super::{Freshness, Refresh, wait_for};
 
 /// The terminal and what it shows, behind the lock both threads take to draw.
 pub struct Ui {
@@ -111,6 +110,66 @@ impl Ui {
         self.closed = true;
         let _ = self.terminal.show_cursor();
     }
+}
+
+/// When the view last had figures or began to expect them, to tell a late refresh.
+pub struct Freshness {
+    /// When the figures shown were measured; `None` before the first refresh.
+    pub taken: Option<Instant>,
+    /// Since when a refresh is expected: the start, or the end of a pause.
+    pub expected_since: Instant,
+}
+
+impl Freshness {
+    pub fn new(now: Instant) -> Self {
+        Self {
+            taken: None,
+            expected_since: now,
+        }
+    }
+
+    /// When a refresh every `interval` turns late: one interval missed and at least a second
+    /// more after the figures shown were measured (or the view began to expect them).
+    fn late_at(&self, interval: Duration) -> Instant {
+        let since = self
+            .taken
+            .map_or(self.expected_since, |t| t.max(self.expected_since));
+        since + interval + interval.max(Duration::from_secs(1))
+    }
+
+    /// Whether, at `now`, a refresh every `interval` is overdue: one interval missed and at
+    /// least a second more (a slow measurement is not yet a late one). Never while paused.
+    pub fn late(&self, now: Instant, interval: Duration, paused: bool) -> Option<Late> {
+        if paused || now < self.late_at(interval) {
+            return None;
+        }
+        let whole = |d: Duration| Duration::from_secs(d.as_secs());
+        Some(Late {
+            age: self.taken.map(|t| whole(now.saturating_duration_since(t))),
+            waited: whole(now.saturating_duration_since(self.expected_since)),
+            on: hypomnesis::in_flight().first().map(ToString::to_string),
+        })
+    }
+}
+
+/// How long the terminal thread may sleep when nothing wakes it (a key, a refresh, a signal):
+/// until the view would turn late (see [`Freshness::late`]), or a second while it is late (its
+/// age is shown in whole seconds); no limit while paused, when it is never late.
+pub fn wait_for(
+    fresh: &Freshness,
+    interval: Duration,
+    paused: bool,
+    now: Instant,
+) -> Option<Duration> {
+    if paused {
+        return None;
+    }
+    let left = fresh.late_at(interval).saturating_duration_since(now);
+    Some(if left.is_zero() {
+        Duration::from_secs(1)
+    } else {
+        left.max(Duration::from_millis(10))
+    })
 }
 
 /// The view, locked; a thread that panicked holding it does not keep the other from it.

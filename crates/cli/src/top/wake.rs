@@ -11,10 +11,17 @@
 use std::io;
 use std::time::Duration;
 
+#[cfg(not(unix))]
 use ratatui::crossterm::event;
 
 /// The longest sleep without a wake socket: how soon a signal or a refresh is seen then.
 const SLICE: Duration = Duration::from_millis(250);
+
+/// The signals that end `hmn top` (see `Stop`), which both threads wake for.
+#[cfg(unix)]
+pub const STOP_SIGNALS: &[i32] = &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+#[cfg(not(unix))]
+pub const STOP_SIGNALS: &[i32] = &[];
 
 /// One thread's wake socket and the signals registered to write to it.
 pub struct Wake {
@@ -67,24 +74,43 @@ impl Wake {
     }
 
     /// The terminal thread's wait: until input on the terminal, a wake, one of the signals,
-    /// `timer` firing, or `timeout` (`None`: no timeout; not used where `timer` works, as the
-    /// timer holds the deadline). Afterwards [`terminal_gone`] tells whether the terminal hung
-    /// up, and if not, `event::poll(Duration::ZERO)` whether an event is there (a resize comes
-    /// as a signal, not as input).
+    /// `timer` firing, `timeout` (`None`: no timeout; not used where `timer` works, as the timer
+    /// holds the deadline), or `soon` (an incomplete key's wait, see `input`), whichever comes
+    /// first. Afterwards [`terminal_gone`] tells whether the terminal hung up, and if not,
+    /// reading the input whether a key came (a resize comes as a signal, not as input).
     #[cfg_attr(not(unix), allow(clippy::unused_self))]
-    pub fn wait_terminal(&self, timeout: Option<Duration>, timer: &LateTimer) -> io::Result<()> {
+    #[cfg_attr(unix, allow(clippy::unnecessary_wraps))]
+    pub fn wait_terminal(
+        &self,
+        timeout: Option<Duration>,
+        soon: Option<Duration>,
+        timer: &LateTimer,
+    ) -> io::Result<()> {
         #[cfg(unix)]
-        if let Some(pair) = &self.pair {
-            let timeout = if timer.works() { None } else { timeout };
-            pair.wait([unix::terminal_fd(), timer.fd()], timeout);
-            return Ok(());
+        {
+            let first = |t: Option<Duration>| match (t, soon) {
+                (Some(t), Some(s)) => Some(t.min(s)),
+                (t, s) => t.or(s),
+            };
+            if let Some(pair) = &self.pair {
+                let timeout = if timer.works() { None } else { timeout };
+                pair.wait([unix::terminal_fd(), timer.fd()], first(timeout));
+            } else {
+                // No wake socket: input on the terminal, or a slice.
+                let slice = first(timeout).map_or(SLICE, |t| t.min(SLICE));
+                unix::wait_for_input(unix::terminal_fd(), slice);
+            }
+            Ok(())
         }
-        let _ = timer;
-        // crossterm is not asked about a terminal that hung up (see `terminal_gone`).
-        if terminal_gone() {
-            return Ok(());
+        #[cfg(not(unix))]
+        {
+            let _ = (timer, soon);
+            // crossterm is not asked about a terminal that hung up (see `terminal_gone`).
+            if terminal_gone() {
+                return Ok(());
+            }
+            event::poll(timeout.map_or(SLICE, |t| t.min(SLICE))).map(|_| ())
         }
-        event::poll(timeout.map_or(SLICE, |t| t.min(SLICE))).map(|_| ())
     }
 }
 
@@ -102,6 +128,15 @@ pub fn terminal_gone() -> bool {
     {
         false
     }
+}
+
+/// The terminal the view reads keys from when input waits on it (asked without waiting):
+/// what to read. `None`: no input, no terminal, or one that hung up.
+#[cfg(unix)]
+pub fn terminal_input() -> Option<std::os::fd::RawFd> {
+    let fd = unix::terminal_fd()?;
+    let said = unix::poll_now(fd);
+    (said & libc::POLLIN != 0 && !unix::hung_up(said)).then_some(fd)
 }
 
 impl Waker {
@@ -314,6 +349,22 @@ mod unix {
         // SAFETY: `one` is a valid pollfd; poll(2) only writes its revents.
         unsafe { libc::poll(&raw mut one, 1, 0) };
         one.revents
+    }
+
+    /// Waits for input on `fd`, at most `timeout` (all of it without a descriptor).
+    pub fn wait_for_input(fd: Option<RawFd>, timeout: Duration) {
+        let Some(fd) = fd else {
+            std::thread::sleep(timeout);
+            return;
+        };
+        let mut one = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(-1);
+        // SAFETY: `one` is a valid pollfd; poll(2) only writes its revents.
+        unsafe { libc::poll(&raw mut one, 1, ms) };
     }
 
     /// Whether `revents` says the descriptor hung up or is no longer usable.

@@ -54,18 +54,23 @@ fn mouse(tmux: &Tmux, button: u8, column: usize, row: usize) {
     }
 }
 
+/// An H200 with 2,000 compute processes. Pids no process has (above the kernel's limit):
+/// listed by the driver, unreadable here, which is what a table of other namespaces' processes
+/// looks like. Pid 4,200,000 + i holds i + 1 MiB, so the largest is the last pid and the
+/// smallest the first.
+fn two_thousand() -> PathBuf {
+    let rows: Vec<String> = (0..2000)
+        .map(|i| format!(r#"{{"pid": {}, "used": {}}}"#, 4_200_000 + i, (i + 1) * MIB))
+        .collect();
+    h200_with(&rows.join(","))
+}
+
 #[test]
 fn two_thousand_processes_scroll_to_the_last_and_a_row_opens_in_detail() {
     if !tmux_here() {
         return;
     }
-    // Pids no process has (above the kernel's limit): listed by the driver, unreadable here,
-    // which is what a table of other namespaces' processes looks like. Pid 4,200,000 + i
-    // holds i + 1 MiB, so the largest is the last pid and the smallest the first.
-    let rows: Vec<String> = (0..2000)
-        .map(|i| format!(r#"{{"pid": {}, "used": {}}}"#, 4_200_000 + i, (i + 1) * MIB))
-        .collect();
-    let scenario = h200_with(&rows.join(","));
+    let scenario = two_thousand();
     let tmux = start("keys-scroll", &scenario);
     // What a screen is checked for is waited for, all in one screen: tmux may show a frame
     // that is still arriving (its new rows above the last frame's).
@@ -108,6 +113,37 @@ fn two_thousand_processes_scroll_to_the_last_and_a_row_opens_in_detail() {
     tmux.keys(&["Enter"]);
     tmux.wait_for("the clicked row in detail", |s| {
         s.contains("process 4201990")
+    });
+    tmux.keys(&["Escape"]);
+    quit(&tmux);
+    let _ = std::fs::remove_file(scenario);
+}
+
+/// Every press counts: 2,100 Down presses sent at once (three batches of 700, which tmux writes
+/// to the terminal as fast as it takes them) take the selection from the first of 2,000 rows to
+/// the last, where it stays. Presses lost on the way (a view that read only part of what came,
+/// and slept on the rest) left it near the middle for good.
+#[test]
+fn a_burst_of_presses_loses_none() {
+    if !tmux_here() {
+        return;
+    }
+    let scenario = two_thousand();
+    let tmux = start("keys-burst", &scenario);
+    tmux.wait_for("the first rows, the first selected", |s| {
+        window(s).is_some_and(|w| (w.0, w.2) == (1, 2000)) && s.contains("4201999")
+    });
+    let downs = vec!["Down"; 700];
+    for _ in 0..3 {
+        tmux.keys(&downs);
+    }
+    tmux.wait_for("the last row, after 2,100 presses", |s| {
+        window(s).is_some_and(|w| (w.1, w.2) == (2000, 2000)) && s.contains("4200000")
+    });
+    // The selection is on the last row: its details are those of the smallest process.
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the last process in detail", |s| {
+        s.contains("process 4200000")
     });
     tmux.keys(&["Escape"]);
     quit(&tmux);

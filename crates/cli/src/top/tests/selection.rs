@@ -141,13 +141,13 @@ fn k_on_a_process_outside_this_pid_namespace_offers_nothing() {
     let mut s = ViewState::default();
     s.follow(&screen.procs, 10);
     assert_eq!(s.selected.map(|p| p.pid), Some(7), "the largest first");
-    crate::top::ask_signal(&mut s, &screen);
+    crate::top::events::ask_signal(&mut s, &screen);
     assert!(s.confirm.is_none(), "no question");
     let why = s.message.clone().unwrap().unwrap_err();
     assert!(why.contains("pid 7 is outside this PID namespace"), "{why}");
     s.navigate(crate::top::state::Nav::Down(1), &screen.procs, 10);
     s.message = None;
-    crate::top::ask_signal(&mut s, &screen);
+    crate::top::events::ask_signal(&mut s, &screen);
     assert!(s.confirm.is_none());
     assert!(
         s.message
