@@ -13,7 +13,7 @@ use std::path::Path;
 
 use super::leader::Leader;
 use super::visibility::Lookup;
-use super::visibility::{Numbering, numbering};
+use super::visibility::{Numbering, numbering_of};
 use crate::types::UnreadableReason;
 
 /// The procfs root in use (see [`crate::host::roots`]).
@@ -354,7 +354,7 @@ impl DriverPids {
     /// The relation for the procfs root in use and a driver of `version`.
     pub(crate) fn of_driver(root: &Path, version: Option<&str>) -> Self {
         let own = crate::host::roots::procfs_is_own();
-        let host_numbers = numbering(version).0 == Numbering::Host;
+        let host_numbers = numbering_of(version) == Numbering::Host;
         #[cfg(target_os = "linux")]
         let foreign = own && host_numbers && super::visibility::facts(root).initial == Some(false);
         #[cfg(not(target_os = "linux"))]

@@ -154,13 +154,7 @@ pub(crate) const CALLER_NUMBERING_FROM: (u32, u32, u32) = (570, 86, 15);
 /// unreadable version is taken as [`Numbering::Host`]: in a PID namespace of its own that makes
 /// every listed pid outside, never blaming a local process that merely shares a number.
 pub(crate) fn numbering(version: Option<&str>) -> (Numbering, String) {
-    let parsed = version.and_then(|v| {
-        let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().ok());
-        let major = parts.next()??;
-        let minor = parts.next().unwrap_or(Some(0))?;
-        let patch = parts.next().unwrap_or(Some(0))?;
-        Some((major, minor, patch))
-    });
+    let parsed = parse_version(version);
     let (a, b, c) = CALLER_NUMBERING_FROM;
     match (parsed, version) {
         (Some(v), Some(text)) if v >= CALLER_NUMBERING_FROM => (
@@ -181,6 +175,26 @@ pub(crate) fn numbering(version: Option<&str>) -> (Numbering, String) {
                 .into(),
         ),
     }
+}
+
+/// [`numbering`] without its sentence: what every placing of a reported pid asks (no text made).
+pub(crate) fn numbering_of(version: Option<&str>) -> Numbering {
+    match parse_version(version) {
+        Some(v) if v >= CALLER_NUMBERING_FROM => Numbering::Caller,
+        _ => Numbering::Host,
+    }
+}
+
+/// A driver version `major.minor[.patch]` as numbers (missing parts 0); `None` when unknown or
+/// not of that form.
+fn parse_version(version: Option<&str>) -> Option<(u32, u32, u32)> {
+    version.and_then(|v| {
+        let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().ok());
+        let major = parts.next()??;
+        let minor = parts.next().unwrap_or(Some(0))?;
+        let patch = parts.next().unwrap_or(Some(0))?;
+        Some((major, minor, patch))
+    })
 }
 
 /// Whose PID namespace numbers the pids a GPU driver reports, as this library takes it.
@@ -344,6 +358,11 @@ mod tests {
         ] {
             let (got, why) = numbering(v);
             assert_eq!(got, want, "{v:?}: {why}");
+            assert_eq!(
+                numbering_of(v),
+                want,
+                "{v:?}: the same without its sentence"
+            );
             assert!(!why.is_empty());
         }
         assert!(
