@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use hypomnesis::bounded::Worker;
 use hypomnesis::sampling::{Journal, SpanId, Spanned};
 
-use crate::timeline::{self, RawSample, Summary, TIMELINE_POINTS};
+use crate::timeline::{self, RawSample, SampleRun, TIMELINE_POINTS};
 
 /// The GPU figures of one device: this process's own memory and the device's used memory.
 pub type GpuFigures = (Option<u64>, Option<u64>);
@@ -122,7 +122,7 @@ struct Channel {
     deadline: Duration,
     devices: Vec<u32>,
     next_due: Instant,
-    journal: Journal<Summary>,
+    journal: Journal<SampleRun>,
     /// Since when no block is open in it: it is not sampled, and kept [`IDLE_KEPT`] for the
     /// next block (a decorated function called in a loop opens one block at a time).
     idle_since: Option<Instant>,
@@ -260,7 +260,7 @@ impl Hub {
     }
 
     /// Stops sampling the block of `ticket` and hands back its samples between entry and now.
-    pub fn unsubscribe(&self, ticket: &Ticket) -> Option<Spanned<Summary>> {
+    pub fn unsubscribe(&self, ticket: &Ticket) -> Option<Spanned<SampleRun>> {
         let mut st = self.lock();
         let channel = channel_mut(&mut st.channels, ticket.channel)?;
         let spanned = channel.journal.close(ticket.span);
@@ -399,14 +399,14 @@ fn channel_mut(channels: &mut [Channel], id: u64) -> Option<&mut Channel> {
 
 /// The shared sample at `at` of RSS `rss` and the latest readings of `devices`; missed if
 /// any reading missed its deadline or did not come.
-fn sample_of(at: Instant, rss: u64, devices: &[u32], latest: &HashMap<u32, Reading>) -> Summary {
+fn sample_of(at: Instant, rss: u64, devices: &[u32], latest: &HashMap<u32, Reading>) -> SampleRun {
     let readings: Vec<Option<&Reading>> = devices.iter().map(|d| latest.get(d)).collect();
     let missed = readings.iter().any(|r| r.is_none_or(|r| r.missed));
     let figures: Vec<GpuFigures> = readings
         .iter()
         .map(|r| r.map_or((None, None), |r| r.figures))
         .collect();
-    Summary::one(at, rss, &figures, missed)
+    SampleRun::one(at, rss, &figures, missed)
 }
 
 /// A sample of `rss` and `readings`, `None` for a device none came for.

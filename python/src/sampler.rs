@@ -14,7 +14,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::hub::{self, Hub};
-use crate::timeline::{self, Finished, Kept, RawSample};
+use crate::timeline::{self, Finished, FinishedTimeline, RawSample};
 
 /// How long one wait for a reading lasts before signals are looked at.
 const SIGNAL_CHECK: Duration = Duration::from_millis(20);
@@ -34,7 +34,7 @@ enum Phase {
         first: RawSample,
     },
     /// Stopped: the timeline, once put together.
-    Done(Option<Box<Kept>>),
+    Done(Option<Box<FinishedTimeline>>),
 }
 
 /// Samples this process's RSS and GPU memory on the process's one sampling thread, which never

@@ -8,7 +8,7 @@
 //! library's [`Journal`](hypomnesis::sampling::Journal) (see `hub.rs`); this module is what a
 //! sample is made of, and how a block's record is put together from its entry sample, its
 //! span of the journal and its exit sample. A finished block keeps its points as the runs
-//! they are shared with ([`Kept`]); they become Python tuples only when its samples are read.
+//! they are shared with ([`FinishedTimeline`]); they become Python tuples only when its samples are read.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,12 +42,12 @@ pub type Finished = (
 /// A finished block's timeline, kept as the shared runs it was drawn from and made into
 /// samples only when asked for: a block nobody inspects costs a count per point.
 #[derive(Debug)]
-pub struct Kept {
+pub struct FinishedTimeline {
     start: Instant,
-    points: Vec<Arc<Summary>>,
+    points: Vec<Arc<SampleRun>>,
 }
 
-impl Kept {
+impl FinishedTimeline {
     /// The samples between the entry and the exit one, in time order.
     pub fn between(&self) -> Vec<RawSample> {
         self.points.iter().map(|p| p.sample(self.start)).collect()
@@ -60,7 +60,7 @@ type At = (u64, Instant);
 /// Consecutive samples of the shared thread: when the first was taken, how many there are and
 /// how many missed their GPU deadline, and each figure's peak with its time.
 #[derive(Debug, Clone)]
-pub struct Summary {
+pub struct SampleRun {
     at: Instant,
     taken: u64,
     missed: u64,
@@ -78,7 +78,7 @@ fn raise<T: Copy>(peak: &mut Option<(u64, T)>, later: Option<(u64, T)>) {
     }
 }
 
-impl Fold for Summary {
+impl Fold for SampleRun {
     fn fold(&mut self, later: &Self) {
         self.taken += later.taken;
         self.missed += later.missed;
@@ -93,7 +93,7 @@ impl Fold for Summary {
     }
 }
 
-impl Summary {
+impl SampleRun {
     /// One sample taken `at`: RSS `rss`, per device its own and used memory, and whether the
     /// GPU figures missed their deadline.
     pub fn one(
@@ -139,7 +139,7 @@ fn peak(start: Instant, at: Option<At>) -> Option<Peak> {
 fn peaks(
     start: Instant,
     first: &RawSample,
-    between: Option<&Summary>,
+    between: Option<&SampleRun>,
     last: Option<&RawSample>,
 ) -> (Peak, Vec<Option<Peak>>, Vec<Option<Peak>>) {
     let mut rss: Peak = (first.1, first.0);
@@ -170,7 +170,7 @@ fn peaks(
 
 /// When the peak so far of a running block's GPU memory was sampled (the device with the
 /// largest peak; an equal one, the earlier), else that of its RSS; seconds since `start`.
-pub fn peak_time(start: Instant, first: &RawSample, between: Option<&Summary>) -> f64 {
+pub fn peak_time(start: Instant, first: &RawSample, between: Option<&SampleRun>) -> f64 {
     let (rss, own, _) = peaks(start, first, between, None);
     own.iter()
         .flatten()
@@ -183,14 +183,14 @@ pub fn peak_time(start: Instant, first: &RawSample, between: Option<&Summary>) -
 pub fn finish(
     start: Instant,
     first: RawSample,
-    between: Option<Spanned<Summary>>,
+    between: Option<Spanned<SampleRun>>,
     last: RawSample,
-) -> (Kept, Finished) {
+) -> (FinishedTimeline, Finished) {
     let total = between.as_ref().and_then(|b| b.total.as_ref());
     let (rss, own, used) = peaks(start, &first, total, Some(&last));
     let taken = 2 + total.map_or(0, |t| t.taken);
     let missed = u64::from(first.4) + total.map_or(0, |t| t.missed) + u64::from(last.4);
-    let kept = Kept {
+    let kept = FinishedTimeline {
         start,
         points: between.map(|b| b.points).unwrap_or_default(),
     };

@@ -17,7 +17,7 @@ use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::child::{self, Child};
 use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
-use crate::view::run::{self as render, DevicePeak, Holder, Measure, Point, RamPeak, Summary};
+use crate::view::run::{self as render, DevicePeak, Holder, Measure, Point, RamPeak, RunSummary};
 use hypomnesis::sampling::{Frame, PssPacer, Sampler, Ticker, TreeRam, Want, max_opt};
 use members::Members;
 use timeline::Timeline;
@@ -189,7 +189,7 @@ pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Re
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let summary = Summary {
+    let summary = RunSummary {
         exit_code: code,
         signal,
         duration_s: started.elapsed().as_secs_f64(),
@@ -267,7 +267,7 @@ fn finish(
     args: &RunArgs,
     timeline: &mut Timeline,
     devices: &[Option<GpuDeviceInfo>],
-    summary: &Summary,
+    summary: &RunSummary,
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> io::Result<()> {

@@ -18,7 +18,7 @@ use crate::outcome::Outcome;
 use crate::view::format_size;
 use crate::view::spill::{ReportKeys, render_episodes};
 use crate::view::watch::{
-    self as render, Followed, PerPid, Row, Selection, Start, Summary, delta, utc_millis,
+    self as render, Followed, PerPid, Row, Selection, Start, WatchSummary, delta, utc_millis,
 };
 use hypomnesis::sampling::{Frame, Sampler, Tick, Ticker, Want, max_opt};
 
@@ -203,7 +203,7 @@ impl Target {
     }
 
     /// This sample's row, and the target's state folded forward.
-    fn row(&mut self, s: &Sample<'_>) -> Row {
+    fn row(&mut self, s: &IntervalRows<'_>) -> Row {
         let start_now = self.who.local().and_then(hypomnesis::process_start_time);
         let rss = self
             .who
@@ -297,7 +297,7 @@ impl Target {
 }
 
 /// What one interval's rows share.
-struct Sample<'a> {
+struct IntervalRows<'a> {
     frame: &'a Frame,
     held: Option<&'a BTreeMap<Who, Held>>,
     wall_clock: &'a str,
@@ -505,7 +505,7 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
             pick_up(&mut targets, &mut frame, &rule.pick(h), h);
         }
         let wall_clock = utc_millis(SystemTime::now());
-        let sample = Sample {
+        let sample = IntervalRows {
             frame: &frame,
             held: now_held.as_ref(),
             wall_clock: &wall_clock,
@@ -522,7 +522,7 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
     let report = tracker.map(SpillTracker::into_report);
     closing(&targets, started, report.as_ref(), args.device, err)?;
     if args.output.json {
-        let summary = Summary {
+        let summary = WatchSummary {
             kind: "summary",
             report: ReportKeys::of(report.as_ref()),
             spilling_at_attach,

@@ -21,7 +21,7 @@ struct Entry {
 
 /// The processes seen at the last measurement, by the pid their files are read under.
 #[derive(Debug, Default)]
-pub struct Known {
+pub struct KnownProcesses {
     by_pid: HashMap<u32, Entry>,
 }
 
@@ -34,7 +34,7 @@ pub struct Who {
     pub read: usize,
 }
 
-impl Known {
+impl KnownProcesses {
     /// The names and `parts` of the contexts of `rows`' processes (those this PID namespace can
     /// read, see [`contexts::readable`]): remembered ones whose start time is unchanged as they
     /// were, the others read now. Processes not in `rows` are forgotten.
@@ -121,7 +121,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         let rows = [row(me), row(other), row(me)];
-        let mut known = Known::default();
+        let mut known = KnownProcesses::default();
         let first = known.who(&rows, parts());
         assert_eq!(first.read, 2, "each process once, though listed twice");
         assert_eq!(first.names.get(&other).map(String::as_str), Some("sleep"));

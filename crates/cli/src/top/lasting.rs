@@ -48,14 +48,14 @@ pub const RELOOK: u64 = 30;
 /// and whether the container was among them.
 #[derive(Debug, Default)]
 pub struct Lasting {
-    by_pid: HashMap<u32, Kept>,
+    by_pid: HashMap<u32, LastingParts>,
     refresh: u64,
     /// RSS and CPU time are read through the processes' files kept open.
     changing: hypomnesis::sampling::ContextReader,
 }
 
 #[derive(Debug)]
-struct Kept {
+struct LastingParts {
     read_at: u64,
     with_container: bool,
     ctx: Context,
@@ -109,7 +109,7 @@ impl Lasting {
         for (&pid, ctx) in &out {
             self.by_pid.insert(
                 pid,
-                Kept {
+                LastingParts {
                     read_at: refresh,
                     with_container: containers,
                     ctx: ctx.clone(),
@@ -141,7 +141,7 @@ impl Lasting {
                 let ctx = Context::from(ctx);
                 self.by_pid.insert(
                     pid,
-                    Kept {
+                    LastingParts {
                         read_at: refresh,
                         with_container: containers,
                         ctx: ctx.clone(),

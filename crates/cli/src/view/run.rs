@@ -88,7 +88,7 @@ const HOLDERS_SHOWN: usize = 10;
 
 /// The result of a run (also `--json`'s object).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Summary {
+pub struct RunSummary {
     pub command: Vec<String>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -140,7 +140,7 @@ pub fn shell_words(words: &[String]) -> String {
 }
 
 /// The summary printed on stderr.
-pub fn summary(s: &Summary) -> String {
+pub fn summary(s: &RunSummary) -> String {
     let mut out = String::new();
     let how = match (s.exit_code, s.signal) {
         (_, Some(sig)) => format!("was killed by signal {sig}"),
@@ -200,7 +200,7 @@ pub fn summary(s: &Summary) -> String {
 
 /// The tree's peak RAM and how it was made; the RSS summed where that differs; the processes
 /// whose RSS stood in for their PSS.
-fn ram_lines(out: &mut String, s: &Summary) {
+fn ram_lines(out: &mut String, s: &RunSummary) {
     let how = s.ram_peak.map_or(String::new(), |r| {
         let n = r.processes;
         match r.measure {
@@ -288,8 +288,8 @@ mod tests {
     }
 
     /// A run of one process: 300 MiB of RSS, 64 MiB on one GPU.
-    fn lone_summary() -> Summary {
-        Summary {
+    fn lone_summary() -> RunSummary {
+        RunSummary {
             command: vec!["python3".into(), "train.py".into()],
             exit_code: Some(0),
             signal: None,
@@ -361,7 +361,7 @@ mod tests {
             peak_gpu_bytes: 64 * MIB,
             peak_rss_bytes: None,
         };
-        let many = Summary {
+        let many = RunSummary {
             gpu_processes: (1..=12).map(holder).collect(),
             ..s.clone()
         };
@@ -386,7 +386,7 @@ mod tests {
     /// stood in for their PSS named.
     #[test]
     fn a_trees_ram_says_what_it_counts() {
-        let s = Summary {
+        let s = RunSummary {
             peak_rss_bytes: Some(520 * MIB),
             peak_rss_measure: Some(Measure::PssAndRss),
             peak_rss_processes: Some(9),
@@ -411,7 +411,7 @@ mod tests {
             ),
             "{text}"
         );
-        let pss = Summary {
+        let pss = RunSummary {
             rss_counted_pids: Vec::new(),
             ram_peak: s.ram_peak.map(|r| RamPeak {
                 measure: Measure::Pss,

@@ -187,7 +187,7 @@ pub struct PerPid {
 
 /// The last JSON Lines record of `hmn watch --json` (a capture without it was cut short).
 #[derive(Debug, Serialize)]
-pub struct Summary {
+pub struct WatchSummary {
     pub kind: &'static str,
     #[serde(flatten)]
     pub report: super::spill::ReportKeys,

@@ -121,12 +121,12 @@ fn add<T: PartialEq>(listed: &mut Listed<T>, key: &str, value: T) {
 
 /// One directory's entries as last listed, and when.
 #[derive(Debug)]
-struct Known<T> {
+struct Listing<T> {
     by_key: BTreeMap<String, T>,
     listed: Option<Instant>,
 }
 
-impl<T> Known<T> {
+impl<T> Listing<T> {
     const fn new() -> Self {
         Self {
             by_key: BTreeMap::new(),
@@ -176,8 +176,8 @@ impl<T> Known<T> {
 /// The names known, by pod UID and by container id, and how many listings it took.
 #[derive(Debug)]
 pub(crate) struct Names {
-    pods: Known<Pod>,
-    links: Known<Link>,
+    pods: Listing<Pod>,
+    links: Listing<Link>,
     /// Directory listings made (each a `read_dir`), for the tests.
     listings: u64,
 }
@@ -185,8 +185,8 @@ pub(crate) struct Names {
 impl Names {
     pub(crate) const fn new() -> Self {
         Self {
-            pods: Known::new(),
-            links: Known::new(),
+            pods: Listing::new(),
+            links: Listing::new(),
             listings: 0,
         }
     }

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use super::exposition::{self, Stall};
 use super::measure;
-use super::model::Sample;
+use super::model::Measurement;
 use crate::view::printable::printable;
 
 /// How long a scrape waits for a measurement in progress.
@@ -45,7 +45,7 @@ struct Slot {
     state: Mutex<State>,
     /// Counts finished measurements, for scrapes waiting on one.
     finished: watch::Sender<u64>,
-    measure: fn() -> Sample,
+    measure: fn() -> Measurement,
     /// The one thread measurements run on: a measurement stuck in the driver holds it, and no
     /// other starts while it does.
     worker: Worker,
@@ -64,7 +64,7 @@ struct State {
 #[derive(Debug, Clone)]
 struct Last {
     at: Instant,
-    sample: Sample,
+    sample: Measurement,
     took: Duration,
 }
 
@@ -77,7 +77,7 @@ struct View {
 }
 
 impl Slot {
-    fn new(name: &str, measure: fn() -> Sample) -> Self {
+    fn new(name: &str, measure: fn() -> Measurement) -> Self {
         Self {
             state: Mutex::new(State::default()),
             finished: watch::channel(0).0,
@@ -114,15 +114,15 @@ impl Slot {
                     crate::heap::give_back();
                     sample
                 };
-                let then = move |sample: Result<Sample, Unanswered>| {
-                    slot.finish(sample.unwrap_or_else(|_| Sample::failed()), started);
+                let then = move |sample: Result<Measurement, Unanswered>| {
+                    slot.finish(sample.unwrap_or_else(|_| Measurement::failed()), started);
                 };
                 if let Err(why) = self.worker.start(job, then) {
                     // Never busy (a slot starts one measurement at a time); a thread that
                     // cannot start is a failed measurement.
                     drop(state);
                     eprintln!("hmn serve: a measurement could not start: {why}");
-                    self.finish(Sample::failed(), started);
+                    self.finish(Measurement::failed(), started);
                     return finished;
                 }
             }
@@ -132,7 +132,7 @@ impl Slot {
     }
 
     /// A measurement's end (on the worker's thread): its result becomes the last one.
-    fn finish(&self, sample: Sample, started: Instant) {
+    fn finish(&self, sample: Measurement, started: Instant) {
         let took = started.elapsed();
         let mut state = self.lock();
         state.measurements += 1;
@@ -187,8 +187,8 @@ impl Exporter {
     fn with(
         min_interval: Duration,
         budget: Duration,
-        full: fn() -> Sample,
-        devices: fn() -> Sample,
+        full: fn() -> Measurement,
+        devices: fn() -> Measurement,
     ) -> Arc<Self> {
         Arc::new(Self {
             min_interval,
@@ -265,7 +265,7 @@ impl Exporter {
     fn render(&self, v: View, stall: Option<Stall>, devices: Option<Last>) -> String {
         let (mut sample, took) = match v.last {
             Some(l) => (l.sample, l.took),
-            None => (Sample::failed(), Duration::ZERO),
+            None => (Measurement::failed(), Duration::ZERO),
         };
         sample.max_process_series = self.max_process_series;
         sample.max_allocation_series = self.max_allocation_series;
@@ -287,14 +287,14 @@ impl Exporter {
 mod tests {
     use super::*;
 
-    fn counted() -> Sample {
-        Sample {
+    fn counted() -> Measurement {
+        Measurement {
             counted: Some(1),
-            ..Sample::default()
+            ..Measurement::default()
         }
     }
 
-    fn stuck() -> Sample {
+    fn stuck() -> Measurement {
         std::thread::sleep(Duration::from_secs(3));
         counted()
     }
@@ -305,10 +305,10 @@ mod tests {
     }
 
     /// Two devices counted by a measurement of the devices alone.
-    fn two_devices() -> Sample {
-        Sample {
+    fn two_devices() -> Measurement {
+        Measurement {
             counted: Some(2),
-            ..Sample::default()
+            ..Measurement::default()
         }
     }
 

@@ -6,9 +6,9 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use super::model::{FALLBACK, Sample};
+use super::model::{FALLBACK, Measurement};
 use super::probe;
-use crate::collect::known::Known;
+use crate::collect::known::KnownProcesses;
 use hypomnesis::sampling::{Failure, Frame, Sampler, Want};
 
 /// What the exporter reads each measurement.
@@ -16,14 +16,14 @@ pub const WANT: Want = {
     let mut w = Want::NONE;
     w.devices = true;
     w.processes = true;
-    // Named from [`Known`], once per process rather than once per row and measurement.
+    // Named from [`KnownProcesses`], once per process rather than once per row and measurement.
     w.unnamed = true;
     w.mig = true;
     w
 };
 
 /// The processes the exporter has seen, across measurements (one runs at a time).
-static KNOWN: Mutex<Option<Known>> = Mutex::new(None);
+static KNOWN: Mutex<Option<KnownProcesses>> = Mutex::new(None);
 
 /// The ghosts' watch, across measurements: activity followed from scrape to scrape, and a
 /// process in `D` stuck when it is at two of them (no scrape waits for a second look).
@@ -43,7 +43,7 @@ pub fn look_for_ghosts(options: Option<hypomnesis::GhostOptions>) {
 }
 
 /// The ghosts of the GPUs whose processes `sample` listed, looked for at the rows it read.
-fn ghosts(sample: &Sample) -> Option<hypomnesis::GhostReport> {
+fn ghosts(sample: &Measurement) -> Option<hypomnesis::GhostReport> {
     let rows: Vec<_> = sample
         .devices
         .iter()
@@ -81,14 +81,14 @@ fn ghosts(sample: &Sample) -> Option<hypomnesis::GhostReport> {
 /// Measures every device and process list, then asks each source but the fallback for its
 /// report; the fallback's is the latest probe's, or one made now when NVML did not answer.
 /// Blocking: it loads libraries, and runs `nvidia-smi` only where NVML fails.
-pub fn measure() -> Sample {
+pub fn measure() -> Measurement {
     let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
     // One `nvidia-smi` at a time: unless NVML answered last time, this measurement holds the
     // probe's gate throughout (see `probe`).
     let gate = probe::gate_for_measurement();
     let mut sample = sample_of(
         Sampler::new(WANT).frame(&[]),
-        known.get_or_insert_with(Known::default),
+        known.get_or_insert_with(KnownProcesses::default),
     );
     sample.sources = hypomnesis::sources_where(|s| s != FALLBACK);
     probe::measured(sample.sources.iter().any(|r| {
@@ -118,14 +118,14 @@ pub const DEVICES: Want = {
 
 /// The devices' figures alone (count, memory, MIG instances), which need no per-process read:
 /// what the exposition shows while a whole measurement is stalled on one.
-pub fn measure_devices() -> Sample {
+pub fn measure_devices() -> Measurement {
     // Where NVML is down these come from `nvidia-smi` too: one run at a time.
     let gate = probe::gate_for_devices();
     let frame = Sampler::new(DEVICES).frame(&[]);
     drop(gate);
-    let mut s = Sample {
+    let mut s = Measurement {
         counted: frame.count.ok(),
-        ..Sample::default()
+        ..Measurement::default()
     };
     for (i, d) in (0_u32..).zip(frame.devices) {
         s.add_device(i, d.info);
@@ -136,10 +136,10 @@ pub fn measure_devices() -> Sample {
 
 /// The exposition's view of a frame, the processes named and placed through `known`. A host
 /// without GPUs is not a failed measurement.
-pub fn sample_of(frame: Frame, known: &mut Known) -> Sample {
-    let mut s = Sample {
+pub fn sample_of(frame: Frame, known: &mut KnownProcesses) -> Measurement {
+    let mut s = Measurement {
         counted: frame.count.ok(),
-        ..Sample::default()
+        ..Measurement::default()
     };
     for (i, d) in (0_u32..).zip(frame.devices) {
         s.add_device(i, d.info);
@@ -165,7 +165,7 @@ pub fn sample_of(frame: Frame, known: &mut Known) -> Sample {
     s
 }
 
-impl Sample {
+impl Measurement {
     /// Device `i`'s figures, or why it was not read (a frame's device).
     fn add_device(&mut self, i: u32, info: Option<Result<hypomnesis::GpuDeviceInfo, Failure>>) {
         match info {

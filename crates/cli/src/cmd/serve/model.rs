@@ -1,4 +1,4 @@
-//! The exporter's model: what one measurement of the host found (`Sample`), and the rules that
+//! The exporter's model: what one measurement of the host found (`Measurement`), and the rules that
 //! decide whether a source is up and whether the measurement counts as a success. The
 //! exposition (`super::exposition`) renders it.
 
@@ -27,7 +27,7 @@ pub struct Probe {
 
 /// What one measurement found.
 #[derive(Debug, Clone, Default)]
-pub struct Sample {
+pub struct Measurement {
     /// Devices counted; `None` when counting failed.
     pub counted: Option<u32>,
     /// The devices that could be read, in index order.
@@ -41,7 +41,7 @@ pub struct Sample {
     /// The devices whose process lists were read (what "not visible from here" needs).
     pub listed: Vec<u32>,
     /// The owner and container of the listed processes, by pid (where readable).
-    /// Shared with the exporter's memory of each process ([`crate::collect::known::Known`]).
+    /// Shared with the exporter's memory of each process ([`crate::collect::known::KnownProcesses`]).
     pub contexts: BTreeMap<u32, std::sync::Arc<ProcessContext>>,
     /// The most per-process series to expose, the largest first (`None`: all; 0: none).
     pub max_process_series: Option<usize>,
@@ -60,7 +60,7 @@ pub struct Sample {
     pub ghosts: Option<hypomnesis::GhostReport>,
 }
 
-impl Sample {
+impl Measurement {
     /// A measurement that could not be made at all (the measuring task died).
     pub fn failed() -> Self {
         Self::default()
@@ -165,8 +165,8 @@ mod tests {
     }
 
     /// NVML answered and read the GPU.
-    fn nvml_answered() -> Sample {
-        Sample {
+    fn nvml_answered() -> Measurement {
+        Measurement {
             counted: Some(1),
             devices: vec![device(PRIMARY)],
             sources: vec![
@@ -176,7 +176,7 @@ mod tests {
                     SourceState::absent(hypomnesis::ErrorKind::NotInstalled, "no card"),
                 ),
             ],
-            ..Sample::default()
+            ..Measurement::default()
         }
     }
 
@@ -208,9 +208,9 @@ mod tests {
             one_from_smi.needs_fallback(),
             "a figure came from nvidia-smi"
         );
-        let no_gpu_source = Sample {
+        let no_gpu_source = Measurement {
             counted: Some(0),
-            ..Sample::default()
+            ..Measurement::default()
         };
         assert!(no_gpu_source.needs_fallback(), "no NVML report at all");
     }

@@ -282,7 +282,7 @@ fn running_as_root() -> bool {
 
 #[test]
 fn a_cut_listing_adds_within_the_cap_and_a_complete_one_replaces() {
-    let mut known: Known<u32> = Known::new();
+    let mut known: Listing<u32> = Listing::new();
     let listed = |keys: &[&str]| -> Listed<u32> {
         keys.iter().map(|k| ((*k).to_string(), Some(1))).collect()
     };

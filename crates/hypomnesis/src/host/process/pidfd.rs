@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 const KEPT_PIDFDS: usize = 128;
 
 /// The pidfds kept for the callers of [`running`].
-static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
+static KEPT: Mutex<Option<Watched>> = Mutex::new(None);
 
 /// Set when the kernel has no `pidfd_open` (before 5.3) or a seccomp filter refuses it: not
 /// asked again.
@@ -37,7 +37,7 @@ pub(crate) fn running(pids: &[u32]) -> HashMap<u32, bool> {
     let Some(mut slot) = crate::host::file::lock_now(&KEPT) else {
         return HashMap::new();
     };
-    if let Some(out) = slot.get_or_insert_with(Kept::default).running(pids) {
+    if let Some(out) = slot.get_or_insert_with(Watched::default).running(pids) {
         return out;
     }
     REFUSED.store(true, Ordering::Relaxed);
@@ -50,12 +50,12 @@ pub(crate) fn running(pids: &[u32]) -> HashMap<u32, bool> {
 /// call (a twentieth of `hmn top`'s refresh at 20 processes, with the kernel's `pidfd_poll`
 /// for each).
 #[derive(Default)]
-struct Kept {
+struct Watched {
     by_pid: HashMap<u32, OwnedFd>,
     epoll: Epoll,
 }
 
-impl Kept {
+impl Watched {
     /// [`running`] through these pidfds; `None` when the kernel refuses pidfds.
     fn running(&mut self, pids: &[u32]) -> Option<HashMap<u32, bool>> {
         let listed: HashSet<u32> = pids.iter().copied().collect();
@@ -254,7 +254,7 @@ mod tests {
     /// no longer says so, and is let go; a process no longer listed has its pidfd closed.
     #[test]
     fn a_kept_pidfd_says_running_until_the_process_exits() {
-        let kept = Kept::default();
+        let kept = Watched::default();
         assert!(kept.epoll.0.is_some(), "an epoll set");
         says_running_until_exit(kept);
     }
@@ -262,13 +262,13 @@ mod tests {
     /// As much without the epoll set: the pidfds are polled.
     #[test]
     fn polled_pidfds_say_the_same() {
-        says_running_until_exit(Kept {
+        says_running_until_exit(Watched {
             epoll: Epoll(None),
-            ..Kept::default()
+            ..Watched::default()
         });
     }
 
-    fn says_running_until_exit(mut kept: Kept) {
+    fn says_running_until_exit(mut kept: Watched) {
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()

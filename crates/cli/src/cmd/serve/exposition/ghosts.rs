@@ -6,12 +6,12 @@ use std::fmt;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
-use super::{Exposition, Known, gauge, gauges, single};
+use super::{Exposition, PresentLabels, gauge, gauges, single};
 
 impl Exposition {
     /// The bytes of each ghost class on each listed GPU (0 for a class not found), when the
     /// measurement looked for ghosts: 7 series per GPU, whatever the number of processes.
-    fn ghosts(&self) -> Vec<(Known, i64)> {
+    fn ghosts(&self) -> Vec<(PresentLabels, i64)> {
         let Some(report) = &self.sample.ghosts else {
             return Vec::new();
         };

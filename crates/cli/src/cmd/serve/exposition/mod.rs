@@ -1,4 +1,4 @@
-//! The exporter's exposition: one measurement of the host (`super::model::Sample`) as
+//! The exporter's exposition: one measurement of the host (`super::model::Measurement`) as
 //! `OpenMetrics` text, written by prometheus-client's encoder, and as the classic Prometheus text
 //! format. Pure; tested byte for byte (`tests.rs` beside it).
 
@@ -14,7 +14,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::model::{Sample, present};
+use super::model::{Measurement, present};
 use crate::view::printable::printable;
 
 mod classic;
@@ -27,7 +27,12 @@ pub use classic::classic_text;
 /// one, ending with `# EOF`. With `stall`, a newer measurement has not finished within the
 /// scrape's budget: the figures are stale (but the devices', when a measurement of them alone
 /// gave them) and the scrape not a success.
-pub fn render(sample: Sample, took: Duration, measurements: u64, stall: Option<Stall>) -> String {
+pub fn render(
+    sample: Measurement,
+    took: Duration,
+    measurements: u64,
+    stall: Option<Stall>,
+) -> String {
     let mut registry = Registry::with_prefix("hypomnesis");
     registry.register_collector(Box::new(Exposition {
         sample,
@@ -85,7 +90,7 @@ struct Held<'a> {
 /// A sample turned into metric families, in a stable order.
 #[derive(Debug)]
 struct Exposition {
-    sample: Sample,
+    sample: Measurement,
     took: Duration,
     measurements: u64,
     /// How long the measurement in progress has run past the scrape's budget, when it has.
@@ -107,10 +112,10 @@ const MAX_WAITING: usize = 8;
 type Labels<const N: usize> = [(&'static str, String); N];
 
 /// Labels whose empty values are left out (an unknown uuid is no `uuid=""`).
-type Known = Vec<(&'static str, String)>;
+type PresentLabels = Vec<(&'static str, String)>;
 
 /// `labels` without those whose value is empty.
-fn known(labels: impl IntoIterator<Item = (&'static str, String)>) -> Known {
+fn known(labels: impl IntoIterator<Item = (&'static str, String)>) -> PresentLabels {
     labels.into_iter().filter(|(_, v)| !v.is_empty()).collect()
 }
 
@@ -150,7 +155,7 @@ fn single<V: prometheus_client::encoding::EncodeGaugeValue>(
 impl Exposition {
     /// The labels of a device's memory series: its index and, when known, its UUID (the
     /// model, PCI address, driver and vendor are on `hypomnesis_gpu_info`, to join on).
-    fn device_labels(d: &GpuDeviceInfo) -> Known {
+    fn device_labels(d: &GpuDeviceInfo) -> PresentLabels {
         known([
             ("gpu", d.index.to_string()),
             ("uuid", label_value(d.uuid.as_deref().unwrap_or_default())),
@@ -158,7 +163,7 @@ impl Exposition {
     }
 
     /// One `hypomnesis_gpu_info` series per device: what it is, as labels (empty ones left out).
-    fn info(&self) -> Vec<(Known, i64)> {
+    fn info(&self) -> Vec<(PresentLabels, i64)> {
         self.sample
             .devices
             .iter()
@@ -215,7 +220,7 @@ impl Exposition {
     }
 
     /// Per-device series of one figure, skipping devices where it is unknown.
-    fn devices(&self, figure: impl Fn(&GpuDeviceInfo) -> Option<u64>) -> Vec<(Known, i64)> {
+    fn devices(&self, figure: impl Fn(&GpuDeviceInfo) -> Option<u64>) -> Vec<(PresentLabels, i64)> {
         self.sample
             .devices
             .iter()
@@ -225,7 +230,7 @@ impl Exposition {
 
     /// Per MIG GPU instance series of one figure (labels `gpu` and `uuid` of the GPU, `mig` =
     /// GPU instance id, `profile`; unknown ones left out), skipping instances where it is unknown.
-    fn mig(&self, figure: impl Fn(&MigGpuInstance) -> Option<u64>) -> Vec<(Known, i64)> {
+    fn mig(&self, figure: impl Fn(&MigGpuInstance) -> Option<u64>) -> Vec<(PresentLabels, i64)> {
         self.sample
             .mig
             .iter()
@@ -284,7 +289,7 @@ impl Exposition {
 
     /// One series per (device, pid) row of [`Self::process_rows`] whose files cannot be read:
     /// the GPU's index and UUID, the pid, and the reason (`hidden_by_hidepid`, …).
-    fn unreadable(&self, rows: &[ProcessRow<'_>]) -> Vec<(Known, i64)> {
+    fn unreadable(&self, rows: &[ProcessRow<'_>]) -> Vec<(PresentLabels, i64)> {
         rows.iter()
             .filter_map(|((gpu, pid), held)| {
                 let why = held.unreadable?;
@@ -319,7 +324,7 @@ impl Exposition {
     /// UUID, the pid, and the process's short name as `process` (not `name`, which would
     /// collide with a GPU's in a join), its context `type` as nvidia-smi prints it (`C`, `M+C`),
     /// `role="mps-server"` on the MPS server; empty ones left out.
-    fn processes(&self, rows: Vec<ProcessRow<'_>>) -> Vec<(Known, i64)> {
+    fn processes(&self, rows: Vec<ProcessRow<'_>>) -> Vec<(PresentLabels, i64)> {
         rows.into_iter()
             .map(|((gpu, pid), held)| {
                 let Held { used, name, .. } = held;

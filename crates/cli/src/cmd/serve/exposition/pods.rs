@@ -10,7 +10,7 @@ use hypomnesis::Container;
 use crate::kube::place::{claim_names, claims_of_containers};
 use crate::kube::{Assignment, Claim};
 
-use super::{Exposition, Known, gauge, known, label_value};
+use super::{Exposition, PresentLabels, gauge, known, label_value};
 
 /// The `pod` label: the pod's name, else its UID; `None` outside a pod.
 pub(super) fn pod_label(c: &Container) -> Option<String> {
@@ -64,7 +64,7 @@ impl Exposition {
     }
 
     /// One series per (GPU, pod): the memory of the pod's processes on that GPU.
-    pub(super) fn pods(&self) -> Vec<(Known, i64)> {
+    pub(super) fn pods(&self) -> Vec<(PresentLabels, i64)> {
         self.pod_sums()
             .into_iter()
             .map(|p| (self.pod_labels(&p), gauge(p.used)))
@@ -73,7 +73,7 @@ impl Exposition {
 
     /// One series per (GPU, pod): the memory of the pod's processes on that GPU, with the
     /// pod's claims there.
-    fn pod_labels(&self, p: &PodSum<'_>) -> Known {
+    fn pod_labels(&self, p: &PodSum<'_>) -> PresentLabels {
         let claims = match (self.assignment(), p.namespace, p.name) {
             (Some(a), Some(ns), Some(name)) => {
                 let mut claims: Vec<&Claim> = a
@@ -100,7 +100,7 @@ impl Exposition {
     }
 
     /// The outside-allocation series' labels: a pod's, without claims (none is on that GPU).
-    fn outside_labels(&self, p: &PodSum<'_>) -> Known {
+    fn outside_labels(&self, p: &PodSum<'_>) -> PresentLabels {
         known([
             ("gpu", p.gpu.to_string()),
             ("uuid", self.uuid_of(p.gpu)),
@@ -131,7 +131,7 @@ impl Exposition {
     }
 
     /// One series per (GPU, claim) that books memory there: what it books.
-    pub(super) fn booked(&self) -> Vec<(Known, i64)> {
+    pub(super) fn booked(&self) -> Vec<(PresentLabels, i64)> {
         let Some(a) = self.assignment() else {
             return Vec::new();
         };
@@ -157,7 +157,7 @@ impl Exposition {
     /// One series per (GPU, container) the kubelet allocated the GPU (or a MIG instance or a
     /// replica of it) to, always 1: at most `--max-allocation-series` of them, in GPU order
     /// and the kubelet's; how many were left out.
-    pub(super) fn allocations(&self) -> (Vec<(Known, i64)>, usize) {
+    pub(super) fn allocations(&self) -> (Vec<(PresentLabels, i64)>, usize) {
         let Some(a) = self.assignment() else {
             return (Vec::new(), 0);
         };
@@ -200,7 +200,7 @@ impl Exposition {
     /// to it (a container started with `NVIDIA_VISIBLE_DEVICES=all`, a privileged pod): pods
     /// the kubelet's logs name only (the kubelet's answer names pods, not UIDs), on GPUs the
     /// answer covers.
-    pub(super) fn outside_allocation(&self) -> Vec<(Known, i64)> {
+    pub(super) fn outside_allocation(&self) -> Vec<(PresentLabels, i64)> {
         let Some(a) = self.assignment() else {
             return Vec::new();
         };
@@ -254,7 +254,7 @@ impl Exposition {
     /// own, so no memory is counted twice and no claim is credited with another's (no
     /// booking series has such a label: the over-booking alert does not judge it). A claim
     /// held only together with others has no series of its own.
-    pub(super) fn claims(&self) -> Vec<(Known, i64)> {
+    pub(super) fn claims(&self) -> Vec<(PresentLabels, i64)> {
         let Some(a) = self.assignment() else {
             return Vec::new();
         };

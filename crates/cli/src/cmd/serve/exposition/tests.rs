@@ -51,13 +51,13 @@ fn alice_in_a_pod() -> ProcessContext {
     c
 }
 
-fn sample() -> Sample {
+fn sample() -> Measurement {
     let mut bare = device(1, None);
     bare.name = None;
     bare.uuid = None;
     bare.vendor = None;
     bare.memory_model = Some(hypomnesis::MemoryModel::Unified);
-    Sample {
+    Measurement {
         counted: Some(3),
         devices: vec![device(0, Some(5 * MIB)), bare],
         unreadable: vec![(2, ErrorKind::GpuLost)],
@@ -110,9 +110,9 @@ fn up_is_what_this_measurement_saw() {
     assert!(s.source_up(&nvml), "nothing failed and it answers");
     s.counted = None;
     assert!(!s.source_up(&nvml), "counting failed in this measurement");
-    let idle = Sample {
+    let idle = Measurement {
         counted: Some(0),
-        ..Sample::default()
+        ..Measurement::default()
     };
     assert!(idle.source_up(&nvml), "loaded, no GPU: answered");
     assert!(!idle.source_up(&smi_failed));
@@ -228,7 +228,7 @@ fn used_reserved_and_free_add_up_and_hidden_memory_has_its_series() {
 fn process_series_are_capped_largest_first_and_can_be_switched_off() {
     let mut s = sample();
     s.processes.push(process(30, Some("big"), 900 * MIB, 0));
-    let series = |s: &Sample| {
+    let series = |s: &Measurement| {
         let text = render(s.clone(), Duration::ZERO, 1, None);
         let pids: Vec<String> = text
             .lines()
@@ -369,13 +369,13 @@ fn success_and_failure() {
         "{text}"
     );
     // A node whose only driver fails entirely (no GPU counted) is not healthy.
-    let broken = Sample {
+    let broken = Measurement {
         counted: Some(0),
         sources: vec![report(
             GpuQuerySource::Nvml,
             SourceState::failed(hypomnesis::ErrorKind::Other, "mismatch"),
         )],
-        ..Sample::default()
+        ..Measurement::default()
     };
     assert!(!broken.success());
     let text = render(broken, Duration::ZERO, 1, None);
@@ -392,9 +392,9 @@ fn success_and_failure() {
     );
 
     // No GPU source at all: a successful, empty measurement.
-    let none = Sample {
+    let none = Measurement {
         counted: Some(0),
-        ..Sample::default()
+        ..Measurement::default()
     };
     let text = render(none, Duration::ZERO, 1, None);
     assert!(text.contains("\nhypomnesis_scrape_success 1\n"), "{text}");
@@ -402,7 +402,7 @@ fn success_and_failure() {
     assert!(!text.contains("gpu_memory"), "{text}");
 
     // Counting failed, or the measurement died.
-    let text = render(Sample::failed(), Duration::ZERO, 2, None);
+    let text = render(Measurement::failed(), Duration::ZERO, 2, None);
     assert!(text.contains("\nhypomnesis_scrape_success 0\n"), "{text}");
     assert!(!text.contains("hypomnesis_gpu_devices"), "{text}");
     assert!(
@@ -509,9 +509,9 @@ fn label_values_are_escaped() {
         "a line feed is a control character"
     );
     assert_eq!(label_value("plain name"), "plain name");
-    let mut s = Sample {
+    let mut s = Measurement {
         counted: Some(1),
-        ..Sample::default()
+        ..Measurement::default()
     };
     s.processes
         .push(process(9, Some("evil\"} 1\nfake_metric 2"), MIB, 0));
@@ -529,10 +529,10 @@ fn label_values_are_escaped() {
 fn huge_values_saturate() {
     let mut d = device(0, Some(u64::MAX));
     d.total_bytes = u64::MAX;
-    let s = Sample {
+    let s = Measurement {
         counted: Some(1),
         devices: vec![d],
-        ..Sample::default()
+        ..Measurement::default()
     };
     let text = render(s, Duration::ZERO, 1, None);
     assert!(text.contains("} 9223372036854775807\n"), "{text}");

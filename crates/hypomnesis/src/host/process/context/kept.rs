@@ -47,7 +47,7 @@ pub(crate) struct Changing {
 
 /// The files kept, by pid, for one procfs root.
 #[derive(Default)]
-pub(crate) struct Kept {
+pub(crate) struct OpenFiles {
     root: PathBuf,
     by_pid: HashMap<u32, Files>,
     /// The buffer each read goes into, as large as the cap on a `stat` read by path (4 KiB):
@@ -55,7 +55,7 @@ pub(crate) struct Kept {
     buf: Vec<u8>,
 }
 
-impl Kept {
+impl OpenFiles {
     /// The changing figures of `pid` under `procfs` from its kept files, its CPU and start
     /// times where `cpu`, its RSS where `rss`, opening them when there is room; `None` when
     /// they cannot be kept or read (the caller reads by path, as for any process: it exited,
@@ -148,7 +148,7 @@ mod tests {
     fn a_kept_read_matches_a_read_by_path_and_follows_the_process() {
         let me = std::process::id();
         let procfs = Path::new("/proc");
-        let mut kept = Kept::default();
+        let mut kept = OpenFiles::default();
         let first = kept
             .read(procfs, me, true, true)
             .expect("this process's files");
@@ -186,7 +186,7 @@ mod tests {
             .unwrap();
         let pid = child.id();
         std::thread::sleep(Duration::from_millis(100));
-        let mut kept = Kept::default();
+        let mut kept = OpenFiles::default();
         let rss = kept.read(procfs, pid, false, true).unwrap();
         let by_path = crate::host::memory::linux::rss_at(&procfs.join(pid.to_string())).unwrap();
         assert_eq!(rss.rss_bytes, Some(by_path));
@@ -200,7 +200,7 @@ mod tests {
     #[test]
     fn an_exited_process_is_forgotten_and_never_read_as_another() {
         let procfs = Path::new("/proc");
-        let mut kept = Kept::default();
+        let mut kept = OpenFiles::default();
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn at_most_kept_pids_are_kept_and_others_are_closed() {
         let me = std::process::id();
-        let mut kept = Kept::default();
+        let mut kept = OpenFiles::default();
         // A fixture root with more processes than are kept, each with real-looking files.
         let root = std::env::temp_dir().join(format!("hmn-kept-{me}"));
         let _ = std::fs::remove_dir_all(&root);

@@ -175,7 +175,7 @@ pub fn process_context(pid: u32) -> ProcessContext {
 #[derive(Default)]
 pub struct ContextReader {
     #[cfg(target_os = "linux")]
-    kept: kept::Kept,
+    kept: kept::OpenFiles,
 }
 
 #[cfg(feature = "sampling")]
