@@ -16,7 +16,7 @@
 //! - `backends`: the sources `hmn` and the library share, end to end (`drm` fixture trees, `mig`);
 //! - `deploy`: the deploy kit against hmn (manifests, alert rules, the Grafana dashboard);
 //! - `platform`: Windows checks, run under Wine in CI;
-//! - `layering`: the module graph of the library and of `hmn`.
+//! - `layering`: the module graph of `hmn` (the library tests its own).
 //!
 //! `util` holds what these share (`hmn()`, the one way they start `hmn`; a running `hmn serve`;
 //! the deploy folder); helpers shared with

@@ -5,7 +5,8 @@
 //! - `backends`: each GPU source against its stand-in (`nvml`, `nvml_shapes`, `faults` through
 //!   the fake NVML; `nvidia_smi` through the stand-in `nvidia-smi` replaying real captures;
 //!   `live_gpu` on a real GPU, ignored elsewhere);
-//! - `structure`: what the sources must not do (decide a failure's kind from its words);
+//! - `structure`: what the sources must not do (decide a failure's kind from its words; import
+//!   back up: the library's layering);
 //! - `properties`: the parsers on every capture and on arbitrary input, and the sampling
 //!   journal against a plain fold of every span (proptest).
 //!
@@ -24,6 +25,7 @@ extern crate hypomnesis_testkit as support;
 
 mod structure {
     mod failures;
+    mod layering;
 }
 
 mod api {

@@ -72,6 +72,7 @@ fn built() -> MutexGuard<'static, Option<HashMap<&'static str, PathBuf>>> {
 }
 
 pub mod capture_reader;
+pub mod layering;
 
 /// The workspace root (two levels above this crate's manifest directory, `crates/testkit`).
 pub fn workspace() -> PathBuf {
