@@ -5,7 +5,7 @@
 //! one in a forked child, whose parent's thread is not there). It runs one job at a time: a job
 //! that does not return holds that one thread, never one per call, and every caller behind it
 //! is told within its own deadline what it waits on ([`Unanswered`], with the library's
-//! operations [`in_flight`](crate::in_flight)). A job past its caller's deadline runs on; its
+//! operations [`crate::in_flight`]). A job past its caller's deadline runs on; its
 //! answer is dropped.
 //!
 //! ```

@@ -109,10 +109,10 @@ fn dxgi_and_pdh_answer_or_fail_with_named_errors() {
         .unwrap();
     if let SourceState::Absent(why) = &nvml.state {
         assert!(
-            why.contains("nvml.dll"),
+            why.message.contains("nvml.dll"),
             "NVML is looked for by absolute path: {why}"
         );
-        assert!(why.contains("System32"), "{why}");
+        assert!(why.message.contains("System32"), "{why}");
     }
     assert!(reports.iter().any(|r| r.source == GpuQuerySource::Dxgi));
     // One snapshot per GPU, none without one (0.2.x); RAM is measured either way.
