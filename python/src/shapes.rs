@@ -187,7 +187,7 @@ pub struct GhostReportView<'a> {
     ghosts: Vec<GhostView<'a>>,
     facts: Vec<GhostFactView<'a>>,
     complete: bool,
-    unseen: &'a [String],
+    unseen: Vec<&'a str>,
     scanned_processes: Option<u64>,
     scan_complete: Option<bool>,
 }
@@ -198,7 +198,7 @@ impl<'a> GhostReportView<'a> {
             ghosts: r.ghosts.iter().map(GhostView::new).collect(),
             facts: r.facts.iter().map(GhostFactView::new).collect(),
             complete: r.complete,
-            unseen: &r.unseen,
+            unseen: r.unseen.iter().map(|u| u.message.as_str()).collect(),
             scanned_processes: r.holder_scan.map(|s| s.processes),
             scan_complete: r.holder_scan.map(|s| s.saw_everything()),
         }

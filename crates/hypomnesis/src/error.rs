@@ -184,7 +184,7 @@ impl serde::Serialize for ErrorKind {
 
 /// A failure as a value: what kind it is, decided where it was seen, and what the source said.
 /// What a failed source, a refused figure, an unreadable part of a sample carry.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Failure {
@@ -226,6 +226,16 @@ pub(crate) fn message_only<S: serde::Serializer>(
         Some(f) => s.serialize_some(&f.message),
         None => s.serialize_none(),
     }
+}
+
+/// A list of failures, in JSON as their messages (where the JSON said the messages before
+/// failures were values).
+#[cfg(feature = "serde")]
+pub(crate) fn messages_only<S: serde::Serializer>(
+    list: &[Failure],
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_seq(list.iter().map(|f| f.message.as_str()))
 }
 
 impl std::fmt::Display for Failure {

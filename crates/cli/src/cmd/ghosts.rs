@@ -142,7 +142,10 @@ pub const POD_RESOURCES_DEADLINE: Duration = Duration::from_secs(2);
 /// The pods the kubelet runs, from its pod-resources socket under the rootfs in use, when the
 /// node has one; a note when it has one that did not answer.
 #[cfg(all(unix, feature = "kubernetes"))]
-pub fn live_pods() -> (Option<crate::kube::podresources::Pods>, Option<String>) {
+pub fn live_pods() -> (
+    Option<crate::kube::podresources::Pods>,
+    Option<hypomnesis::Failure>,
+) {
     let Ok(roots) = hypomnesis::roots() else {
         return (None, None);
     };
@@ -155,7 +158,11 @@ pub fn live_pods() -> (Option<crate::kube::podresources::Pods>, Option<String>) 
     }
     match live_pods_at(&socket) {
         Ok(pods) => (Some(pods), None),
-        Err(why) => (None, Some(why)),
+        // The client's errors come as words: no kind is read from them.
+        Err(why) => (
+            None,
+            Some(hypomnesis::Failure::new(hypomnesis::ErrorKind::Other, why)),
+        ),
     }
 }
 
@@ -171,7 +178,7 @@ pub fn live_pods_at(socket: &std::path::Path) -> Result<crate::kube::podresource
 #[cfg(not(all(unix, feature = "kubernetes")))]
 pub fn live_pods() -> (
     Option<std::collections::BTreeSet<(String, String)>>,
-    Option<String>,
+    Option<hypomnesis::Failure>,
 ) {
     (None, None)
 }

@@ -65,7 +65,7 @@ pub fn json(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
         bytes_by_class: BTreeMap<&'static str, u64>,
         facts: &'a [hypomnesis::GhostFact],
         complete: bool,
-        unseen: &'a [String],
+        unseen: Vec<&'a str>,
         holder_scan: Option<&'a HolderScan>,
     }
     let by_class = by_class(report);
@@ -76,7 +76,7 @@ pub fn json(out: &mut impl Write, report: &GhostReport) -> io::Result<()> {
             bytes_by_class: by_class,
             facts: &report.facts,
             complete: report.complete,
-            unseen: &report.unseen,
+            unseen: report.unseen.iter().map(|u| u.message.as_str()).collect(),
             holder_scan: report.holder_scan.as_ref(),
         },
     )

@@ -13,7 +13,20 @@ use super::rule::{self, Activity, Evidence, Standing};
 use super::scanner::{Latest, Scanner};
 use super::suspects::{self, Charged};
 use super::{Ghost, GhostClass, GhostFact, GhostOptions, GhostReport, idle, look, pods, stuck};
+use crate::error::{ErrorKind, Failure};
 use crate::types::{GpuContextKind, GpuDeviceInfo, GpuProcessEntry, UnreadableReason};
+
+/// The kind of failure a row that could not be read is: a process hidden by `hidepid` or
+/// unreadable is refused to this user; one in another PID namespace is not visible from here.
+fn unreadable_kind(why: UnreadableReason) -> ErrorKind {
+    match why {
+        UnreadableReason::HiddenByHidepid | UnreadableReason::NotReadable => {
+            ErrorKind::NoPermission
+        }
+        UnreadableReason::OutsidePidNamespace => ErrorKind::NotSupported,
+        _ => ErrorKind::Other,
+    }
+}
 
 /// What a watch keeps from one look to the next (a single look starts from nothing).
 #[derive(Debug, Clone, Default)]
@@ -430,13 +443,16 @@ fn judged_by_activity(
 fn activity_of(
     look: &Look<'_>,
     p: &GpuProcessEntry,
-    notes: &mut BTreeSet<String>,
+    notes: &mut BTreeSet<Failure>,
 ) -> (Activity, Vec<String>) {
     let Some(activity) = look.activity.get(&p.device_index) else {
         let why = "its activity was not read".to_owned();
-        notes.insert(format!(
-            "GPU {}: whether its holders are idle is not known: {why}",
-            p.device_index
+        notes.insert(Failure::new(
+            ErrorKind::Other,
+            format!(
+                "GPU {}: whether its holders are idle is not known: {why}",
+                p.device_index
+            ),
         ));
         return (Activity::Unknown(why), Vec::new());
     };
@@ -445,9 +461,14 @@ fn activity_of(
         idle::Verdict::Idle(evidence) => (Activity::Idle, evidence),
         idle::Verdict::Busy => (Activity::Busy, Vec::new()),
         idle::Verdict::Unknown(why) => {
-            notes.insert(format!(
-                "GPU {}: whether its holders are idle is not known: {why}",
-                p.device_index
+            // The driver's reason comes as words (`ProcessActivity::Unknown`): no kind is
+            // read from them.
+            notes.insert(Failure::new(
+                ErrorKind::Other,
+                format!(
+                    "GPU {}: whether its holders are idle is not known: {why}",
+                    p.device_index
+                ),
             ));
             (Activity::Unknown(why), Vec::new())
         }
@@ -462,7 +483,7 @@ fn find<'a>(
     files: &Files,
     devices: &'a [(GpuDeviceInfo, Vec<GpuProcessEntry>)],
     report: &mut GhostReport,
-    notes: &mut BTreeSet<String>,
+    notes: &mut BTreeSet<Failure>,
 ) -> Vec<(&'a GpuProcessEntry, Found)> {
     let procfs = look.procfs;
     let mut found = Vec::new();
@@ -482,11 +503,14 @@ fn find<'a>(
             )),
             Some(why) => {
                 report.complete = false;
-                report.unseen.push(format!(
-                    "pid {} on GPU {} ({} MiB): {why}",
-                    p.pid,
-                    p.device_index,
-                    p.used_bytes >> 20
+                report.unseen.push(Failure::new(
+                    unreadable_kind(why),
+                    format!(
+                        "pid {} on GPU {} ({} MiB): {why}",
+                        p.pid,
+                        p.device_index,
+                        p.used_bytes >> 20
+                    ),
                 ));
             }
             None => {
@@ -521,7 +545,7 @@ fn live(
     files: &Files,
     p: &GpuProcessEntry,
     leaders: &mut Leaders,
-    notes: &mut BTreeSet<String>,
+    notes: &mut BTreeSet<Failure>,
 ) -> Option<Found> {
     let procfs = look.procfs;
     // Its state and relations, where its `stat` can be read (its pod and activity are asked

@@ -239,8 +239,13 @@ pub struct GhostReport {
     /// The ghosts, by GPU row order, then the memory no process accounts for.
     pub ghosts: Vec<Ghost>,
     /// What could not be seen or read, and why (a GPU whose figures failed, a process in
-    /// another PID namespace, a scan cut by its deadline).
-    pub unseen: Vec<String>,
+    /// another PID namespace, a scan cut by its deadline), each with its kind (`NoPermission`
+    /// for a process hidden by `hidepid`, the GPU's error's kind, …). In JSON, the messages.
+    #[cfg_attr(
+        feature = "serde",
+        serde(serialize_with = "crate::error::messages_only")
+    )]
+    pub unseen: Vec<crate::error::Failure>,
     /// The scan of descriptors, when there was something it could explain.
     pub holder_scan: Option<HolderScan>,
     /// Facts about listed processes that are not ghosts (see [`GhostFact`]).

@@ -17,13 +17,23 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::error::{ErrorKind, Failure};
 use crate::host::kube::PodDirs;
+
+/// The kind of a failed read of the kubelet's log layout.
+fn io_kind(kind: std::io::ErrorKind) -> ErrorKind {
+    match kind {
+        std::io::ErrorKind::NotFound => ErrorKind::NotInstalled,
+        std::io::ErrorKind::PermissionDenied => ErrorKind::NoPermission,
+        _ => ErrorKind::Other,
+    }
+}
 
 /// What the node says of its pods.
 pub(crate) struct Pods<'a> {
     /// The log layout's pods by UID (`None`: the node has no layout, so no kubelet), or why it
     /// could not be read whole.
-    logs: Result<Option<PodDirs>, String>,
+    logs: Result<Option<PodDirs>, Failure>,
     /// The pods the kubelet's pod-resources API listed (namespace, name), when read.
     live: Option<&'a BTreeSet<(String, String)>>,
 }
@@ -31,7 +41,7 @@ pub(crate) struct Pods<'a> {
 impl<'a> Pods<'a> {
     /// The layout under `rootfs` (`None`: no rootfs setting could be read), and `live`.
     pub(crate) fn read(
-        rootfs: Result<&Path, String>,
+        rootfs: Result<&Path, Failure>,
         live: Option<&'a BTreeSet<(String, String)>>,
     ) -> Self {
         let logs = rootfs.and_then(|root| {
@@ -39,11 +49,17 @@ impl<'a> Pods<'a> {
             match crate::host::kube::pod_dirs(root) {
                 Ok((pods, true)) => Ok(Some(pods)),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && live.is_none() => Ok(None),
-                Ok((_, false)) => Err(format!(
-                    "{} was not listed whole (its entry or time limit)",
-                    dir.display()
+                Ok((_, false)) => Err(Failure::new(
+                    ErrorKind::Other,
+                    format!(
+                        "{} was not listed whole (its entry or time limit)",
+                        dir.display()
+                    ),
                 )),
-                Err(e) => Err(format!("{}: {e}", dir.display())),
+                Err(e) => Err(Failure::new(
+                    io_kind(e.kind()),
+                    format!("{}: {e}", dir.display()),
+                )),
             }
         });
         Self { logs, live }
@@ -52,7 +68,7 @@ impl<'a> Pods<'a> {
     /// Given directly (tests).
     #[cfg(all(test, target_os = "linux"))]
     pub(crate) fn given(
-        logs: Result<PodDirs, String>,
+        logs: Result<PodDirs, Failure>,
         live: Option<&'a BTreeSet<(String, String)>>,
     ) -> Self {
         Self {
@@ -71,7 +87,7 @@ impl<'a> Pods<'a> {
         &self,
         procfs: &Path,
         pid: u32,
-        unseen: &mut BTreeSet<String>,
+        unseen: &mut BTreeSet<Failure>,
     ) -> Option<GonePod> {
         if matches!(self.logs, Ok(None)) && self.live.is_none() {
             return None;
@@ -84,17 +100,21 @@ impl<'a> Pods<'a> {
         let logs = match &self.logs {
             Ok(Some(logs)) => logs,
             Ok(None) => {
-                unseen.insert(
+                unseen.insert(Failure::new(
+                    ErrorKind::NotInstalled,
                     "whether pods of GPU processes still exist is not known: the kubelet's \
                      live list names pods, and without its log layout (var/log/pods) no pod \
-                     UID can be matched to a name"
-                        .into(),
-                );
+                     UID can be matched to a name",
+                ));
                 return None;
             }
             Err(why) => {
-                unseen.insert(format!(
-                    "whether pods of GPU processes still exist is not known: {why}"
+                unseen.insert(Failure::new(
+                    why.kind,
+                    format!(
+                        "whether pods of GPU processes still exist is not known: {}",
+                        why.message
+                    ),
                 ));
                 return None;
             }
@@ -124,7 +144,7 @@ impl<'a> Pods<'a> {
         uid: &str,
         pid: u32,
         named: String,
-        unseen: &mut BTreeSet<String>,
+        unseen: &mut BTreeSet<Failure>,
     ) -> Option<GonePod> {
         let no_dir = format!(
             "the kubelet's log layout (var/log/pods, {} pods, listed whole) has no directory \
@@ -153,10 +173,13 @@ impl<'a> Pods<'a> {
             .count();
         if without > 0 {
             let s = if without == 1 { "" } else { "s" };
-            unseen.insert(format!(
-                "pod {uid} (pid {pid}) has no log directory, and {without} pod{s} of the \
-                 kubelet's live list have none either: whether it is one of them (running) is \
-                 not known"
+            unseen.insert(Failure::new(
+                ErrorKind::Other,
+                format!(
+                    "pod {uid} (pid {pid}) has no log directory, and {without} pod{s} of the \
+                     kubelet's live list have none either: whether it is one of them (running) \
+                     is not known"
+                ),
             ));
             return None;
         }

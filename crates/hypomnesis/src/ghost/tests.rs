@@ -46,7 +46,13 @@ pub(super) fn look_with(
 ) -> GhostReport {
     let look = Look {
         procfs,
-        pods: pods::Pods::given(Err("no kubelet in this test".into()), None),
+        pods: pods::Pods::given(
+            Err(crate::error::Failure::new(
+                crate::error::ErrorKind::Other,
+                "no kubelet in this test",
+            )),
+            None,
+        ),
         activity,
         now_us: idle::now_us(),
         options,
@@ -583,10 +589,15 @@ fn rows_that_cannot_be_looked_at_are_said_not_guessed() {
     assert!(report.ghosts.is_empty());
     assert!(!report.complete, "not every process was seen");
     assert!(
-        report.unseen[0].contains("outside_pid_namespace"),
+        report.unseen[0].message.contains("outside_pid_namespace"),
         "{:?}",
         report.unseen
     );
+    // Its kind says what kind of blindness it is, without reading the words.
+    assert_eq!(report.unseen[0].kind, crate::error::ErrorKind::NotSupported);
+    let hidden = vec![row(43, MIB, Some(UnreadableReason::HiddenByHidepid))];
+    let report = one_look(&t.0, &[(device(0, MIB), hidden)], quick());
+    assert_eq!(report.unseen[0].kind, crate::error::ErrorKind::NoPermission);
     let me = [(device(0, MIB), vec![row(std::process::id(), MIB, None)])];
     assert!(one_look(Path::new("/proc"), &me, quick()).complete);
 }
@@ -606,7 +617,13 @@ fn a_watch_calls_a_process_stuck_only_while_it_does_not_switch() {
     let look = |memory: &mut Memory| {
         let l = Look {
             procfs: &t.0,
-            pods: pods::Pods::given(Err("none".into()), None),
+            pods: pods::Pods::given(
+                Err(crate::error::Failure::new(
+                    crate::error::ErrorKind::Other,
+                    "none",
+                )),
+                None,
+            ),
             activity: &activity,
             now_us: idle::now_us(),
             options,
@@ -683,10 +700,9 @@ fn a_holder_with_no_activity_in_the_samples_is_idle_and_unknown_is_said() {
     assert!(g.evidence[0].contains("in the 20m"), "{:?}", g.evidence);
     assert_eq!(g.remedy, Remedy::Kill { pids: vec![701] });
     assert!(
-        report
-            .unseen
-            .iter()
-            .any(|u| u.starts_with("GPU 1: whether its holders are idle is not known")),
+        report.unseen.iter().any(|u| u
+            .message
+            .starts_with("GPU 1: whether its holders are idle is not known")),
         "GPU 1's activity was not read: said, not called busy or idle: {:?}",
         report.unseen
     );
@@ -744,7 +760,7 @@ fn a_process_in_a_pod_the_kubelet_dropped_is_a_gone_pod() {
         report
             .unseen
             .iter()
-            .any(|u| u.contains("1 pod of the kubelet's live list")),
+            .any(|u| u.message.contains("1 pod of the kubelet's live list")),
         "{:?}",
         report.unseen
     );

@@ -112,7 +112,7 @@ fn an_exited_row_whose_number_is_a_process_again_is_not_seen() {
     let report = one_look(Path::new("/proc"), &[(device(0, MIB), rows)], quick());
     assert!(report.ghosts.is_empty(), "{report:?}");
     assert!(
-        report.unseen[0].contains(&format!("pid {me}")),
+        report.unseen[0].message.contains(&format!("pid {me}")),
         "{report:?}"
     );
     assert!(!report.complete);
@@ -130,7 +130,13 @@ fn a_watch_with_no_threshold_calls_stuck_at_the_second_look() {
     let mut look = || {
         let l = Look {
             procfs: &t.0,
-            pods: pods::Pods::given(Err("none".into()), None),
+            pods: pods::Pods::given(
+                Err(crate::error::Failure::new(
+                    crate::error::ErrorKind::Other,
+                    "none",
+                )),
+                None,
+            ),
             activity: &activity,
             now_us: idle::now_us(),
             options: GhostOptions::default().stuck_after(Duration::ZERO),
@@ -285,7 +291,7 @@ fn a_rootfs_without_the_kubelets_layout() {
     };
     let quiet = run(None);
     assert!(
-        quiet.ghosts.is_empty() && !quiet.unseen.iter().any(|u| u.contains("pods")),
+        quiet.ghosts.is_empty() && !quiet.unseen.iter().any(|u| u.message.contains("pods")),
         "{quiet:?}"
     );
     let said = run(Some(&live));
@@ -294,7 +300,7 @@ fn a_rootfs_without_the_kubelets_layout() {
     // a kubelet: with a live list, a missing layout is a failure to read.
     let failed = format!("{}: ", rootfs.join("var/log/pods").display());
     assert!(
-        said.unseen.iter().any(|u| u.contains(&failed)),
+        said.unseen.iter().any(|u| u.message.contains(&failed)),
         "{:?}",
         said.unseen
     );
@@ -303,7 +309,7 @@ fn a_rootfs_without_the_kubelets_layout() {
     std::fs::write(rootfs.join("var/log/pods"), "not a directory").unwrap();
     let odd = run(None);
     assert!(
-        odd.unseen.iter().any(|u| u.contains(&failed)),
+        odd.unseen.iter().any(|u| u.message.contains(&failed)),
         "{:?}",
         odd.unseen
     );

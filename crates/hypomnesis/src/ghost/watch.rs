@@ -9,7 +9,7 @@ use super::idle::{DeviceActivity, now_us};
 use super::pods::Pods;
 use super::scanner::Scanner;
 use super::{GhostOptions, GhostReport};
-use crate::error::Result;
+use crate::error::{ErrorKind, Failure, Result};
 use crate::types::{GpuDeviceInfo, GpuProcessEntry};
 
 /// Looks for ghosts again and again, keeping what one look teaches the next: each GPU's
@@ -123,7 +123,9 @@ impl GhostWatch {
         for i in 0..n {
             match (crate::gpu::device_info(i), crate::gpu::gpu_processes(i)) {
                 (Ok(info), Ok(procs)) => devices.push((info, procs)),
-                (Err(e), _) | (_, Err(e)) => unseen.push(format!("GPU {i}: {e}")),
+                (Err(e), _) | (_, Err(e)) => {
+                    unseen.push(Failure::new(e.kind(), format!("GPU {i}: {e}")));
+                }
             }
         }
         let mut report = self.classify_rows(&devices, single)?;
@@ -142,7 +144,10 @@ impl GhostWatch {
     ) -> Result<GhostReport> {
         if !cfg!(target_os = "linux") {
             return Ok(GhostReport {
-                unseen: vec!["processes are looked at through procfs, on Linux only".into()],
+                unseen: vec![Failure::new(
+                    ErrorKind::NotSupported,
+                    "processes are looked at through procfs, on Linux only",
+                )],
                 ..GhostReport::default()
             });
         }
@@ -150,7 +155,7 @@ impl GhostWatch {
             Some((p, r)) => (p.as_path(), Ok(r.as_path())),
             None => (
                 crate::host::roots::procfs()?,
-                crate::host::roots::rootfs().map_err(|e| e.to_string()),
+                crate::host::roots::rootfs().map_err(|e| Failure::of(&e)),
             ),
         };
         let now = now_us();

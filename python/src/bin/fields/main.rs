@@ -157,7 +157,10 @@ fn ghost_fact() -> hypomnesis::GhostFact {
 fn ghost_report() -> hypomnesis::GhostReport {
     let mut r = hypomnesis::GhostReport::default();
     r.ghosts = vec![ghost()];
-    r.unseen = vec!["why".into()];
+    r.unseen = vec![hypomnesis::Failure::new(
+        hypomnesis::ErrorKind::Other,
+        "why",
+    )];
     r.holder_scan = Some(hypomnesis::HolderScan::default());
     r.facts = vec![ghost_fact()];
     r.complete = true;
