@@ -157,6 +157,35 @@ pub fn pdh_status(code: u32) -> String {
     format!("{name} (0x{code:08X}): {meaning}")
 }
 
+/// The kind of failure a PDH status code is, decided by the code (where it is read).
+pub fn pdh_kind(code: u32) -> crate::error::ErrorKind {
+    use crate::error::ErrorKind;
+    match code {
+        // No such counter object or counter: this system has no GPU performance counters.
+        0xC000_0BB8 | 0xC000_0BB9 | 0x8000_07D1 => ErrorKind::NotSupported,
+        0xC000_0BDB => ErrorKind::NoPermission,
+        0xC000_0BBA | 0xC000_0BC6 => ErrorKind::BadAnswer,
+        _ => ErrorKind::Other,
+    }
+}
+
+/// The kind of failure an `HRESULT` of DXGI or COM is, decided by the code.
+pub fn hresult_kind(code: i32) -> crate::error::ErrorKind {
+    use crate::error::ErrorKind;
+    // The HRESULT bit patterns, as unsigned words.
+    match code.cast_unsigned() {
+        // E_ACCESSDENIED
+        0x8007_0005 => ErrorKind::NoPermission,
+        // DXGI_ERROR_UNSUPPORTED, E_NOINTERFACE, E_NOTIMPL
+        0x887A_0004 | 0x8000_4002 | 0x8000_4001 => ErrorKind::NotSupported,
+        // DXGI_ERROR_NOT_FOUND
+        0x887A_0002 => ErrorKind::NoSuchDevice,
+        // DXGI_ERROR_DEVICE_REMOVED, DXGI_ERROR_DEVICE_RESET
+        0x887A_0005 | 0x887A_0007 => ErrorKind::GpuLost,
+        _ => ErrorKind::Other,
+    }
+}
+
 /// What an adapter is to us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdapterKind {
@@ -342,6 +371,22 @@ mod tests {
             "PDH_CSTATUS_NO_COUNTER (0xC0000BB9): this system has no such counter (no GPU performance counters)"
         );
         assert_eq!(pdh_status(0x1234), "PDH status 0x00001234");
+    }
+
+    #[test]
+    fn codes_decide_kinds() {
+        use crate::error::ErrorKind;
+        assert_eq!(pdh_kind(0xC000_0BB8), ErrorKind::NotSupported);
+        assert_eq!(pdh_kind(0xC000_0BB9), ErrorKind::NotSupported);
+        assert_eq!(pdh_kind(0xC000_0BDB), ErrorKind::NoPermission);
+        assert_eq!(pdh_kind(0x1234), ErrorKind::Other);
+        let h = |u: u32| hresult_kind(u.cast_signed());
+        assert_eq!(h(0x8007_0005), ErrorKind::NoPermission);
+        assert_eq!(h(0x887A_0004), ErrorKind::NotSupported);
+        assert_eq!(h(0x8000_4002), ErrorKind::NotSupported);
+        assert_eq!(h(0x887A_0002), ErrorKind::NoSuchDevice);
+        assert_eq!(h(0x887A_0005), ErrorKind::GpuLost);
+        assert_eq!(h(0x8000_4005), ErrorKind::Other);
     }
 
     #[test]

@@ -30,9 +30,9 @@ use parse::{Chip, GRAPHICS_FOOTPRINT};
 
 use super::backend::{Backend, Presence, Scope};
 use crate::{
-    error::HypomnesisError, error::Result, types::GpuDeviceInfo, types::GpuProcessEntry,
-    types::GpuQuerySource, types::GpuVendor, types::ProcessGpuInfo, types::SourceReport,
-    types::SourceState,
+    error::ErrorKind, error::Failure, error::HypomnesisError, error::Result, types::GpuDeviceInfo,
+    types::GpuProcessEntry, types::GpuQuerySource, types::GpuVendor, types::ProcessGpuInfo,
+    types::SourceReport, types::SourceState,
 };
 
 /// The only device index.
@@ -69,9 +69,9 @@ struct Row {
 /// The Metal backend. What does not change while the process runs (chip, ledger layout, memory
 /// size, working-set budget) is read once.
 pub(crate) struct MetalBackend {
-    chip: OnceLock<std::result::Result<Chip, String>>,
-    slot: OnceLock<std::result::Result<Slot, String>>,
-    total: OnceLock<std::result::Result<u64, String>>,
+    chip: OnceLock<std::result::Result<Chip, Failure>>,
+    slot: OnceLock<std::result::Result<Slot, Failure>>,
+    total: OnceLock<std::result::Result<u64, Failure>>,
     budget: OnceLock<Option<u64>>,
     /// What the last walk could not read; `None` before the first walk.
     walk: Mutex<Option<WalkStats>>,
@@ -82,24 +82,43 @@ fn errno_text(e: i32) -> String {
     std::io::Error::from_raw_os_error(e).to_string()
 }
 
-/// A Metal error; its reasons carry no kind of their own (`Other`).
-fn metal(msg: String) -> HypomnesisError {
-    HypomnesisError::metal(crate::error::ErrorKind::Other, msg)
+/// The kind of failure an `errno` of a system call is: refused, not there, or other.
+fn errno_kind(e: i32) -> ErrorKind {
+    match e {
+        libc::EPERM | libc::EACCES => ErrorKind::NoPermission,
+        libc::ENOENT | libc::ENOTSUP => ErrorKind::NotSupported,
+        _ => ErrorKind::Other,
+    }
 }
 
-/// The message of a failed ledger read of `pid`.
-fn ledger_failure(pid: i32, e: ffi::LedgerError, slot: Slot) -> String {
+/// A failed system call `call` with `errno` `e`, its kind decided by the `errno`.
+fn errno_failure(call: &str, e: i32) -> Failure {
+    Failure::new(errno_kind(e), format!("{call} failed: {}", errno_text(e)))
+}
+
+/// A Metal error of no kind of its own (`Other`).
+fn metal(msg: String) -> HypomnesisError {
+    HypomnesisError::metal(ErrorKind::Other, msg)
+}
+
+/// A Metal error of the failure's kind.
+fn metal_failure(f: Failure) -> HypomnesisError {
+    HypomnesisError::metal(f.kind, f.message)
+}
+
+/// A failed ledger read of `pid`.
+fn ledger_failure(pid: i32, e: ffi::LedgerError, slot: Slot) -> Failure {
     match e {
         ffi::LedgerError::Errno(e) => {
-            format!(
-                "ledger(LEDGER_ENTRY_INFO) for pid {pid} failed: {}",
-                errno_text(e)
-            )
+            errno_failure(&format!("ledger(LEDGER_ENTRY_INFO) for pid {pid}"), e)
         }
-        ffi::LedgerError::Short(n) => format!(
-            "ledger(LEDGER_ENTRY_INFO) for pid {pid} returned {n} entries; {GRAPHICS_FOOTPRINT} \
-             is entry {}",
-            slot.index
+        ffi::LedgerError::Short(n) => Failure::new(
+            ErrorKind::BadAnswer,
+            format!(
+                "ledger(LEDGER_ENTRY_INFO) for pid {pid} returned {n} entries; \
+                 {GRAPHICS_FOOTPRINT} is entry {}",
+                slot.index
+            ),
         ),
     }
 }
@@ -120,14 +139,10 @@ impl MetalBackend {
         self.walk.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn chip(&self) -> &std::result::Result<Chip, String> {
+    fn chip(&self) -> &std::result::Result<Chip, Failure> {
         self.chip.get_or_init(|| {
-            let bytes = ffi::sysctl_bytes(c"machdep.cpu.brand_string").map_err(|e| {
-                format!(
-                    "sysctlbyname(machdep.cpu.brand_string) failed: {}",
-                    errno_text(e)
-                )
-            })?;
+            let bytes = ffi::sysctl_bytes(c"machdep.cpu.brand_string")
+                .map_err(|e| errno_failure("sysctlbyname(machdep.cpu.brand_string)", e))?;
             // Absent on Intel Macs (ENOENT): not translated.
             let translated = ffi::sysctl_i32(c"sysctl.proc_translated") == Ok(1);
             Ok(parse::classify_chip(
@@ -144,7 +159,7 @@ impl MetalBackend {
             Ok(Chip::Other(brand)) => Err(metal(format!(
                 "not Apple silicon: machdep.cpu.brand_string is {brand:?}"
             ))),
-            Err(why) => Err(metal(why.clone())),
+            Err(why) => Err(metal_failure(why.clone())),
         }
     }
 
@@ -163,17 +178,20 @@ impl MetalBackend {
     fn slot(&self) -> Result<Slot> {
         self.slot
             .get_or_init(|| {
-                let names = ffi::ledger_template_names().map_err(|e| {
-                    format!("ledger(LEDGER_TEMPLATE_INFO) failed: {}", errno_text(e))
-                })?;
+                let names = ffi::ledger_template_names()
+                    .map_err(|e| errno_failure("ledger(LEDGER_TEMPLATE_INFO)", e))?;
                 let index = parse::ledger_index(
                     names.iter().map(<[u8; 32]>::as_slice),
                     GRAPHICS_FOOTPRINT,
                 )
                 .ok_or_else(|| {
-                    format!(
-                        "the kernel's task ledger has no {GRAPHICS_FOOTPRINT} entry ({} entries)",
-                        names.len()
+                    Failure::new(
+                        ErrorKind::NotSupported,
+                        format!(
+                            "the kernel's task ledger has no {GRAPHICS_FOOTPRINT} entry ({} \
+                             entries)",
+                            names.len()
+                        ),
                     )
                 })?;
                 Ok(Slot {
@@ -182,24 +200,27 @@ impl MetalBackend {
                 })
             })
             .clone()
-            .map_err(metal)
+            .map_err(metal_failure)
     }
 
     fn total(&self) -> Result<u64> {
         self.total
             .get_or_init(|| {
                 ffi::sysctl_u64(c"hw.memsize")
-                    .map_err(|e| format!("sysctlbyname(hw.memsize) failed: {}", errno_text(e)))
+                    .map_err(|e| errno_failure("sysctlbyname(hw.memsize)", e))
                     .and_then(|t| {
                         if t == 0 {
-                            Err("sysctlbyname(hw.memsize) returned 0".to_owned())
+                            Err(Failure::new(
+                                ErrorKind::BadAnswer,
+                                "sysctlbyname(hw.memsize) returned 0",
+                            ))
                         } else {
                             Ok(t)
                         }
                     })
             })
             .clone()
-            .map_err(metal)
+            .map_err(metal_failure)
     }
 
     fn budget(&self) -> Result<u64> {
@@ -219,7 +240,7 @@ impl MetalBackend {
         let pid = i32::try_from(std::process::id())
             .map_err(|_| metal(format!("pid {} does not fit a pid_t", std::process::id())))?;
         let balance = ffi::ledger_balance(pid, slot.index)
-            .map_err(|e| metal(ledger_failure(pid, e, slot)))?;
+            .map_err(|e| metal_failure(ledger_failure(pid, e, slot)))?;
         parse::balance_bytes(balance).ok_or_else(|| {
             metal(format!(
                 "ledger(LEDGER_ENTRY_INFO) for pid {pid}: {GRAPHICS_FOOTPRINT} has a negative \
@@ -266,7 +287,7 @@ impl MetalBackend {
                 Err(ffi::LedgerError::Errno(libc::ESRCH)) => {}
                 Err(e) => {
                     stats.unreadable += 1;
-                    stats.last_reason = Some(ledger_failure(pid, e, slot));
+                    stats.last_reason = Some(ledger_failure(pid, e, slot).message);
                 }
             }
         }
@@ -415,7 +436,7 @@ impl Backend for MetalBackend {
     fn report(&self) -> SourceReport {
         let mut details = Vec::new();
         let state = match self.chip() {
-            Err(why) => SourceState::failed(crate::error::ErrorKind::Other, why.clone()),
+            Err(why) => SourceState::Failed(why.clone()),
             Ok(Chip::Other(brand)) => SourceState::absent(
                 crate::error::ErrorKind::NotInstalled,
                 format!("not Apple silicon: machdep.cpu.brand_string is {brand:?}"),

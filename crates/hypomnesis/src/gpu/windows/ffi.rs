@@ -3,6 +3,8 @@
 //! Windows backends lives here.
 #![allow(unsafe_code)]
 
+use crate::error::{ErrorKind, Failure};
+use crate::gpu::winparse::hresult_kind;
 use std::collections::HashMap;
 
 use windows::Wdk::Graphics::Direct3D::{
@@ -51,16 +53,21 @@ fn luid_parts(l: LUID) -> (u32, u32) {
     (l.HighPart.cast_unsigned(), l.LowPart)
 }
 
-fn factory() -> Result<IDXGIFactory1, String> {
+/// A failed COM or DXGI call as a failure, its kind decided by its `HRESULT`.
+fn com_failure(call: &str, e: &windows::core::Error) -> Failure {
+    Failure::new(hresult_kind(e.code().0), format!("{call} failed: {e}"))
+}
+
+fn factory() -> Result<IDXGIFactory1, Failure> {
     // SAFETY: CreateDXGIFactory1 has no preconditions; the returned COM pointer is reference
     // counted by the `IDXGIFactory1` wrapper.
     unsafe { CreateDXGIFactory1::<IDXGIFactory1>() }
-        .map_err(|e| format!("CreateDXGIFactory1 failed: {e}"))
+        .map_err(|e| com_failure("CreateDXGIFactory1", &e))
 }
 
 /// Walk every adapter. A malformed adapter (its description cannot be read) is skipped with a
 /// reason, and the walk continues.
-pub(crate) fn adapters() -> Result<(Vec<AdapterDesc>, Vec<String>), String> {
+pub(crate) fn adapters() -> Result<(Vec<AdapterDesc>, Vec<String>), Failure> {
     let f = factory()?;
     let mut out = Vec::new();
     let mut skipped = Vec::new();
@@ -95,7 +102,7 @@ pub(crate) fn adapters() -> Result<(Vec<AdapterDesc>, Vec<String>), String> {
 }
 
 /// The adapter with this LUID, for calls that need the COM object.
-fn adapter_by_luid(luid: (u32, u32)) -> Result<IDXGIAdapter1, String> {
+fn adapter_by_luid(luid: (u32, u32)) -> Result<IDXGIAdapter1, Failure> {
     let f = factory()?;
     for i in 0_u32..64 {
         // SAFETY: as in `adapters`.
@@ -111,22 +118,28 @@ fn adapter_by_luid(luid: (u32, u32)) -> Result<IDXGIAdapter1, String> {
             return Ok(adapter);
         }
     }
-    Err(format!(
-        "no adapter with LUID 0x{:08X}_0x{:08X} any more",
-        luid.0, luid.1
+    Err(Failure::new(
+        ErrorKind::NoSuchDevice,
+        format!(
+            "no adapter with LUID 0x{:08X}_0x{:08X} any more",
+            luid.0, luid.1
+        ),
     ))
 }
 
 /// This process's use of the adapter's local (dedicated) segment, bytes.
-pub(crate) fn local_usage(luid: (u32, u32)) -> Result<u64, String> {
+pub(crate) fn local_usage(luid: (u32, u32)) -> Result<u64, Failure> {
     let adapter = adapter_by_luid(luid)?;
     let a3: IDXGIAdapter3 = adapter.cast().map_err(|e| {
-        format!("IDXGIAdapter3 is not available (Windows 10 or later is needed): {e}")
+        Failure::new(
+            ErrorKind::NotSupported,
+            format!("IDXGIAdapter3 is not available (Windows 10 or later is needed): {e}"),
+        )
     })?;
     let mut info = DXGI_QUERY_VIDEO_MEMORY_INFO::default();
     // SAFETY: `info` is a writable DXGI_QUERY_VIDEO_MEMORY_INFO for the duration of the call.
     unsafe { a3.QueryVideoMemoryInfo(0, DXGI_MEMORY_SEGMENT_GROUP_LOCAL, &raw mut info) }
-        .map_err(|e| format!("QueryVideoMemoryInfo failed: {e}"))?;
+        .map_err(|e| com_failure("QueryVideoMemoryInfo", &e))?;
     Ok(info.CurrentUsage)
 }
 
@@ -173,13 +186,17 @@ impl Drop for Query {
     }
 }
 
-fn pdh(call: &str, status: u32) -> Result<(), String> {
+/// A PDH call's status as a failure, its kind decided by the status code.
+fn pdh(call: &str, status: u32) -> Result<(), Failure> {
     if status == 0 {
         Ok(())
     } else {
-        Err(format!(
-            "{call} failed: {}",
-            crate::gpu::winparse::pdh_status(status)
+        Err(Failure::new(
+            crate::gpu::winparse::pdh_kind(status),
+            format!(
+                "{call} failed: {}",
+                crate::gpu::winparse::pdh_status(status)
+            ),
         ))
     }
 }
@@ -209,7 +226,7 @@ pub(crate) fn counter_registered(path: &str) -> bool {
 
 /// One sample of each English counter path (wildcard instances): per path, the
 /// (instance name, value) pairs.
-pub(crate) fn sample(paths: &[&str]) -> Result<Vec<Vec<(String, u64)>>, String> {
+pub(crate) fn sample(paths: &[&str]) -> Result<Vec<Vec<(String, u64)>>, Failure> {
     let mut handle = PDH_HQUERY::default();
     // SAFETY: `handle` is writable; a null data source means live data.
     pdh("PdhOpenQueryW", unsafe {
@@ -233,7 +250,7 @@ pub(crate) fn sample(paths: &[&str]) -> Result<Vec<Vec<(String, u64)>>, String> 
     counters.into_iter().map(read_array).collect()
 }
 
-fn read_array(counter: PDH_HCOUNTER) -> Result<Vec<(String, u64)>, String> {
+fn read_array(counter: PDH_HCOUNTER) -> Result<Vec<(String, u64)>, Failure> {
     let mut bytes = 0_u32;
     let mut items = 0_u32;
     // SAFETY: the sizing call writes only the two counts.
@@ -322,11 +339,11 @@ pub(crate) fn image_name(pid: u32) -> NameLookup {
 }
 
 /// Every process's executable name from one Toolhelp snapshot.
-pub(crate) fn snapshot_names() -> Result<HashMap<u32, String>, String> {
+pub(crate) fn snapshot_names() -> Result<HashMap<u32, String>, Failure> {
     // SAFETY: takes plain flags; the snapshot handle is closed by `Handle`.
     let snap = Handle(
         unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0) }
-            .map_err(|e| format!("CreateToolhelp32Snapshot failed: {e}"))?,
+            .map_err(|e| com_failure("CreateToolhelp32Snapshot", &e))?,
     );
     let mut names = HashMap::new();
     let mut entry = PROCESSENTRY32W {

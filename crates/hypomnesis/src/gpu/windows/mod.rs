@@ -40,8 +40,13 @@ struct Adapters {
     skipped: Vec<String>,
 }
 
-fn adapters() -> &'static std::result::Result<Adapters, String> {
-    static LIST: OnceLock<std::result::Result<Adapters, String>> = OnceLock::new();
+/// A PDH failure as the source's error, its kind kept.
+fn pdh_error(e: crate::error::Failure) -> HypomnesisError {
+    HypomnesisError::pdh(e.kind, e.message)
+}
+
+fn adapters() -> &'static std::result::Result<Adapters, crate::error::Failure> {
+    static LIST: OnceLock<std::result::Result<Adapters, crate::error::Failure>> = OnceLock::new();
     LIST.get_or_init(|| {
         let (all, mut skipped) = ffi::adapters()?;
         let mut nvidia = Vec::new();
@@ -74,7 +79,7 @@ fn adapters() -> &'static std::result::Result<Adapters, String> {
 fn scoped(scope: Scope) -> Result<&'static [AdapterDesc]> {
     let list = adapters()
         .as_ref()
-        .map_err(|e| HypomnesisError::dxgi(crate::error::ErrorKind::Other, e.clone()))?;
+        .map_err(|e| HypomnesisError::dxgi(e.kind, e.message.clone()))?;
     Ok(match scope {
         Scope::Nvidia => &list.nvidia,
         Scope::Others => &list.others,
@@ -118,7 +123,7 @@ pub(crate) fn spill_counters_registered() -> bool {
 
 /// Device-wide dedicated usage of an adapter from PDH.
 fn adapter_used(a: &AdapterDesc) -> Result<u64> {
-    let rows = ffi::sample(&[ADAPTER_DEDICATED]).map_err(HypomnesisError::Pdh)?;
+    let rows = ffi::sample(&[ADAPTER_DEDICATED]).map_err(pdh_error)?;
     let first = rows.first().map(Vec::as_slice).unwrap_or_default();
     winparse::adapter_sum(first.iter().map(|(n, v)| (n.as_str(), *v)), a.luid).ok_or_else(|| {
         HypomnesisError::pdh(
@@ -141,7 +146,7 @@ pub(crate) fn residency(index: u32) -> Result<Residency> {
         let local = index.saturating_sub(u32::try_from(nvidia.len()).unwrap_or(u32::MAX));
         adapter(Scope::Others, local)?
     };
-    let rows = ffi::sample(&[ADAPTER_DEDICATED, ADAPTER_SHARED]).map_err(HypomnesisError::Pdh)?;
+    let rows = ffi::sample(&[ADAPTER_DEDICATED, ADAPTER_SHARED]).map_err(pdh_error)?;
     let sum = |k: usize| {
         let r = rows.get(k).map(Vec::as_slice).unwrap_or_default();
         winparse::adapter_sum(r.iter().map(|(n, v)| (n.as_str(), *v)), a.luid)
@@ -161,7 +166,7 @@ pub(crate) fn residency(index: u32) -> Result<Residency> {
 
 /// Processes on an adapter from PDH, sorted by pid; `device_index` as given.
 fn processes(a: &AdapterDesc, device_index: u32) -> Result<Vec<GpuProcessEntry>> {
-    let rows = ffi::sample(&[DEDICATED, SHARED]).map_err(HypomnesisError::Pdh)?;
+    let rows = ffi::sample(&[DEDICATED, SHARED]).map_err(pdh_error)?;
     let pick = |k: usize| {
         let r = rows.get(k).map(Vec::as_slice).unwrap_or_default();
         winparse::sum_by_pid(r.iter().map(|(n, v)| (n.as_str(), *v)), a.luid).0
@@ -260,7 +265,8 @@ impl Backend for DxgiBackend {
 
     fn process_gpu_info(&self, index: u32) -> Result<ProcessGpuInfo> {
         let a = adapter(self.scope, index)?;
-        let used = ffi::local_usage(a.luid).map_err(HypomnesisError::Dxgi)?;
+        let used =
+            ffi::local_usage(a.luid).map_err(|e| HypomnesisError::dxgi(e.kind, e.message))?;
         Ok(ProcessGpuInfo {
             used_bytes: used,
             is_per_process: true,
@@ -275,7 +281,7 @@ impl Backend for DxgiBackend {
     fn report(&self) -> SourceReport {
         let mut details = Vec::new();
         let state = match adapters() {
-            Err(e) => SourceState::failed(crate::error::ErrorKind::Other, e.clone()),
+            Err(e) => SourceState::Failed(e.clone()),
             Ok(list) => {
                 let mine = match self.scope {
                     Scope::Nvidia => &list.nvidia,
@@ -366,7 +372,7 @@ impl Backend for PdhBackend {
                     dropped_process_rows: 0,
                 };
             }
-            Err(e) => SourceState::failed(crate::error::ErrorKind::Other, e),
+            Err(e) => SourceState::Failed(e),
         };
         SourceReport {
             source: GpuQuerySource::Pdh,
