@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 from .. import _arguments, _native
 from ..ledger import Ledger
@@ -74,9 +74,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: A peak as the native sampler gives it: (bytes, seconds since the block started).
 _Peak = Tuple[int, float]
-#: A sample as the native sampler gives it: (seconds, RSS, own GPU bytes, device used bytes,
-#: missed deadline).
-_RawSample = Tuple[float, int, List[Optional[int]], List[Optional[int]], bool]
+#: A sample as the native sampler hands it over: the fields of `_RawSample`, in order.
+_NativeSample = Tuple[float, int, List[Optional[int]], List[Optional[int]], bool]
+
+
+class _RawSample(NamedTuple):
+    """A sample as the native sampler gives it (per sampled device, in order)."""
+
+    time: float
+    rss_bytes: int
+    gpu_bytes: List[Optional[int]]
+    device_used_bytes: List[Optional[int]]
+    missed_deadline: bool
 
 
 @dataclass(frozen=True)
@@ -163,7 +172,7 @@ class Tracking:
             None if gpus is None else Recorder(gpus, interval, self._sampler, _reads(deadline))
         )
         # The entry and exit samples as the sampler gave them; None while running.
-        self._edges: Optional[Tuple[_RawSample, _RawSample]] = None
+        self._edges: Optional[Tuple[_NativeSample, _NativeSample]] = None
         self._samples: Optional[List[Sample]] = None
         self._taken = 0
         self._missed = 0
@@ -213,6 +222,8 @@ class Tracking:
             self._probing = None
         if self._recorder is not None:
             recording.stop(self._recorder)
+        # (taken, missed, RSS peak, GPU peaks, used peaks, entry, exit), each peak (bytes,
+        # seconds since the start): named here, the samples made `_RawSample`s when read.
         taken, missed, rss, own, used, first, last = self._sampler.stop()
         if self._recorder is not None:
             self._recorder.end(last[0])
@@ -243,7 +254,7 @@ class Tracking:
             # timeline stays in the sampler's compact form until then.
             assert self._edges is not None
             first, last_raw = self._edges
-            raw = [first] + self._sampler.between() + [last_raw]
+            raw = [first, *self._sampler.between(), last_raw]
             last = len(raw) - 1
             probes = {0: self._probes[0], last: self._probes[-1]} if self._probes else {}
             samples = [self._sample(s, probes.get(i)) for i, s in enumerate(raw)]
@@ -340,14 +351,14 @@ class Tracking:
         self._ended()
         return self._missed
 
-    def _sample(self, raw: _RawSample, probe: Any) -> Sample:
-        t, r, g, u, m = raw
+    def _sample(self, native: _NativeSample, probe: Any) -> Sample:
+        raw = _RawSample(*native)
         return Sample(
-            time=t,
-            rss_bytes=r,
-            gpu_bytes=dict(zip(self.devices, g)),
-            device_used_bytes=dict(zip(self.devices, u)),
-            missed_deadline=m,
+            time=raw.time,
+            rss_bytes=raw.rss_bytes,
+            gpu_bytes=dict(zip(self.devices, raw.gpu_bytes)),
+            device_used_bytes=dict(zip(self.devices, raw.device_used_bytes)),
+            missed_deadline=raw.missed_deadline,
             probe=probe,
         )
 
