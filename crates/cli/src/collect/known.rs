@@ -1,28 +1,32 @@
-//! Who each GPU process is, read once per process lifetime: a loop that measures again and
-//! again (`hmn serve`) reads a process's name, owner and container when it first sees it, and
-//! after that only its start time (one `stat` read), which tells the same process from a later
-//! one that reuses its pid. A process that ends is forgotten at the next measurement.
+//! Who each GPU process is, for a loop that measures again and again (`hmn serve`): the
+//! library's [`Identities`] reads a process's name, owner and container when it first sees it,
+//! and after that only its start time (one `stat` read), which tells the same process from a
+//! later one that reuses its pid; a process that ends is forgotten at the next measurement.
+//! This is the exporter's form of what it gives: a name per listed pid, and a context shared
+//! from one measurement to the next while the process is the same.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use hypomnesis::{ContextParts, GpuProcessEntry, ProcessContext};
+use hypomnesis::sampling::{Identities, Identity, IdentityParts};
+use hypomnesis::{Container, ContextParts, GpuProcessEntry, ProcessContext};
 
 use super::contexts;
 
-/// What is remembered of one process.
-#[derive(Debug, Clone)]
-struct Entry {
-    start: u64,
-    name: Option<String>,
-    /// Shared with the answers that hold it (one copy per process, not one per measurement).
+/// The context handed out for a process, with the identity parts it was made of (when they
+/// are the same objects at the next measurement, so is the context).
+#[derive(Debug)]
+struct Made {
+    user: Option<Arc<str>>,
+    container: Option<Arc<Container>>,
     ctx: Arc<ProcessContext>,
 }
 
-/// The processes seen at the last measurement, by the pid their files are read under.
+/// The processes seen at the last measurement, as the library keeps them.
 #[derive(Debug, Default)]
 pub struct KnownProcesses {
-    by_pid: HashMap<u32, Entry>,
+    identities: Identities,
+    made: HashMap<u32, Made>,
 }
 
 /// One measurement's answer, by listed pid.
@@ -30,62 +34,73 @@ pub struct KnownProcesses {
 pub struct Who {
     pub names: BTreeMap<u32, String>,
     pub contexts: BTreeMap<u32, Arc<ProcessContext>>,
-    /// How many processes were read afresh (new, a reused pid, or no start time).
-    pub read: usize,
 }
 
 impl KnownProcesses {
-    /// The names and `parts` of the contexts of `rows`' processes (those this PID namespace can
-    /// read, see [`contexts::readable`]): remembered ones whose start time is unchanged as they
-    /// were, the others read now. Processes not in `rows` are forgotten.
+    /// The names and the owner and container (as `parts` asks) of `rows`' processes (those this
+    /// PID namespace can read, see [`contexts::readable`]): kept ones whose start time is
+    /// unchanged as they were, the others read now. Processes not in `rows` are forgotten.
     pub fn who(&mut self, rows: &[GpuProcessEntry], parts: ContextParts) -> Who {
         let wanted = contexts::readable(rows);
+        let mut asked = IdentityParts::NONE;
+        (asked.container, asked.name) = (parts.container, true);
+        let read = self
+            .identities
+            .read(&wanted, asked, |pid| wanted.contains_key(&pid));
+        self.made.retain(|pid, _| read.contains_key(pid));
         let mut who = Who::default();
-        let mut fresh: Vec<(u32, u32, Option<u64>)> = Vec::new();
-        let mut seen: HashMap<u32, Entry> = HashMap::with_capacity(wanted.len());
-        for (&listed, &read) in &wanted {
-            let start = hypomnesis::process_start_time(read);
-            match (start, self.by_pid.remove(&read)) {
-                (Some(s), Some(e)) if e.start == s => {
-                    who.answer(listed, &e);
-                    seen.insert(read, e);
-                }
-                _ => fresh.push((listed, read, start)),
+        for (pid, identity) in read {
+            if let Some(n) = &identity.name {
+                who.names.insert(pid, n.to_string());
             }
+            let ctx = self.context(pid, &identity, parts);
+            who.contexts.insert(pid, ctx);
         }
-        let pids: Vec<u32> = fresh.iter().map(|&(_, read, _)| read).collect();
-        let read_now = hypomnesis::process_contexts_with(&pids, parts);
-        who.read = fresh.len();
-        for ((listed, read, start), ctx) in fresh.into_iter().zip(read_now) {
-            let e = Entry {
-                start: start.unwrap_or_default(),
-                name: hypomnesis::process_name(read),
-                ctx: Arc::new(ctx),
-            };
-            who.answer(listed, &e);
-            // Without a start time (exited meanwhile, or not Linux) nothing can tell a reused
-            // pid: such a process is read again next time.
-            if start.is_some() {
-                seen.insert(read, e);
-            }
-        }
-        self.by_pid = seen;
         who
     }
 
-    /// How many processes are remembered.
-    #[cfg(all(test, target_os = "linux"))]
-    fn len(&self) -> usize {
-        self.by_pid.len()
-    }
-}
-
-impl Who {
-    fn answer(&mut self, listed: u32, e: &Entry) {
-        if let Some(n) = &e.name {
-            self.names.insert(listed, n.clone());
+    /// The context of `pid`: the one made before when its parts are the same objects, else
+    /// made now (owner and container, as `parts` asks).
+    fn context(
+        &mut self,
+        pid: u32,
+        identity: &Identity,
+        parts: ContextParts,
+    ) -> Arc<ProcessContext> {
+        let same = |a: &Option<Arc<str>>, b: &Option<Arc<str>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        let same_container = |a: &Option<Arc<Container>>, b: &Option<Arc<Container>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if let Some(m) = self.made.get(&pid)
+            && same(&m.user, &identity.user)
+            && same_container(&m.container, &identity.container)
+        {
+            return Arc::clone(&m.ctx);
         }
-        self.contexts.insert(listed, Arc::clone(&e.ctx));
+        let mut ctx = ProcessContext::default();
+        if parts.user {
+            ctx.user = identity.user.as_deref().map(str::to_owned);
+        }
+        if parts.container {
+            ctx.container = identity.container.as_deref().cloned();
+        }
+        ctx.start_time = identity.start_time;
+        let ctx = Arc::new(ctx);
+        self.made.insert(
+            pid,
+            Made {
+                user: identity.user.clone(),
+                container: identity.container.clone(),
+                ctx: Arc::clone(&ctx),
+            },
+        );
+        ctx
     }
 }
 
@@ -101,12 +116,12 @@ mod tests {
     fn parts() -> ContextParts {
         let mut p = ContextParts::NONE;
         p.user = true;
-        p.command = true;
+        p.container = true;
         p
     }
 
     #[test]
-    fn a_process_is_read_once_until_its_pid_is_reused_and_forgotten_when_gone() {
+    fn a_process_is_read_once_its_context_shared_and_forgotten_when_gone() {
         let mut sleeper = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
@@ -123,29 +138,26 @@ mod tests {
         let rows = [row(me), row(other), row(me)];
         let mut known = KnownProcesses::default();
         let first = known.who(&rows, parts());
-        assert_eq!(first.read, 2, "each process once, though listed twice");
+        let read = |k: &KnownProcesses| k.identities.last_read_whole();
+        assert_eq!(read(&known), 2, "each process once, though listed twice");
         assert_eq!(first.names.get(&other).map(String::as_str), Some("sleep"));
-        assert!(
-            first.contexts[&other]
-                .command
-                .as_deref()
-                .is_some_and(|c| c == "sleep 30")
-        );
+        assert!(first.contexts[&other].user.is_some());
         let again = known.who(&rows, parts());
-        assert_eq!(again.read, 0, "nothing read again");
+        assert_eq!(read(&known), 0, "nothing read again");
         assert_eq!(again.names, first.names);
-        assert_eq!(again.contexts, first.contexts);
-        // Another process under the same pid: a different start time, read again.
-        known.by_pid.get_mut(&other).unwrap().start += 1;
-        assert_eq!(known.who(&rows, parts()).read, 1);
+        assert!(Arc::ptr_eq(
+            &again.contexts[&other],
+            &first.contexts[&other]
+        ));
         // Gone from the lists: forgotten.
         known.who(&[row(me)], parts());
-        assert_eq!(known.len(), 1);
+        assert_eq!(known.identities.len(), 1);
+        assert_eq!(known.made.len(), 1);
         // Gone from the host: no start time, read each time, not remembered.
         let _ = sleeper.kill();
         let _ = sleeper.wait();
-        let gone = known.who(&[row(other)], parts());
-        assert_eq!(gone.read, 1);
-        assert_eq!(known.len(), 0);
+        known.who(&[row(other)], parts());
+        assert_eq!(read(&known), 1);
+        assert_eq!(known.identities.len(), 0);
     }
 }

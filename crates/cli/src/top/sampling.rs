@@ -202,7 +202,7 @@ fn contexts(
     read.extend(frame.rss.keys().map(|&p| (p, p)));
     let listed: std::collections::BTreeSet<u32> = read.keys().copied().collect();
     read.retain(|p, _| wanted.contains(p));
-    lasting.read(read, containers, |pid| listed.contains(&pid))
+    lasting.read(&read, containers, |pid| listed.contains(&pid))
 }
 
 /// This process's RSS and CPU time, from the library: the RSS from `/proc/self/statm` kept
