@@ -294,6 +294,7 @@ mod tests {
         let id = &first[&me];
         assert!(id.command.is_some() && id.rss_bytes.is_some() && id.cpu_time.is_some());
         assert_eq!(ids.last_read_whole(), 1);
+        assert_eq!((ids.len(), ids.is_empty()), (1, false));
         let kept = &mut ids.by_pid.get_mut(&me).unwrap().identity;
         kept.command = Some("kept".into());
         for _ in 1..Identities::RELOOK {
@@ -315,7 +316,7 @@ mod tests {
         assert!(ids.by_pid[&me].with_container);
         // No longer listed: forgotten.
         ids.read(&BTreeMap::new(), CHANGING, |_| false);
-        assert!(ids.is_empty());
+        assert_eq!((ids.len(), ids.is_empty()), (0, true));
     }
 
     /// Without the changing parts a kept process costs its start time alone, and a start time
