@@ -371,3 +371,5 @@ pub fn ghosts_with(options: GhostOptions) -> Result<GhostReport> {
 mod tests;
 #[cfg(all(test, target_os = "linux"))]
 mod tests_edges;
+#[cfg(all(test, target_os = "linux"))]
+mod tests_watch;
