@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use support::layering::{Module, circles, graph, name};
+use support::layering::{Module, circles, graph, name, rust_files};
 
 fn hmn() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -67,21 +67,11 @@ fn top_parts_do_not_import_from_top_itself() {
 /// (`#[doc(hidden)]`'s `__parsers`, kept for the library's own property tests and fuzzing).
 #[test]
 fn hmn_uses_only_the_public_api() {
-    fn walk(dir: &Path, found: &mut Vec<String>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, found);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                let text = std::fs::read_to_string(&p).unwrap();
-                if text.contains("__parsers") {
-                    found.push(p.display().to_string());
-                }
-            }
-        }
-    }
-    let mut found = Vec::new();
-    walk(&hmn(), &mut found);
+    let found: Vec<String> = rust_files(&hmn())
+        .into_iter()
+        .filter(|p| std::fs::read_to_string(p).unwrap().contains("__parsers"))
+        .map(|p| p.display().to_string())
+        .collect();
     assert!(
         found.is_empty(),
         "hmn reaches the library's hidden parsers: {found:?}"

@@ -5,7 +5,9 @@
 //! This test reads the sources of the library, `hmn` and the Python bindings and fails on the
 //! ways a kind used to be guessed from words.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use support::layering::rust_files;
 
 /// What deciding from text looks like: reading a kind back from a message, or testing a
 /// message for a code name or for the words a constructor wrote.
@@ -24,24 +26,13 @@ const FORBIDDEN: &[&str] = &[
     "contains(\"[not_",
 ];
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 #[test]
 fn no_reason_is_decided_from_message_text() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut files = Vec::new();
-    for dir in ["crates/hypomnesis/src", "crates/cli/src", "python/src"] {
-        rust_files(&root.join(dir), &mut files);
-    }
+    let files: Vec<_> = ["crates/hypomnesis/src", "crates/cli/src", "python/src"]
+        .iter()
+        .flat_map(|dir| rust_files(&root.join(dir)))
+        .collect();
     assert!(
         files.len() > 100,
         "the sources were not found: {}",
