@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What `hypomnesis.track()` costs, with the installed package, against the fake NVML (one H200
-listing this process; built here with cargo), all in one run of one process:
+listing this process; built here with cargo, optimised), all in one run of one process:
 
 - the floor: what a decorated call must read at the least, made through ctypes with the same
   NVML library: per edge (entry and exit) NVML's process lists (compute and graphics) of every
@@ -8,7 +8,9 @@ listing this process; built here with cargo), all in one run of one process:
 - one round trip to the library's bounded worker (`_native._round_trip_seconds`): what the hang
   guard adds to each edge;
 - a decorated call with the guard (the default deadline) and with ``deadline=None`` (edges read
-  on the calling thread), as times and against the floor;
+  on the calling thread), as times and against the floor, the floor and the two calls timed in
+  turns (20 rounds of 5,000 calls each, the fastest round of each kept: this VM's speed drifts
+  by half within a minute);
 - the history kept after 20,000 decorated calls, and the RSS after a block tracked for a while
   at a 1 µs interval.
 
@@ -22,17 +24,21 @@ import paths  # noqa: E402
 CALLS = 20_000
 
 
-def best_per_call(f, n: int = CALLS, runs: int = 5) -> float:
-    """The fastest of ``runs`` runs of ``n`` calls of ``f``, seconds per call."""
-    for _ in range(1000):
-        f()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        for _ in range(n):
+def interleaved(fs, n: int = CALLS // 4, rounds: int = 20):
+    """Per name of ``fs``: the fastest of ``rounds`` runs of ``n`` calls, seconds per call, the
+    runs of the functions taking turns (this VM's speed drifts by half within a minute: each
+    figure is then taken in the same conditions as the others)."""
+    for f in fs.values():
+        for _ in range(1000):
             f()
-        times.append((time.perf_counter() - t0) / n)
-    return min(times)
+    best = {name: float("inf") for name in fs}
+    for _ in range(rounds):
+        for name, f in fs.items():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            best[name] = min(best[name], (time.perf_counter() - t0) / n)
+    return best
 
 
 def floor_call(lib_path: str, devices: int):
@@ -83,14 +89,17 @@ def child() -> None:
         return 1
 
     devices = hypomnesis.device_count()
-    floor = best_per_call(floor_call(os.environ["HYPOMNESIS_NVML_LIBRARY"], devices))
     trip = _native._round_trip_seconds(20_000)
     own = hypomnesis.process_gpu_info(0)
     if not own.is_per_process or own.used_bytes != 1 << 30:
         raise SystemExit(f"the fake NVML does not list this process: {own}")
-    guarded = best_per_call(hypomnesis.track()(bare))
-    unguarded = best_per_call(hypomnesis.track(deadline=None)(bare))
-    plain = best_per_call(bare)
+    best = interleaved({
+        "floor": floor_call(os.environ["HYPOMNESIS_NVML_LIBRARY"], devices),
+        "guarded": hypomnesis.track()(bare),
+        "unguarded": hypomnesis.track(deadline=None)(bare),
+        "bare": bare,
+    })
+    floor, guarded, unguarded, plain = (best[k] for k in ("floor", "guarded", "unguarded", "bare"))
     us = 1e6
     print(f"devices                       {devices}")
     print(f"bare call                     {plain * us:8.2f} µs")
@@ -121,7 +130,7 @@ def main() -> None:
     if os.environ.get("HMN_TRACK_COST_CHILD"):
         child()
         return
-    lib = paths.build_fake()
+    lib = paths.build_fake(release=True)
     fd, scenario = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     env = dict(os.environ, HMN_TRACK_COST_CHILD="1", HYPOMNESIS_NVML_LIBRARY=lib,

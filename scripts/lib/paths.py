@@ -34,9 +34,14 @@ def fake_dir(variant: str = "modern") -> str:
 FAKE = os.path.join(fake_dir(), "libnvidia-ml.so.1")
 
 
-def build_fake() -> str:
-    """Builds the default fake NVML as scripts/lib/common.sh does and returns its path."""
-    d = fake_dir()
-    subprocess.run(["cargo", "build", "-q", "-p", "fake-nvml", "--target-dir", d], check=True, cwd=ROOT)
-    shutil.copyfile(os.path.join(d, "debug", "libnvidia_ml.so"), FAKE)
-    return FAKE
+def build_fake(release: bool = False) -> str:
+    """Builds the default fake NVML as scripts/lib/common.sh does and returns its path;
+    `release`: optimised, in a folder of its own (for benchmarks that time our side of a call,
+    not the fake's debug build)."""
+    d = fake_dir("modern-release" if release else "modern")
+    profile = ["--release"] if release else []
+    subprocess.run(["cargo", "build", "-q", "-p", "fake-nvml", "--target-dir", d, *profile],
+                   check=True, cwd=ROOT)
+    out = os.path.join(d, "libnvidia-ml.so.1")
+    shutil.copyfile(os.path.join(d, "release" if release else "debug", "libnvidia_ml.so"), out)
+    return out

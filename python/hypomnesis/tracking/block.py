@@ -177,15 +177,19 @@ class Tracking:
         self._taken = 0
         self._missed = 0
         self._peak_rss: _Peak = (0, 0.0)
-        self._peak_gpu: Dict[int, Optional[_Peak]] = {}
-        self._peak_used: Dict[int, Optional[_Peak]] = {}
+        # Per sampled device, in order (made dicts when read: a decorated call that nobody
+        # inspects costs less).
+        self._own_peaks: Sequence[Optional[_Peak]] = ()
+        self._used_peaks: Sequence[Optional[_Peak]] = ()
 
     def _start(self) -> None:
         if self._probe is not None:
             self._probes.append(self._probe())
-        start = time.monotonic()
-        self._sampler.start()
-        if self._recorder is not None:
+        if self._recorder is None:
+            self._sampler.start()
+        else:
+            start = time.monotonic()
+            self._sampler.start()
             recording.start(self._recorder, start)
         if self._probe is not None and self._probe_interval is not None:
             done = threading.Event()
@@ -231,8 +235,15 @@ class Tracking:
             self._probes.append(self._probe())
         self._edges = (first, last)
         self._taken, self._missed, self._peak_rss = taken, missed, rss
-        self._peak_gpu = dict(zip(self.devices, own))
-        self._peak_used = dict(zip(self.devices, used))
+        self._own_peaks, self._used_peaks = own, used
+
+    @property
+    def _peak_gpu(self) -> Dict[int, Optional[_Peak]]:
+        return dict(zip(self.devices, self._own_peaks))
+
+    @property
+    def _peak_used(self) -> Dict[int, Optional[_Peak]]:
+        return dict(zip(self.devices, self._used_peaks))
 
     def _ended(self) -> None:
         if self._edges is None:
@@ -587,11 +598,9 @@ class Tracker:
             self._all_devices = tuple(range(count))
         return self._all_devices
 
-    def _ledger_gpus(self, devices: Tuple[int, ...]) -> Optional[Gpus]:
-        """What the ledgers need of ``devices``, read at the first block (``None`` without
-        ``ledger``); read again at the next block when it did not come in time."""
-        if not self.ledger:
-            return None
+    def _ledger_gpus(self, devices: Tuple[int, ...]) -> Gpus:
+        """What the ledgers need of ``devices``, read at the first block; read again at the
+        next block when it did not come in time."""
         gpus = self._gpus
         if gpus is None or tuple(gpus.devices) != devices:
             gpus = recording.read_gpus(devices, _reads(self.deadline))
@@ -600,14 +609,16 @@ class Tracker:
         return gpus
 
     def __enter__(self) -> Tracking:
-        devices = self._devices()
+        devices = self.devices
+        if devices is None:
+            devices = self._devices()
         tracking = Tracking(
             self.interval,
             devices,
             self.deadline,
             self.probe,
             self.probe_interval,
-            self._ledger_gpus(devices),
+            self._ledger_gpus(devices) if self.ledger else None,
         )
         tracking._start()
         self._stack.set((tracking, self._stack.get()))
