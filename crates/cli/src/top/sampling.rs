@@ -1,14 +1,16 @@
-//! `hmn top`'s sampling thread: a refresh every interval, measured by the one sampler, made
-//! into what the view shows and painted here when the view is free (else handed to the
-//! terminal thread); and what the terminal thread tells it ([`Control`]).
+//! `hmn top`'s sampling thread: a refresh every interval, measured by the one sampler on the
+//! library's bounded worker, made into what the view shows and painted here when the view is
+//! free (else handed to the terminal thread); and what the terminal thread tells it
+//! ([`Control`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
-use std::sync::{Mutex, TryLockError};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use hypomnesis::ProcessContext;
+use hypomnesis::bounded::Worker;
 use hypomnesis::sampling::{Frame, Sampler, Want};
 
 use super::ghosts;
@@ -50,8 +52,67 @@ impl Control {
 /// worth the trim's walk of the heap at every refresh.
 const GIVE_BACK_ROWS: usize = 256;
 
+/// What a refresh reads with and keeps between refreshes: the sampler, the screen's builder,
+/// the processes' lasting parts and the ghosts' look. Used by one refresh at a time, on the
+/// library's bounded worker.
+struct Refresher {
+    sampler: Sampler,
+    builder: Builder,
+    lasting: lasting::Lasting,
+    ghosts: ghosts::GhostLook,
+    /// Without a GPU the table lists the host's processes by RSS (Linux): the sampler follows
+    /// every pid, from the refresh after the one that found no GPU.
+    host_mode: bool,
+}
+
+impl Refresher {
+    fn new() -> Self {
+        let mut want = Want::NONE;
+        (want.devices, want.processes, want.unnamed) = (true, true, true);
+        (want.mig, want.utilization) = (true, true);
+        Self {
+            sampler: Sampler::new(want),
+            builder: Builder::default(),
+            lasting: lasting::Lasting::default(),
+            ghosts: ghosts::GhostLook::default(),
+            host_mode: false,
+        }
+    }
+
+    /// One refresh for `view` (its state and the terminal's height), begun at `taken`.
+    fn refresh(&mut self, view: &(ViewState, usize), taken: Instant) -> Refresh {
+        let pids = if self.host_mode {
+            host_pids()
+        } else {
+            Vec::new()
+        };
+        let frame = self.sampler.frame(&pids);
+        self.host_mode = !matches!(frame.count, Ok(n) if n > 0);
+        let lasting = &mut self.lasting;
+        let mut screen = self.builder.screen(
+            &frame,
+            |procs| {
+                contexts(
+                    lasting,
+                    &frame,
+                    &view.0.wanted(procs, view.1),
+                    view.0.wants_containers(),
+                )
+            },
+            hypomnesis::host_memory().map_err(|e| e.to_string()),
+            &own_context(),
+            view.0.selected.map(|s| s.pid),
+        );
+        screen.ghosts = self.ghosts.refresh(&frame);
+        Refresh { screen, taken }
+    }
+}
+
 /// The sampling thread: a refresh every `interval` (none while paused), until stopped or the
-/// terminal thread is gone. It also watches for a stop signal the terminal thread cannot see:
+/// terminal thread is gone. Each refresh is made on the library's bounded worker, so that a
+/// driver call or a file read that does not return holds that thread only: this one keeps
+/// the cadence (no second refresh is asked while one runs; the view marks itself late), draws
+/// each refresh as it comes, and watches for a stop signal the terminal thread cannot see:
 /// when the terminal hangs up (its window closed, tmux killed), reading keys may never return,
 /// so after a signal the terminal thread gets half a second to end before this thread gives
 /// the terminal back (as far as it still can) and ends the process.
@@ -64,60 +125,29 @@ pub fn sample_loop(
 ) {
     let signals = Stop::on_signals();
     let wake = Wake::new(STOP_SIGNALS);
-    let mut want = Want::NONE;
-    (want.devices, want.processes, want.unnamed) = (true, true, true);
-    (want.mig, want.utilization) = (true, true);
-    let sampler = Sampler::new(want);
-    let mut builder = Builder::default();
-    let mut lasting = lasting::Lasting::default();
-    let mut ghosts = ghosts::GhostLook::default();
+    let worker = Worker::new("top-refresh");
+    let kept = Arc::new(Mutex::new(Refresher::new()));
+    // Each refresh asked comes back on it: `None` for one that panicked.
+    let (done, arrived) = mpsc::channel::<Option<Refresh>>();
+    // Whether a refresh was asked and has not come back.
+    let mut asked = false;
     let mut next = Instant::now();
-    // Without a GPU the table lists the host's processes by RSS (Linux): the sampler follows
-    // every pid, from the refresh after the one that found no GPU.
-    let mut host_mode = false;
     while !control.stop.load(Ordering::SeqCst) {
-        if !control.paused.load(Ordering::SeqCst) {
-            let taken = Instant::now();
-            let pids = if host_mode { host_pids() } else { Vec::new() };
-            let frame = sampler.frame(&pids);
-            host_mode = !matches!(frame.count, Ok(n) if n > 0);
+        if !control.paused.load(Ordering::SeqCst) && !asked {
             let view = control.view.lock().map(|v| v.clone()).unwrap_or_default();
-            let mut screen = builder.screen(
-                &frame,
-                |procs| {
-                    contexts(
-                        &mut lasting,
-                        &frame,
-                        &view.0.wanted(procs, view.1),
-                        view.0.wants_containers(),
-                    )
-                },
-                hypomnesis::host_memory().map_err(|e| e.to_string()),
-                &own_context(),
-                view.0.selected.map(|s| s.pid),
-            );
-            screen.ghosts = ghosts.refresh(&frame);
-            let many = screen.procs.len() >= GIVE_BACK_ROWS;
-            let refresh = Refresh { screen, taken };
-            // Drawn here when the view is free; else handed to the terminal thread, which has
-            // it (a key, a resize) and draws it when done.
-            let wake_terminal = match ui.try_lock() {
-                Ok(mut ui) => draw_refresh(&mut ui, refresh, interval, control),
-                Err(TryLockError::Poisoned(p)) => {
-                    draw_refresh(&mut p.into_inner(), refresh, interval, control)
-                }
-                Err(TryLockError::WouldBlock) => match tx.try_send(refresh) {
-                    Ok(()) => true,
-                    Err(TrySendError::Full(_)) => false,
-                    Err(TrySendError::Disconnected(_)) => return,
-                },
+            let taken = Instant::now();
+            let mine = Arc::clone(&kept);
+            let (done, woken) = (done.clone(), wake.waker());
+            let job = move || {
+                let mut r = mine.lock().unwrap_or_else(PoisonError::into_inner);
+                r.refresh(&view, taken)
             };
-            if wake_terminal {
-                refreshed.wake();
-            }
-            if many {
-                crate::heap::give_back();
-            }
+            asked = worker
+                .start(job, move |refresh| {
+                    let _ = done.send(refresh.ok());
+                    woken.wake();
+                })
+                .is_ok();
         }
         next += interval;
         let now = Instant::now();
@@ -128,14 +158,54 @@ pub fn sample_loop(
             if signals.requested() {
                 end_after_signal(control, &signals);
             }
+            if asked && let Ok(back) = arrived.try_recv() {
+                asked = false;
+                if let Some(refresh) = back
+                    && !deliver(refresh, interval, control, ui, tx, refreshed)
+                {
+                    return;
+                }
+            }
             let left = next.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
-            // A stop signal ends the sleep (see `end_after_signal`).
+            // A stop signal, or a refresh come back, ends the sleep.
             wake.sleep(left);
         }
     }
+}
+
+/// Hands a refresh to the view: drawn here when the view is free, else to the terminal thread,
+/// which has it (a key, a resize) and draws it when done. `false` when the terminal thread is
+/// gone.
+fn deliver(
+    refresh: Refresh,
+    interval: Duration,
+    control: &Control,
+    ui: &Mutex<Ui>,
+    tx: &SyncSender<Refresh>,
+    refreshed: &Waker,
+) -> bool {
+    let many = refresh.screen.procs.len() >= GIVE_BACK_ROWS;
+    let wake_terminal = match ui.try_lock() {
+        Ok(mut ui) => draw_refresh(&mut ui, refresh, interval, control),
+        Err(TryLockError::Poisoned(p)) => {
+            draw_refresh(&mut p.into_inner(), refresh, interval, control)
+        }
+        Err(TryLockError::WouldBlock) => match tx.try_send(refresh) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => false,
+            Err(TrySendError::Disconnected(_)) => return false,
+        },
+    };
+    if wake_terminal {
+        refreshed.wake();
+    }
+    if many {
+        crate::heap::give_back();
+    }
+    true
 }
 
 /// The sampling thread's drawing of `refresh`. Whether to wake the terminal thread: a frame
