@@ -6,7 +6,10 @@
 //! become the exceptions of `hypomnesis.errors`, chosen by the error's [`hypomnesis::ErrorKind`], with the
 //! library's message unchanged.
 
+use std::collections::BTreeMap;
+
 use hypomnesis::HypomnesisError;
+use hypomnesis::sampling::{Identities, IdentityParts};
 use pyo3::prelude::*;
 use pythonize::pythonize;
 use serde::Serialize;
@@ -218,22 +221,7 @@ fn gpu_processes(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
     let index = index_arg(py, index)?;
     let (rows, contexts) = measure(py, || {
         let rows = hypomnesis::gpu_processes(index)?;
-        // Read under the pid its files have here: the host's when the source mapped it.
-        let readable: Vec<(usize, u32)> = rows
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| Some((i, r.readable_pid()?)))
-            .collect();
-        let pids: Vec<u32> = readable.iter().map(|&(_, pid)| pid).collect();
-        let mut contexts: Vec<Option<ProcessContext>> = vec![None; rows.len()];
-        for ((i, _), c) in readable
-            .into_iter()
-            .zip(hypomnesis::process_contexts(&pids))
-        {
-            if let Some(slot) = contexts.get_mut(i) {
-                *slot = Some(c);
-            }
-        }
+        let contexts = contexts_of(index, &rows);
         Ok((rows, contexts))
     })?;
     let rows: Vec<ProcessRow<'_>> = rows
@@ -242,6 +230,37 @@ fn gpu_processes(py: Python<'_>, index: i64) -> PyResult<Bound<'_, PyAny>> {
         .map(|(r, c)| ProcessRow::new(r, c.as_ref()))
         .collect();
     to_python(py, &rows)
+}
+
+/// Who the processes listed on each device are, kept from one call to the next: a loop that
+/// lists a device's processes reads each one's owner, command line and container once per
+/// lifetime, and its RSS and CPU time through files kept open.
+static IDENTITIES: std::sync::Mutex<BTreeMap<u32, Identities>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// The context of each of `rows` (listed on device `index`), where its files can be read from
+/// here: under the pid they have here, the host's when the source mapped it. Read through the
+/// device's kept [`Identities`]; through fresh ones while another thread holds them (or in a
+/// child forked while one did).
+fn contexts_of(index: u32, rows: &[hypomnesis::GpuProcessEntry]) -> Vec<Option<ProcessContext>> {
+    let wanted: BTreeMap<u32, u32> = rows
+        .iter()
+        .filter_map(|r| Some((r.pid, r.readable_pid()?)))
+        .collect();
+    let mut parts = IdentityParts::NONE;
+    (parts.container, parts.changing) = (true, true);
+    let listed = |pid: u32| wanted.contains_key(&pid);
+    let read = match IDENTITIES.try_lock() {
+        Ok(mut kept) => kept.entry(index).or_default().read(&wanted, parts, listed),
+        Err(_) => Identities::new().read(&wanted, parts, listed),
+    };
+    rows.iter()
+        .map(|r| {
+            r.readable_pid()?;
+            read.get(&r.pid)
+                .map(hypomnesis::sampling::Identity::context)
+        })
+        .collect()
 }
 
 /// The context (owner, command line, resident set, container, CPU time) of process `pid`.

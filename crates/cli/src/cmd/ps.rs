@@ -3,9 +3,8 @@
 use std::io::{self, Write};
 
 use clap::Args;
-use hypomnesis::{
-    ContextParts, GpuContextKind, GpuDeviceInfo, GpuProcessEntry, HypomnesisError, ProcessContext,
-};
+use hypomnesis::sampling::{Identities, IdentityParts};
+use hypomnesis::{GpuContextKind, GpuDeviceInfo, GpuProcessEntry, HypomnesisError, ProcessContext};
 
 use crate::args::{self, DeadlineArg, JsonArg, RootArgs};
 use crate::collect::contexts;
@@ -426,18 +425,21 @@ fn hidden_of(device: &GpuDeviceInfo, list: &[GpuProcessEntry], causes: &Causes) 
     })
 }
 
-/// Each row's process context, read from the files of the GPU-holding processes only. A
-/// process outside this PID namespace has none to read; one mapped from the host's pid is read
-/// under that pid (the procfs root in use is the host's).
+/// Each row's process context, read from the files of the GPU-holding processes only, by the
+/// library's one reader of who a process is ([`Identities`]; a one-off command keeps nothing
+/// after). A process outside this PID namespace has none to read; one mapped from the host's
+/// pid is read under that pid (the procfs root in use is the host's).
 fn with_context(rows: &mut [PsRow]) {
-    // Only what the output shows: no CPU time. The container is read for the text too: it
-    // names a row's Kubernetes namespace and pod, and the groups of --group-by.
-    let mut parts = ContextParts::ALL;
-    parts.cpu_time = false;
-    let read = contexts::read(contexts::readable(rows.iter().map(|r| &r.entry)), parts);
+    // The container is read for the text too: it names a row's Kubernetes namespace and pod,
+    // and the groups of --group-by. The CPU time is not shown.
+    let mut parts = IdentityParts::NONE;
+    (parts.container, parts.changing) = (true, true);
+    let wanted = contexts::readable(rows.iter().map(|r| &r.entry));
+    let read = Identities::new().read(&wanted, parts, |_| true);
     for row in rows.iter_mut() {
-        if let Some(ctx) = read.get(&row.entry.pid) {
-            row.ctx.clone_from(ctx);
+        if let Some(identity) = read.get(&row.entry.pid) {
+            row.ctx = identity.context();
+            row.ctx.cpu_time = None;
         }
     }
 }

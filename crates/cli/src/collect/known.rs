@@ -37,6 +37,12 @@ pub struct Who {
 }
 
 impl KnownProcesses {
+    /// Who the processes are, as kept (a look for ghosts reads their `stat` through the
+    /// files kept for them).
+    pub fn identities(&mut self) -> &mut Identities {
+        &mut self.identities
+    }
+
     /// The names and the owner and container (as `parts` asks) of `rows`' processes (those this
     /// PID namespace can read, see [`contexts::readable`]): kept ones whose start time is
     /// unchanged as they were, the others read now. Processes not in `rows` are forgotten.

@@ -1,12 +1,13 @@
 //! Ghosts in `hmn top`: the sampling thread looks for them every [`EVERY`] at the rows its
-//! refresh read (a look reads each listed process's `stat`, so not at every refresh), keeping
+//! refresh read (a look reads each listed process's `stat`, through the files the view keeps
+//! for who each process is, and more for some; so not at every refresh), keeping
 //! one [`GhostWatch`] for the session: a process in `D` at two looks is stuck, activity is
 //! followed between looks. The view marks each ghost's row and lists them under the RAM line.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hypomnesis::sampling::Frame;
+use hypomnesis::sampling::{Frame, Identities};
 use hypomnesis::{GhostOptions, GhostReport, GhostWatch};
 
 /// How often the view looks for ghosts.
@@ -30,8 +31,13 @@ impl Default for GhostLook {
 }
 
 impl GhostLook {
-    /// The latest look, made again from `frame` when the last is [`EVERY`] old.
-    pub fn refresh(&mut self, frame: &Frame) -> Option<Arc<GhostReport>> {
+    /// The latest look, made again from `frame` when the last is [`EVERY`] old, each listed
+    /// process's `stat` read through the files `identities` keeps for the view.
+    pub fn refresh(
+        &mut self,
+        frame: &Frame,
+        identities: &mut Identities,
+    ) -> Option<Arc<GhostReport>> {
         if self.at.is_some_and(|t| t.elapsed() < EVERY) {
             return self.latest.clone();
         }
@@ -44,7 +50,10 @@ impl GhostLook {
         self.latest = if rows.is_empty() {
             None
         } else {
-            self.watch.look_at_rows(&rows).ok().map(Arc::new)
+            self.watch
+                .look_at_rows_with(&rows, identities)
+                .ok()
+                .map(Arc::new)
         };
         self.latest.clone()
     }

@@ -59,6 +59,12 @@ pub struct Lasting {
 }
 
 impl Lasting {
+    /// Who the processes are, as kept (the look for ghosts reads their `stat` through the
+    /// files kept for them).
+    pub fn identities(&mut self) -> &mut Identities {
+        &mut self.identities
+    }
+
     /// The contexts of `wanted` (listed pid → pid to read): fresh RSS and CPU time, the lasting
     /// parts as kept when they are, read now when not (or when `containers` is asked and they
     /// were kept without). Processes not in `listed` are forgotten.

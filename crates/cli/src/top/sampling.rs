@@ -103,7 +103,7 @@ impl Refresher {
             &own_context(),
             view.0.selected.map(|s| s.pid),
         );
-        screen.ghosts = self.ghosts.refresh(&frame);
+        screen.ghosts = self.ghosts.refresh(&frame, self.lasting.identities());
         Refresh { screen, taken }
     }
 }

@@ -14,6 +14,7 @@ use super::scanner::{Latest, Scanner};
 use super::suspects::{self, Charged};
 use super::{Ghost, GhostClass, GhostFact, GhostOptions, GhostReport, idle, look, pods, stuck};
 use crate::error::{ErrorKind, Failure};
+use crate::host::parse::stat::StatIds;
 use crate::types::{GpuContextKind, GpuDeviceInfo, GpuProcessEntry, UnreadableReason};
 
 /// The kind of failure a row that could not be read is: a process hidden by `hidepid` or
@@ -54,6 +55,9 @@ pub(crate) enum Scans<'a> {
 pub(crate) struct Look<'a> {
     pub(crate) procfs: &'a Path,
     pub(crate) pods: pods::Pods<'a>,
+    /// The state, relations and start time of listed processes already read (through kept
+    /// files), by pid; the others are read by path.
+    pub(crate) stats: &'a BTreeMap<u32, (StatIds, u64)>,
     /// Each GPU's activity samples, by device index.
     pub(crate) activity: &'a BTreeMap<u32, idle::DeviceActivity>,
     pub(crate) now_us: u64,
@@ -550,7 +554,12 @@ fn live(
     let procfs = look.procfs;
     // Its state and relations, where its `stat` can be read (its pod and activity are asked
     // either way).
-    if let Some((ids, start)) = look::stat(procfs, p.pid) {
+    let stat = look
+        .stats
+        .get(&p.pid)
+        .copied()
+        .or_else(|| look::stat(procfs, p.pid));
+    if let Some((ids, start)) = stat {
         if matches!(ids.state, 'Z' | 'X') {
             let live = look::live_threads(procfs, p.pid).unwrap_or_default();
             return Some(if live.is_empty() {

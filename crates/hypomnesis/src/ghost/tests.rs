@@ -53,6 +53,7 @@ pub(super) fn look_with(
             )),
             None,
         ),
+        stats: &BTreeMap::new(),
         activity,
         now_us: idle::now_us(),
         options,

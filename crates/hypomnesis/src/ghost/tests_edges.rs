@@ -137,6 +137,7 @@ fn a_watch_with_no_threshold_calls_stuck_at_the_second_look() {
                 )),
                 None,
             ),
+            stats: &std::collections::BTreeMap::new(),
             activity: &activity,
             now_us: idle::now_us(),
             options: GhostOptions::default().stuck_after(Duration::ZERO),
@@ -281,6 +282,7 @@ fn a_rootfs_without_the_kubelets_layout() {
         let look = Look {
             procfs: &t.0,
             pods: pods::Pods::read(Ok(&rootfs), live),
+            stats: &std::collections::BTreeMap::new(),
             activity: &activity,
             now_us: idle::now_us(),
             options: GhostOptions::default(),

@@ -34,6 +34,7 @@ fn a_watch_calls_a_process_stuck_only_while_it_does_not_switch() {
                 )),
                 None,
             ),
+            stats: &std::collections::BTreeMap::new(),
             activity: &activity,
             now_us: idle::now_us(),
             options,
@@ -142,6 +143,7 @@ fn a_process_in_a_pod_the_kubelet_dropped_is_a_gone_pod() {
         let look = Look {
             procfs: &t.0,
             pods: pods::Pods::given(Ok(logs), live),
+            stats: &std::collections::BTreeMap::new(),
             activity: &activity,
             now_us: idle::now_us(),
             options: GhostOptions::default(),
@@ -245,4 +247,71 @@ fn each_leader_is_looked_up_once_a_look() {
         "a new look"
     );
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A look through a caller's identities (`hmn top`'s refresh) reads each listed process's
+/// `stat` through the files they keep, and finds what a look by path finds; a file rewritten
+/// between looks is read as it is now.
+#[cfg(feature = "sampling")]
+#[test]
+fn a_look_through_kept_identities_finds_what_a_look_by_path_finds() {
+    let t = Tree::new("watch-identities");
+    t.process(710, 'Z', 1, 710);
+    let alive = t.process(711, 'S', 1, 711);
+    let devices = [(
+        device(0, 4 * MIB),
+        vec![row(710, MIB, None), row(711, MIB, None)],
+    )];
+    let mut ids = crate::sampling::Identities::new();
+    let read = ids.stats(&t.0, &[710, 711, 712]);
+    let states: Vec<(u32, char, u64)> = read
+        .iter()
+        .map(|(&p, (s, st))| (p, s.state, *st))
+        .collect();
+    assert_eq!(
+        states,
+        [(710, 'Z', 1710), (711, 'S', 1711)],
+        "712 has no files"
+    );
+    let classes = |r: &GhostReport| -> Vec<(GhostClass, Option<u32>)> {
+        r.ghosts.iter().map(|g| (g.class, g.pid)).collect()
+    };
+    let mut by_path = GhostWatch::new(quick()).with_roots(&t.0, &t.0);
+    let mut kept = GhostWatch::new(quick()).with_roots(&t.0, &t.0);
+    let a = by_path.look_at_rows(&devices).unwrap();
+    let b = kept.look_at_rows_with(&devices, &mut ids).unwrap();
+    assert_eq!(classes(&a), classes(&b));
+    assert!(
+        classes(&b).contains(&(GhostClass::Zombie, Some(710))),
+        "{:?}",
+        b.ghosts
+    );
+    // 711 turns zombie: the kept file reads it so.
+    let line = std::fs::read_to_string(alive.join("stat")).unwrap();
+    std::fs::write(alive.join("stat"), line.replacen(" S ", " Z ", 1)).unwrap();
+    assert_eq!(ids.stats(&t.0, &[711])[&711].0.state, 'Z');
+    let a = by_path.look_at_rows(&devices).unwrap();
+    let b = kept.look_at_rows_with(&devices, &mut ids).unwrap();
+    assert_eq!(classes(&a), classes(&b));
+    assert!(
+        classes(&b).contains(&(GhostClass::Zombie, Some(711))),
+        "{:?}",
+        b.ghosts
+    );
+    // The kept file is what the look reads: with the path gone (a crafted tree can do what
+    // procfs cannot), a look by path cannot read 711's state, the kept file still does.
+    std::fs::remove_file(alive.join("stat")).unwrap();
+    let a = by_path.look_at_rows(&devices).unwrap();
+    let b = kept.look_at_rows_with(&devices, &mut ids).unwrap();
+    assert!(
+        !classes(&a).contains(&(GhostClass::Zombie, Some(711))),
+        "{:?}",
+        a.ghosts
+    );
+    assert!(
+        classes(&b).contains(&(GhostClass::Zombie, Some(711))),
+        "{:?}",
+        b.ghosts
+    );
+    let _ = std::fs::remove_dir_all(&t.0);
 }

@@ -2,7 +2,7 @@
 //! training loop) keeps between its looks.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::classify::{Look, Memory, Scans, classify};
 use super::idle::{DeviceActivity, now_us};
@@ -10,6 +10,7 @@ use super::pods::Pods;
 use super::scanner::Scanner;
 use super::{GhostOptions, GhostReport};
 use crate::error::{ErrorKind, Failure, Result};
+use crate::host::parse::stat::StatIds;
 use crate::types::{GpuDeviceInfo, GpuProcessEntry};
 
 /// Looks for ghosts again and again, keeping what one look teaches the next: each GPU's
@@ -113,7 +114,32 @@ impl GhostWatch {
         &mut self,
         devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
     ) -> Result<GhostReport> {
-        self.classify_rows(devices, false)
+        self.classify_rows(devices, false, |_, _| BTreeMap::new())
+    }
+
+    /// [`Self::look_at_rows`] reading each listed process's `stat` (its state, relations and
+    /// start time) through the files `identities` keeps open for its changing parts, where
+    /// they are kept (by path elsewhere): a caller that keeps who its processes are (`hmn
+    /// top`'s refresh) opens no file twice.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::look_at_rows`].
+    #[cfg(feature = "sampling")]
+    pub fn look_at_rows_with(
+        &mut self,
+        devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
+        identities: &mut crate::sampling::Identities,
+    ) -> Result<GhostReport> {
+        self.classify_rows(devices, false, |procfs, pids| {
+            #[cfg(target_os = "linux")]
+            return identities.stats(procfs, pids);
+            #[cfg(not(target_os = "linux"))]
+            {
+                let _ = (identities, procfs, pids);
+                BTreeMap::new()
+            }
+        })
     }
 
     fn look_with(&mut self, single: bool) -> Result<GhostReport> {
@@ -128,7 +154,7 @@ impl GhostWatch {
                 }
             }
         }
-        let mut report = self.classify_rows(&devices, single)?;
+        let mut report = self.classify_rows(&devices, single, |_, _| BTreeMap::new())?;
         if !unseen.is_empty() {
             report.complete = false;
         }
@@ -137,10 +163,13 @@ impl GhostWatch {
         Ok(report)
     }
 
+    /// The look at `devices`, `stats` giving the state, relations and start time of the listed
+    /// processes it can (under the procfs root, by pid) before the others are read by path.
     fn classify_rows(
         &mut self,
         devices: &[(GpuDeviceInfo, Vec<GpuProcessEntry>)],
         single: bool,
+        stats: impl FnOnce(&Path, &[u32]) -> BTreeMap<u32, (StatIds, u64)>,
     ) -> Result<GhostReport> {
         if !cfg!(target_os = "linux") {
             return Ok(GhostReport {
@@ -158,6 +187,12 @@ impl GhostWatch {
                 crate::host::roots::rootfs().map_err(|e| Failure::of(&e)),
             ),
         };
+        let listed: BTreeSet<u32> = devices
+            .iter()
+            .flat_map(|(_, ps)| ps.iter().map(|p| p.pid))
+            .collect();
+        let pids: Vec<u32> = listed.iter().copied().collect();
+        let stats = stats(procfs, &pids);
         let now = now_us();
         for (info, _) in devices {
             let seen = self.activity.entry(info.index).or_default();
@@ -168,6 +203,7 @@ impl GhostWatch {
         let look = Look {
             procfs,
             pods: Pods::read(rootfs, self.live_pods.as_ref()),
+            stats: &stats,
             activity: &self.activity,
             now_us: now,
             options: self.options,
@@ -179,10 +215,6 @@ impl GhostWatch {
             },
         };
         let report = classify(&look, &mut self.memory, devices);
-        let listed: BTreeSet<u32> = devices
-            .iter()
-            .flat_map(|(_, ps)| ps.iter().map(|p| p.pid))
-            .collect();
         self.memory
             .holding
             .retain(|(pid, _, _)| listed.contains(pid));

@@ -22,6 +22,8 @@ use crate::host::process::context::{
 pub struct Identity {
     /// Its name (the executable's, whole), when asked for, or when it has no command line.
     pub name: Option<Arc<str>>,
+    /// Its owner's user id.
+    pub uid: Option<u32>,
     /// Its owner's user name (or uid).
     pub user: Option<Arc<str>>,
     /// Its command line.
@@ -43,9 +45,24 @@ impl Identity {
         self.command.as_ref().or(self.name.as_ref())
     }
 
+    /// It as a [`ProcessContext`] (the strings copied).
+    #[must_use]
+    pub fn context(&self) -> ProcessContext {
+        ProcessContext {
+            uid: self.uid,
+            user: self.user.as_deref().map(String::from),
+            command: self.command.as_deref().map(String::from),
+            rss_bytes: self.rss_bytes,
+            container: self.container.as_deref().cloned(),
+            cpu_time: self.cpu_time,
+            start_time: self.start_time,
+        }
+    }
+
     fn of(c: ProcessContext, name: Option<String>) -> Self {
         Self {
             name: name.map(Arc::from),
+            uid: c.uid,
             user: c.user.map(Arc::from),
             command: c.command.map(Arc::from),
             container: c.container.map(Arc::new),
@@ -114,6 +131,22 @@ impl Identities {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.by_pid.is_empty()
+    }
+
+    /// The state and relations of each of `pids` under `procfs`, with its start time, read
+    /// through the files the changing parts are read through (a ghost's look, at the rows a
+    /// refresh lists): by pid, those a kept read could read (the others are read by path).
+    #[cfg(target_os = "linux")]
+    pub(crate) fn stats(
+        &mut self,
+        procfs: &std::path::Path,
+        pids: &[u32],
+    ) -> BTreeMap<u32, (crate::host::parse::stat::StatIds, u64)> {
+        pids.iter()
+            .copied()
+            .zip(self.changing.stats(procfs, pids))
+            .filter_map(|(pid, s)| Some((pid, s?)))
+            .collect()
     }
 
     /// How many processes the last read read whole (new, a reused pid, or not kept).
@@ -254,6 +287,9 @@ impl Identities {
                 continue;
             };
             k.read_at = self.reads;
+            if fresh.uid.is_some() {
+                (k.identity.uid, shown.uid) = (fresh.uid, fresh.uid);
+            }
             renew(&mut k.identity.user, &mut shown.user, fresh.user);
             renew(&mut k.identity.command, &mut shown.command, fresh.command);
         }

@@ -42,8 +42,9 @@ pub fn look_for_ghosts(options: Option<hypomnesis::GhostOptions>) {
         options.map(hypomnesis::GhostWatch::new);
 }
 
-/// The ghosts of the GPUs whose processes `sample` listed, looked for at the rows it read.
-fn ghosts(sample: &Measurement) -> Option<hypomnesis::GhostReport> {
+/// The ghosts of the GPUs whose processes `sample` listed, looked for at the rows it read,
+/// their `stat` read through the files `known` keeps open.
+fn ghosts(sample: &Measurement, known: &mut KnownProcesses) -> Option<hypomnesis::GhostReport> {
     let rows: Vec<_> = sample
         .devices
         .iter()
@@ -61,7 +62,9 @@ fn ghosts(sample: &Measurement) -> Option<hypomnesis::GhostReport> {
     let mut watch = GHOSTS.lock().unwrap_or_else(PoisonError::into_inner);
     let watch = watch
         .get_or_insert_with(|| hypomnesis::GhostWatch::new(hypomnesis::GhostOptions::default()));
-    let report = watch.look_at_rows(&rows).map_err(|e| e.to_string());
+    let report = watch
+        .look_at_rows_with(&rows, known.identities())
+        .map_err(|e| e.to_string());
     // Said on stderr when looking starts failing, and when it works again.
     let mut last = LAST_GHOST_FAILURE
         .lock()
@@ -83,13 +86,11 @@ fn ghosts(sample: &Measurement) -> Option<hypomnesis::GhostReport> {
 /// Blocking: it loads libraries, and runs `nvidia-smi` only where NVML fails.
 pub fn measure() -> Measurement {
     let mut known = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+    let known = known.get_or_insert_with(KnownProcesses::default);
     // One `nvidia-smi` at a time: unless NVML answered last time, this measurement holds the
     // probe's gate throughout (see `probe`).
     let gate = probe::gate_for_measurement();
-    let mut sample = sample_of(
-        Sampler::new(WANT).frame(&[]),
-        known.get_or_insert_with(KnownProcesses::default),
-    );
+    let mut sample = sample_of(Sampler::new(WANT).frame(&[]), known);
     sample.sources = hypomnesis::sources_where(|s| s != FALLBACK);
     probe::measured(sample.sources.iter().any(|r| {
         r.source == super::model::PRIMARY && r.state == hypomnesis::SourceState::Answered
@@ -103,7 +104,7 @@ pub fn measure() -> Measurement {
     drop(gate);
     sample.kube = super::allocation::read(&sample.devices);
     if cfg!(target_os = "linux") && GHOSTS_ON.load(std::sync::atomic::Ordering::Relaxed) {
-        sample.ghosts = ghosts(&sample);
+        sample.ghosts = ghosts(&sample, known);
     }
     sample
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::host::parse::memory::statm_resident_bytes;
-use crate::host::parse::stat::{parse_stat, parse_stat_cpu_ticks};
+use crate::host::parse::stat::{StatIds, parse_stat, parse_stat_cpu_ticks, parse_stat_ids};
 
 /// The most processes whose files are kept (a descriptor or two each): a view of a few dozen
 /// rows is served whole, and a scan of thousands takes no more than 256 descriptors of the
@@ -36,12 +36,13 @@ struct Files {
     statm: Option<Open>,
 }
 
-/// What a kept read gives: CPU time and start time (from `stat`), resident bytes (`statm`),
-/// each where it was asked for.
+/// What a kept read gives: CPU time, start time, state and relations (from `stat`), resident
+/// bytes (`statm`), each where it was asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Changing {
     pub cpu_time: Option<Duration>,
     pub start_time: Option<u64>,
+    pub ids: Option<StatIds>,
     pub rss_bytes: Option<u64>,
 }
 
@@ -121,6 +122,7 @@ fn read(
         let stat = pread(opened(&mut files.stat, procfs, pid, "stat")?, buf)?;
         let ticks = parse_stat_cpu_ticks(stat)?;
         out.start_time = parse_stat(stat).ok().map(|(_, start)| start);
+        out.ids = parse_stat_ids(stat);
         out.cpu_time = super::linux::ticks_to_duration(ticks);
     }
     if rss {

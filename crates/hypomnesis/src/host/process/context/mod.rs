@@ -235,6 +235,26 @@ impl ContextReader {
         #[cfg(not(target_os = "linux"))]
         process_contexts_with(pids, parts)
     }
+
+    /// The state and relations of each of `pids` under `procfs`, with its start time, read
+    /// through the kept `stat` files (in their order; `None` where a kept read fails: the
+    /// caller reads by path). The files of the pids of this call are kept, others closed.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn stats(
+        &mut self,
+        procfs: &std::path::Path,
+        pids: &[u32],
+    ) -> Vec<Option<(crate::host::parse::stat::StatIds, u64)>> {
+        let out = pids
+            .iter()
+            .map(|&pid| {
+                let c = self.kept.read(procfs, pid, true, false)?;
+                Some((c.ids?, c.start_time?))
+            })
+            .collect();
+        self.kept.keep_only(&pids.iter().copied().collect());
+        out
+    }
 }
 
 #[cfg(all(target_os = "linux", feature = "sampling"))]
