@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::time::Duration;
 
 use clap::Args;
+use hypomnesis::bounded::Worker;
 
 use crate::args::{DeadlineArg, JsonArg, RootArgs};
 use crate::outcome::Outcome;
@@ -26,19 +27,12 @@ pub struct DoctorArgs {
 /// How long the pod-resources socket is given.
 const POD_RESOURCES_DEADLINE: Duration = Duration::from_secs(2);
 
-/// `f` on a thread of its own, its answer waited for until `deadline` has passed.
+/// `f` on a bounded worker of its own, its answer waited for until `deadline` has passed.
 fn within<T: Send + 'static>(
     deadline: Duration,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("hmn-doctor".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .ok()?;
-    rx.recv_timeout(deadline).ok()
+    Worker::new("doctor").ask(deadline, f).ok()
 }
 
 /// The kubelet's pod-resources socket under the rootfs in use, asked once; `None` where there
@@ -76,12 +70,15 @@ pub fn run(args: &DoctorArgs, out: &mut impl Write, err: &mut impl Write) -> io:
     let json = args.output.json;
     let deadline = args.deadline.get();
     let started = std::time::Instant::now();
-    // The sources first, on their own thread: what else there is to say is gathered meanwhile.
+    // The sources first, on a bounded worker of their own: what else there is to say is
+    // gathered meanwhile.
     let (tx, sources) = std::sync::mpsc::channel();
-    let asked = std::thread::Builder::new()
-        .name("hmn-doctor-sources".into())
-        .spawn(move || {
-            let _ = tx.send(hypomnesis::sources());
+    let worker = Worker::new("doctor-sources");
+    let asked = worker
+        .start(hypomnesis::sources, move |answer| {
+            if let Ok(reports) = answer {
+                let _ = tx.send(reports);
+            }
         })
         .is_ok();
     let rss = hypomnesis::process_rss().map_err(|e| e.to_string());

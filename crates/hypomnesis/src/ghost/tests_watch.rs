@@ -264,10 +264,8 @@ fn a_look_through_kept_identities_finds_what_a_look_by_path_finds() {
     )];
     let mut ids = crate::sampling::Identities::new();
     let read = ids.stats(&t.0, &[710, 711, 712]);
-    let states: Vec<(u32, char, u64)> = read
-        .iter()
-        .map(|(&p, (s, st))| (p, s.state, *st))
-        .collect();
+    let states: Vec<(u32, char, u64)> =
+        read.iter().map(|(&p, (s, st))| (p, s.state, *st)).collect();
     assert_eq!(
         states,
         [(710, 'Z', 1710), (711, 'S', 1711)],

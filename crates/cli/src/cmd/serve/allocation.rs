@@ -88,7 +88,11 @@ static ANSWERED: Condvar = Condvar::new();
 /// How old an answer may be before a measurement asks the kubelet again (in the background).
 const REFRESH_AFTER: Duration = Duration::from_secs(1);
 
-/// Sends a question to the kubelet on a thread of its own, unless one is on its way; its
+/// Where the kubelet is asked: the library's bounded worker (one thread, kept).
+static ASKER: std::sync::LazyLock<hypomnesis::bounded::Worker> =
+    std::sync::LazyLock::new(|| hypomnesis::bounded::Worker::new("pod-resources"));
+
+/// Sends a question to the kubelet on the bounded worker, unless one is on its way; its
 /// answer becomes the latest.
 fn ask_in_background(cache: &mut Cache, config: &Config) {
     if cache.asking {
@@ -96,16 +100,18 @@ fn ask_in_background(cache: &mut Cache, config: &Config) {
     }
     cache.asking = true;
     let config = config.clone();
-    let spawned = std::thread::Builder::new()
-        .name("hmn-pod-resources".into())
-        .spawn(move || {
-            let answer = ask(&config);
+    let started = ASKER.start(
+        move || ask(&config),
+        |answer| {
             let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-            cache.latest = Some((Instant::now(), Arc::new(answer)));
+            if let Ok(answer) = answer {
+                cache.latest = Some((Instant::now(), Arc::new(answer)));
+            }
             cache.asking = false;
             ANSWERED.notify_all();
-        });
-    if spawned.is_err() {
+        },
+    );
+    if started.is_err() {
         cache.asking = false;
     }
 }
