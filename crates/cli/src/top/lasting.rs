@@ -2,55 +2,14 @@
 //! [`Identities`] keeps each listed process's owner, command line and container for its
 //! lifetime (the owner and command line read again every [`Identities::RELOOK`] refreshes: a
 //! process may retitle itself or change its user), and reads its RSS and CPU time at every
-//! refresh through the files it keeps open. This is the view's form of what it gives.
+//! refresh through the files it keeps open. A refresh gives each process's [`Identity`], its
+//! lasting parts shared with what is kept and with the rows made of them (a refresh copies no
+//! string: a count is raised); a process with no command line (it cleared its argv) shows and
+//! matches its name, whole ([`Identity::shown`]).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
 
 use hypomnesis::sampling::{Identities, Identity, IdentityParts};
-use hypomnesis::{Container, ProcessContext};
-
-/// What a refresh gives of a process: its lasting parts, shared with what [`Identities`]
-/// keeps and with the rows made of them (a refresh copies no string: a count is raised), and
-/// its changing figures. A process with no command line (it cleared its argv) shows and
-/// matches its name, whole.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Context {
-    pub user: Option<Arc<str>>,
-    pub command: Option<Arc<str>>,
-    pub container: Option<Arc<Container>>,
-    /// When it started (clock ticks after boot).
-    pub start_time: Option<u64>,
-    pub rss_bytes: Option<u64>,
-    pub cpu_time: Option<Duration>,
-}
-
-impl From<ProcessContext> for Context {
-    fn from(c: ProcessContext) -> Self {
-        Self {
-            user: c.user.map(Arc::from),
-            command: c.command.map(Arc::from),
-            container: c.container.map(Arc::new),
-            start_time: c.start_time,
-            rss_bytes: c.rss_bytes,
-            cpu_time: c.cpu_time,
-        }
-    }
-}
-
-impl From<Identity> for Context {
-    fn from(i: Identity) -> Self {
-        Self {
-            command: i.shown().cloned(),
-            user: i.user,
-            container: i.container,
-            start_time: i.start_time,
-            rss_bytes: i.rss_bytes,
-            cpu_time: i.cpu_time,
-        }
-    }
-}
 
 /// The processes the view has seen, as the library keeps them.
 #[derive(Debug, Default)]
@@ -73,14 +32,10 @@ impl Lasting {
         wanted: &BTreeMap<u32, u32>,
         containers: bool,
         listed: impl Fn(u32) -> bool,
-    ) -> BTreeMap<u32, Context> {
+    ) -> BTreeMap<u32, Identity> {
         let mut parts = IdentityParts::NONE;
         (parts.container, parts.changing) = (containers, true);
-        self.identities
-            .read(wanted, parts, listed)
-            .into_iter()
-            .map(|(pid, i)| (pid, Context::from(i)))
-            .collect()
+        self.identities.read(wanted, parts, listed)
     }
 }
 
@@ -100,7 +55,7 @@ mod tests {
         let ctx = &first[&me];
         assert!(ctx.command.is_some() && ctx.rss_bytes.is_some() && ctx.cpu_time.is_some());
         let again = l.read(&wanted, false, |_| true);
-        assert!(Arc::ptr_eq(
+        assert!(std::sync::Arc::ptr_eq(
             again[&me].command.as_ref().unwrap(),
             first[&me].command.as_ref().unwrap()
         ));

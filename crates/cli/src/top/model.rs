@@ -15,7 +15,7 @@ use hypomnesis::{
 
 use hypomnesis::sampling::Frame;
 
-use super::lasting::Context;
+use hypomnesis::sampling::Identity;
 
 /// Samples of used memory kept per GPU: ten minutes at the default interval.
 pub const HISTORY: usize = 600;
@@ -229,7 +229,7 @@ pub enum Change {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Proc {
     pub pid: u32,
-    /// Its owner, shared with what the view keeps of the process (see [`Context`]).
+    /// Its owner, shared with what the view keeps of the process (see [`Identity`]).
     pub user: Option<Arc<str>>,
     pub kind: Option<GpuContextKind>,
     /// GPU memory per device index.
@@ -395,7 +395,7 @@ impl Builder {
     pub fn screen(
         &mut self,
         frame: &Frame,
-        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, Context>,
+        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, Identity>,
         ram: Result<HostMemory, String>,
         me: &ProcessContext,
         focus: Option<u32>,
@@ -521,7 +521,7 @@ impl Builder {
     fn procs(
         &mut self,
         frame: &Frame,
-        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, Context>,
+        read: impl FnOnce(&[Proc]) -> BTreeMap<u32, Identity>,
     ) -> Arc<Vec<Proc>> {
         let mut now = rows_of(frame);
         let mut contexts = read(&now);
@@ -536,12 +536,12 @@ impl Builder {
             // Taken out of the map, its shared parts moved into the row.
             let read_start = contexts.get(&p.pid).and_then(|c| c.start_time);
             if let Some(ctx) = contexts.remove(&p.pid) {
+                if let Some(shown) = ctx.shown() {
+                    p.command = Some(Arc::clone(shown));
+                }
                 p.user = ctx.user;
                 p.container = ctx.container;
                 p.rss = ctx.rss_bytes.or(p.rss);
-                if ctx.command.is_some() {
-                    p.command = ctx.command;
-                }
                 if let Some(c) = ctx.cpu_time {
                     cpu.insert(p.pid, (frame.at, c));
                     p.cpu = share(self.cpu.get(&p.pid).copied(), Some((frame.at, c)));

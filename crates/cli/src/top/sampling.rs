@@ -262,7 +262,7 @@ fn contexts(
     frame: &Frame,
     pids: &[u32],
     containers: bool,
-) -> BTreeMap<u32, lasting::Context> {
+) -> BTreeMap<u32, hypomnesis::sampling::Identity> {
     let wanted: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
     let rows = frame
         .devices

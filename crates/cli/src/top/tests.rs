@@ -18,9 +18,9 @@ use ratatui::style::Color;
 
 use super::draw::gpus::{split, wrap};
 use super::draw::{Late, draw, human};
-use super::lasting::Context;
 use super::model::{Builder, Screen};
 use super::state::ViewState;
+use hypomnesis::sampling::Identity;
 use hypomnesis::sampling::{DeviceFrame, Frame};
 
 use crate::view::{GIB, MIB};
@@ -49,14 +49,11 @@ fn row(pid: u32, device: u32, used: u64, kind: GpuContextKind, name: &str) -> Gp
         .build()
 }
 
-fn ctx(user: &str, command: &str, rss: u64, cpu_ms: u64) -> Context {
-    Context {
-        user: Some(user.into()),
-        command: Some(command.into()),
-        rss_bytes: Some(rss),
-        cpu_time: Some(Duration::from_millis(cpu_ms)),
-        ..Context::default()
-    }
+fn ctx(user: &str, command: &str, rss: u64, cpu_ms: u64) -> Identity {
+    let mut c = Identity::default();
+    (c.user, c.command) = (Some(user.into()), Some(command.into()));
+    (c.rss_bytes, c.cpu_time) = (Some(rss), Some(Duration::from_millis(cpu_ms)));
+    c
 }
 
 /// A device's part of a frame: its figures and processes.
@@ -94,7 +91,7 @@ fn me(cpu_ms: u64) -> ProcessContext {
 /// another exits; 17.8 GiB on GPU 0 is held by processes this view cannot see.
 fn two_gpus() -> Screen {
     let mut b = Builder::default();
-    let contexts: BTreeMap<u32, Context> = [
+    let contexts: BTreeMap<u32, Identity> = [
         (
             4242,
             ctx("alice", "python3 train.py --lr 1e-4 --batch 64", 6 * GIB, 0),
@@ -304,7 +301,7 @@ fn no_gpu_shows_ram_the_reason_and_the_hosts_processes_by_rss() {
         .into_iter()
         .collect(),
     );
-    let contexts: BTreeMap<u32, Context> = [
+    let contexts: BTreeMap<u32, Identity> = [
         (1, ctx("root", "/sbin/init", 12 * MIB, 0)),
         (300, ctx("alice", "python3 notebook.py", 2 * GIB, 0)),
         (301, ctx("bob", "postgres: writer", 600 * MIB, 0)),

@@ -34,7 +34,7 @@ fn grouped_by_pod_and_filtered_by_namespace() {
     ];
     let used = 614 * MIB + 69 * GIB;
     let f = frame(0, vec![(h200(0, 143_771 * MIB - used), rows)]);
-    let contexts: BTreeMap<u32, Context> = [
+    let contexts: BTreeMap<u32, Identity> = [
         (4242, Some(in_pod(uid_a, Some(("ml", "trainer-0"))))),
         (4243, Some(in_pod(uid_a, Some(("ml", "trainer-0"))))),
         (5151, Some(in_pod(uid_b, None))),

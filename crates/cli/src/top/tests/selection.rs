@@ -168,7 +168,9 @@ fn a_reused_pid_is_the_later_process_row() {
     let read = |command: &str, start: u64| {
         let mut c = ctx("alice", command, GIB, 10);
         c.start_time = Some(start);
-        [(7_u32, c)].into_iter().collect::<BTreeMap<u32, Context>>()
+        [(7_u32, c)]
+            .into_iter()
+            .collect::<BTreeMap<u32, Identity>>()
     };
     let f = |t| {
         frame(
