@@ -113,7 +113,7 @@ impl Command {
         match self {
             Self::Ps(a) => Some(&mut a.output),
             Self::Doctor(a) => Some(&mut a.output),
-            Self::Fits(_) => None,
+            Self::Fits(a) => Some(&mut a.output),
             Self::Ghosts(a) => Some(&mut a.output),
             Self::Run(a) => Some(&mut a.output),
             Self::Watch(a) => Some(&mut a.output),
@@ -302,10 +302,12 @@ pub fn main() -> ExitCode {
         }
         // Bounds its sources itself, to say the rest all the same.
         Some(Command::Doctor(args)) => doctor::run(args, &mut out, &mut err),
+        // A wait, a gate or a fleet's answer bounds its own readings.
+        Some(Command::Fits(args)) if !args.once_here() => fits::run(args, &mut out, &mut err),
         Some(Command::Fits(args)) => {
             let args = args.clone();
-            within(args.deadline.get(), &mut out, &mut err, move |_, e| {
-                fits::run(&args, e)
+            within(args.deadline.get(), &mut out, &mut err, move |o, e| {
+                fits::run(&args, o, e)
             })
         }
         Some(Command::Ghosts(args)) => {
@@ -418,8 +420,26 @@ mod tests {
         assert!(parse(&["hmn", "fits", "12GB"]).is_err(), "GB is ambiguous");
         assert!(parse(&["hmn", "fits"]).is_err());
         assert!(
-            parse(&["hmn", "--json", "fits", "1GiB"]).is_err(),
-            "fits prints no JSON"
+            matches!(parse(&["hmn", "--json", "fits", "1GiB"]).unwrap().command,
+                Some(Command::Fits(ref a)) if a.output.json),
+            "fits prints JSON too"
+        );
+        assert!(
+            parse(&["hmn", "fits", "1GiB", "--count", "2"]).is_err(),
+            "--count asks about a fleet"
+        );
+        assert!(
+            parse(&[
+                "hmn",
+                "fits",
+                "1GiB",
+                "--prometheus",
+                "http://p",
+                "--device",
+                "1"
+            ])
+            .is_err(),
+            "a device is this host's"
         );
         assert!(parse(&["hmn", "frobnicate"]).is_err());
     }

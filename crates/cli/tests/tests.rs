@@ -55,6 +55,7 @@ mod cli {
     mod compat;
     pub(crate) mod dra;
     mod fallback_probe;
+    mod fits_fleet;
     mod fleet;
     mod ghost_zoo;
     mod ghosts;

@@ -20,9 +20,14 @@ fn memory_of(l: &Loaded, t: Target) -> Result<(u64, u64, u64), NvmlReturn> {
             if let Some(code) = d.aggregate_error.filter(|_| d.mig_on()) {
                 return Err(code);
             }
+            let free = d
+                .free_file
+                .as_ref()
+                .and_then(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
+                .unwrap_or(d.free);
             match d.memory_error {
                 Some(code) => Err(code),
-                None => Ok((d.total, d.free, d.reserved)),
+                None => Ok((d.total, free, d.reserved)),
             }
         }
         Target::Mig(i, k) => {

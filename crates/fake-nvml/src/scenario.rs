@@ -17,6 +17,8 @@
 //!     "pci_subsystem_id": 0,              // default 0
 //!     "total": 150754820096,              // bytes, default 16 GiB
 //!     "free": 116181811200,               // default total - reserved
+//!     "free_file": null,                  // a file whose number is the free figure, read at
+//!                                         // every memory call (`free` while it holds none)
 //!     "reserved": 643825664,              // default 0
 //!     "handle_error": 4,                  // GetHandleBy{Index,UUID,PciBusId} give this code
 //!     "memory_error": 3,                  // both memory functions give this code
@@ -163,6 +165,8 @@ struct RawDevice {
     total: Option<u64>,
     #[serde(default)]
     free: Option<u64>,
+    #[serde(default)]
+    free_file: Option<String>,
     #[serde(default)]
     reserved: Option<u64>,
     #[serde(default)]
@@ -332,6 +336,9 @@ pub struct Device {
     pub pci_subsystem_id: u32,
     pub total: u64,
     pub free: u64,
+    /// A file whose number is the free figure, read at every memory call (`free` while it
+    /// holds none): a figure that changes while the scenario runs.
+    pub free_file: Option<String>,
     pub reserved: u64,
     pub handle_error: Option<u32>,
     pub memory_error: Option<u32>,
@@ -468,6 +475,7 @@ impl Scenario {
                     pci_subsystem_id: d.pci_subsystem_id.unwrap_or(0),
                     total,
                     free: d.free.unwrap_or_else(|| total.saturating_sub(reserved)),
+                    free_file: d.free_file,
                     reserved,
                     handle_error: d.handle_error.filter(|&c| c != 0),
                     memory_error: d.memory_error.filter(|&c| c != 0),

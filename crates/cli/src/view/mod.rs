@@ -4,6 +4,8 @@
 pub mod devices;
 pub mod doctor;
 pub mod fits;
+#[cfg(feature = "fleet")]
+pub mod fleet;
 pub mod ghosts;
 pub mod groups;
 pub mod man;

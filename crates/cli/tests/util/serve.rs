@@ -241,17 +241,48 @@ impl Prometheus {
 
     /// Prometheus scraping `targets` every `interval` (a Prometheus duration such as `1s`).
     pub fn start_every(binary: &Path, targets: &[SocketAddr], interval: &str) -> Self {
-        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("hmn-prometheus-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("data")).unwrap();
         let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
         let config = format!(
             "global:\n  scrape_interval: {interval}\n  scrape_timeout: {interval}\n\
              scrape_configs:\n  - job_name: hmn\n    static_configs:\n      - targets: [{}]\n",
             targets.join(", "),
         );
+        Self::start_with(binary, &config)
+    }
+
+    /// Prometheus scraping every second: each of `nodes` (an exporter and the `node` label its
+    /// series get) in job `hmn`, and `others` (a target and its job) without a label.
+    pub fn start_nodes(
+        binary: &Path,
+        nodes: &[(SocketAddr, &str)],
+        others: &[(SocketAddr, &str)],
+    ) -> Self {
+        let mut config = String::from(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  \
+             - job_name: hmn\n    static_configs:\n",
+        );
+        for (addr, node) in nodes {
+            let _ = writeln!(
+                config,
+                "      - targets: ['{addr}']\n        labels: {{node: '{node}'}}"
+            );
+        }
+        for (addr, job) in others {
+            let _ = writeln!(
+                config,
+                "  - job_name: {job}\n    static_configs:\n      - targets: ['{addr}']"
+            );
+        }
+        Self::start_with(binary, &config)
+    }
+
+    /// Prometheus with `config` as its configuration file.
+    pub fn start_with(binary: &Path, config: &str) -> Self {
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("hmn-prometheus-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("data")).unwrap();
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
         let addr = free_port();
         let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
