@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::client::Error;
+use crate::error::Error;
 
 /// One series of an instant vector.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::answer::{Series, shown};
-use crate::client::{Client, Error};
+use crate::client::Client;
+use crate::error::Error;
 use crate::selector::Selector;
 
 /// Where a GPU's figures come from.

@@ -6,17 +6,20 @@
 //! - [`client`]: Prometheus's HTTP API (instant queries), with timeouts, TLS, a bearer token or
 //!   basic auth read from files, proxies from the environment, bounded answers;
 //! - [`answer`]: an instant vector as the API gives it;
+//! - [`error`]: what went wrong, naming the query;
 //! - [`selector`]: PromQL label matchers, evaluated against each GPU's labels;
 //! - [`fleet`]: the fleet's GPUs read from the series, stale targets named;
 //! - [`fit`]: each GPU's and node's verdict for a size, the fleet ranked.
 
 pub mod answer;
 pub mod client;
+pub mod error;
 pub mod fit;
 pub mod fleet;
 pub mod selector;
 
-pub use client::{Client, Error, Options};
+pub use client::{Client, Options};
+pub use error::Error;
 pub use fit::{NodeFit, Placement, Verdict, place};
 pub use fleet::{Fleet, Gpu, Read, Source, Stale, read};
 pub use selector::Selector;
