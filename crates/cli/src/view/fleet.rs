@@ -115,7 +115,9 @@ pub fn text(fleet: &Fleet, p: &Placement, asked: &Asked<'_>) -> String {
         fleet.queries,
         asked.prometheus
     );
-    if !p.ranked.is_empty() {
+    if p.count > 1 && !p.nodes.is_empty() {
+        s.push_str(&node_table(p, asked.top));
+    } else if !p.ranked.is_empty() {
         s.push_str(&table(p, asked.top));
     }
     let mut no = Vec::new();
@@ -195,6 +197,82 @@ fn section(s: &mut String, title: &str, lines: &[String], top: usize) {
     }
 }
 
+/// The nodes for a job of several GPUs, fitting first: the GPUs each would use and their free
+/// memory.
+fn node_table(p: &Placement, top: usize) -> String {
+    let mut rows: Vec<Vec<String>> = vec![vec![
+        "NODE".into(),
+        "GPUS".into(),
+        format!("FREE (THE {} MOST FREE)", p.count),
+        "VERDICT".into(),
+    ]];
+    for n in p.nodes.iter().take(top) {
+        let gpus: Vec<&Gpu> = n
+            .gpus
+            .iter()
+            .filter_map(|&i| p.ranked.get(i).map(|(g, _)| g))
+            .collect();
+        rows.push(vec![
+            n.node.clone(),
+            format!(
+                "{} of {}",
+                gpus.iter()
+                    .map(|g| g.index.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                n.whole
+            ),
+            gpus.iter()
+                .map(|g| format_size(g.free))
+                .collect::<Vec<_>>()
+                .join(", "),
+            match n.verdict {
+                Verdict::Fits => "fits".into(),
+                Verdict::OnceGhostsFreed => "once ghosts are freed".into(),
+                Verdict::No => "does not fit".into(),
+            },
+        ]);
+    }
+    let mut s = aligned(&rows);
+    if p.nodes.len() > top {
+        let _ = writeln!(
+            s,
+            "… and {} more nodes (--top, --json)",
+            p.nodes.len() - top
+        );
+    }
+    s
+}
+
+/// `rows` as columns two spaces apart, the last one unpadded.
+fn aligned(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut s = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                let w = widths.get(c).copied().unwrap_or(0);
+                let _ = write!(line, "{cell:<w$}  ");
+            }
+        }
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    s
+}
+
 /// The pods on `g`: the two largest, and how many more.
 fn pods_cell(g: &Gpu) -> String {
     let mut pods = g
@@ -253,29 +331,8 @@ fn table(p: &Placement, top: usize) -> String {
             if pods.is_empty() { "-".into() } else { pods },
         ]);
     }
-    let widths: Vec<usize> = (0..8)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|cell| cell.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut s = String::new();
-    for r in &rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            if c + 1 == r.len() {
-                line.push_str(cell);
-            } else {
-                let w = widths.get(c).copied().unwrap_or(0);
-                let _ = write!(line, "{cell:<w$}  ");
-            }
-        }
-        s.push_str(line.trim_end());
-        s.push('\n');
-    }
+    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+    let mut s = aligned(&rows);
     if p.ranked.len() > top {
         let _ = writeln!(
             s,
