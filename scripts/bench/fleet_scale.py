@@ -13,7 +13,7 @@ openmetrics` (samples every 15 s over the last minute), then:
 
 Usage: scripts/bench/fleet_scale.py [NODES] [RUNS]   (defaults 1000 and 5)
 Needs `prometheus` and `promtool` on PATH, and a built `hmn` (cargo build --release)."""
-import json, os, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+import json, os, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.parse, urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -21,6 +21,17 @@ import paths  # noqa: E402
 
 GIB = 1 << 30
 GPUS = 8
+#: The queries `hmn fits --prometheus` sends (crates/fleet/src/fleet.rs), to time one by one.
+QUERIES = (
+    '{__name__=~"hypomnesis_gpu_memory_(free|total|reserved|not_visible)_bytes|hypomnesis_gpu_info|hypomnesis_gpu_mig_memory_(free|total|reserved)_bytes"}',
+    'hypomnesis_gpu_ghost_bytes{class!="unaccounted"} > 0',
+    "hypomnesis_gpu_pod_memory_bytes",
+    "timestamp(hypomnesis_gpu_memory_free_bytes)",
+    "last_over_time(hypomnesis_gpu_memory_free_bytes[15m]) unless hypomnesis_gpu_memory_free_bytes",
+    '{__name__=~"DCGM_FI_DEV_FB_(FREE|USED|RESERVED|TOTAL)"}',
+    "timestamp(DCGM_FI_DEV_FB_FREE)",
+    "last_over_time(DCGM_FI_DEV_FB_FREE[15m]) unless DCGM_FI_DEV_FB_FREE",
+)
 CLASSES = ("exited", "zombie", "stuck", "orphan", "gone_pod", "idle", "unaccounted")
 
 
@@ -120,6 +131,12 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.2)
+        if os.environ.get("FLEET_SCALE_QUERIES"):
+            for q in QUERIES:
+                body = urllib.parse.urlencode({"query": q, "time": str(time.time())}).encode()
+                t = time.perf_counter()
+                answer = urllib.request.urlopen(url + "/api/v1/query", data=body, timeout=60).read()
+                print(f"  {time.perf_counter() - t:6.3f} s  {len(answer) >> 10:6d} KiB  {q}")
         # The samples end at `now`: the staleness bound covers the time since.
         stale = f"{int(time.time()) - now + 120}s"
         for label, extra in (("fits 40GiB", []), ("fits 40GiB --count 4", ["--count", "4"])):
@@ -141,7 +158,11 @@ def main() -> None:
             json.dump({"devices": [{"name": "NVIDIA H200", "total": 141 * GIB,
                                     "free": 100 * GIB} for _ in range(GPUS)]}, f)
         env = dict(os.environ, HYPOMNESIS_NVML_LIBRARY=lib, FAKE_NVML_SCENARIO=scenario)
-        one = lambda _: timed([hmn, "--json"], env)[0]  # noqa: E731
+        def one(_):
+            took, out = timed([hmn, "--json"], env)
+            if out.returncode != 0 or b'"free_bytes"' not in out.stdout:
+                raise SystemExit(f"hmn --json failed: {out.stderr.decode()}")
+            return took
         t = time.perf_counter()
         each = [one(i) for i in range(nodes)]
         serial = time.perf_counter() - t

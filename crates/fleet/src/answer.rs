@@ -38,10 +38,10 @@ pub struct Answer {
 }
 
 #[derive(Deserialize)]
-struct Envelope {
+struct Envelope<'a> {
     status: String,
-    #[serde(default)]
-    data: Option<Data>,
+    #[serde(default, borrow)]
+    data: Option<Data<'a>>,
     #[serde(default, rename = "errorType")]
     error_type: Option<String>,
     #[serde(default)]
@@ -53,10 +53,12 @@ struct Envelope {
 }
 
 #[derive(Deserialize)]
-struct Data {
+struct Data<'a> {
     #[serde(rename = "resultType")]
     result_type: String,
-    result: serde_json::Value,
+    /// Read once its type is known: a vector's series straight into their type.
+    #[serde(borrow)]
+    result: &'a serde_json::value::RawValue,
 }
 
 #[derive(Deserialize)]
@@ -110,15 +112,15 @@ pub fn parse(query: &str, status: u16, body: &str, max_series: usize) -> Result<
             shown(&data.result_type)
         )));
     }
-    let count = data.result.as_array().map_or(0, Vec::len);
+    let raw: Vec<RawSeries> =
+        serde_json::from_str(data.result.get()).map_err(|e| fail(format!("a bad series: {e}")))?;
+    let count = raw.len();
     if count > max_series {
         return Err(fail(format!(
             "{count} series, more than the {max_series} one answer may hold: narrow it with \
              --selector"
         )));
     }
-    let raw: Vec<RawSeries> =
-        serde_json::from_value(data.result).map_err(|e| fail(format!("a bad series: {e}")))?;
     let series = raw
         .into_iter()
         .map(|r| Series {

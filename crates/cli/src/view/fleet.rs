@@ -390,7 +390,7 @@ struct NodeJson<'a> {
 struct StaleJson<'a> {
     node: &'a str,
     age_seconds: f64,
-    /// Whether the age is exact (`false`: the target stopped answering; known to 5 s).
+    /// Whether the age is exact (`false`: the target stopped answering; known to 15 s).
     age_exact: bool,
     source: &'static str,
 }
