@@ -115,8 +115,9 @@ impl Gpu {
 pub struct Stale {
     /// The node, as its target names it.
     pub node: String,
-    /// Seconds since its newest sample.
-    pub age: f64,
+    /// Seconds since its newest sample; `None` for a target that stopped answering and whose
+    /// last answer the subquery did not find (it lived less than [`NAMED_STEP`]).
+    pub age: Option<f64>,
     /// Whether `age` is exact: `false` for a target that left the instant queries (it stopped
     /// answering), whose age is known to [`NAMED_STEP`] (at most that much too old).
     pub exact: bool,
@@ -152,9 +153,10 @@ pub struct Read {
 
 /// How far back a target that stopped answering is still named.
 pub const NAMED_FOR: &str = "15m";
-/// The step of the subquery that finds when such a target last answered (its cost grows with
-/// the steps: at 5 s it was half of a 1,000-node answer's time).
-pub const NAMED_STEP: &str = "15s";
+/// The step of the subquery that finds when such a target last answered: it is asked of those
+/// targets alone, so a fine step costs little (a coarse one misses a target that lived less than
+/// a step).
+pub const NAMED_STEP: &str = "1s";
 
 /// Our labels that are no target's.
 const OURS: &[&str] = &[
@@ -256,25 +258,22 @@ pub fn read(client: &Client, how: &Read) -> Result<Fleet, Error> {
         ghosts: take(),
         pods: take(),
         seen: take(),
-        named: take(),
+        gone: take(),
+        named: Vec::new(),
     };
     let mut dcgm = Dcgm {
         devices: take(),
         seen: take(),
-        named: take(),
+        gone: take(),
+        named: Vec::new(),
     };
-    ours.named = last_answered(
-        client,
-        how.at,
-        "hypomnesis_gpu_memory_free_bytes",
-        &ours.named,
-        &mut fleet,
-    )?;
+    let free = "hypomnesis_gpu_memory_free_bytes";
+    ours.named = last_answered(client, how.at, free, &ours.gone, &mut fleet)?;
     dcgm.named = last_answered(
         client,
         how.at,
         "DCGM_FI_DEV_FB_FREE",
-        &dcgm.named,
+        &dcgm.gone,
         &mut fleet,
     )?;
     let bound = how.stale_after.as_secs_f64();
@@ -433,6 +432,9 @@ struct Ours {
     ghosts: Vec<Series>,
     pods: Vec<Series>,
     seen: Vec<Series>,
+    /// Series that left the instant queries.
+    gone: Vec<Series>,
+    /// When the targets of `gone` last answered.
     named: Vec<Series>,
 }
 
@@ -468,14 +470,14 @@ impl Ours {
             .collect();
         let mut ghosts = self.ghosts();
         let pods = self.pods();
-        let mut stale: BTreeMap<Target, (String, (f64, bool))> = BTreeMap::new();
+        let mut stale: BTreeMap<Target, (String, (Option<f64>, bool))> = BTreeMap::new();
         let mut out = Vec::new();
         for ((target, gpu, mig), p) in parts {
             if mig.is_none() && with_mig.contains(&(target.clone(), gpu.clone())) {
                 continue;
             }
             if let Some(age) = is_stale(&target, &ages, bound) {
-                stale.insert(target, (p.node, age));
+                stale.insert(target, (p.node, (Some(age.0), age.1)));
                 continue;
             }
             let key = (target.clone(), gpu.clone());
@@ -497,7 +499,7 @@ impl Ours {
             label(&mut g, &target);
             out.push(g);
         }
-        name_gone(&ages, &self.named, OURS, &mut stale);
+        name_gone(&ages, &self.gone, OURS, &mut stale);
         for (node, (age, exact)) in stale.into_values() {
             fleet.stale.push(Stale {
                 node,
@@ -587,22 +589,22 @@ impl Ours {
     }
 }
 
-/// Names each target that left the instant queries (only the subquery `named` still sees it)
-/// in `stale`, with its age.
+/// Names each target of `gone` (its series left the instant queries: it stopped answering) in
+/// `stale`, with its age where the subquery found one.
 fn name_gone(
     ages: &BTreeMap<Target, (f64, bool)>,
-    named: &[Series],
+    gone: &[Series],
     own: &[&str],
-    stale: &mut BTreeMap<Target, (String, (f64, bool))>,
+    stale: &mut BTreeMap<Target, (String, (Option<f64>, bool))>,
 ) {
-    for (t, (age, live)) in ages {
-        if !live && !stale.contains_key(t) {
-            let node = named
-                .iter()
-                .find(|s| &target_of(s, own) == t)
-                .map_or_else(|| "(unnamed)".into(), |s| node_name(t, s));
-            stale.insert(t.clone(), (node, (*age, false)));
+    for s in gone {
+        let t = target_of(s, own);
+        if stale.contains_key(&t) || matches!(ages.get(&t), Some((_, true))) {
+            continue;
         }
+        let age = ages.get(&t).map(|(a, _)| *a);
+        let node = node_name(&t, s);
+        stale.insert(t, (node, (age, false)));
     }
 }
 
@@ -610,6 +612,9 @@ fn name_gone(
 struct Dcgm {
     devices: Vec<Series>,
     seen: Vec<Series>,
+    /// Series that left the instant queries.
+    gone: Vec<Series>,
+    /// When the targets of `gone` last answered.
     named: Vec<Series>,
 }
 
@@ -661,11 +666,11 @@ impl Dcgm {
                 });
             }
         }
-        let mut stale: BTreeMap<Target, (String, (f64, bool))> = BTreeMap::new();
+        let mut stale: BTreeMap<Target, (String, (Option<f64>, bool))> = BTreeMap::new();
         let mut out = Vec::new();
         for ((target, gpu, mig), (mut p, used, pods)) in parts {
             if let Some(age) = is_stale(&target, &ages, bound) {
-                stale.insert(target, (p.node, age));
+                stale.insert(target, (p.node, (Some(age.0), age.1)));
                 continue;
             }
             // No total exported: free, used and reserved make it (used leaves out reserved).
@@ -683,7 +688,7 @@ impl Dcgm {
             label(&mut g, &target);
             out.push(g);
         }
-        name_gone(&ages, &self.named, DCGMS, &mut stale);
+        name_gone(&ages, &self.gone, DCGMS, &mut stale);
         for (node, (age, exact)) in stale.into_values() {
             fleet.stale.push(Stale {
                 node,

@@ -166,16 +166,23 @@ pub fn text(fleet: &Fleet, p: &Placement, asked: &Asked<'_>) -> String {
 
 /// Why a target is not counted, in one line.
 fn stale_line(t: &hypomnesis_fleet::Stale) -> String {
-    let age = human(Duration::from_secs_f64(t.age.clamp(0.0, 1e9).round()));
+    let source = t.source.as_str();
+    let Some(age) = t.age else {
+        return format!(
+            "{}: it stopped answering in the last {} ({source}): not counted",
+            t.node,
+            hypomnesis_fleet::fleet::NAMED_FOR
+        );
+    };
+    let age = human(Duration::from_secs_f64(age.clamp(0.0, 1e9).round()));
     let (how, about) = if t.exact {
         ("", "")
     } else {
         ("it stopped answering; ", "about ")
     };
     format!(
-        "{}: {how}its newest sample is {about}{age} old ({}): not counted",
-        t.node,
-        t.source.as_str()
+        "{}: {how}its newest sample is {about}{age} old ({source}): not counted",
+        t.node
     )
 }
 
@@ -389,8 +396,8 @@ struct NodeJson<'a> {
 #[derive(Serialize)]
 struct StaleJson<'a> {
     node: &'a str,
-    age_seconds: f64,
-    /// Whether the age is exact (`false`: the target stopped answering; known to 15 s).
+    age_seconds: Option<f64>,
+    /// Whether the age is exact (`false`: the target stopped answering; known to a second).
     age_exact: bool,
     source: &'static str,
 }
