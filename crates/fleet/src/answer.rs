@@ -138,14 +138,10 @@ pub fn parse(query: &str, status: u16, body: &str, max_series: usize) -> Result<
     Ok(Answer { series, warnings })
 }
 
-/// A sample value as Prometheus writes it: a number, `NaN`, `+Inf` or `-Inf` (anything else is
-/// NaN: unknown).
+/// A sample value as Prometheus writes it: a number, `NaN`, `+Inf` or `-Inf` (Rust's parser
+/// reads all four); anything else is NaN: unknown.
 fn value(text: &str) -> f64 {
-    match text {
-        "+Inf" | "Inf" => f64::INFINITY,
-        "-Inf" => f64::NEG_INFINITY,
-        _ => text.parse().unwrap_or(f64::NAN),
-    }
+    text.parse().unwrap_or(f64::NAN)
 }
 
 /// The longest text shown of a label value or a message (the rest elided).
@@ -237,6 +233,13 @@ mod tests {
         );
         let e = parse("up", 200, &body, 10).unwrap_err().to_string();
         assert!(e.contains("11 series") && e.contains("--selector"), "{e}");
+        assert_eq!(
+            parse("up", 200, &body, 11).unwrap().series.len(),
+            11,
+            "at the bound"
+        );
+        let odd = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"lots"]}]}}"#;
+        assert!(parse("up", 200, odd, 1).unwrap().series[0].value.is_nan());
         let e = parse(
             "up",
             200,

@@ -34,7 +34,7 @@ pub fn verdict(g: &Gpu, size: u64) -> Verdict {
     let ghosts = g.ghost_bytes();
     if g.free >= size {
         Verdict::Fits
-    } else if ghosts > 0 && g.free.saturating_add(ghosts) >= size {
+    } else if g.free.saturating_add(ghosts) >= size {
         Verdict::OnceGhostsFreed
     } else {
         Verdict::No
@@ -147,5 +147,21 @@ pub fn place(fleet: &Fleet, size: u64, count: u32) -> Placement {
         nodes,
         size,
         count,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_are_named_and_ordered() {
+        assert_eq!(Verdict::Fits.as_str(), "fits");
+        assert_eq!(Verdict::OnceGhostsFreed.as_str(), "fits_once_ghosts_freed");
+        assert_eq!(Verdict::No.as_str(), "does_not_fit");
+        assert!(Verdict::Fits < Verdict::OnceGhostsFreed && Verdict::OnceGhostsFreed < Verdict::No);
+        let none = place(&Fleet::default(), 1, 1);
+        assert_eq!(none.verdict(), Verdict::No, "nowhere to fit");
+        assert!(none.nodes.is_empty());
     }
 }

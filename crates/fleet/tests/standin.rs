@@ -443,6 +443,7 @@ fn the_fleet_from_our_series_and_dcgm_exporters() {
     // Ranked: 100 GiB fits on node-a and (once its zombie is freed) 110 GiB does.
     let p = hypomnesis_fleet::place(&fleet, (90.0 * GIB) as u64, 1);
     assert_eq!(p.verdict(), Verdict::Fits);
+    assert!(p.nodes.is_empty(), "one GPU: no node ranking");
     assert_eq!(p.ranked[0].0.node, "node-a");
     let p = hypomnesis_fleet::place(&fleet, (110.0 * GIB) as u64, 1);
     assert_eq!(p.verdict(), Verdict::OnceGhostsFreed);

@@ -380,6 +380,7 @@ fn a_fleet_through_a_real_prometheus() {
 /// `--settle` on this host: a free figure that moves is not counted until it has held over
 /// the samples asked; `--wait` ends with exit 1 when it never fits.
 #[test]
+#[allow(clippy::too_many_lines)] // one scenario, its assertions in order
 fn a_local_gate_waits_for_a_steady_free_figure() {
     let dir = std::env::temp_dir().join(format!("hmn-fits-gate-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -449,6 +450,20 @@ fn a_local_gate_waits_for_a_steady_free_figure() {
         err.contains("does not fit") && err.contains("the wait is over"),
         "{err}"
     );
+    // Ctrl-C answers at once, as the deadline does: exit 1, saying it was stopped.
+    let waiting = run(&["120GiB", "--every", "100ms", "--wait", "60s"]);
+    std::thread::sleep(Duration::from_millis(700));
+    let t = Instant::now();
+    // SAFETY: kill(2) with a child's pid and a signal number; no memory is involved.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(i32::try_from(waiting.id()).unwrap(), libc::SIGINT);
+    }
+    let o = waiting.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("(stopped after"), "{err}");
     // Without --wait, --settle answers once its samples are in.
     let o = run(&["50GiB", "--settle", "2", "--every", "100ms"])
         .wait_with_output()
