@@ -337,8 +337,13 @@ mod tests {
             authorization(&o).unwrap().as_deref(),
             Some("Bearer t0ken-value")
         );
-        let c = Client::new("http://127.0.0.1:9", &o).unwrap();
-        assert!(!format!("{c:?}").contains("t0ken"));
+        let c = Client::new("http://127.0.0.1:9/", &o).unwrap();
+        let shown = format!("{c:?}");
+        assert!(
+            shown.contains("http://127.0.0.1:9") && !shown.contains("t0ken"),
+            "{shown}"
+        );
+        assert_eq!(c.base(), "http://127.0.0.1:9");
         o.bearer_token_file = None;
         o.basic_user = Some("ops".into());
         o.basic_password_file = Some(password);
@@ -357,6 +362,25 @@ mod tests {
             ..Options::default()
         };
         assert!(authorization(&o).is_err(), "an empty token");
+        for bad in ["two words\n", "bell\u{7}\n"] {
+            std::fs::write(o.bearer_token_file.as_ref().unwrap(), bad).unwrap();
+            assert!(authorization(&o).is_err(), "{bad:?}");
+        }
+        let o = Options {
+            basic_user: Some("a:b".into()),
+            basic_password_file: Some(dir.join("password")),
+            ..Options::default()
+        };
+        assert!(authorization(&o).is_err(), "a user with a colon");
+        let o = Options {
+            basic_user: Some("a\u{1b}b".into()),
+            basic_password_file: Some(dir.join("password")),
+            ..Options::default()
+        };
+        assert!(
+            authorization(&o).is_err(),
+            "a user with a control character"
+        );
         let o = Options {
             ca_file: Some(dir.join("password")),
             ..Options::default()

@@ -268,12 +268,18 @@ pub fn read(client: &Client, how: &Read) -> Result<Fleet, Error> {
         named: Vec::new(),
     };
     let free = "hypomnesis_gpu_memory_free_bytes";
-    ours.named = last_answered(client, how.at, free, &ours.gone, &mut fleet)?;
+    ours.named = last_answered(
+        client,
+        how.at,
+        (free, OURS),
+        (&ours.gone, &ours.seen),
+        &mut fleet,
+    )?;
     dcgm.named = last_answered(
         client,
         how.at,
-        "DCGM_FI_DEV_FB_FREE",
-        &dcgm.gone,
+        ("DCGM_FI_DEV_FB_FREE", DCGMS),
+        (&dcgm.gone, &dcgm.seen),
         &mut fleet,
     )?;
     let bound = how.stale_after.as_secs_f64();
@@ -364,10 +370,17 @@ fn promql_string(text: &str) -> String {
 fn last_answered(
     client: &Client,
     at: f64,
-    name: &str,
-    gone: &[Series],
+    (name, own): (&str, &[&str]),
+    (gone, seen): (&[Series], &[Series]),
     fleet: &mut Fleet,
 ) -> Result<Vec<Series>, Error> {
+    // A series of a target that still answers (a GPU that fell off the bus) says nothing of
+    // when its target last answered.
+    let live: BTreeSet<Target> = seen.iter().map(|s| target_of(s, own)).collect();
+    let gone: Vec<&Series> = gone
+        .iter()
+        .filter(|s| !live.contains(&target_of(s, own)))
+        .collect();
     if gone.is_empty() {
         return Ok(Vec::new());
     }
@@ -809,4 +822,19 @@ fn dedupe(gpus: Vec<Gpu>, notes: &mut Vec<String>) -> Vec<Gpu> {
         out.push(g);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn promql_strings_escape_quotes_backslashes_and_controls() {
+        assert_eq!(promql_string("node\\-a"), r#""node\\-a""#);
+        assert_eq!(promql_string("a\"b"), r#""a\"b""#);
+        assert_eq!(
+            promql_string("x\u{1}\u{1f} \u{7f}~"),
+            r#""x\x01\x1f \x7f~""#
+        );
+    }
 }

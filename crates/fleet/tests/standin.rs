@@ -229,7 +229,12 @@ fn fleet_handler(ours: Vec<Ours>) -> Arc<Handler> {
             l.push(("pod", "vllm-a".into()));
             out.push((l, (30.0 * GIB).to_string()));
         } else if q == "timestamp(hypomnesis_gpu_memory_free_bytes)" {
-            for node in ["node-a", "node-b", "node-c", "node-h"] {
+            // node-b's second GPU's sample is older (and comes first): the target's age is its
+            // newest.
+            let mut older = target("node-b", "hmn");
+            older.push(("gpu", "1".into()));
+            out.push((older, (AT - 50.0).to_string()));
+            for node in ["node-a", "node-b", "node-c", "node-h", "node-m"] {
                 out.push((target(node, "hmn"), (AT - 1.0).to_string()));
             }
             out.push((target("node-a", "hmn2"), (AT - 1.0).to_string()));
@@ -240,6 +245,10 @@ fn fleet_handler(ours: Vec<Ours>) -> Arc<Handler> {
             // for the subquery to see when it last answered.
             out.push((target("node-g", "hmn"), "1".to_string()));
             out.push((target("node-k", "hmn"), "1".to_string()));
+            // A GPU of node-a fell off the bus: its target still answers, it is not stale.
+            let mut fell = target("node-a", "hmn");
+            fell.push(("gpu", "3".into()));
+            out.push((fell, "1".to_string()));
         } else if q.starts_with("last_over_time(DCGM") {
             // None of dcgm-exporter's did.
         } else if q.starts_with("max_over_time(timestamp(hypomnesis") {
@@ -254,12 +263,18 @@ fn fleet_handler(ours: Vec<Ours>) -> Arc<Handler> {
             // node-g stopped answering 95 s ago: only the subquery still sees it.
             out.push((target("node-g", "hmn"), (AT - 95.0).to_string()));
         } else if q.starts_with("{__name__=~\"DCGM") {
-            for (uuid, gpu, free) in [("GPU-e0", "0", 40_000.0), ("GPU-a0", "7", 1.0)] {
-                for (name, v) in [
+            for (uuid, gpu, free, total) in [
+                ("GPU-e0", "0", 40_000.0, None),
+                ("GPU-a0", "7", 1.0, None),
+                ("GPU-e1", "1", 1_000.0, Some(81_920.0)),
+            ] {
+                let mut figures = vec![
                     ("DCGM_FI_DEV_FB_FREE", free),
                     ("DCGM_FI_DEV_FB_USED", 30_000.0),
                     ("DCGM_FI_DEV_FB_RESERVED", 500.0),
-                ] {
+                ];
+                figures.extend(total.map(|t| ("DCGM_FI_DEV_FB_TOTAL", t)));
+                for (name, v) in figures {
                     let mut l = vec![
                         ("__name__", name.to_string()),
                         ("instance", "node-e:9400".to_string()),
@@ -270,6 +285,11 @@ fn fleet_handler(ours: Vec<Ours>) -> Arc<Handler> {
                         ("modelName", "NVIDIA A100-SXM4-80GB".to_string()),
                     ];
                     if gpu == "0" {
+                        // Two pods of one namespace share it: a series each.
+                        let mut other = l.clone();
+                        other.push(("namespace", "train".into()));
+                        other.push(("pod", "bert-1".into()));
+                        out.push((other, v.to_string()));
                         l.push(("namespace", "train".into()));
                         l.push(("pod", "bert-0".into()));
                     }
@@ -354,6 +374,16 @@ fn fleet_of(extra: usize) -> Vec<Ours> {
             total: 141.0 * GIB,
             free: f64::NAN,
         },
+        // Free memory above its total: impossible, not counted.
+        Ours {
+            node: "node-m",
+            job: "hmn",
+            gpu: "0",
+            uuid: "GPU-m0".into(),
+            model: "NVIDIA H200",
+            total: 10.0 * GIB,
+            free: 20.0 * GIB,
+        },
     ];
     for i in 0..extra {
         ours.push(Ours {
@@ -394,7 +424,7 @@ fn the_fleet_from_our_series_and_dcgm_exporters() {
             )
         })
         .collect();
-    assert_eq!(names.len(), 6, "{names:?}\n{:#?}", fleet.notes);
+    assert_eq!(names.len(), 7, "{names:?}\n{:#?}", fleet.notes);
     let a = fleet.gpus.iter().find(|g| g.node == "node-a").unwrap();
     assert_eq!(a.ghosts.get("zombie").copied(), Some((20.0 * GIB) as u64));
     assert!(
@@ -404,6 +434,15 @@ fn the_fleet_from_our_series_and_dcgm_exporters() {
     assert_eq!(a.pods[0].pod, "vllm-a");
     assert_eq!(a.model.as_deref(), Some("NVIDIA H200"));
     assert_eq!(a.source, Source::Hypomnesis);
+    assert_eq!(a.source.as_str(), "hypomnesis");
+    assert_eq!(a.reserved, Some((0.6 * GIB) as u64));
+    assert_eq!(a.not_visible, Some(GIB as u64));
+    assert_eq!(a.used(), (41.0 * GIB) as u64);
+    let b_age = fleet.gpus.iter().find(|g| g.node == "node-b").unwrap().age;
+    assert!(
+        b_age.is_some_and(|a| (a - 1.0).abs() < 0.01),
+        "the newest sample: {b_age:?}"
+    );
     // node-c is its MIG instances, not its whole GPU, each with the GPU's model.
     let c: Vec<_> = fleet.gpus.iter().filter(|g| g.node == "node-c").collect();
     assert_eq!(c.len(), 2);
@@ -414,11 +453,27 @@ fn the_fleet_from_our_series_and_dcgm_exporters() {
     assert!(c.iter().all(|g| g.model.as_deref() == Some("NVIDIA H200")));
     // dcgm-exporter's node: MiB made bytes, total from free + used + reserved; its copy of
     // node-a's GPU left out.
-    let e = fleet.gpus.iter().find(|g| g.node == "node-e").unwrap();
+    let e = fleet
+        .gpus
+        .iter()
+        .find(|g| g.node == "node-e" && g.index == "0")
+        .unwrap();
     assert_eq!(e.source, Source::Dcgm);
+    assert_eq!(e.source.as_str(), "dcgm-exporter");
     assert_eq!(e.total, (40_000 + 30_000 + 500) << 20);
     assert_eq!(e.free, 40_000 << 20);
-    assert_eq!(e.pods[0].pod, "bert-0");
+    let pods: Vec<&str> = e.pods.iter().map(|p| p.pod.as_str()).collect();
+    assert_eq!(
+        pods,
+        ["bert-1", "bert-0"],
+        "each pod once, from its three series"
+    );
+    let e1 = fleet
+        .gpus
+        .iter()
+        .find(|g| g.node == "node-e" && g.index == "1")
+        .unwrap();
+    assert_eq!(e1.total, 81_920 << 20, "FB_TOTAL where it is exported");
     let notes = fleet.notes.join("\n");
     assert!(
         notes.contains("node-e GPU 7: dcgm-exporter's figures left out"),
@@ -438,6 +493,14 @@ fn the_fleet_from_our_series_and_dcgm_exporters() {
     assert!(stale.contains(&("node-d", Some(600), true)), "{stale:?}");
     assert!(stale.contains(&("node-g", Some(95), false)), "{stale:?}");
     assert!(stale.contains(&("node-k", None, false)), "{stale:?}");
+    assert!(
+        !stale.iter().any(|s| s.0 == "node-a"),
+        "a live target's lost GPU: {stale:?}"
+    );
+    assert!(
+        notes.contains("node-m GPU 0: free 21474836480 bytes is more than its total"),
+        "{notes}"
+    );
     assert!(!fleet.gpus.iter().any(|g| g.node == "node-d"));
 
     // Ranked: 100 GiB fits on node-a and (once its zombie is freed) 110 GiB does.
@@ -462,8 +525,8 @@ fn the_fleet_from_our_series_and_dcgm_exporters() {
     let sel = |s: &str| hypomnesis_fleet::read(&client, &how(s)).unwrap().gpus.len();
     assert_eq!(sel(r#"model=~".*H100.*""#), 2);
     assert_eq!(sel(r#"namespace="train""#), 1);
-    assert_eq!(sel(r#"job="dcgm""#), 1);
-    assert_eq!(sel(r#"node!~"node-[ab]""#), 3);
+    assert_eq!(sel(r#"job="dcgm""#), 2);
+    assert_eq!(sel(r#"node!~"node-[ab]""#), 4);
 }
 
 #[test]
@@ -473,6 +536,9 @@ fn the_queries_do_not_grow_with_the_fleet() {
     let count = |s: &Standin| {
         let client = Client::new(&s.url(), &Options::default()).unwrap();
         let fleet = hypomnesis_fleet::read(&client, &how("")).unwrap();
+        let again = hypomnesis_fleet::read(&client, &how("")).unwrap();
+        assert_eq!(again.queries, fleet.queries, "each read counts its own");
+        assert_eq!(client.queries(), 2 * fleet.queries);
         (fleet.queries, fleet.gpus.len())
     };
     let (q1, g1) = count(&small);
