@@ -12,7 +12,8 @@ openmetrics` (samples every 15 s over the last minute), then:
   loopback, run NODES times one after the other, and two at a time (this VM has 2 cores).
 
 Usage: scripts/bench/fleet_scale.py [NODES] [RUNS]   (defaults 1000 and 5)
-Needs `prometheus` and `promtool` on PATH, and a built `hmn` (cargo build --release)."""
+Needs `prometheus` and `promtool` on PATH, and a built `hmn` (cargo build --release; or the one
+HMN names). FLEET_SCALE_COMPARE=0 leaves out the comparison (a test runs it so, small)."""
 import json, os, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.parse, urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -95,7 +96,7 @@ def spread(xs):
 def main() -> None:
     nodes = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    hmn = os.path.join(paths.TARGET, "release", "hmn")
+    hmn = os.environ.get("HMN") or os.path.join(paths.TARGET, "release", "hmn")
     for tool in ("prometheus", "promtool"):
         if not shutil.which(tool):
             raise SystemExit(f"fleet_scale: {tool} is not on PATH")
@@ -151,6 +152,8 @@ def main() -> None:
             print(f"hmn {label} --prometheus: {spread(times)}; {answer['queries']} queries, "
                   f"{len(answer['gpus'])} GPUs ranked, verdict {answer['verdict']}, "
                   f"answer {len(out.stdout) >> 10} KiB")
+        if os.environ.get("FLEET_SCALE_COMPARE") == "0":
+            return
         # Today's way: one `hmn --json` per node.
         lib = paths.build_fake(release=True)
         scenario = os.path.join(work, "node.json")

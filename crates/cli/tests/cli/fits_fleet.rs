@@ -476,3 +476,35 @@ fn a_local_gate_waits_for_a_steady_free_figure() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The backfilled fleet of `scripts/bench/fleet_scale.py`, small (50 nodes × 8 GPUs of every
+/// series `hmn serve` exports, written with `promtool tsdb create-blocks-from openmetrics`,
+/// served by a real Prometheus): `hmn fits --prometheus` ranks all 400 GPUs in 8 queries, the
+/// same 8 as for the four nodes above. The 1,000-node figures are in BENCHMARKS.md.
+#[test]
+fn a_backfilled_fleet_answers_in_eight_queries() {
+    let (Some(_), Some(_)) = (external("prometheus"), external("promtool")) else {
+        return;
+    };
+    let o = Command::new("python3")
+        .arg(support::workspace().join("scripts/bench/fleet_scale.py"))
+        .args(["50", "1"])
+        .env("HMN", env!("CARGO_BIN_EXE_hmn"))
+        .env("FLEET_SCALE_COMPARE", "0")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for want in [
+        "50 nodes × 8 GPUs: 6400 series",
+        "hmn fits 40GiB --prometheus: ",
+        "; 8 queries, 400 GPUs ranked, verdict fits",
+        "hmn fits 40GiB --count 4 --prometheus: ",
+    ] {
+        assert!(out.contains(want), "{want:?} in:\n{out}");
+    }
+}
