@@ -22,7 +22,7 @@ import paths  # noqa: E402
 
 GIB = 1 << 30
 GPUS = 8
-#: The queries `hmn fits --prometheus` sends (crates/fleet/src/fleet.rs), to time one by one.
+#: The queries `hmn fits --prometheus` sends (crates/fleet/src/fleet/mod.rs), to time one by one.
 QUERIES = (
     '{__name__=~"hypomnesis_gpu_memory_(free|total|reserved|not_visible)_bytes|hypomnesis_gpu_info|hypomnesis_gpu_mig_memory_(free|total|reserved)_bytes"}',
     'hypomnesis_gpu_ghost_bytes{class!="unaccounted"} > 0',

@@ -29,6 +29,14 @@ fn no_circles_and_the_client_knows_no_fleet() {
                 _ => true,
             };
             assert!(below, "{} reaches up into {}", name(m), name(t));
+            // The fleet's parts (its types, the two sources, what they share) import from
+            // each other, never from the fleet module that holds them.
+            assert!(
+                !(from == "fleet" && m.len() > 1 && t.len() == 1 && target == "fleet"),
+                "{} imports from {}",
+                name(m),
+                name(t)
+            );
         }
     }
 }
