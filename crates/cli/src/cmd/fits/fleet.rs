@@ -162,10 +162,7 @@ pub fn run(
                 Outcome::Code(1)
             });
         }
-        let next = Instant::now() + every;
-        while Instant::now() < next && !stop.requested() {
-            std::thread::sleep(Duration::from_millis(50).min(every));
-        }
+        super::pause(every, &stop);
     }
 }
 
@@ -176,13 +173,7 @@ fn not_yet(
     started: Instant,
     err: &mut impl Write,
 ) -> io::Result<()> {
-    let why = if stopped {
-        "stopped"
-    } else if args.wait.is_some() {
-        "the wait is over"
-    } else {
-        "the samples are in"
-    };
+    let why = args.why_ended(stopped);
     let waited = crate::view::human(started.elapsed());
     let size = format_size(args.size);
     writeln!(

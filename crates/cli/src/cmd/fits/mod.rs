@@ -72,6 +72,18 @@ impl FitsArgs {
         false
     }
 
+    /// Why a gate that did not see a fit ended: a stop request, its `--wait`, or the samples
+    /// `--settle` asked for.
+    fn why_ended(&self, stopped: bool) -> &'static str {
+        if stopped {
+            "stopped"
+        } else if self.wait.is_some() {
+            "the wait is over"
+        } else {
+            "the samples are in"
+        }
+    }
+
     /// Time between samples.
     fn every(&self, default: Duration) -> Duration {
         self.every.unwrap_or(default)
@@ -191,13 +203,7 @@ fn gate(args: &FitsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Resu
         let out_of_time = until.is_none_or(|u| Instant::now() + every > u)
             && (args.wait.is_some() || taken >= samples);
         if out_of_time || stop.requested() {
-            let why = if stop.requested() {
-                "stopped"
-            } else if args.wait.is_some() {
-                "the wait is over"
-            } else {
-                "the samples are in"
-            };
+            let why = args.why_ended(stop.requested());
             let state = if held {
                 verdict_line(&v)
             } else {
@@ -218,10 +224,15 @@ fn gate(args: &FitsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Resu
             }
             return Ok(Outcome::Code(1));
         }
-        let next = Instant::now() + every;
-        while Instant::now() < next && !stop.requested() {
-            std::thread::sleep(Duration::from_millis(50).min(every));
-        }
+        pause(every, &stop);
+    }
+}
+
+/// Sleeps `every`, in steps short enough that a stop request ends it at once.
+fn pause(every: Duration, stop: &Stop) {
+    let next = Instant::now() + every;
+    while Instant::now() < next && !stop.requested() {
+        std::thread::sleep(Duration::from_millis(50).min(every));
     }
 }
 
