@@ -3,101 +3,41 @@ driver's, for :func:`hypomnesis.explain` and ``track(ledger=True)``.
 
 A framework's memory calls are its own code, and one may block (a CUDA call waiting on a hung
 kernel, a lock another thread holds); a driver call may hang too. Each kind of read runs on a
-thread of its own (a :class:`Worker`), kept for the process's life and reading only when asked,
-and the caller waits for its answer at most until its deadline: a read not answered by then is
-a note, and the others are used all the same. A read still running when the next is asked
-answers that one too, so a blocked framework holds one thread, never one per call.
+worker of its own (``_native.Worker``: the library's bounded worker, one thread kept for the
+process's life, reading only when asked), and the caller waits for its answer at most until
+its deadline: a read not answered by then is a note, and the others are used all the same. A
+read still running when the next is asked answers that one too, so a blocked framework holds
+one thread, never one per call.
 
-After ``fork()`` the child has none of these threads: new ones start at its first read.
+After ``fork()`` the child has none of these threads: new workers start at its first read.
+
+At exit (``atexit``, before the interpreter finalizes) the workers are closed: a worker's
+thread is not one of Python's, and one that entered Python while the interpreter finalizes
+could crash the process. A read still inside Python is given :data:`EXIT_WAIT` seconds in all.
 """
 
 from __future__ import annotations
+
+import atexit
 
 import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, Generic, Hashable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
+from . import _native
 from .frameworks import FrameworkMemory, names, read_one
 
-T = TypeVar("T")
 Ordinals = Callable[[], Tuple[Optional[List[str]], str]]
-
-
-class Worker(Generic[T]):
-    """The thread that makes one kind of read, one at a time, when asked."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.cond = threading.Condition()
-        self.asked = 0
-        """The number of the latest read asked for."""
-        self.done = 0
-        """The number of the latest read finished (its answer is ``answer``)."""
-        self.answer: Optional[T] = None
-        self.running_since: Optional[float] = None
-        """When the read now running started (``time.monotonic()``), ``None`` when idle."""
-        self.fn: Optional[Callable[[], T]] = None
-        self.thread: Optional[threading.Thread] = None
-        self.missed = 0
-        """The number of the latest read a caller stopped waiting for."""
-
-    def ask(self, fn: Callable[[], T]) -> int:
-        """Asks for a read made by ``fn`` and returns the number of the read that will answer:
-        the one running or waiting to, if any (its own ``fn``), else a new one."""
-        with self.cond:
-            if self.running_since is not None or self.asked > self.done:
-                return self.asked
-            self.asked = self.done + 1
-            self.fn = fn
-            if self.thread is None:
-                self.thread = threading.Thread(
-                    target=self._run, name=f"hypomnesis-read-{self.name}", daemon=True
-                )
-                self.thread.start()
-            self.cond.notify_all()
-            return self.asked
-
-    def wait(self, number: int, until: float) -> Tuple[bool, Optional[T]]:
-        """Whether read ``number`` answered by ``until`` (``time.monotonic()``), and its answer;
-        the wait lets Ctrl-C through."""
-        with self.cond:
-            while self.done < number:
-                left = until - time.monotonic()
-                if left <= 0:
-                    self.missed = max(self.missed, number)
-                    return False, None
-                self.cond.wait(min(left, 0.1))
-            return True, self.answer
-
-    def running_for(self) -> Optional[float]:
-        """Seconds the read now running has taken so far."""
-        with self.cond:
-            since = self.running_since
-        return None if since is None else time.monotonic() - since
-
-    def _run(self) -> None:
-        while True:
-            with self.cond:
-                while self.asked <= self.done or self.fn is None:
-                    self.cond.wait()
-                number = self.asked
-                fn = self.fn
-                self.running_since = time.monotonic()
-            answer = fn()
-            with self.cond:
-                self.answer = answer
-                self.done = number
-                self.running_since = None
-                self.cond.notify_all()
+Worker = _native.Worker
 
 
 _LOCK = threading.Lock()
-_WORKERS: Dict[Hashable, Worker[Any]] = {}
+_WORKERS: Dict[Hashable, Worker] = {}
 
 
-def worker(key: Hashable) -> Worker[Any]:
+def worker(key: Hashable) -> Worker:
     """The worker for reads of kind ``key`` (made at its first use)."""
     with _LOCK:
         w = _WORKERS.get(key)
@@ -115,15 +55,33 @@ def _forget_in_child() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
-
-def overdue(w: Worker[Any], number: int) -> bool:
-    """Whether a caller has already stopped waiting for ``w``'s read ``number``: it is not
-    waited for again (a blocked read costs one deadline, not one per caller)."""
-    with w.cond:
-        return w.missed >= number
+EXIT_WAIT = 1.0
+"""Seconds, for all the workers together, that exit waits for reads still inside Python."""
 
 
-def late(what: str, w: Worker[Any], deadline: float) -> str:
+def close_all(timeout: float = EXIT_WAIT) -> bool:
+    """Closes every worker (no read enters Python after this) and waits, at most ``timeout``
+    seconds in all, for the reads still inside Python: whether none is inside now."""
+    until = time.monotonic() + timeout
+    with _LOCK:
+        workers = list(_WORKERS.values())
+    out = True
+    for w in workers:
+        out = w.close(max(until - time.monotonic(), 0.0)) and out
+    return out
+
+
+atexit.register(close_all)
+
+
+def wait(w: Worker, number: int, until: float) -> Tuple[bool, Any]:
+    """Whether ``w``'s read ``number`` answered by ``until`` (``time.monotonic()``; at once
+    when a caller already stopped waiting for it), and its answer."""
+    left = 0.0 if w.overdue(number) else until - time.monotonic()
+    return w.wait(number, max(left, 0.0))
+
+
+def late(what: str, w: Worker, deadline: float) -> str:
     """The note for a read of ``what`` not answered within ``deadline`` seconds."""
     running = w.running_for()
     took = "" if running is None else f"; the read has run {running:.1f} s"
@@ -150,7 +108,7 @@ def frameworks(
     found: List[FrameworkMemory] = []
     notes: List[str] = []
     for name, w, number in asked:
-        answered, answer = w.wait(number, 0.0 if overdue(w, number) else until)
+        answered, answer = wait(w, number, until)
         if not answered or answer is None:
             notes.append(late(name, w, deadline))
             continue

@@ -2,13 +2,14 @@
 # (the serde form of the library's types, src/shapes.rs); the package's modules (devices,
 # processes, snapshot…) make them into the typed objects of the public API. The TypedDicts
 # between the markers are generated from the library's types (python/README.md).
-from typing import TypedDict, final
+from typing import Any, Callable, TypedDict, final
 
 from typing_extensions import NotRequired
 
 __all__ = [
     "ERROR_KINDS",
     "Sampler",
+    "Worker",
     "TIMELINE_SAMPLES",
     "_after_fork",
     "_after_fork_in_parent",
@@ -217,6 +218,15 @@ def ghosts(stuck_after: float = ..., idle_after: float = ...) -> _GhostReport: .
 def _before_fork() -> None: ...
 def _after_fork_in_parent() -> None: ...
 def _after_fork() -> None: ...
+
+@final
+class Worker:
+    def __new__(cls, name: str) -> Worker: ...
+    def ask(self, read: Callable[[], Any]) -> int: ...
+    def wait(self, number: int, timeout: float) -> tuple[bool, Any]: ...
+    def overdue(self, number: int) -> bool: ...
+    def running_for(self) -> float | None: ...
+    def close(self, timeout: float) -> bool: ...
 
 @final
 class Sampler:

@@ -18,6 +18,7 @@ mod hub;
 mod sampler;
 mod shapes;
 mod timeline;
+mod worker;
 
 use shapes::{Device, GhostReportView, Mig, MigView, ProcessContext, ProcessRow, SnapshotView};
 
@@ -362,6 +363,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mig_gpu_instances, m)?)?;
     m.add_function(wrap_pyfunction!(ghosts, m)?)?;
     m.add_class::<sampler::Sampler>()?;
+    m.add_class::<worker::PyWorker>()?;
     m.add_function(wrap_pyfunction!(sampler::_before_fork, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::_after_fork_in_parent, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::_after_fork, m)?)?;

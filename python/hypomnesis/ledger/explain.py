@@ -136,13 +136,13 @@ def _ledger_now(
     number = driver.ask(lambda: _read_driver(*key))
 
     def ordinals() -> Tuple[Optional[List[str]], str]:
-        answered, d = driver.wait(number, 0.0 if _bounded.overdue(driver, number) else until)
+        answered, d = _bounded.wait(driver, number, until)
         if not isinstance(d, _Driver):
             return None, "the GPUs' details did not come within the deadline"
         return d.ordinals
 
     fws, fw_notes = _bounded.frameworks(wanted, ordinals, deadline, until)
-    answered, d = driver.wait(number, 0.0 if _bounded.overdue(driver, number) else until)
+    answered, d = _bounded.wait(driver, number, until)
     if not answered or d is None:
         d = _Driver(notes=[_bounded.late("the driver", driver, deadline)])
     if d.error is not None:

@@ -120,18 +120,16 @@ def _read_gpus(devices: Sequence[int]) -> Gpus:
 
 
 def read_gpus(devices: Sequence[int], deadline: float) -> Gpus:
-    """:class:`Gpus` for ``devices``, asked on a thread of its own and waited for at most
-    ``deadline`` seconds (the wait lets Ctrl-C through)."""
-    answer: List[Gpus] = []
-    asking = threading.Thread(
-        target=lambda: answer.append(_read_gpus(devices)),
-        name="hypomnesis-ledger-gpus",
-        daemon=True,
+    """:class:`Gpus` for ``devices``, asked on a worker of their own (``_bounded``: a read
+    still running answers the next ask too) and waited for at most ``deadline`` seconds (the
+    wait lets Ctrl-C through)."""
+    wanted = tuple(devices)
+    w = _bounded.worker(("ledger-gpus", wanted))
+    answered, answer = _bounded.wait(
+        w, w.ask(lambda: _read_gpus(wanted)), time.monotonic() + deadline
     )
-    asking.start()
-    asking.join(deadline)
-    if answer:
-        return answer[0]
+    if answered and isinstance(answer, Gpus):
+        return answer
     why = f"the GPUs' details did not come within the deadline ({deadline:g} s)"
     return Gpus({}, {}, (None, why), (why,), tuple(devices), timed_out=True)
 
