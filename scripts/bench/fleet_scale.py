@@ -7,6 +7,10 @@ openmetrics` (samples every 15 s over the last minute), then:
 - `hmn fits SIZE --prometheus URL --json`, run RUNS times: its wall time (min/median/max), the
   number of queries (the same for any fleet) and the size of its answer;
 - `hmn fits SIZE --count 4 …` likewise (four GPUs on one node);
+- `hmn top --prometheus URL --interval 1s` in tmux (200 x 50) for FLEET_SCALE_TOP seconds
+  (default 20; 0 leaves it out): its CPU each second (one refresh a second) from
+  /proc/PID/stat, its RSS (VmRSS, VmHWM), the queries a refresh and the time one took, as its
+  title says; then the same with a node open (its GPUs, pods and processes asked too);
 - the way people do it today, for comparison: one `hmn --json` per node (as `ssh node hmn
   --json` would run it, without ssh's own cost), here against the fake NVML with 8 GPUs on
   loopback, run NODES times one after the other, and two at a time (this VM has 2 cores).
@@ -93,6 +97,64 @@ def spread(xs):
     return f"min {min(xs):.3f} s, median {statistics.median(xs):.3f} s, max {max(xs):.3f} s"
 
 
+def top_phase(hmn: str, url: str, stale: str, seconds: int, nodes: int) -> None:
+    """`hmn top --prometheus` live against the fleet: CPU a refresh, RSS, queries."""
+    if not shutil.which("tmux"):
+        raise SystemExit("fleet_scale: tmux is not on PATH (FLEET_SCALE_TOP=0 leaves it out)")
+    sock = f"hmn-fleet-scale-{os.getpid()}"
+
+    def tmux(*args: str) -> str:
+        return subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True,
+                              check=True).stdout
+
+    tmux("-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", "200", "-y", "50",
+         f"exec {hmn} top --prometheus {url} --interval 1s --stale-after {stale}")
+    try:
+        pid = int(tmux("display-message", "-p", "-t", "t", "#{pane_pid}").strip())
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def cpu() -> float:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / tick
+
+        def rss() -> str:
+            with open(f"/proc/{pid}/status") as f:
+                kib = {l.split(":")[0]: int(l.split()[1]) for l in f if l.startswith("Vm")}
+            return f"RSS {kib['VmRSS'] / 1024:.1f} MiB (peak {kib['VmHWM'] / 1024:.1f} MiB)"
+
+        def wait_for(text: str) -> str:
+            for _ in range(600):
+                screen = tmux("capture-pane", "-p", "-t", "t")
+                if text in screen:
+                    return screen
+                time.sleep(0.1)
+            raise SystemExit(f"hmn top never showed {text!r}:\n{screen}")
+
+        def window(label: str, want: str) -> None:
+            wait_for(want)
+            time.sleep(1.5)
+            per = []
+            last = cpu()
+            for _ in range(seconds):
+                time.sleep(1.0)
+                now_cpu = cpu()
+                per.append((now_cpu - last) * 1000)
+                last = now_cpu
+            title = tmux("capture-pane", "-p", "-t", "t").splitlines()[0]
+            took = title.rsplit("took ", 1)[-1].strip() if "took " in title else "?"
+            queries = [w for w in title.split(" · ") if w.endswith(" queries")]
+            print(f"hmn top --prometheus, {label}: CPU a refresh (one a second, {seconds} s) "
+                  f"median {statistics.median(per):.0f} ms, max {max(per):.0f} ms; {rss()}; "
+                  f"{queries[0] if queries else '? queries'}, the last took {took}")
+
+        window(f"{nodes} nodes", f"{nodes} nodes (")
+        tmux("send-keys", "-t", "t", "Enter")
+        window("a node open", "node node-")
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+
+
 def main() -> None:
     nodes = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 5
@@ -152,6 +214,9 @@ def main() -> None:
             print(f"hmn {label} --prometheus: {spread(times)}; {answer['queries']} queries, "
                   f"{len(answer['gpus'])} GPUs ranked, verdict {answer['verdict']}, "
                   f"answer {len(out.stdout) >> 10} KiB")
+        top_seconds = int(os.environ.get("FLEET_SCALE_TOP", "20"))
+        if top_seconds > 0:
+            top_phase(hmn, url, f"{int(time.time()) - now + 600}s", top_seconds, nodes)
         if os.environ.get("FLEET_SCALE_COMPARE") == "0":
             return
         # Today's way: one `hmn --json` per node.

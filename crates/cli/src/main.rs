@@ -22,6 +22,8 @@ mod help;
 #[cfg_attr(not(unix), allow(dead_code))]
 mod kube;
 mod outcome;
+#[cfg(feature = "fleet")]
+mod prometheus;
 #[cfg(feature = "top")]
 mod top;
 mod view;

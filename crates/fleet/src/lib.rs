@@ -8,7 +8,8 @@
 //! - [`answer`]: an instant vector as the API gives it;
 //! - [`error`]: what went wrong, naming the query;
 //! - [`selector`]: PromQL label matchers, evaluated against each GPU's labels;
-//! - [`fleet`]: the fleet's GPUs read from the series, stale targets named;
+//! - [`fleet`]: the fleet's GPUs read from the series, stale targets named; node by node for a
+//!   live view, and one node's GPUs, pods and processes;
 //! - [`fit`]: each GPU's and node's verdict for a size, the fleet ranked.
 
 pub mod answer;
@@ -21,5 +22,7 @@ pub mod selector;
 pub use client::{Client, Options};
 pub use error::Error;
 pub use fit::{NodeFit, Placement, Verdict, place};
-pub use fleet::{Fleet, Gpu, Read, Source, Stale, read};
+pub use fleet::{
+    Fleet, Gpu, Mig, Node, Nodes, Pod, Process, Read, Source, Stale, read, read_node, read_nodes,
+};
 pub use selector::Selector;

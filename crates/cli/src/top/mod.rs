@@ -18,6 +18,8 @@
 
 pub mod draw;
 mod events;
+#[cfg(feature = "fleet")]
+pub mod fleet;
 mod ghosts;
 mod input;
 #[cfg(unix)]
@@ -55,11 +57,30 @@ use wake::{STOP_SIGNALS, Wake};
 /// Options of `hmn top`.
 #[derive(Debug, Clone, Args)]
 pub struct TopArgs {
-    /// Time between refreshes (at least 100ms).
-    #[arg(long, default_value = "1s", value_parser = args::duration, value_name = "DURATION")]
-    pub interval: Duration,
+    /// Time between refreshes (at least 100ms) [default: 1s; 5s with --prometheus].
+    #[arg(long, value_parser = args::duration, value_name = "DURATION")]
+    pub interval: Option<Duration>,
+    #[cfg(feature = "fleet")]
+    #[command(flatten)]
+    pub fleet: FleetTopArgs,
     #[command(flatten)]
     pub roots: RootArgs,
+}
+
+/// Options of `hmn top` across a fleet.
+#[cfg(feature = "fleet")]
+#[derive(Debug, Clone, Args)]
+pub struct FleetTopArgs {
+    /// Show every node the Prometheus server at this URL (http:// or https://) scrapes, live:
+    /// hypomnesis's series (`hmn serve`), else dcgm-exporter's.
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// A node whose newest sample is older than this is marked stale (with its age).
+    #[arg(long, value_parser = args::duration, value_name = "DURATION", default_value = "2m",
+          requires = "prometheus")]
+    pub stale_after: Duration,
+    #[command(flatten)]
+    pub client: crate::prometheus::PrometheusArgs,
 }
 
 /// Whether `NO_COLOR` asks for no colour (set and not empty, as no-color.org says).
@@ -91,7 +112,30 @@ pub fn run(args: &TopArgs, err: &mut impl Write) -> io::Result<Outcome> {
         )?;
         return Ok(Outcome::Code(2));
     }
-    let interval = args.interval.max(Duration::from_millis(100));
+    #[cfg(feature = "fleet")]
+    if let Some(url) = &args.fleet.prometheus {
+        // Each refresh's queries are asked from threads of their own: their answers go in the
+        // one arena (a thread's own arena kept its pages resident after the answer was read).
+        crate::heap::one_arena();
+        let client = match args.fleet.client.client(url) {
+            Ok(c) => c,
+            Err(e) => {
+                writeln!(err, "hmn top: {e}")?;
+                return Ok(Outcome::Code(2));
+            }
+        };
+        let interval = args.interval.unwrap_or(Duration::from_secs(5));
+        return fleet::run(
+            client,
+            args.fleet.stale_after,
+            interval.max(Duration::from_millis(100)),
+            colour_allowed(),
+        );
+    }
+    let interval = args
+        .interval
+        .unwrap_or(Duration::from_secs(1))
+        .max(Duration::from_millis(100));
     // The sampling thread allocates each refresh's rows: in the one arena, not one of its own.
     crate::heap::one_arena();
     let control = Arc::new(Control::default());

@@ -239,6 +239,9 @@ fn a_fleet_through_a_real_prometheus() {
     assert_eq!(migs.len(), 2, "the MIG GPU is its instances");
     assert!(migs.iter().all(|g| g["mig"]["profile"] == "3g.71gb"));
 
+    #[cfg(feature = "top")]
+    fleet_top_shows_every_node_and_opens_one(&url, ghost);
+
     // 110 GiB: nowhere now; node-a once its zombie is freed (100 + 20 GiB). Exit 1.
     let o = fits(&["110GiB", "--prometheus", &url]);
     assert_eq!(o.status.code(), Some(1));
@@ -361,6 +364,15 @@ fn a_fleet_through_a_real_prometheus() {
         text.contains("Not counted:") && text.contains("node-d:"),
         "{text}"
     );
+    #[cfg(feature = "top")]
+    {
+        // `hmn top --prometheus` marks it with its age.
+        let top = fleet_top(&url, &["--stale-after", "3s"]);
+        top.wait_for("node-d marked stale", |s| {
+            s.lines()
+                .any(|l| l.contains("node-d") && (l.contains("stale ") || l.contains("gone")))
+        });
+    }
 
     // A Prometheus that is not there: exit 2, naming the query.
     let closed = serving::free_port();
@@ -375,6 +387,80 @@ fn a_fleet_through_a_real_prometheus() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("Prometheus did not answer `"));
     let _ = ghost_parent.kill();
     let _ = ghost_parent.wait();
+}
+
+/// `hmn top --prometheus URL` in tmux (200 x 30), refreshing every 300 ms.
+#[cfg(feature = "top")]
+fn fleet_top(url: &str, extra: &[&str]) -> crate::cli::top::Tmux {
+    let mut command = format!(
+        "{} top --prometheus {url} --interval 300ms",
+        env!("CARGO_BIN_EXE_hmn")
+    );
+    for e in extra {
+        command = format!("{command} {e}");
+    }
+    let command = format!("{command}; echo EXIT=$?; sleep 60");
+    crate::cli::top::Tmux::start("fleet", 200, &[&command])
+}
+
+/// The live fleet view: a row per node (dcgm-exporter's too), the `/` filter, a node opened
+/// for its GPUs and processes (node-a's ghost among them), Esc back, a sort, `q` and exit 0.
+#[cfg(feature = "top")]
+fn fleet_top_shows_every_node_and_opens_one(url: &str, ghost: u32) {
+    if !crate::cli::top::tmux_here() {
+        return;
+    }
+    let top = fleet_top(url, &[]);
+    let screen = top.wait_for("five nodes", |s| s.contains("5 nodes (0 stale)"));
+    assert!(screen.contains("6 queries"), "{screen}");
+    let row = |s: &str, node: &str| {
+        s.lines()
+            .find(|l| l.starts_with(node))
+            .unwrap_or_else(|| panic!("no row for {node}:\n{s}"))
+            .to_string()
+    };
+    // node-a: one H200 of 141 GiB, 41 GiB used, its zombie's 20 GiB a ghost.
+    let a = row(&screen, "node-a");
+    assert!(
+        a.contains("41.0 GiB") && a.contains("141.0 GiB") && a.contains("20.0 GiB"),
+        "{a}"
+    );
+    // node-b: two H100s, 60 of 160 GiB used.
+    let b = row(&screen, "node-b");
+    assert!(
+        b.contains("   2 ") && b.contains("60.0 GiB") && b.contains("160.0 GiB"),
+        "{b}"
+    );
+    // node-e is dcgm-exporter's: no ghost figure there, and its pod by name.
+    let e = row(&screen, "node-e");
+    assert!(e.contains("n/a") && e.contains("bert-0"), "{e}");
+    // Sorted by USED, largest first: node-b (60 GiB) above node-a (41 GiB).
+    let at = |s: &str, node: &str| s.lines().position(|l| l.starts_with(node)).unwrap();
+    assert!(at(&screen, "node-b") < at(&screen, "node-a"), "{screen}");
+    top.keys(&[">"]);
+    top.wait_for("sorted by TOTAL", |s| s.contains("sort: TOTAL ↓"));
+    top.keys(&["/"]);
+    top.keys(&["node-a"]);
+    top.keys(&["Enter"]);
+    let screen = top.wait_for("node-a alone", |s| {
+        s.contains("filter: /node-a") && !s.contains("node-b")
+    });
+    assert!(screen.lines().any(|l| l.starts_with("node-a")), "{screen}");
+    top.keys(&["Enter"]);
+    let pid = ghost.to_string();
+    let screen = top.wait_for("node-a opened", |s| {
+        s.contains("node node-a") && s.lines().any(|l| l.trim_start().starts_with(&pid))
+    });
+    assert!(screen.contains("NVIDIA H200"), "{screen}");
+    let p = screen
+        .lines()
+        .find(|l| l.trim_start().starts_with(&pid))
+        .unwrap();
+    assert!(p.contains("20.0 GiB"), "{p}");
+    top.keys(&["Escape"]);
+    top.wait_for("back to the nodes", |s| s.contains("LARGEST POD"));
+    top.keys(&["q"]);
+    top.wait_for("exit 0", |s| s.contains("EXIT=0"));
 }
 
 /// `--settle` on this host: a free figure that moves is not counted until it has held over
@@ -480,7 +566,8 @@ fn a_local_gate_waits_for_a_steady_free_figure() {
 /// The backfilled fleet of `scripts/bench/fleet_scale.py`, small (50 nodes × 8 GPUs of every
 /// series `hmn serve` exports, written with `promtool tsdb create-blocks-from openmetrics`,
 /// served by a real Prometheus): `hmn fits --prometheus` ranks all 400 GPUs in 8 queries, the
-/// same 8 as for the four nodes above. The 1,000-node figures are in BENCHMARKS.md.
+/// same 8 as for the four nodes above; `hmn top --prometheus` shows the 50 nodes in 6 queries a
+/// refresh, and opens one. The 1,000-node figures are in BENCHMARKS.md.
 #[test]
 fn a_backfilled_fleet_answers_in_eight_queries() {
     let (Some(_), Some(_)) = (external("prometheus"), external("promtool")) else {
@@ -491,6 +578,7 @@ fn a_backfilled_fleet_answers_in_eight_queries() {
         .args(["50", "1"])
         .env("HMN", env!("CARGO_BIN_EXE_hmn"))
         .env("FLEET_SCALE_COMPARE", "0")
+        .env("FLEET_SCALE_TOP", "2")
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
@@ -504,6 +592,9 @@ fn a_backfilled_fleet_answers_in_eight_queries() {
         "hmn fits 40GiB --prometheus: ",
         "; 8 queries, 400 GPUs ranked, verdict fits",
         "hmn fits 40GiB --count 4 --prometheus: ",
+        "hmn top --prometheus, 50 nodes: CPU a refresh",
+        "; 6 queries, the last took",
+        "hmn top --prometheus, a node open: CPU a refresh",
     ] {
         assert!(out.contains(want), "{want:?} in:\n{out}");
     }

@@ -6,7 +6,6 @@
 //! sample is older than the bound is not counted, and is named with its age.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::answer::Series;
@@ -14,12 +13,19 @@ use crate::client::Client;
 use crate::error::Error;
 use crate::selector::Selector;
 
+mod ask;
 mod dcgm;
 mod gpu;
+mod nodes;
 mod ours;
+mod processes;
 mod series;
 
+pub use ask::{NAMED_FOR, NAMED_STEP};
+use ask::{ask_all, promql_string};
 pub use gpu::{Fleet, Gpu, Mig, Pod, Source, Stale};
+pub use nodes::{Node, Nodes, read_nodes};
+pub use processes::Process;
 use series::{Target, target_of};
 
 use dcgm::{DCGMS, Dcgm};
@@ -36,34 +42,88 @@ pub struct Read {
     pub at: f64,
 }
 
-/// How far back a target that stopped answering is still named.
-pub const NAMED_FOR: &str = "15m";
-/// The step of the subquery that finds when such a target last answered: it is asked of those
-/// targets alone, so a fine step costs little (a coarse one misses a target that lived less than
-/// a step).
-pub const NAMED_STEP: &str = "1s";
-
 /// The fleet as Prometheus knows it at `how.at`.
 ///
 /// # Errors
 ///
 /// A query Prometheus could not answer (each error names its query).
 pub fn read(client: &Client, how: &Read) -> Result<Fleet, Error> {
+    read_within(client, how, &[])
+}
+
+/// One node's GPUs, as [`read`] gives them, and the processes holding memory on them, asked
+/// of its target alone (`node.target`: its `job` and `instance`).
+///
+/// # Errors
+///
+/// A query Prometheus could not answer (each error names its query).
+pub fn read_node(client: &Client, how: &Read, node: &Node) -> Result<(Fleet, Vec<Process>), Error> {
+    let within: Vec<String> = node
+        .target
+        .iter()
+        .filter(|(k, _)| k == "job" || k == "instance")
+        .map(|(k, v)| format!("{k}={}", promql_string(v)))
+        .collect();
     let before = client.queries();
-    let mut fleet = Fleet::default();
+    let mut fleet = read_within(client, how, &within)?;
+    let processes = if node.source == Source::Hypomnesis {
+        let a = client.query(
+            &select("hypomnesis_gpu_process_memory_bytes", &within),
+            how.at,
+        )?;
+        fleet.warnings.extend(a.warnings);
+        processes::of(&a.series)
+    } else {
+        Vec::new()
+    };
+    fleet.queries = client.queries() - before;
+    Ok((fleet, processes))
+}
+
+/// `selector`'s series (a metric name, or `{matchers}`) with the matchers of `within` added.
+fn select(selector: &str, within: &[String]) -> String {
+    if within.is_empty() {
+        return selector.to_string();
+    }
+    let extra = within.join(",");
+    match selector.strip_suffix('}') {
+        Some(open) if open.ends_with('{') => format!("{open}{extra}}}"),
+        Some(open) => format!("{open},{extra}}}"),
+        None => format!("{selector}{{{extra}}}"),
+    }
+}
+
+/// The queries of one read, each narrowed by the matchers of `within`.
+fn queries(within: &[String]) -> [String; 8] {
+    let sel = |selector: &str| select(selector, within);
     // The series that left the instant queries (their target stopped answering): cheap to
     // find, and only theirs are asked when they last answered (below).
-    let gone = |name: &str| format!("last_over_time({name}[{NAMED_FOR}]) unless {name}");
-    let queries = [
-        "{__name__=~\"hypomnesis_gpu_memory_(free|total|reserved|not_visible)_bytes|hypomnesis_gpu_info|hypomnesis_gpu_mig_memory_(free|total|reserved)_bytes\"}".to_string(),
-        "hypomnesis_gpu_ghost_bytes{class!=\"unaccounted\"} > 0".to_string(),
-        "hypomnesis_gpu_pod_memory_bytes".to_string(),
-        "timestamp(hypomnesis_gpu_memory_free_bytes)".to_string(),
+    let gone = |name: &str| {
+        let s = sel(name);
+        format!("last_over_time({s}[{NAMED_FOR}]) unless {s}")
+    };
+    [
+        sel(
+            "{__name__=~\"hypomnesis_gpu_memory_(free|total|reserved|not_visible)_bytes|hypomnesis_gpu_info|hypomnesis_gpu_mig_memory_(free|total|reserved)_bytes\"}",
+        ),
+        format!(
+            "{} > 0",
+            sel("hypomnesis_gpu_ghost_bytes{class!=\"unaccounted\"}")
+        ),
+        sel("hypomnesis_gpu_pod_memory_bytes"),
+        format!("timestamp({})", sel("hypomnesis_gpu_memory_free_bytes")),
         gone("hypomnesis_gpu_memory_free_bytes"),
-        "{__name__=~\"DCGM_FI_DEV_FB_(FREE|USED|RESERVED|TOTAL)\"}".to_string(),
-        "timestamp(DCGM_FI_DEV_FB_FREE)".to_string(),
+        sel("{__name__=~\"DCGM_FI_DEV_FB_(FREE|USED|RESERVED|TOTAL)\"}"),
+        format!("timestamp({})", sel("DCGM_FI_DEV_FB_FREE")),
         gone("DCGM_FI_DEV_FB_FREE"),
-    ];
+    ]
+}
+
+/// The fleet at `how.at`, each query's series narrowed by the matchers of `within`.
+fn read_within(client: &Client, how: &Read, within: &[String]) -> Result<Fleet, Error> {
+    let before = client.queries();
+    let mut fleet = Fleet::default();
+    let queries = queries(within);
     let series = ask_all(client, how.at, &queries, &mut fleet)?;
     let mut next = series.into_iter();
     let mut take = || next.next().unwrap_or_default();
@@ -125,63 +185,10 @@ pub fn read(client: &Client, how: &Read) -> Result<Fleet, Error> {
     Ok(fleet)
 }
 
-/// The answers to `queries`, asked at once: Prometheus answers them side by side, and the wait
-/// is the slowest one's. Their warnings go to `fleet`.
-fn ask_all(
-    client: &Client,
-    at: f64,
-    queries: &[String],
-    fleet: &mut Fleet,
-) -> Result<Vec<Vec<Series>>, Error> {
-    let answers: Vec<Result<crate::answer::Answer, Error>> = std::thread::scope(|scope| {
-        let asked: Vec<_> = queries
-            .iter()
-            .map(|q| scope.spawn(move || client.query(q, at)))
-            .collect();
-        asked
-            .into_iter()
-            .zip(queries)
-            .map(|(h, q)| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Transport {
-                        query: q.clone(),
-                        why: "the thread asking it panicked".into(),
-                    })
-                })
-            })
-            .collect()
-    });
-    let mut series = Vec::with_capacity(answers.len());
-    for a in answers {
-        let a = a?;
-        fleet.warnings.extend(a.warnings);
-        series.push(a.series);
-    }
-    Ok(series)
-}
-
-/// `text` as a PromQL string: in double quotes, `\`, `"` and control characters escaped.
-fn promql_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            c if u32::from(c) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// When the targets of `gone` (series of `name` that left the instant queries) last answered:
 /// the newest sample's time of each, known to [`NAMED_STEP`], asked of their jobs and instances
 /// alone (none asked when none went).
-fn last_answered(
+pub(super) fn last_answered(
     client: &Client,
     at: f64,
     (name, own): (&str, &[&str]),
@@ -221,12 +228,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn promql_strings_escape_quotes_backslashes_and_controls() {
-        assert_eq!(promql_string("node\\-a"), r#""node\\-a""#);
-        assert_eq!(promql_string("a\"b"), r#""a\"b""#);
+    fn a_selector_is_narrowed_by_the_matchers_given() {
+        let w = vec!["job=\"hmn\"".to_string(), "instance=\"a:1\"".to_string()];
+        assert_eq!(select("up", &[]), "up");
+        assert_eq!(select("up", &w), "up{job=\"hmn\",instance=\"a:1\"}");
+        assert_eq!(select("up{}", &w), "up{job=\"hmn\",instance=\"a:1\"}");
         assert_eq!(
-            promql_string("x\u{1}\u{1f} \u{7f}~"),
-            r#""x\x01\x1f \x7f~""#
+            select("{__name__=~\"x|y\"}", &w),
+            "{__name__=~\"x|y\",job=\"hmn\",instance=\"a:1\"}"
         );
     }
 }

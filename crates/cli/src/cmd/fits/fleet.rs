@@ -3,17 +3,17 @@
 //! does not; `--count N` for N GPUs on one node; `--wait`/`--settle` as on one host.
 
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
-use hypomnesis_fleet::{Client, Fleet, Options, Read, Selector, Verdict};
+use hypomnesis_fleet::{Client, Fleet, Read, Selector, Verdict};
 
 use super::FitsArgs;
 use crate::args;
 use crate::collect::settle::{Settle, Steady};
 use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
+use crate::prometheus::PrometheusArgs;
 use crate::view::fleet::{self as render, Asked, gpu_name};
 use crate::view::format_size;
 
@@ -40,22 +40,8 @@ pub struct FleetArgs {
     /// How many GPUs (or lines of a list) the text shows; --json shows all.
     #[arg(long, value_name = "N", default_value_t = 20, requires = "prometheus")]
     pub top: usize,
-    /// A file holding the bearer token to send to Prometheus.
-    #[arg(long, value_name = "FILE", requires = "prometheus")]
-    pub prometheus_token_file: Option<PathBuf>,
-    /// The basic-auth user for Prometheus (the password from --prometheus-password-file).
-    #[arg(long, value_name = "USER", requires = "prometheus")]
-    pub prometheus_user: Option<String>,
-    /// A file holding the basic-auth password.
-    #[arg(long, value_name = "FILE", requires = "prometheus_user")]
-    pub prometheus_password_file: Option<PathBuf>,
-    /// A PEM file of the CA certificates to trust for an https:// Prometheus.
-    #[arg(long, value_name = "FILE", requires = "prometheus")]
-    pub prometheus_ca_file: Option<PathBuf>,
-    /// How long one query may take.
-    #[arg(long, value_parser = args::duration, value_name = "DURATION", default_value = "10s",
-          requires = "prometheus")]
-    pub prometheus_timeout: Duration,
+    #[command(flatten)]
+    pub client: PrometheusArgs,
 }
 
 /// Unix seconds now.
@@ -69,15 +55,7 @@ fn now() -> f64 {
 fn setup(f: &FleetArgs, url: &str) -> Result<(Client, Selector), String> {
     let selector = Selector::parse(f.selector.as_deref().unwrap_or_default())
         .map_err(|e| format!("--selector: {e}"))?;
-    let options = Options {
-        timeout: f.prometheus_timeout,
-        bearer_token_file: f.prometheus_token_file.clone(),
-        basic_user: f.prometheus_user.clone(),
-        basic_password_file: f.prometheus_password_file.clone(),
-        ca_file: f.prometheus_ca_file.clone(),
-        ..Options::default()
-    };
-    let client = Client::new(url, &options).map_err(|e| e.to_string())?;
+    let client = f.client.client(url)?;
     Ok((client, selector))
 }
 

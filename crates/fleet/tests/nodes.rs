@@ -1,0 +1,300 @@
+//! The fleet node by node (`read_nodes`, for `hmn top --prometheus`) and one node's own
+//! (`read_node`), from a stand-in Prometheus on loopback answering each query with canned
+//! series: our nodes, dcgm-exporter's (one without `FB_TOTAL`), a node both export, an
+//! impossible figure, a stale target and a gone one, and the queries each asks.
+#![allow(
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::too_many_lines,
+    clippy::doc_markdown,
+    clippy::many_single_char_names,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss
+)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hypomnesis_fleet::{Client, Options, Read as How, Selector, Source};
+
+const GIB: f64 = 1_073_741_824.0;
+const AT: f64 = 1_800_000_000.0;
+
+/// A stand-in Prometheus answering each POSTed query with `answer`; the queries are kept.
+fn standin(answer: fn(&str) -> String) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&asked);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let seen = Arc::clone(&seen);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut length = 0;
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let h = h.trim_end().to_ascii_lowercase();
+                        if h.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = h.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    let form = String::from_utf8(body).unwrap();
+                    let query: String = form
+                        .split('&')
+                        .find_map(|kv| kv.strip_prefix("query="))
+                        .map(urlencoding_decode)
+                        .unwrap_or_default();
+                    seen.lock().unwrap().push(query.clone());
+                    let body = answer(&query);
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    if stream.write_all(head.as_bytes()).is_err()
+                        || stream.write_all(body.as_bytes()).is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, asked)
+}
+
+fn urlencoding_decode(v: &str) -> String {
+    let b = v.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                out.push(u8::from_str_radix(&v[i + 1..i + 3], 16).unwrap());
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+fn vector(series: &[(&[(&str, &str)], f64)]) -> String {
+    let result: Vec<serde_json::Value> = series
+        .iter()
+        .map(|(labels, v)| {
+            let metric: BTreeMap<&str, &str> = labels.iter().copied().collect();
+            let v = if v.is_nan() {
+                "NaN".to_string()
+            } else {
+                v.to_string()
+            };
+            serde_json::json!({"metric": metric, "value": [AT, v]})
+        })
+        .collect();
+    serde_json::json!({"status": "success", "data": {"resultType": "vector", "result": result}})
+        .to_string()
+}
+
+const A: &[(&str, &str)] = &[("job", "hmn"), ("instance", "a:9400"), ("node", "node-a")];
+const M: &[(&str, &str)] = &[("job", "hmn"), ("instance", "m:9400"), ("node", "node-m")];
+const MD: &[(&str, &str)] = &[
+    ("job", "dcgm"),
+    ("instance", "m:9401"),
+    ("Hostname", "node-m"),
+];
+const X: &[(&str, &str)] = &[
+    ("job", "dcgm"),
+    ("instance", "x:9401"),
+    ("Hostname", "node-x"),
+];
+const N: &[(&str, &str)] = &[("job", "hmn"), ("instance", "n:9400"), ("node", "node-n")];
+const OLD: &[(&str, &str)] = &[("job", "hmn"), ("instance", "o:9400"), ("node", "node-old")];
+const G: &[(&str, &str)] = &[("job", "hmn"), ("instance", "g:9400"), ("node", "node-g")];
+
+fn with<'a>(t: &[(&'a str, &'a str)], more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    t.iter().chain(more).copied().collect()
+}
+
+fn answer(q: &str) -> String {
+    let name = |m: &'static str| [("__name__", m)];
+    if q.starts_with("sum by (job, instance, node, Hostname, __name__)") {
+        let ours = |t, total: f64, free: f64| {
+            vec![
+                (
+                    with(t, &name("hypomnesis_gpu_memory_total_bytes")),
+                    total * GIB,
+                ),
+                (
+                    with(t, &name("hypomnesis_gpu_memory_free_bytes")),
+                    free * GIB,
+                ),
+                (
+                    with(t, &name("hypomnesis_gpu_memory_reserved_bytes")),
+                    0.5 * GIB,
+                ),
+            ]
+        };
+        let mut s = ours(A, 141.0, 100.0);
+        s.extend(ours(M, 80.0, 70.0));
+        s.extend(ours(N, 80.0, f64::NAN));
+        s.extend(ours(OLD, 80.0, 80.0));
+        s.push((with(MD, &name("DCGM_FI_DEV_FB_FREE")), 70_000.0));
+        s.push((with(MD, &name("DCGM_FI_DEV_FB_TOTAL")), 81_920.0));
+        s.push((with(X, &name("DCGM_FI_DEV_FB_FREE")), 40_000.0));
+        s.push((with(X, &name("DCGM_FI_DEV_FB_USED")), 40_500.0));
+        s.push((with(X, &name("DCGM_FI_DEV_FB_RESERVED")), 537.0));
+        let s: Vec<(&[(&str, &str)], f64)> = s.iter().map(|(l, v)| (l.as_slice(), *v)).collect();
+        return vector(&s);
+    }
+    if q.starts_with("count by") {
+        return vector(&[
+            (A, 1.0),
+            (M, 1.0),
+            (MD, 1.0),
+            (X, 2.0),
+            (N, 1.0),
+            (OLD, 1.0),
+        ]);
+    }
+    if q.starts_with("sum by (job, instance, node, Hostname) (hypomnesis_gpu_ghost_bytes") {
+        return vector(&[(A, 20.0 * GIB), (M, 0.0)]);
+    }
+    if q.starts_with("topk") {
+        let a = with(A, &[("namespace", "serve"), ("pod", "vllm-0")]);
+        let x = with(X, &[("namespace", "train"), ("pod", "bert-0")]);
+        return vector(&[(&a, 80.0 * GIB), (&x, 40_500.0)]);
+    }
+    if q.starts_with("max by (job, instance, node, Hostname) (timestamp") {
+        return vector(&[
+            (A, AT - 5.0),
+            (M, AT - 5.0),
+            (MD, AT - 5.0),
+            (X, AT - 5.0),
+            (N, AT - 5.0),
+            (OLD, AT - 600.0),
+        ]);
+    }
+    if q.starts_with("label_replace") {
+        let g = with(G, &[("source", "hypomnesis")]);
+        let a = with(A, &[("source", "hypomnesis")]);
+        return vector(&[(&g, 1.0), (&a, 1.0)]);
+    }
+    if q.starts_with("max by (job, instance) (max_over_time") {
+        return vector(&[(&[("job", "hmn"), ("instance", "g:9400")], AT - 300.0)]);
+    }
+    if q.starts_with("hypomnesis_gpu_process_memory_bytes{") {
+        let p = with(A, &[("gpu", "0"), ("pid", "77"), ("process", "python3")]);
+        return vector(&[(&p, 12.0 * GIB)]);
+    }
+    // read_node's own queries, of one target: nothing but the process list is canned.
+    vector(&[])
+}
+
+#[test]
+fn each_node_in_six_queries_stale_and_gone_ones_marked() {
+    let (url, asked) = standin(answer);
+    let client = Client::new(&url, &Options::default()).unwrap();
+    let nodes = hypomnesis_fleet::read_nodes(&client, Duration::from_secs(120), AT).unwrap();
+    // Six, and a seventh for when the gone target last answered, asked of it alone.
+    assert_eq!(nodes.queries, 7);
+    let asked = asked.lock().unwrap().clone();
+    let last = asked.iter().find(|q| q.contains("max_over_time")).unwrap();
+    assert!(
+        last.contains("g:9400") && !last.contains("a:9400"),
+        "{last}"
+    );
+    let by: BTreeMap<&str, &hypomnesis_fleet::Node> =
+        nodes.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let names: Vec<&str> = by.keys().copied().collect();
+    assert_eq!(
+        names,
+        ["node-a", "node-g", "node-m", "node-n", "node-old", "node-x"]
+    );
+    let a = by["node-a"];
+    assert_eq!(a.source, Source::Hypomnesis);
+    assert_eq!((a.gpus, a.used()), (Some(1), Some((41.0 * GIB) as u64)));
+    assert_eq!(a.ghosts, Some((20.0 * GIB) as u64));
+    let pod = a.largest_pod.as_ref().unwrap();
+    assert_eq!(
+        (pod.pod.as_str(), pod.bytes),
+        ("vllm-0", Some((80.0 * GIB) as u64))
+    );
+    assert!(!a.stale && a.age == Some(5.0));
+    // node-m is exported by both: hypomnesis's figures alone, and a note.
+    let m = by["node-m"];
+    assert_eq!(
+        (m.source, m.total),
+        (Source::Hypomnesis, Some((80.0 * GIB) as u64))
+    );
+    assert!(
+        nodes
+            .notes
+            .iter()
+            .any(|n| n.starts_with("node-m: dcgm-exporter's figures left out"))
+    );
+    // dcgm-exporter without FB_TOTAL: free + used + reserved, MiB; no ghost figure; the pod
+    // named, with no figure of its own.
+    let x = by["node-x"];
+    assert_eq!(x.source, Source::Dcgm);
+    assert_eq!(x.total, Some((40_000 + 40_500 + 537) << 20));
+    assert_eq!(x.used(), Some((40_500 + 537) << 20));
+    assert_eq!(x.ghosts, None);
+    assert_eq!(x.largest_pod.as_ref().unwrap().bytes, None);
+    // A NaN free figure is unknown, and so is what is used.
+    let n = by["node-n"];
+    assert_eq!((n.free, n.used()), (None, None));
+    // Older than the bound: stale with its exact age; gone: stale, its age to the step.
+    let old = by["node-old"];
+    assert!(old.stale && old.exact && old.age == Some(600.0));
+    let g = by["node-g"];
+    assert!(g.stale && !g.exact && g.age == Some(300.0) && g.total.is_none());
+}
+
+#[test]
+fn one_node_is_asked_of_its_target_alone() {
+    let (url, asked) = standin(answer);
+    let client = Client::new(&url, &Options::default()).unwrap();
+    let nodes = hypomnesis_fleet::read_nodes(&client, Duration::from_secs(120), AT).unwrap();
+    asked.lock().unwrap().clear();
+    let a = nodes.nodes.iter().find(|n| n.name == "node-a").unwrap();
+    let how = How {
+        stale_after: Duration::from_secs(120),
+        selector: Selector::default(),
+        at: AT,
+    };
+    let (_, processes) = hypomnesis_fleet::read_node(&client, &how, a).unwrap();
+    assert_eq!(processes.len(), 1);
+    assert_eq!(
+        (processes[0].pid.as_str(), processes[0].bytes),
+        ("77", (12.0 * GIB) as u64)
+    );
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 9, "{asked:#?}");
+    for q in &asked {
+        assert!(
+            q.contains(r#"job="hmn",instance="a:9400""#),
+            "a query not narrowed to the node: {q}"
+        );
+    }
+}
