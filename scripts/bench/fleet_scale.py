@@ -18,7 +18,7 @@ openmetrics` (samples every 15 s over the last minute), then:
 Usage: scripts/bench/fleet_scale.py [NODES] [RUNS]   (defaults 1000 and 5)
 Needs `prometheus` and `promtool` on PATH, and a built `hmn` (cargo build --release; or the one
 HMN names). FLEET_SCALE_COMPARE=0 leaves out the comparison (a test runs it so, small)."""
-import json, os, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.parse, urllib.request
+import json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.parse, urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -142,11 +142,11 @@ def top_phase(hmn: str, url: str, stale: str, seconds: int, nodes: int) -> None:
                 per.append((now_cpu - last) * 1000)
                 last = now_cpu
             title = tmux("capture-pane", "-p", "-t", "t").splitlines()[0]
-            took = title.rsplit("took ", 1)[-1].strip() if "took " in title else "?"
-            queries = [w for w in title.split(" · ") if w.endswith(" queries")]
+            said = re.search(r"(\d+) queries took (\S+),", title)
+            queries, took = said.groups() if said else ("?", "?")
             print(f"hmn top --prometheus, {label}: CPU a refresh (one a second, {seconds} s) "
                   f"median {statistics.median(per):.0f} ms, max {max(per):.0f} ms; {rss()}; "
-                  f"{queries[0] if queries else '? queries'}, the last took {took}")
+                  f"{queries} queries, the last took {took}")
 
         window(f"{nodes} nodes", f"{nodes} nodes (")
         tmux("send-keys", "-t", "t", "Enter")

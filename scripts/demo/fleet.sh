@@ -4,6 +4,7 @@
 # node-d: an idle H200), each scraped by a real Prometheus with its `node` label, then
 # `hmn fits ARGS… --prometheus <that Prometheus>`. Needs `prometheus` on PATH (Debian:
 # prometheus). Usage: scripts/demo/fleet.sh 110GiB [--count 2] [--json] …
+# or, for the live view of the same fleet: scripts/demo/fleet.sh top [--interval 1s] …
 # Works from any directory, and honours CARGO_TARGET_DIR. Everything it starts is stopped
 # when it ends.
 set -euo pipefail
@@ -66,6 +67,11 @@ for _ in $(seq 120); do
   sleep 0.5
 done
 set +e
+if [ "${1:-}" = top ]; then
+  shift
+  "$hmn" top --prometheus "http://$prom" "$@"
+  exit $?
+fi
 "$hmn" fits "$@" --prometheus "http://$prom"
 status=$?
 echo "(exit $status)"

@@ -8,7 +8,9 @@
 //! - `events`: the terminal thread's loop, which reads keys and does what they ask;
 //! - `input` and `keys`: the terminal's input, read by the view itself (on Unix) and made into
 //!   keys, mouse reports and resizes, every press of a burst counted;
-//! - `sampling`: the sampling thread, which measures each refresh and paints it.
+//! - `sampling`: the sampling thread, which measures each refresh and paints it;
+//! - `fleet`: `hmn top --prometheus`, the fleet's nodes through Prometheus (its own fetching
+//!   thread, state and frame; the terminal, input and wake parts shared).
 //!
 //! The sampling thread reads only what the view shows (each GPU's figures, processes and MIG
 //! instances; the listed processes' owner, command, RSS and CPU time; the host's RAM) and

@@ -326,7 +326,7 @@ fn table(p: &Placement, top: usize) -> String {
         rows.push([
             g.node.clone(),
             gpu,
-            g.model.clone().unwrap_or_else(|| "-".into()),
+            model_cell(g),
             format!("{}{mark}", format_size(g.free)),
             format_size(g.total),
             g.reserved.map_or_else(|| "-".into(), format_size),
@@ -357,6 +357,7 @@ struct GpuJson<'a> {
     gpu: &'a str,
     uuid: Option<&'a str>,
     model: Option<&'a str>,
+    memory_model: Option<&'a str>,
     mig: Option<MigJson<'a>>,
     total_bytes: u64,
     free_bytes: u64,
@@ -418,6 +419,16 @@ struct AnswerJson<'a> {
     warnings: &'a [String],
 }
 
+/// A GPU's model, and where its memory is when that is not its own (`unified`: its figures
+/// are the host's memory, which the CPU uses too).
+pub fn model_cell(g: &Gpu) -> String {
+    let model = g.model.clone().unwrap_or_else(|| "-".into());
+    match g.memory_model.as_deref() {
+        Some(m @ ("unified" | "coherent")) => format!("{model} ({m})"),
+        _ => model,
+    }
+}
+
 /// The answer as JSON.
 pub fn json(fleet: &Fleet, p: &Placement, asked: &Asked<'_>) -> serde_json::Result<String> {
     let gpus = p
@@ -428,6 +439,7 @@ pub fn json(fleet: &Fleet, p: &Placement, asked: &Asked<'_>) -> serde_json::Resu
             gpu: &g.index,
             uuid: g.uuid.as_deref(),
             model: g.model.as_deref(),
+            memory_model: g.memory_model.as_deref(),
             mig: g.mig.as_ref().map(|m| MigJson {
                 id: &m.id,
                 profile: &m.profile,

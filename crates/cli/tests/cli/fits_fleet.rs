@@ -1,5 +1,6 @@
-//! `hmn fits --prometheus` against a real Prometheus scraping four `hmn serve` on loopback (one
-//! with a ghost, one with two GPUs, one in MIG mode, one stopped mid-test to go stale) and a
+//! `hmn fits --prometheus` against a real Prometheus scraping five `hmn serve` on loopback (one
+//! with a ghost, one with two GPUs, one in MIG mode, one stopped mid-test to go stale, one whose
+//! GPU's memory is the host's: unified) and a
 //! dcgm-exporter stand-in serving text in that exporter's format; then `--count`, `--selector`,
 //! `--json`, the exit codes, and the `--wait`/`--settle` gate. Local `--wait`/`--settle` runs
 //! against the fake NVML with a free figure that moves, then holds.
@@ -180,6 +181,28 @@ fn a_fleet_through_a_real_prometheus() {
         ),
         &[],
     );
+    // node-u: a GB10, whose memory is the host's (NVML says NOT_SUPPORTED, ATS addressing):
+    // its figures are the host's pool, here a procfs of 128 GiB with 100 GiB available.
+    let procfs = std::env::temp_dir().join(format!("hmn-fleet-unified-{}", std::process::id()));
+    std::fs::create_dir_all(&procfs).unwrap();
+    std::fs::write(
+        procfs.join("meminfo"),
+        format!(
+            "MemTotal:       {} kB\nMemFree:        {} kB\nMemAvailable:   {} kB\n",
+            128 * GIB / 1024,
+            90 * GIB / 1024,
+            100 * GIB / 1024
+        ),
+    )
+    .unwrap();
+    let mut unified = serving::serve_command(
+        FakeVariant::Modern,
+        r#"{"devices": [{"name": "NVIDIA GB10", "uuid": "GPU-0b100000-0000-4000-8000-000000000000",
+            "total": 0, "free": 0, "memory_error": 3, "addressing_mode": 2}]}"#,
+        &["--listen", "127.0.0.1:0", "--min-interval", "1s"],
+    );
+    unified.env("HYPOMNESIS_PROCFS", &procfs);
+    let u = Server::spawn(unified);
     let dcgm = dcgm_standin();
     let prometheus = Prometheus::start_nodes(
         &binary,
@@ -188,6 +211,7 @@ fn a_fleet_through_a_real_prometheus() {
             (b.addr, "node-b"),
             (c.addr, "node-c"),
             (d.addr, "node-d"),
+            (u.addr, "node-u"),
         ],
         &[(dcgm, "dcgm")],
     );
@@ -210,7 +234,7 @@ fn a_fleet_through_a_real_prometheus() {
                 .unwrap()
                 .iter()
                 .any(|g| g["ghost_bytes"]["zombie"].as_u64() == Some(20 * GIB));
-            if nodes.len() == 5 && ghosted {
+            if nodes.len() == 6 && ghosted {
                 break j;
             }
         }
@@ -224,8 +248,13 @@ fn a_fleet_through_a_real_prometheus() {
         std::thread::sleep(Duration::from_millis(500));
     };
     let gpus = all["gpus"].as_array().unwrap();
-    // node-a, node-b ×2, node-c's two MIG instances, node-d, node-e (dcgm-exporter's).
-    assert_eq!(gpus.len(), 7, "{all:#}");
+    // node-a, node-b ×2, node-c's two MIG instances, node-d, node-e (dcgm-exporter's), node-u.
+    assert_eq!(gpus.len(), 8, "{all:#}");
+    // The unified node's figures are the host's pool, and it says so.
+    let u = gpus.iter().find(|g| g["node"] == "node-u").unwrap();
+    assert_eq!(u["memory_model"], "unified", "{u:#}");
+    assert_eq!(u["total_bytes"].as_u64(), Some(128 * GIB), "{u:#}");
+    assert_eq!(u["free_bytes"].as_u64(), Some(100 * GIB), "{u:#}");
     assert_eq!(all["queries"], 8);
     let e = gpus.iter().find(|g| g["node"] == "node-e").unwrap();
     assert_eq!(e["source"], "dcgm-exporter");
@@ -387,6 +416,7 @@ fn a_fleet_through_a_real_prometheus() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("Prometheus did not answer `"));
     let _ = ghost_parent.kill();
     let _ = ghost_parent.wait();
+    let _ = std::fs::remove_dir_all(procfs);
 }
 
 /// `hmn top --prometheus URL` in tmux (200 x 30), refreshing every 300 ms.
@@ -411,7 +441,7 @@ fn fleet_top_shows_every_node_and_opens_one(url: &str, ghost: u32) {
         return;
     }
     let top = fleet_top(url, &[]);
-    let screen = top.wait_for("five nodes", |s| s.contains("5 nodes (0 stale)"));
+    let screen = top.wait_for("six nodes", |s| s.contains("6 nodes (0 stale)"));
     assert!(screen.contains("6 queries"), "{screen}");
     let row = |s: &str, node: &str| {
         s.lines()
@@ -434,6 +464,9 @@ fn fleet_top_shows_every_node_and_opens_one(url: &str, ghost: u32) {
     // node-e is dcgm-exporter's: no ghost figure there, and its pod by name.
     let e = row(&screen, "node-e");
     assert!(e.contains("n/a") && e.contains("bert-0"), "{e}");
+    // node-u: the host's 128 GiB, 28 GiB of it used.
+    let u = row(&screen, "node-u");
+    assert!(u.contains("28.0 GiB") && u.contains("128.0 GiB"), "{u}");
     // Sorted by USED, largest first: node-b (60 GiB) above node-a (41 GiB).
     let at = |s: &str, node: &str| s.lines().position(|l| l.starts_with(node)).unwrap();
     assert!(at(&screen, "node-b") < at(&screen, "node-a"), "{screen}");

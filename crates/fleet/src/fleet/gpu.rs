@@ -53,6 +53,9 @@ pub struct Gpu {
     pub uuid: Option<String>,
     /// Its model.
     pub model: Option<String>,
+    /// Where its memory is (`unified`: the host's memory, its figures the host's pool;
+    /// `coherent`; `discrete`), as its exporter says; `None` where it does not.
+    pub memory_model: Option<String>,
     /// The MIG instance this is, on the GPU `index`.
     pub mig: Option<Mig>,
     /// Its memory, bytes.

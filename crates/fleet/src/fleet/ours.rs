@@ -26,6 +26,8 @@ pub(super) const OURS: &[&str] = &[
     "claim",
     "mig",
     "mig_mode",
+    "memory_model",
+    "numa_node",
     "profile",
 ];
 
@@ -119,7 +121,10 @@ impl Ours {
                 p.uuid = s.label("uuid").map(str::to_string);
             }
             match name.trim_start_matches("hypomnesis_gpu_") {
-                "info" => p.model = s.label("model").map(|m| shown(m).into_owned()),
+                "info" => {
+                    p.model = s.label("model").map(|m| shown(m).into_owned());
+                    p.memory_model = s.label("memory_model").map(str::to_string);
+                }
                 "memory_total_bytes" | "mig_memory_total_bytes" => p.total = Some(s.value),
                 "memory_free_bytes" | "mig_memory_free_bytes" => p.free = Some(s.value),
                 "memory_reserved_bytes" | "mig_memory_reserved_bytes" => {

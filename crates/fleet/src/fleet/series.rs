@@ -92,6 +92,7 @@ pub(super) struct Parts {
     pub(super) reserved: Option<f64>,
     pub(super) not_visible: Option<f64>,
     pub(super) profile: Option<String>,
+    pub(super) memory_model: Option<String>,
 }
 
 pub(super) type Key = (Target, String, Option<String>);
@@ -163,6 +164,7 @@ pub(super) fn complete(
         index: shown(gpu).into_owned(),
         uuid: p.uuid.map(|u| shown(&u).into_owned()),
         model,
+        memory_model: p.memory_model.map(|m| shown(&m).into_owned()),
         mig: mig.map(|id| Mig {
             id: shown(&id).into_owned(),
             profile: p.profile.unwrap_or_default(),
@@ -188,6 +190,12 @@ pub(super) fn label(g: &mut Gpu, target: &Target) {
     if let Some(m) = &g.model {
         g.labels
             .entry("model".into())
+            .or_default()
+            .insert(m.clone());
+    }
+    if let Some(m) = &g.memory_model {
+        g.labels
+            .entry("memory_model".into())
             .or_default()
             .insert(m.clone());
     }

@@ -124,13 +124,12 @@ fn title(view: &View, now: Instant) -> String {
     let Some(last) = &view.last else {
         return format!("hmn top · fleet · {} · asking…", view.url);
     };
-    let fresh = format!(
-        "{} ago, took {}",
+    let (ago, took) = (
         secs(now.saturating_duration_since(last.at).as_secs_f64()),
-        human(last.took)
+        human(last.took),
     );
     let Ok(nodes) = &last.nodes else {
-        return format!("hmn top · fleet · {} · {fresh}", view.url);
+        return format!("hmn top · fleet · took {took}, {ago} ago · {}", view.url);
     };
     let live = nodes.nodes.iter().filter(|n| !n.stale);
     let (gpus, used, total) = live.fold((0, 0, 0), |(g, u, t), n| {
@@ -142,12 +141,12 @@ fn title(view: &View, now: Instant) -> String {
     });
     let stale = nodes.nodes.iter().filter(|n| n.stale).count();
     format!(
-        "hmn top · fleet · {} · {} nodes ({stale} stale) · {gpus} GPUs · used {} of {} · {} queries · {fresh}",
-        view.url,
+        "hmn top · fleet · {} nodes ({stale} stale) · {gpus} GPUs · used {} of {} · {} queries took {took}, {ago} ago · {}",
         nodes.nodes.len() - stale,
         format_size(used),
         format_size(total),
-        nodes.queries
+        nodes.queries,
+        view.url,
     )
 }
 
@@ -294,10 +293,10 @@ fn node_title(view: &View, n: &Node, now: Instant) -> String {
             _ => 0,
         };
         format!(
-            " · {} queries · {} ago, took {}",
+            " · {} queries took {}, {} ago",
             of_nodes + of_node,
+            human(l.took),
             secs(now.saturating_duration_since(l.at).as_secs_f64()),
-            human(l.took)
         )
     });
     format!(
@@ -362,7 +361,7 @@ fn detail_lines<'a>(
         };
         let model = match &g.mig {
             Some(m) => format!("MIG {}", m.profile),
-            None => g.model.clone().unwrap_or_else(|| "–".into()),
+            None => crate::view::fleet::model_cell(g),
         };
         let ghosts = match g.source {
             Source::Dcgm => "n/a".to_string(),

@@ -174,7 +174,9 @@ fn the_table_shows_each_node_stale_ones_with_their_age_and_unknowns_as_unknown()
     let s = screen(&mut v, 150, 10);
     let title = s.lines().next().unwrap();
     assert!(
-        title.contains("3 nodes (1 stale) · 24 GPUs · used 730.0 GiB of 2336.0 GiB · 6 queries"),
+        title.contains(
+            "3 nodes (1 stale) · 24 GPUs · used 730.0 GiB of 2336.0 GiB · 6 queries took 12ms"
+        ),
         "{title}"
     );
     let row = |n: &str| s.lines().find(|l| l.starts_with(n)).unwrap().to_string();
