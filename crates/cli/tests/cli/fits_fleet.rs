@@ -436,6 +436,7 @@ fn fleet_top(url: &str, extra: &[&str]) -> crate::cli::top::Tmux {
 /// The live fleet view: a row per node (dcgm-exporter's too), the `/` filter, a node opened
 /// for its GPUs and processes (node-a's ghost among them), Esc back, a sort, `q` and exit 0.
 #[cfg(feature = "top")]
+#[allow(clippy::many_single_char_names)]
 fn fleet_top_shows_every_node_and_opens_one(url: &str, ghost: u32) {
     if !crate::cli::top::tmux_here() {
         return;
