@@ -11,5 +11,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 case "$scenario" in /*) ;; *) scenario="$ROOT/$scenario" ;; esac
 lib="$(fake_nvml)"
 cargo build -q --bin hmn
+# A pid file the scenario names is the command's to write: one an earlier run left would list
+# its process, gone since, beside this run's (as a neighbour that let go of its memory).
+grep -o '"pid_file": *"[^"]*"' "$scenario" | sed 's/.*"\([^"]*\)"$/\1/' | while read -r f; do
+  rm -f "$f"
+done
 HYPOMNESIS_NVML_LIBRARY="$lib" FAKE_NVML_SCENARIO="$scenario" \
   exec "$CARGO_TARGET_DIR/debug/hmn" "$@"

@@ -63,6 +63,7 @@ mod cli {
     mod hostile_names;
     mod impossible_figures;
     mod kubelet;
+    mod neighbours;
     mod numa;
     mod pid_namespace;
     mod ps;

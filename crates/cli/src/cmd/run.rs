@@ -15,6 +15,7 @@ use hypomnesis::GpuDeviceInfo;
 
 use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::child::{self, Child};
+use crate::collect::neighbours::Neighbours;
 use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
 use crate::view::run::{self as render, DevicePeak, Holder, Measure, Point, RamPeak, RunSummary};
@@ -59,6 +60,8 @@ struct Peaks {
     holders: BTreeMap<u32, Holder>,
     /// Every process of the tree seen, with its peaks.
     members: Members,
+    /// The other processes on the GPUs the tree uses.
+    neighbours: Neighbours,
 }
 
 /// How `ram` was made.
@@ -153,17 +156,22 @@ fn fold_each(peaks: &mut Vec<Option<u64>>, now: &[Option<u64>]) {
     }
 }
 
-/// The timeline point of one frame: the tree's RAM (`ram`) and GPU memory, and each device's
-/// use.
-fn point(frame: &Frame, tree: &[u32], ram: Option<&TreeRam>) -> Point {
-    let set: HashSet<u32> = tree.iter().copied().collect();
+/// The timeline point of one frame: the tree's RAM (`ram`) and GPU memory, each device's use,
+/// and what the others hold there (`others`).
+fn point(
+    frame: &Frame,
+    set: &HashSet<u32>,
+    ram: Option<&TreeRam>,
+    others: Vec<Option<u64>>,
+) -> Point {
     Point {
         t: frame.at,
         rss: ram.map(|r| r.bytes),
         gpu: (0..frame.devices.len())
-            .map(|i| frame.gpu_of(i, &set))
+            .map(|i| frame.gpu_of(i, set))
             .collect(),
         device_used: (0..frame.devices.len()).map(|i| frame.used(i)).collect(),
+        others,
     }
 }
 
@@ -207,6 +215,7 @@ pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Re
         processes: peaks.members.list(),
         processes_left_out: peaks.members.left_out(),
         ram_peak: peaks.ram,
+        neighbours: peaks.neighbours.report(),
     };
     finish(args, &mut timeline, &devices, &summary, out, err)?;
     // Stopped by a signal of its own, hmn ends as that signal says; otherwise as the command.
@@ -251,7 +260,9 @@ fn follow(
         let devices =
             first.get_or_insert_with(|| frame.devices.iter().map(|d| d.info().cloned()).collect());
         let ram = frame.tree_ram(&tree);
-        let p = point(&frame, &tree, ram.as_ref());
+        let set: HashSet<u32> = tree.iter().copied().collect();
+        let others = peaks.neighbours.add(&frame, &set);
+        let p = point(&frame, &set, ram.as_ref(), others);
         peaks.add(&p, ram.as_ref(), frame.rss_sum(&tree));
         peaks.add_holders(&frame, &tree);
         peaks.members.add(&frame, &tree, ram.as_ref());
@@ -304,6 +315,7 @@ mod tests {
             rss: Some(rss),
             gpu: vec![gpu],
             device_used: vec![used],
+            others: vec![],
         }
     }
 

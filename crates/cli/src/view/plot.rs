@@ -89,9 +89,21 @@ pub fn draw(
     command: &str,
 ) -> Result<(), String> {
     let e = |x: &dyn std::fmt::Display| x.to_string();
+    // The GPUs the tree held memory on: their other processes are drawn too.
+    let used = used_gpus(points, devices.len());
+    let others = |p: &Point| {
+        used.iter()
+            .filter_map(|&i| p.others.get(i).copied().flatten())
+            .collect::<Vec<u64>>()
+    };
     let max = points
         .iter()
-        .flat_map(|p| p.rss.into_iter().chain(p.gpu.iter().flatten().copied()))
+        .flat_map(|p| {
+            p.rss
+                .into_iter()
+                .chain(p.gpu.iter().flatten().copied())
+                .chain(others(p))
+        })
         .max()
         .unwrap_or(0);
     // Each GPU's total and usable memory, drawn as lines when the data comes near them.
@@ -132,20 +144,7 @@ pub fn draw(
         .y_desc(format!("memory ({unit_name})"))
         .draw()
         .map_err(|x| e(&x))?;
-    let mut lines: Vec<(String, Vec<(f64, f64)>)> = vec![(
-        "RAM (process tree)".into(),
-        series(points, |p| p.rss, scale),
-    )];
-    for (i, d) in devices.iter().enumerate() {
-        let name = d
-            .as_ref()
-            .and_then(|d| d.name.as_deref())
-            .map_or(String::new(), |n| format!(" {n}"));
-        lines.push((
-            format!("GPU {i}{name}"),
-            series(points, |p| p.gpu.get(i).copied().flatten(), scale),
-        ));
-    }
+    let lines = lines_of(points, devices, &used, scale);
     let axes = Axes {
         unit_name,
         t_max,
@@ -163,6 +162,48 @@ pub fn draw(
         .map_err(|x| e(&x))?;
     root.present().map_err(|x| e(&x))?;
     Ok(())
+}
+
+/// The series drawn: the tree's RAM, its GPU memory on each device, and the other processes'
+/// memory on each GPU the tree used (`used`).
+fn lines_of(
+    points: &[Point],
+    devices: &[Option<GpuDeviceInfo>],
+    used: &[usize],
+    scale: f64,
+) -> Vec<(String, Vec<(f64, f64)>)> {
+    let mut lines: Vec<(String, Vec<(f64, f64)>)> = vec![(
+        "RAM (process tree)".into(),
+        series(points, |p| p.rss, scale),
+    )];
+    for (i, d) in devices.iter().enumerate() {
+        let name = d
+            .as_ref()
+            .and_then(|d| d.name.as_deref())
+            .map_or(String::new(), |n| format!(" {n}"));
+        lines.push((
+            format!("GPU {i}{name}"),
+            series(points, |p| p.gpu.get(i).copied().flatten(), scale),
+        ));
+    }
+    for &i in used {
+        let data = series(points, |p| p.others.get(i).copied().flatten(), scale);
+        if data.iter().any(|(_, y)| *y > 0.0) {
+            lines.push((format!("other processes on GPU {i}"), data));
+        }
+    }
+    lines
+}
+
+/// The devices (of `n`) the tree held memory on at some point.
+fn used_gpus(points: &[Point], n: usize) -> Vec<usize> {
+    (0..n)
+        .filter(|&i| {
+            points
+                .iter()
+                .any(|p| p.gpu.get(i).copied().flatten().is_some_and(|b| b > 0))
+        })
+        .collect()
 }
 
 /// `hmn run: <command>`, control characters as spaces, cut to 90 characters.

@@ -19,6 +19,9 @@ pub struct Point {
     pub gpu: Vec<Option<u64>>,
     /// Used memory of each device.
     pub device_used: Vec<Option<u64>>,
+    /// What the other processes (not the tree's) hold on each device, where its processes
+    /// could be listed.
+    pub others: Vec<Option<u64>>,
 }
 
 /// Per device peaks.
@@ -120,6 +123,127 @@ pub struct RunSummary {
     /// The tree's figure at its peak sample (the text summary's).
     #[serde(skip)]
     pub ram_peak: Option<RamPeak>,
+    /// On each GPU the tree held memory on, the other processes' memory over the run and the
+    /// largest changes among them.
+    pub neighbours: Vec<NeighbourGpu>,
+}
+
+/// The other processes on a GPU the command used, over its run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NeighbourGpu {
+    pub index: u32,
+    /// What the others held at the command's first sample, at its last, and at their peak.
+    pub start_bytes: u64,
+    pub end_bytes: u64,
+    pub peak_bytes: u64,
+    /// `end_bytes` less `start_bytes`.
+    pub change_bytes: i64,
+    /// The others whose memory moved, the largest change first (at most 10).
+    pub processes: Vec<Neighbour>,
+    /// How many others moved that `processes` leaves out (each smaller).
+    pub processes_left_out: usize,
+}
+
+/// One other process whose memory moved on a GPU while the command ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Neighbour {
+    pub pid: u32,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    pub namespace: Option<String>,
+    pub pod: Option<String>,
+    /// What it held at the command's first sample (0 for one that came later), at the last (0
+    /// for one gone), and at its peak.
+    pub start_bytes: u64,
+    pub end_bytes: u64,
+    pub peak_bytes: u64,
+    pub change_bytes: i64,
+    /// When its memory first moved and last changed, seconds into the run.
+    pub moved_from_s: Option<f64>,
+    pub moved_until_s: Option<f64>,
+}
+
+impl Eq for Neighbour {}
+
+/// `+21.4 GiB`, `-1.0 GiB`, `±0 MiB`.
+fn signed_size(b: i64) -> String {
+    let sign = match b.signum() {
+        1 => "+",
+        -1 => "-",
+        _ => "±",
+    };
+    format!("{sign}{}", super::format_size(b.unsigned_abs()))
+}
+
+/// The others on each GPU the command used: their memory at its start and end, and the
+/// largest changes, each with who and when.
+fn neighbour_lines(out: &mut String, s: &RunSummary) {
+    for g in &s.neighbours {
+        let f = super::format_size;
+        if g.processes.is_empty() && g.peak_bytes == 0 {
+            let _ = writeln!(
+                out,
+                "  others on GPU {}: none (no other process held memory there while it ran)",
+                g.index
+            );
+            continue;
+        }
+        if g.processes.is_empty() {
+            let _ = writeln!(
+                out,
+                "  others on GPU {}: {} throughout (no other process's memory moved)",
+                g.index,
+                f(g.start_bytes)
+            );
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "  others on GPU {} while it ran: {} at the start, {} at the end (peak {}): {}",
+            g.index,
+            f(g.start_bytes),
+            f(g.end_bytes),
+            f(g.peak_bytes),
+            signed_size(g.change_bytes)
+        );
+        for p in &g.processes {
+            let mut who = printable(p.user.as_deref().unwrap_or("?")).into_owned();
+            if let Some(pod) = &p.pod {
+                let ns = p.namespace.as_deref().unwrap_or("?");
+                who = format!("{who}, pod {}/{}", printable(ns), printable(pod));
+            }
+            let verb = match p.change_bytes.signum() {
+                1 => format!("grew by {}", f(p.change_bytes.unsigned_abs())),
+                -1 => format!("shrank by {}", f(p.change_bytes.unsigned_abs())),
+                _ => format!("went up to {} and back", f(p.peak_bytes)),
+            };
+            let when = match (p.moved_from_s, p.moved_until_s) {
+                (Some(a), Some(b)) if (b - a).abs() < 1e-9 => format!(" at {a:.1} s"),
+                (Some(a), Some(b)) => format!(", {a:.1}–{b:.1} s"),
+                _ => String::new(),
+            };
+            let command = match (&p.user, &p.command) {
+                (None, None) => {
+                    "(not found here: it exited, or runs in another PID namespace)".into()
+                }
+                (_, c) => printable(c.as_deref().unwrap_or("?")).into_owned(),
+            };
+            let _ = writeln!(
+                out,
+                "    pid {} ({who}) {verb} ({} → {}{when}): {command}",
+                p.pid,
+                f(p.start_bytes),
+                f(p.end_bytes),
+            );
+        }
+        if g.processes_left_out > 0 {
+            let _ = writeln!(
+                out,
+                "    … and {} more whose memory moved less (--json)",
+                g.processes_left_out
+            );
+        }
+    }
 }
 
 /// A command line as a shell would take it back: words with spaces, quotes or other
@@ -173,6 +297,7 @@ pub fn summary(s: &RunSummary) -> String {
     if s.devices.is_empty() {
         out.push_str("  GPU: no GPU source answered\n");
     }
+    neighbour_lines(&mut out, s);
     for h in s.gpu_processes.iter().take(HOLDERS_SHOWN) {
         let _ = writeln!(
             out,
@@ -318,6 +443,7 @@ mod tests {
                 processes: 1,
                 by_rss: 0,
             }),
+            neighbours: Vec::new(),
         }
     }
 
@@ -328,6 +454,7 @@ mod tests {
             rss: Some(rss),
             gpu: vec![gpu],
             device_used: vec![used],
+            others: vec![],
         };
         let rows: String = [
             p(0, 10 * MIB, Some(0), Some(100 * MIB)),

@@ -132,6 +132,18 @@ fn the_readme_transcripts_are_what_hmn_prints() {
         } else {
             empty_dir().into_os_string()
         };
+        // As `scripts/demo/demo.sh` does: the pid files the scenario names are the command's to
+        // write, and one an earlier run left would list its process, gone since.
+        let scenario: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(root.join(&t.scenario)).unwrap())
+                .unwrap();
+        for d in scenario["devices"].as_array().into_iter().flatten() {
+            for p in d["compute_processes"].as_array().into_iter().flatten() {
+                if let Some(f) = p["pid_file"].as_str() {
+                    let _ = std::fs::remove_file(f);
+                }
+            }
+        }
         let out = crate::util::hmn::hmn()
             .args(&t.args)
             .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))

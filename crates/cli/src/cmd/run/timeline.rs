@@ -115,7 +115,11 @@ impl Fold for PlotPoint {
     fn fold(&mut self, later: &Self) {
         let (a, b) = (&mut self.0, &later.0);
         a.rss = max_opt(a.rss, b.rss);
-        for (mine, theirs) in [(&mut a.gpu, &b.gpu), (&mut a.device_used, &b.device_used)] {
+        for (mine, theirs) in [
+            (&mut a.gpu, &b.gpu),
+            (&mut a.device_used, &b.device_used),
+            (&mut a.others, &b.others),
+        ] {
             if mine.len() < theirs.len() {
                 mine.resize(theirs.len(), None);
             }
@@ -142,6 +146,7 @@ mod tests {
             rss: Some(i % 97),
             gpu: vec![Some(i % 89), None],
             device_used: vec![Some(1000 + i % 13)],
+            others: vec![Some(i % 7)],
         }
     }
 

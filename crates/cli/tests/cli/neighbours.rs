@@ -1,0 +1,181 @@
+//! `hmn run`'s neighbours: the other processes on the GPU the command uses, followed while it
+//! runs. The fake NVML lists the command's shell (2 GiB), a neighbour that grows from 3 to 24
+//! GiB while the command runs (its figure in a file the command rewrites), and one that appears
+//! midway with 1 GiB; the report names both, with who and when, in the text, the JSON and the
+//! plot.
+#![cfg(target_os = "linux")]
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use support::{FakeVariant, fake_nvml, write_scenario};
+
+use crate::util::hmn::isolated_with_test_path as hmn;
+
+const GIB: u64 = 1 << 30;
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("hmn-neighbours-{}-{name}", std::process::id()))
+}
+
+/// Runs `hmn run ARGS -- sh -c SCRIPT` with the scenario; its output.
+fn run_with(args: &[&str], script: &str, scenario: &str) -> std::process::Output {
+    hmn()
+        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(scenario))
+        .args(["run", "--interval", "50ms"])
+        .args(args)
+        .args(["--", "sh", "-c", script])
+        .output()
+        .unwrap()
+}
+
+#[test]
+#[allow(clippy::too_many_lines)] // one scenario, its assertions in order
+fn the_others_on_the_gpu_are_followed_and_the_largest_named() {
+    let mut steady = Command::new("sleep")
+        .arg("61")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut late = Command::new("sleep")
+        .arg("62")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (me, grows, late_pid) = (tmp("me.pid"), tmp("grows.used"), tmp("late.pid"));
+    let svg = tmp("plot.svg");
+    for f in [&me, &grows, &late_pid] {
+        let _ = std::fs::remove_file(f);
+    }
+    let scenario = format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "free": {},
+            "compute_processes": [
+                {{"pid_file": "{}", "used": {}}},
+                {{"pid": {}, "used": {}, "used_file": "{}"}},
+                {{"pid_file": "{}", "used": {}}}]}}]}}"#,
+        141 * GIB,
+        100 * GIB,
+        me.display(),
+        2 * GIB,
+        steady.id(),
+        3 * GIB,
+        grows.display(),
+        late_pid.display(),
+        GIB
+    );
+    // The command: holds its 2 GiB, then its neighbour grows to 24 GiB, then another comes.
+    let script = format!(
+        "echo $$ > '{me}'; sleep 0.4; echo {grown} > '{grows}'; sleep 0.4; echo {late} > '{late_pid}'; sleep 0.4",
+        me = me.display(),
+        grows = grows.display(),
+        grown = 24 * GIB,
+        late = late.id(),
+        late_pid = late_pid.display(),
+    );
+    let o = run_with(
+        &["--json", "--plot", svg.to_str().unwrap()],
+        &script,
+        &scenario,
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let n = &v["neighbours"][0];
+    assert_eq!(n["index"], 0, "{v:#}");
+    assert_eq!(n["start_bytes"], 3 * GIB, "{n:#}");
+    assert_eq!(n["end_bytes"], 25 * GIB, "{n:#}");
+    assert_eq!(n["change_bytes"], 22 * GIB, "{n:#}");
+    let first = &n["processes"][0];
+    assert_eq!(first["pid"], steady.id(), "{n:#}");
+    assert_eq!(first["command"], "sleep 61");
+    assert_eq!(
+        (first["start_bytes"].as_u64(), first["end_bytes"].as_u64()),
+        (Some(3 * GIB), Some(24 * GIB))
+    );
+    let moved = first["moved_from_s"].as_f64().unwrap();
+    assert!((0.3..1.5).contains(&moved), "{first:#}");
+    let second = &n["processes"][1];
+    assert_eq!(second["pid"], late.id(), "{n:#}");
+    assert_eq!(
+        (
+            second["start_bytes"].as_u64(),
+            second["change_bytes"].as_i64()
+        ),
+        (Some(0), Some(1 << 30))
+    );
+    // The command's own memory is not a neighbour's.
+    assert_eq!(n["processes"].as_array().unwrap().len(), 2, "{n:#}");
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        plot.contains("other processes on GPU 0"),
+        "the plot draws the others"
+    );
+
+    // The text says the same, in lines a person reads.
+    for f in [&me, &grows, &late_pid] {
+        let _ = std::fs::remove_file(f);
+    }
+    let o = run_with(&[], &script, &scenario);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("others on GPU 0 while it ran: 3.0 GiB at the start, 25.0 GiB at the end (peak 25.0 GiB): +22.0 GiB"),
+        "{err}"
+    );
+    let line = err
+        .lines()
+        .find(|l| l.contains(&format!("pid {} (", steady.id())))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        line.contains("grew by 21.0 GiB (3.0 GiB → 24.0 GiB at ") && line.ends_with(": sleep 61"),
+        "{line}"
+    );
+    assert!(err.contains(&format!("pid {} (", late.id())), "{err}");
+    for f in [&me, &grows, &late_pid, &svg] {
+        let _ = std::fs::remove_file(f);
+    }
+    let _ = steady.kill();
+    let _ = late.kill();
+    let _ = steady.wait();
+    let _ = late.wait();
+}
+
+#[test]
+fn a_command_alone_on_its_gpu_has_no_neighbour_to_tell_of() {
+    let me = tmp("alone.pid");
+    let _ = std::fs::remove_file(&me);
+    let scenario = format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "free": {},
+            "compute_processes": [{{"pid_file": "{}", "used": {}}}]}}]}}"#,
+        141 * GIB,
+        100 * GIB,
+        me.display(),
+        2 * GIB
+    );
+    let script = format!("echo $$ > '{}'; sleep 0.3", me.display());
+    let o = run_with(&["--json"], &script, &scenario);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let n = &v["neighbours"][0];
+    assert_eq!(
+        (n["start_bytes"].as_u64(), n["change_bytes"].as_i64()),
+        (Some(0), Some(0)),
+        "{v:#}"
+    );
+    assert!(n["processes"].as_array().unwrap().is_empty());
+    let _ = std::fs::remove_file(&me);
+    let o = run_with(
+        &[],
+        &format!("echo $$ > '{}'; sleep 0.3", me.display()),
+        &scenario,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("others on GPU 0: none (no other process held memory there while it ran)"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(&me);
+}
