@@ -18,7 +18,6 @@ pub enum Outcome {
 impl Outcome {
     /// The status of a command that stop signal `signal` ended early: 128 + its number, as a
     /// shell reports a process a signal ended (the one rule of every hmn command).
-    #[cfg(any(feature = "top", feature = "serve"))]
     pub fn stopped_by(signal: i32) -> Self {
         Self::Code(u8::try_from(128 + signal.clamp(0, 127)).unwrap_or(u8::MAX))
     }

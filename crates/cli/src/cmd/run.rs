@@ -1,5 +1,6 @@
 //! `hmn run -- CMD…`: run a command and report the peaks of its whole process tree.
 
+mod gate;
 mod members;
 mod timeline;
 
@@ -35,6 +36,8 @@ pub struct RunArgs {
     /// Draw the timeline (the tree's RAM and GPU memory per device) as SVG to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub gate: gate::GateArgs,
     #[command(flatten)]
     pub output: JsonArg,
     #[command(flatten)]
@@ -184,6 +187,9 @@ pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Re
             return Ok(Outcome::Code(2));
         }
     };
+    if let Some(ended) = gate::open(&args.gate, err)? {
+        return Ok(ended);
+    }
     let stop = Stop::on_signals();
     let started = Instant::now();
     let mut child = match Child::spawn(&args.command, "hmn run", err)? {

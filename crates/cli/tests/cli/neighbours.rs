@@ -179,3 +179,76 @@ fn a_command_alone_on_its_gpu_has_no_neighbour_to_tell_of() {
     );
     let _ = std::fs::remove_file(&me);
 }
+
+/// `hmn run --wait-for SIZE --settle N`: the command starts only once SIZE fits in a free figure
+/// that held; a neighbour still loading (the free figure moving) holds it back, and a wait that
+/// ends first exits 75 without starting it.
+#[test]
+fn the_launch_gate_starts_the_command_once_free_memory_held() {
+    let free = tmp("gate.free");
+    let started = tmp("gate.started");
+    let _ = std::fs::remove_file(&started);
+    std::fs::write(&free, (10 * GIB).to_string()).unwrap();
+    let scenario = write_scenario(&format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "free": {}, "free_file": "{}"}}]}}"#,
+        141 * GIB,
+        10 * GIB,
+        free.display()
+    ));
+    let gate = |args: &[&str]| {
+        hmn()
+            .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+            .env("FAKE_NVML_SCENARIO", &scenario)
+            .arg("run")
+            .args(args)
+            .args(["--", "sh", "-c"])
+            .arg(format!("date +%s.%N > '{}'", started.display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // A neighbour loads, then lets go in steps (10 → 60 → 100 GiB free), then it holds.
+    let child = gate(&["--wait-for", "50GiB", "--settle", "4", "--every", "200ms"]);
+    let t = std::time::Instant::now();
+    for gib in [60, 100] {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        std::fs::write(&free, (gib * GIB).to_string()).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    // 60 GiB free at 0.5 s would fit, but it had not held: the command waited for 100 GiB to
+    // hold over four samples after the last step (1 s in).
+    assert!(
+        t.elapsed() >= std::time::Duration::from_millis(1500),
+        "{err}"
+    );
+    assert!(
+        err.contains("50.0 GiB fits on GPU 0")
+            && err.contains("held over 4 samples")
+            && err.contains("starting the command"),
+        "{err}"
+    );
+    assert!(started.exists(), "the command ran");
+    // Never fits: exit 75 once the wait is over, the command not started.
+    let _ = std::fs::remove_file(&started);
+    let o = gate(&[
+        "--wait-for",
+        "120GiB",
+        "--every",
+        "100ms",
+        "--wait-timeout",
+        "600ms",
+    ])
+    .wait_with_output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(75), "{err}");
+    assert!(
+        err.contains("the wait is over") && err.contains("the command was not started"),
+        "{err}"
+    );
+    assert!(!started.exists(), "the command did not run");
+    let _ = std::fs::remove_file(&free);
+}

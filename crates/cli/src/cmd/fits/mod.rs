@@ -156,75 +156,160 @@ fn write_json(
     writeln!(out, "{j}")
 }
 
-/// `--wait`/`--settle` on this host: samples the GPU's free memory every `--every`, each
-/// reading bounded by `--deadline`, until the size fits in a figure that held steady (exit 0),
-/// or the deadline, Ctrl-C, or (without `--wait`) the samples `--settle` asks run out (exit 1).
-fn gate(args: &FitsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
-    let stop = Stop::on_signals();
-    let every = args.every(Duration::from_secs(1));
-    let samples = usize::from(args.settle.unwrap_or(1));
-    let mut settle = Settle::new(samples, args.tolerance);
-    let started = Instant::now();
-    let until = args.wait.map(|w| started + w);
+/// What a wait on this host's GPU asks for.
+pub struct Wait {
+    pub size: u64,
+    pub device: u32,
+    /// Samples a free figure must hold over (`--settle`; 1 without it).
+    pub samples: usize,
+    pub tolerance: u64,
+    pub every: Duration,
+    /// When the wait ends; `None`: once `samples` samples are in.
+    pub until: Option<Instant>,
+    /// How long one reading may take.
+    pub deadline: Duration,
+}
+
+/// How a wait ended.
+pub enum Waited {
+    /// It fits, in a figure that held (`device.free_bytes` is that figure).
+    Fits { device: GpuDeviceInfo, taken: usize },
+    /// The wait is over, or a stop was asked: the last reading, whether its figure held (then
+    /// `device.free_bytes` is the held figure), the free figure now.
+    NotYet {
+        device: GpuDeviceInfo,
+        held: bool,
+        free_now: u64,
+        taken: usize,
+    },
+    /// The GPU could not be read.
+    Failed(String),
+}
+
+/// Samples GPU `w.device`'s free memory every `w.every`, each reading bounded by
+/// `w.deadline`, until `w.size` fits in a figure that held steady, the wait is over, or `stop`
+/// is asked.
+pub fn wait(w: &Wait, stop: &Stop) -> Waited {
+    let mut settle = Settle::new(w.samples, w.tolerance);
     let worker = hypomnesis::bounded::Worker::new("fits");
     let mut taken = 0_usize;
     loop {
-        let index = args.device;
+        let index = w.device;
         let read = worker
-            .ask(args.deadline.get(), move || device(index))
+            .ask(w.deadline, move || device(index))
             .map_err(|why| why.to_string())
             .and_then(|r| r);
-        let device = match read {
+        let mut device = match read {
             Ok(d) => d,
-            Err(e) => {
-                writeln!(err, "hmn fits: {e}")?;
-                return Ok(Outcome::MeasurementFailed);
-            }
+            Err(e) => return Waited::Failed(e),
         };
         taken += 1;
-        let steady = match settle.record("gpu", device.free_bytes) {
-            Steady::Held(least) => Some(least),
-            Steady::Moving { .. } => None,
+        let free_now = device.free_bytes;
+        let held = match settle.record("gpu", free_now) {
+            Steady::Held(least) => {
+                device.free_bytes = least;
+                true
+            }
+            Steady::Moving { .. } => false,
         };
-        let v = Verdict {
-            size: args.size,
-            index: device.index,
-            name: device.name.as_deref(),
-            free: steady.unwrap_or(device.free_bytes),
+        if held && w.size <= device.free_bytes {
+            return Waited::Fits { device, taken };
+        }
+        let over = match w.until {
+            Some(u) => Instant::now() + w.every > u,
+            None => taken >= w.samples,
         };
-        let held = steady.is_some();
-        if held && v.fits() {
+        if over || stop.requested() {
+            return Waited::NotYet {
+                device,
+                held,
+                free_now,
+                taken,
+            };
+        }
+        pause(w.every, stop);
+    }
+}
+
+/// `--wait`/`--settle` on this host: the [`wait`], then its line on stderr (and its JSON): exit
+/// 0 once it fits in a figure that held, 1 at the deadline, on Ctrl-C, or (without `--wait`)
+/// once the samples `--settle` asks are in.
+fn gate(args: &FitsArgs, out: &mut impl Write, err: &mut impl Write) -> io::Result<Outcome> {
+    let stop = Stop::on_signals();
+    let samples = usize::from(args.settle.unwrap_or(1));
+    let started = Instant::now();
+    let w = Wait {
+        size: args.size,
+        device: args.device,
+        samples,
+        tolerance: args.tolerance,
+        every: args.every(Duration::from_secs(1)),
+        until: args.wait.map(|d| started + d),
+        deadline: args.deadline.get(),
+    };
+    let size = args.size;
+    match wait(&w, &stop) {
+        Waited::Failed(e) => {
+            writeln!(err, "hmn fits: {e}")?;
+            Ok(Outcome::MeasurementFailed)
+        }
+        Waited::Fits { device, taken } => {
+            let v = verdict_of(size, &device);
             writeln!(err, "{}", gate_line(&v, samples, started.elapsed()))?;
             if args.output.json {
                 write_json(out, &v, args.settle.map(|_| (true, taken)))?;
             }
-            return Ok(Outcome::Success);
+            Ok(Outcome::Success)
         }
-        let out_of_time = until.is_none_or(|u| Instant::now() + every > u)
-            && (args.wait.is_some() || taken >= samples);
-        if out_of_time || stop.requested() {
+        Waited::NotYet {
+            device,
+            held,
+            free_now,
+            taken,
+        } => {
+            let v = verdict_of(size, &device);
             let why = args.why_ended(stop.requested());
-            let state = if held {
-                verdict_line(&v)
-            } else {
-                format!(
-                    "hmn: GPU {}'s free memory has not held within {} over {samples} samples ({} free now)",
-                    v.index,
-                    format_size(args.tolerance),
-                    format_size(device.free_bytes)
-                )
-            };
             writeln!(
                 err,
-                "{state} ({why} after {})",
+                "{} ({why} after {})",
+                not_yet_line(&v, held, samples, args.tolerance, free_now),
                 crate::view::human(started.elapsed())
             )?;
             if args.output.json {
                 write_json(out, &v, args.settle.map(|_| (held, taken)))?;
             }
-            return Ok(Outcome::Code(1));
+            Ok(Outcome::Code(1))
         }
-        pause(every, &stop);
+    }
+}
+
+/// The verdict on `device`'s free figure for `size`.
+pub fn verdict_of(size: u64, device: &GpuDeviceInfo) -> Verdict<'_> {
+    Verdict {
+        size,
+        index: device.index,
+        name: device.name.as_deref(),
+        free: device.free_bytes,
+    }
+}
+
+/// Why a wait did not open: the verdict on the figure that held, or that none held.
+pub fn not_yet_line(
+    v: &Verdict<'_>,
+    held: bool,
+    samples: usize,
+    tolerance: u64,
+    free_now: u64,
+) -> String {
+    if held {
+        verdict_line(v)
+    } else {
+        format!(
+            "hmn: GPU {}'s free memory has not held within {} over {samples} samples ({} free now)",
+            v.index,
+            format_size(tolerance),
+            format_size(free_now)
+        )
     }
 }
 
@@ -238,7 +323,7 @@ fn pause(every: Duration, stop: &Stop) {
 
 /// The settled line: `hmn: 12.0 GiB fits on GPU 0 [NVIDIA H200]: 139.8 GiB free, held over 3
 /// samples (waited 2s)`.
-fn gate_line(v: &Verdict<'_>, samples: usize, waited: Duration) -> String {
+pub fn gate_line(v: &Verdict<'_>, samples: usize, waited: Duration) -> String {
     let held = if samples > 1 {
         format!(", held over {samples} samples")
     } else {
