@@ -4,7 +4,7 @@
 //! `--filter` and `--min`), or at every sample with `--follow-new`. The exit status says
 //! whether the GPU spilled (Windows WDDM): 0 no spill seen, 1 a spill seen, 2 a hard error.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{self, Write};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -13,9 +13,11 @@ use hypomnesis::spill::{DEFAULT_SHARED_GROWTH_BYTES, SpillSample};
 use hypomnesis::{GpuProcessEntry, HypomnesisError, SpillReport, SpillTracker};
 
 use crate::args::{self, JsonArg, RootArgs};
+use crate::collect::neighbours::Neighbours;
 use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
 use crate::view::format_size;
+use crate::view::run::NeighbourGpu;
 use crate::view::spill::{ReportKeys, render_episodes};
 use crate::view::watch::{
     self as render, Followed, PerPid, Row, Selection, Start, WatchSummary, delta, utc_millis,
@@ -491,6 +493,7 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
     let sampler = Sampler::new(want);
     let mut ticker = Ticker::new(args.interval, args.duration);
     let stop = Stop::on_signals();
+    let mut neighbours = Neighbours::default();
     loop {
         let live: Vec<u32> = targets
             .iter()
@@ -514,13 +517,26 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
         for t in targets.iter_mut().filter(|t| t.ended.is_none()) {
             write_row(out, args.output.json, &t.row(&sample))?;
         }
+        // The other processes on the watched GPU: every one not followed.
+        let followed: HashSet<u32> = targets.iter().map(|t| t.pid).collect();
+        neighbours.add(&frame, &followed);
         let all_ended = !args.follow_new && targets.iter().all(|t| t.ended.is_some());
         if all_ended || ticker.wait(|| stop.requested()) != Tick::Due {
             break;
         }
     }
     let report = tracker.map(SpillTracker::into_report);
+    let others: Vec<NeighbourGpu> = neighbours
+        .report_all()
+        .into_iter()
+        .filter(|g| g.index == args.device)
+        .collect();
     closing(&targets, started, report.as_ref(), args.device, err)?;
+    if !others.is_empty() {
+        let mut text = String::new();
+        crate::view::run::neighbour_lines(&mut text, &others);
+        write!(err, "{text}")?;
+    }
     if args.output.json {
         let summary = WatchSummary {
             kind: "summary",
@@ -528,6 +544,7 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
             spilling_at_attach,
             per_pid: targets.iter().map(Target::per_pid).collect(),
             duration_ms: started.elapsed().as_millis(),
+            neighbours: others,
         };
         crate::view::unless_closed(record(out, &summary))?;
     }

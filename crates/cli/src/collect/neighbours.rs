@@ -147,9 +147,19 @@ impl Neighbours {
     /// The report: each GPU the command used, with its others' memory and the largest
     /// changes among them.
     pub fn report(&self) -> Vec<NeighbourGpu> {
+        self.gpus(true)
+    }
+
+    /// The report of every GPU sampled, used by the followed processes or not (`hmn watch`,
+    /// whose GPU is chosen).
+    pub fn report_all(&self) -> Vec<NeighbourGpu> {
+        self.gpus(false)
+    }
+
+    fn gpus(&self, used_only: bool) -> Vec<NeighbourGpu> {
         self.devices
             .iter()
-            .filter(|(_, d)| d.used)
+            .filter(|(_, d)| d.used || !used_only)
             .filter_map(|(&i, d)| {
                 let start = d.start?;
                 let mut moved: Vec<(&u32, &Followed)> =

@@ -175,10 +175,10 @@ fn signed_size(b: i64) -> String {
     format!("{sign}{}", super::format_size(b.unsigned_abs()))
 }
 
-/// The others on each GPU the command used: their memory at its start and end, and the
-/// largest changes, each with who and when.
-fn neighbour_lines(out: &mut String, s: &RunSummary) {
-    for g in &s.neighbours {
+/// The others on each GPU of `gpus` (those the command used, or the watched one): their memory
+/// at the start and the end, and the largest changes, each with who and when.
+pub fn neighbour_lines(out: &mut String, gpus: &[NeighbourGpu]) {
+    for g in gpus {
         let f = super::format_size;
         if g.processes.is_empty() && g.peak_bytes == 0 {
             let _ = writeln!(
@@ -297,7 +297,7 @@ pub fn summary(s: &RunSummary) -> String {
     if s.devices.is_empty() {
         out.push_str("  GPU: no GPU source answered\n");
     }
-    neighbour_lines(&mut out, s);
+    neighbour_lines(&mut out, &s.neighbours);
     for h in s.gpu_processes.iter().take(HOLDERS_SHOWN) {
         let _ = writeln!(
             out,

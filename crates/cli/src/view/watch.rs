@@ -195,6 +195,8 @@ pub struct WatchSummary {
     pub spilling_at_attach: Option<bool>,
     pub per_pid: Vec<PerPid>,
     pub duration_ms: u128,
+    /// The other processes on the watched GPU over the watch, the largest changes named.
+    pub neighbours: Vec<super::run::NeighbourGpu>,
 }
 
 #[cfg(test)]

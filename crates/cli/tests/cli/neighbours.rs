@@ -252,3 +252,79 @@ fn the_launch_gate_starts_the_command_once_free_memory_held() {
     assert!(!started.exists(), "the command did not run");
     let _ = std::fs::remove_file(&free);
 }
+
+/// `hmn watch PID`: the other processes on the watched GPU are followed too, and the summary
+/// names the one that grew while the watched process ran.
+#[test]
+fn watch_names_the_neighbour_that_grew() {
+    let mut watched = Command::new("sleep")
+        .arg("63")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut other = Command::new("sleep")
+        .arg("64")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let grows = tmp("watch.used");
+    std::fs::write(&grows, GIB.to_string()).unwrap();
+    let scenario = format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "free": {},
+            "compute_processes": [
+                {{"pid": {}, "used": {}}},
+                {{"pid": {}, "used": {}, "used_file": "{}"}}]}}]}}"#,
+        141 * GIB,
+        100 * GIB,
+        watched.id(),
+        4 * GIB,
+        other.id(),
+        GIB,
+        grows.display()
+    );
+    let child = hmn()
+        .env("HYPOMNESIS_NVML_LIBRARY", fake_nvml(FakeVariant::Modern))
+        .env("FAKE_NVML_SCENARIO", write_scenario(&scenario))
+        .args([
+            "watch",
+            "--interval",
+            "100ms",
+            "--duration",
+            "1500ms",
+            "--json",
+        ])
+        .arg(watched.id().to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    std::fs::write(&grows, (9 * GIB).to_string()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let summary: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let n = &summary["neighbours"][0];
+    assert_eq!(n["index"], 0, "{summary:#}");
+    assert_eq!(
+        (n["start_bytes"].as_u64(), n["end_bytes"].as_u64()),
+        (Some(GIB), Some(9 * GIB))
+    );
+    assert_eq!(n["processes"][0]["pid"], other.id(), "{n:#}");
+    assert_eq!(n["processes"][0]["command"], "sleep 64");
+    assert_eq!(
+        n["processes"].as_array().unwrap().len(),
+        1,
+        "the watched one is no neighbour"
+    );
+    assert!(
+        err.contains("grew by 8.0 GiB (1.0 GiB → 9.0 GiB at "),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(&grows);
+    let _ = watched.kill();
+    let _ = other.kill();
+    let _ = watched.wait();
+    let _ = other.wait();
+}
