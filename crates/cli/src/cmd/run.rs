@@ -12,14 +12,16 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use hypomnesis::GpuDeviceInfo;
+use hypomnesis::{Ghost, GhostOptions, GhostReport, GhostWatch, GpuDeviceInfo};
 
 use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::child::{self, Child};
 use crate::collect::neighbours::Neighbours;
 use crate::collect::stop::Stop;
 use crate::outcome::Outcome;
-use crate::view::run::{self as render, DevicePeak, Holder, Measure, Point, RamPeak, RunSummary};
+use crate::view::run::{
+    self as render, DevicePeak, GhostSeen, Holder, Measure, Point, RamPeak, RunSummary,
+};
 use hypomnesis::sampling::{Frame, PssPacer, Sampler, Ticker, TreeRam, Want, max_opt};
 use members::Members;
 use timeline::Timeline;
@@ -65,6 +67,8 @@ struct Peaks {
     members: Members,
     /// The other processes on the GPUs the tree uses.
     neighbours: Neighbours,
+    /// The ghosts at the first sample and after the command ended.
+    ghosts: [Option<GhostReport>; 2],
 }
 
 /// How `ram` was made.
@@ -126,6 +130,29 @@ impl Peaks {
             h.peak_gpu_bytes = h.peak_gpu_bytes.max(gpu);
             h.peak_rss_bytes = max_opt(h.peak_rss_bytes, rss);
         }
+    }
+
+    /// The ghosts on the GPUs the tree used at the end that were not there at the start.
+    fn ghosts_appeared(&self) -> Vec<GhostSeen> {
+        let [Some(start), Some(end)] = &self.ghosts else {
+            return Vec::new();
+        };
+        let used: HashSet<usize> = self.neighbours.used().into_iter().collect();
+        let key = |g: &Ghost| (g.device_index, g.pid, g.class);
+        let before: HashSet<_> = start.ghosts.iter().map(key).collect();
+        end.ghosts
+            .iter()
+            .filter(|g| usize::try_from(g.device_index).is_ok_and(|i| used.contains(&i)))
+            .filter(|g| !before.contains(&key(g)))
+            .map(|g| GhostSeen {
+                gpu: g.device_index,
+                pid: g.pid,
+                name: g.name.clone(),
+                class: g.class.as_str(),
+                bytes: g.bytes,
+                own: g.pid.is_some_and(|p| self.holders.contains_key(&p)),
+            })
+            .collect()
     }
 
     /// The holders, largest GPU peak first.
@@ -222,6 +249,7 @@ pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Re
         processes_left_out: peaks.members.left_out(),
         ram_peak: peaks.ram,
         neighbours: peaks.neighbours.report(),
+        ghosts_appeared: peaks.ghosts_appeared(),
     };
     finish(args, &mut timeline, &devices, &summary, out, err)?;
     // Stopped by a signal of its own, hmn ends as that signal says; otherwise as the command.
@@ -249,6 +277,7 @@ fn follow(
     // The loop watches `stop` itself: it keeps sampling while the command winds down.
     let mut ticker = Ticker::new(interval, None);
     let mut peaks = Peaks::default();
+    let mut look = GhostWatch::new(GhostOptions::default());
     let mut first: Option<Vec<Option<GpuDeviceInfo>>> = None;
     let mut passed_on = None;
     let status = loop {
@@ -263,6 +292,9 @@ fn follow(
         }
         let tree = walker.pids();
         let frame = sampler.frame_tree(&tree, &mut pacer);
+        if first.is_none() {
+            peaks.ghosts[0] = look.look_at_rows(&rows_of(&frame)).ok();
+        }
         let devices =
             first.get_or_insert_with(|| frame.devices.iter().map(|d| d.info().cloned()).collect());
         let ram = frame.tree_ram(&tree);
@@ -276,7 +308,21 @@ fn follow(
         let _ =
             ticker.wait(|| matches!(child.try_wait(), Ok(Some(_))) || stop.signal() != passed_on);
     };
+    // The ghosts once it ended, asked of the driver afresh (the last frame is a sample old).
+    if peaks.ghosts[0].is_some() {
+        peaks.ghosts[1] = look.look().ok();
+    }
     Ok((status, peaks, first.unwrap_or_default()))
+}
+
+/// Each GPU's figures and process list in `frame`, as the ghost look takes them (a GPU whose
+/// either could not be read is left out).
+fn rows_of(frame: &Frame) -> Vec<(GpuDeviceInfo, Vec<hypomnesis::GpuProcessEntry>)> {
+    frame
+        .devices
+        .iter()
+        .filter_map(|d| Some((d.info()?.clone(), d.processes()?.to_vec())))
+        .collect()
 }
 
 /// The CSV flushed, the plot drawn, the summary on stderr, the JSON on stdout.

@@ -150,6 +150,15 @@ impl Neighbours {
         self.gpus(true)
     }
 
+    /// The GPUs the command's processes held memory on.
+    pub fn used(&self) -> Vec<usize> {
+        self.devices
+            .iter()
+            .filter(|(_, d)| d.used)
+            .map(|(&i, _)| i)
+            .collect()
+    }
+
     /// The report of every GPU sampled, used by the followed processes or not (`hmn watch`,
     /// whose GPU is chosen).
     pub fn report_all(&self) -> Vec<NeighbourGpu> {

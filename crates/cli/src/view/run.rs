@@ -126,6 +126,50 @@ pub struct RunSummary {
     /// On each GPU the tree held memory on, the other processes' memory over the run and the
     /// largest changes among them.
     pub neighbours: Vec<NeighbourGpu>,
+    /// Ghosts on those GPUs at the end that were not there at the start (`hmn ghosts` says
+    /// more of each).
+    pub ghosts_appeared: Vec<GhostSeen>,
+}
+
+/// A ghost found on a GPU the command used at its end, not at its start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GhostSeen {
+    pub gpu: u32,
+    /// The pid the driver charges; `None` for memory no listed process accounts for.
+    pub pid: Option<u32>,
+    pub name: Option<String>,
+    /// `exited`, `zombie`, `stuck`, … (as `hmn ghosts` names them).
+    pub class: &'static str,
+    pub bytes: u64,
+    /// Whether the pid was one of the command's own processes.
+    pub own: bool,
+}
+
+/// The ghosts that appeared while the command ran.
+fn ghost_lines(out: &mut String, ghosts: &[GhostSeen]) {
+    for g in ghosts {
+        let size = super::format_size(g.bytes);
+        let held = match g.pid {
+            Some(pid) => {
+                let own = if g.own {
+                    ", one of the command's own"
+                } else {
+                    ""
+                };
+                let name = g
+                    .name
+                    .as_deref()
+                    .map_or(String::new(), |n| format!(" {}", printable(n)));
+                format!("{size} charged to pid {pid}{name} ({}){own}", g.class)
+            }
+            None => format!("{size} that no listed process accounts for ({})", g.class),
+        };
+        let _ = writeln!(
+            out,
+            "  a ghost appeared on GPU {} while it ran: {held} (`hmn ghosts` says more)",
+            g.gpu
+        );
+    }
 }
 
 /// The other processes on a GPU the command used, over its run.
@@ -298,6 +342,7 @@ pub fn summary(s: &RunSummary) -> String {
         out.push_str("  GPU: no GPU source answered\n");
     }
     neighbour_lines(&mut out, &s.neighbours);
+    ghost_lines(&mut out, &s.ghosts_appeared);
     for h in s.gpu_processes.iter().take(HOLDERS_SHOWN) {
         let _ = writeln!(
             out,
@@ -444,6 +489,7 @@ mod tests {
                 by_rss: 0,
             }),
             neighbours: Vec::new(),
+            ghosts_appeared: Vec::new(),
         }
     }
 

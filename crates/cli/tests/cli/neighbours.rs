@@ -328,3 +328,50 @@ fn watch_names_the_neighbour_that_grew() {
     let _ = watched.wait();
     let _ = other.wait();
 }
+
+/// A ghost that appears beside the command (a pid the driver charges and this host no longer
+/// has) is named at the end; one there before it started is not.
+#[test]
+fn a_ghost_that_appeared_while_it_ran_is_named() {
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let mut before = Command::new("true").spawn().unwrap();
+    before.wait().unwrap();
+    let (me, ghost) = (tmp("ghost-me.pid"), tmp("ghost.pid"));
+    for f in [&me, &ghost] {
+        let _ = std::fs::remove_file(f);
+    }
+    let scenario = format!(
+        r#"{{"devices": [{{"name": "NVIDIA H200", "total": {}, "free": {},
+            "compute_processes": [
+                {{"pid_file": "{}", "used": {}}},
+                {{"pid": {}, "used": {}}},
+                {{"pid_file": "{}", "used": {}}}]}}]}}"#,
+        141 * GIB,
+        100 * GIB,
+        me.display(),
+        2 * GIB,
+        before.id(),
+        GIB,
+        ghost.display(),
+        5 * GIB
+    );
+    // The command removes its own pid file before it ends: its memory is given back.
+    let script = format!(
+        "echo $$ > '{me}'; sleep 0.3; echo {gone} > '{ghost}'; sleep 0.3; rm '{me}'",
+        me = me.display(),
+        gone = gone.id(),
+        ghost = ghost.display()
+    );
+    let o = run_with(&["--json"], &script, &scenario);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let appeared = v["ghosts_appeared"].as_array().unwrap();
+    assert_eq!(appeared.len(), 1, "{v:#}");
+    assert_eq!(appeared[0]["pid"], gone.id());
+    assert_eq!(appeared[0]["class"], "exited");
+    assert_eq!(appeared[0]["bytes"], 5 * GIB);
+    assert_eq!(appeared[0]["own"], false);
+    for f in [&me, &ghost] {
+        let _ = std::fs::remove_file(f);
+    }
+}
