@@ -13,7 +13,7 @@ lib="$(fake_nvml)"
 cargo build -q --bin hmn
 # A pid file the scenario names is the command's to write: one an earlier run left would list
 # its process, gone since, beside this run's (as a neighbour that let go of its memory).
-grep -o '"pid_file": *"[^"]*"' "$scenario" | sed 's/.*"\([^"]*\)"$/\1/' | while read -r f; do
+{ grep -o '"pid_file": *"[^"]*"' "$scenario" || true; } | sed 's/.*"\([^"]*\)"$/\1/' | while read -r f; do
   rm -f "$f"
 done
 HYPOMNESIS_NVML_LIBRARY="$lib" FAKE_NVML_SCENARIO="$scenario" \
