@@ -14,89 +14,26 @@
 )]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hypomnesis_fleet::{Client, Options, Read as How, Selector, Source};
 
+mod common;
+use common::{Handler, Standin};
+
 const GIB: f64 = 1_073_741_824.0;
 const AT: f64 = 1_800_000_000.0;
 
-/// A stand-in Prometheus answering each POSTed query with `answer`; the queries are kept.
-fn standin(answer: fn(&str) -> String) -> (String, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
+/// The shared stand-in answering each query with `answer`; the queries asked are kept.
+fn standin(answer: fn(&str) -> String) -> (Standin, Arc<Mutex<Vec<String>>>) {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&asked);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let seen = Arc::clone(&seen);
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let mut length = 0;
-                    loop {
-                        let mut h = String::new();
-                        if reader.read_line(&mut h).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let h = h.trim_end().to_ascii_lowercase();
-                        if h.is_empty() {
-                            break;
-                        }
-                        if let Some(v) = h.strip_prefix("content-length:") {
-                            length = v.trim().parse().unwrap();
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    reader.read_exact(&mut body).unwrap();
-                    let form = String::from_utf8(body).unwrap();
-                    let query: String = form
-                        .split('&')
-                        .find_map(|kv| kv.strip_prefix("query="))
-                        .map(urlencoding_decode)
-                        .unwrap_or_default();
-                    seen.lock().unwrap().push(query.clone());
-                    let body = answer(&query);
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                        body.len()
-                    );
-                    if stream.write_all(head.as_bytes()).is_err()
-                        || stream.write_all(body.as_bytes()).is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
+    let handler: Arc<Handler> = Arc::new(move |q: &str| {
+        seen.lock().unwrap().push(q.to_string());
+        (200, answer(q), Duration::ZERO)
     });
-    (url, asked)
-}
-
-fn urlencoding_decode(v: &str) -> String {
-    let b = v.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => {
-                out.push(u8::from_str_radix(&v[i + 1..i + 3], 16).unwrap());
-                i += 2;
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).unwrap()
+    (Standin::start(handler), asked)
 }
 
 fn vector(series: &[(&[(&str, &str)], f64)]) -> String {
@@ -213,8 +150,8 @@ fn answer(q: &str) -> String {
 
 #[test]
 fn each_node_in_six_queries_stale_and_gone_ones_marked() {
-    let (url, asked) = standin(answer);
-    let client = Client::new(&url, &Options::default()).unwrap();
+    let (server, asked) = standin(answer);
+    let client = Client::new(&server.url(), &Options::default()).unwrap();
     let nodes = hypomnesis_fleet::read_nodes(&client, Duration::from_secs(120), AT).unwrap();
     // Six, and a seventh for when the gone target last answered, asked of it alone.
     assert_eq!(nodes.queries, 7);
@@ -273,8 +210,8 @@ fn each_node_in_six_queries_stale_and_gone_ones_marked() {
 
 #[test]
 fn one_node_is_asked_of_its_target_alone() {
-    let (url, asked) = standin(answer);
-    let client = Client::new(&url, &Options::default()).unwrap();
+    let (server, asked) = standin(answer);
+    let client = Client::new(&server.url(), &Options::default()).unwrap();
     let nodes = hypomnesis_fleet::read_nodes(&client, Duration::from_secs(120), AT).unwrap();
     asked.lock().unwrap().clear();
     let a = nodes.nodes.iter().find(|n| n.name == "node-a").unwrap();

@@ -261,21 +261,11 @@ impl ViewState {
     }
 
     fn on_filter_key(&mut self, code: KeyCode) -> Action {
-        match code {
-            KeyCode::Enter => self.editing = false,
-            KeyCode::Esc => {
-                self.editing = false;
-                self.filter.clear();
-            }
-            KeyCode::Backspace => {
-                self.filter.pop();
-            }
-            KeyCode::Char(c) if !c.is_control() && self.filter.chars().count() < 64 => {
-                self.filter.push(c);
-            }
-            _ => return Action::None,
+        if edit_filter(&mut self.filter, &mut self.editing, code) {
+            Action::Redraw
+        } else {
+            Action::None
         }
-        Action::Redraw
     }
 
     fn next_column(&self, step: isize) -> Column {
@@ -431,6 +421,25 @@ fn matches(p: &Proc, needle: &str) -> bool {
             .as_deref()
             .is_some_and(|c| c.to_lowercase().contains(needle))
         || (p.change == Change::Gone && "exited".contains(needle))
+}
+
+/// A key typed into a `/` filter (`hmn top`'s and its fleet view's): Enter keeps the filter,
+/// Esc clears it, Backspace takes a character back, a printable one is added (64 at most).
+/// Whether the key did something.
+pub fn edit_filter(filter: &mut String, editing: &mut bool, code: KeyCode) -> bool {
+    match code {
+        KeyCode::Enter => *editing = false,
+        KeyCode::Esc => {
+            *editing = false;
+            filter.clear();
+        }
+        KeyCode::Backspace => {
+            filter.pop();
+        }
+        KeyCode::Char(c) if !c.is_control() && filter.chars().count() < 64 => filter.push(c),
+        _ => return false,
+    }
+    true
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::cmp::Ordering;
 use hypomnesis_fleet::Node;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use super::super::state::edit_filter;
 use super::fetch::Snapshot;
 
 /// The node table's columns, in order: each sorts.
@@ -159,21 +160,11 @@ impl View {
             };
         }
         if self.editing {
-            match key.code {
-                KeyCode::Enter => self.editing = false,
-                KeyCode::Esc => {
-                    self.editing = false;
-                    self.filter.clear();
-                }
-                KeyCode::Backspace => {
-                    self.filter.pop();
-                }
-                KeyCode::Char(c) if !c.is_control() && self.filter.chars().count() < 64 => {
-                    self.filter.push(c);
-                }
-                _ => return Action::Nothing,
-            }
-            return Action::Redraw;
+            return if edit_filter(&mut self.filter, &mut self.editing, key.code) {
+                Action::Redraw
+            } else {
+                Action::Nothing
+            };
         }
         if self.open.is_some() {
             return self.on_node_key(key.code);
