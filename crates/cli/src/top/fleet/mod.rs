@@ -23,6 +23,7 @@ use hypomnesis_fleet::Client;
 use ratatui::crossterm::event::{Event, KeyEventKind};
 
 use super::input::Input;
+use super::suspend::{JobControl, resume};
 use super::term::{self, Restore, Term};
 use super::wake::{self, LateTimer, STOP_SIGNALS, Wake};
 use crate::collect::stop::Stop;
@@ -47,7 +48,8 @@ pub fn run(
     let winch: &[i32] = &[libc::SIGWINCH];
     #[cfg(not(unix))]
     let winch: &[i32] = &[];
-    let wake = Wake::new(&[STOP_SIGNALS, winch].concat());
+    let jobs = JobControl::install();
+    let wake = Wake::new(&[STOP_SIGNALS, jobs.signals(), winch].concat());
     let stop = Stop::on_signals();
     let mut terminal = term::take()?;
     let restore = Restore;
@@ -60,7 +62,7 @@ pub fn run(
             .spawn(move || fetch::fetch_loop(&client, stale_after, interval, &shared, &waker))?
     };
     let mut view = View::new(&url, color);
-    let result = show(&mut terminal, &mut view, &shared, &wake, &stop);
+    let result = show(&mut terminal, &mut view, &shared, (&wake, &jobs), &stop);
     shared.stop();
     drop(restore);
     // A query under way ends within its timeout; the thread is not waited for.
@@ -81,7 +83,7 @@ fn show(
     terminal: &mut Term,
     view: &mut View,
     shared: &Shared,
-    wake: &Wake,
+    (wake, jobs): (&Wake, &JobControl),
     stop: &Stop,
 ) -> io::Result<bool> {
     let mut input = Input::new();
@@ -89,6 +91,15 @@ fn show(
     let mut dirty = true;
     let mut drawn = Instant::now();
     while !stop.requested() {
+        // Stopped from outside (SIGTSTP) or continued: the terminal is given back, or taken
+        // again and drawn whole.
+        if jobs.stop_requested() {
+            jobs.suspend(terminal)?;
+            dirty = true;
+        } else if jobs.continued() {
+            resume(terminal)?;
+            dirty = true;
+        }
         if let Some(s) = shared.take() {
             view.take(s);
             dirty = true;
@@ -123,6 +134,10 @@ fn show(
                         dirty = true;
                     }
                     Action::Redraw => dirty = true,
+                    Action::Suspend => {
+                        jobs.suspend(terminal)?;
+                        dirty = true;
+                    }
                     Action::Nothing => {}
                 },
                 Event::Resize(..) => {

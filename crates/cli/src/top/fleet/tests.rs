@@ -136,6 +136,10 @@ fn enter_opens_the_selected_node_and_esc_goes_back() {
     assert_eq!(v.on_key(key(KeyCode::Esc)), Action::Open(None));
     assert!(v.open.is_none());
     assert_eq!(
+        v.on_key(KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL)),
+        Action::Suspend
+    );
+    assert_eq!(
         v.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
         Action::Quit
     );

@@ -60,6 +60,8 @@ pub enum Action {
     Redraw,
     /// Open this node (its GPUs, pods and processes), or go back with `None`.
     Open(Option<Box<Node>>),
+    /// Ctrl-Z: give the terminal back and stop, as the shell's suspend key does.
+    Suspend,
     Quit,
 }
 
@@ -156,6 +158,7 @@ impl View {
         if key.modifiers.contains(KeyModifiers::CONTROL) {
             return match key.code {
                 KeyCode::Char('c') => Action::Quit,
+                KeyCode::Char('z') => Action::Suspend,
                 _ => Action::Nothing,
             };
         }
