@@ -44,6 +44,9 @@ fn size(b: Option<u64>) -> String {
 }
 
 fn secs(age: f64) -> String {
+    if !age.is_finite() {
+        return "?".to_string();
+    }
     if age < 0.5 {
         return "0s".to_string();
     }

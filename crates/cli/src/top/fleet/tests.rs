@@ -249,3 +249,14 @@ fn an_open_node_shows_its_processes_or_why_not() {
     ));
     assert!(screen(&mut v, 120, 12).contains("could not read this node: Prometheus answered 503"));
 }
+
+#[test]
+fn an_age_that_is_no_number_is_drawn_as_unknown() {
+    let mut v = View::new("http://prom:9090", false);
+    let mut odd = node("node-q", 1, 80);
+    (odd.stale, odd.age) = (true, Some(f64::NAN));
+    v.take(snapshot(Ok(vec![odd]), None));
+    let s = screen(&mut v, 150, 8);
+    let row = s.lines().find(|l| l.starts_with("node-q")).unwrap();
+    assert!(row.trim_end().ends_with("stale ?"), "{row}");
+}
