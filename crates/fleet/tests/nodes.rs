@@ -68,6 +68,12 @@ const X: &[(&str, &str)] = &[
 const N: &[(&str, &str)] = &[("job", "hmn"), ("instance", "n:9400"), ("node", "node-n")];
 const OLD: &[(&str, &str)] = &[("job", "hmn"), ("instance", "o:9400"), ("node", "node-old")];
 const G: &[(&str, &str)] = &[("job", "hmn"), ("instance", "g:9400"), ("node", "node-g")];
+const GD: &[(&str, &str)] = &[
+    ("job", "dcgm"),
+    ("instance", "gd:9401"),
+    ("Hostname", "node-gd"),
+];
+const EQ: &[(&str, &str)] = &[("job", "hmn"), ("instance", "eq:9400"), ("node", "node-eq")];
 
 fn with<'a>(t: &[(&'a str, &'a str)], more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     t.iter().chain(more).copied().collect()
@@ -96,6 +102,7 @@ fn answer(q: &str) -> String {
         s.extend(ours(M, 80.0, 70.0));
         s.extend(ours(N, 80.0, f64::NAN));
         s.extend(ours(OLD, 80.0, 80.0));
+        s.extend(ours(EQ, 80.0, 80.0));
         s.push((with(MD, &name("DCGM_FI_DEV_FB_FREE")), 70_000.0));
         s.push((with(MD, &name("DCGM_FI_DEV_FB_TOTAL")), 81_920.0));
         s.push((with(X, &name("DCGM_FI_DEV_FB_FREE")), 40_000.0));
@@ -130,12 +137,15 @@ fn answer(q: &str) -> String {
             (X, AT - 5.0),
             (N, AT - 5.0),
             (OLD, AT - 600.0),
+            // Exactly as old as the bound: still counted.
+            (EQ, AT - 120.0),
         ]);
     }
     if q.starts_with("label_replace") {
         let g = with(G, &[("source", "hypomnesis")]);
         let a = with(A, &[("source", "hypomnesis")]);
-        return vector(&[(&g, 1.0), (&a, 1.0)]);
+        let gd = with(GD, &[("source", "dcgm")]);
+        return vector(&[(&g, 1.0), (&a, 1.0), (&gd, 1.0)]);
     }
     if q.starts_with("max by (job, instance) (max_over_time") {
         return vector(&[(&[("job", "hmn"), ("instance", "g:9400")], AT - 300.0)]);
@@ -166,8 +176,20 @@ fn each_node_in_six_queries_stale_and_gone_ones_marked() {
     let names: Vec<&str> = by.keys().copied().collect();
     assert_eq!(
         names,
-        ["node-a", "node-g", "node-m", "node-n", "node-old", "node-x"]
+        [
+            "node-a", "node-eq", "node-g", "node-gd", "node-m", "node-n", "node-old", "node-x"
+        ]
     );
+    // As old as the bound: counted; a gone target of dcgm-exporter's is said to be its.
+    assert!(!by["node-eq"].stale, "{:?}", by["node-eq"]);
+    let gd = by["node-gd"];
+    assert!(
+        gd.stale && gd.source == Source::Dcgm && gd.age.is_none(),
+        "{gd:?}"
+    );
+    // Each read counts its own queries.
+    let again = hypomnesis_fleet::read_nodes(&client, Duration::from_secs(120), AT).unwrap();
+    assert_eq!(again.queries, 7);
     let a = by["node-a"];
     assert_eq!(a.source, Source::Hypomnesis);
     assert_eq!((a.gpus, a.used()), (Some(1), Some((41.0 * GIB) as u64)));
