@@ -299,6 +299,24 @@ mod tests {
     }
 
     #[test]
+    fn what_counts_as_used_and_who_is_named() {
+        let mut n = Neighbours::default();
+        let me = std::process::id();
+        // The command listed with nothing yet: the GPU is not its; a neighbour that never
+        // moves is never named.
+        sample(&mut n, 0, &[(1, 0), (5, GIB), (me, GIB)], &[1]);
+        assert!(n.used().is_empty() && n.report().is_empty());
+        assert_eq!(n.report_all().len(), 1, "every GPU sampled, for hmn watch");
+        sample(&mut n, 100, &[(1, GIB), (5, GIB), (me, 2 * GIB)], &[1]);
+        assert_eq!(n.used(), [0]);
+        let g = &n.report()[0];
+        let pids: Vec<u32> = g.processes.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, [me], "the one that moved, alone");
+        // Who it is was read when it moved: this test process.
+        assert!(g.processes[0].command.is_some(), "{:?}", g.processes[0]);
+    }
+
+    #[test]
     fn only_the_largest_are_named_and_the_rest_counted() {
         let mut n = Neighbours::default();
         let mut list: Vec<(u32, u64)> = vec![(1, GIB)];
