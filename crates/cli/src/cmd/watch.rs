@@ -534,7 +534,7 @@ pub fn run(args: &WatchArgs, out: &mut impl Write, err: &mut impl Write) -> io::
     closing(&targets, started, report.as_ref(), args.device, err)?;
     if !others.is_empty() {
         let mut text = String::new();
-        crate::view::run::neighbour_lines(&mut text, &others);
+        crate::view::run::neighbour_lines(&mut text, &others, "over the watch");
         write!(err, "{text}")?;
     }
     if args.output.json {

@@ -221,13 +221,14 @@ fn signed_size(b: i64) -> String {
 
 /// The others on each GPU of `gpus` (those the command used, or the watched one): their memory
 /// at the start and the end, and the largest changes, each with who and when.
-pub fn neighbour_lines(out: &mut String, gpus: &[NeighbourGpu]) {
+/// `during` says over what: `while it ran` (`hmn run`), `over the watch` (`hmn watch`).
+pub fn neighbour_lines(out: &mut String, gpus: &[NeighbourGpu], during: &str) {
     for g in gpus {
         let f = super::format_size;
         if g.processes.is_empty() && g.peak_bytes == 0 {
             let _ = writeln!(
                 out,
-                "  others on GPU {}: none (no other process held memory there while it ran)",
+                "  others on GPU {}: none (no other process held memory there {during})",
                 g.index
             );
             continue;
@@ -243,7 +244,7 @@ pub fn neighbour_lines(out: &mut String, gpus: &[NeighbourGpu]) {
         }
         let _ = writeln!(
             out,
-            "  others on GPU {} while it ran: {} at the start, {} at the end (peak {}): {}",
+            "  others on GPU {} {during}: {} at the start, {} at the end (peak {}): {}",
             g.index,
             f(g.start_bytes),
             f(g.end_bytes),
@@ -341,7 +342,7 @@ pub fn summary(s: &RunSummary) -> String {
     if s.devices.is_empty() {
         out.push_str("  GPU: no GPU source answered\n");
     }
-    neighbour_lines(&mut out, &s.neighbours);
+    neighbour_lines(&mut out, &s.neighbours, "while it ran");
     ghost_lines(&mut out, &s.ghosts_appeared);
     for h in s.gpu_processes.iter().take(HOLDERS_SHOWN) {
         let _ = writeln!(
