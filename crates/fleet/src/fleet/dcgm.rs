@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::gpu::{Fleet, Gpu, Pod, Source, Stale};
+use super::gpu::{Fleet, Gpu, Pod, Source};
 use super::series::{
-    Key, Parts, Target, ages, complete, dedupe, is_stale, label, name_gone, node_name, target_of,
+    Key, Parts, Target, ages, complete, finish, is_stale, label, node_name, target_of,
 };
 use crate::answer::{Series, shown};
 
@@ -108,15 +108,6 @@ impl Dcgm {
             label(&mut g, &target);
             out.push(g);
         }
-        name_gone(&ages, &self.gone, DCGMS, &mut stale);
-        for (node, (age, exact)) in stale.into_values() {
-            fleet.stale.push(Stale {
-                node,
-                age,
-                exact,
-                source: Source::Dcgm,
-            });
-        }
-        dedupe(out, &mut fleet.notes)
+        finish(out, stale, (&ages, &self.gone, DCGMS), Source::Dcgm, fleet)
     }
 }

@@ -12,8 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::ask::{NAMED_FOR, NAMED_STEP, ask_all, promql_string};
+use super::dcgm::MIB;
 use super::gpu::{Fleet, Pod, Source};
-use super::series::bytes;
+use super::series::{bytes, node_name, target_of};
 use crate::answer::{Series, shown};
 use crate::client::Client;
 use crate::error::Error;
@@ -74,8 +75,6 @@ pub struct Nodes {
 const BY: &str = "job, instance, node, Hostname";
 /// The series of each source that say a target answers.
 const FREE: &str = "hypomnesis_gpu_memory_free_bytes|DCGM_FI_DEV_FB_FREE";
-/// MiB, dcgm-exporter's unit.
-const MIB: f64 = 1_048_576.0;
 
 type Key = (String, String);
 
@@ -85,12 +84,7 @@ fn key_of(s: &Series) -> Key {
 }
 
 fn name_of(s: &Series) -> String {
-    let name = s
-        .label("node")
-        .or_else(|| s.label("Hostname"))
-        .or_else(|| s.label("instance"))
-        .unwrap_or("(no node label)");
-    shown(name).into_owned()
+    node_name(&target_of(s, &[]), s)
 }
 
 /// The queries of one read, in the order [`read_nodes`] takes their answers.

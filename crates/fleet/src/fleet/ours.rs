@@ -3,10 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::gpu::{Fleet, Gpu, Pod, Source, Stale};
+use super::gpu::{Fleet, Gpu, Pod, Source};
 use super::series::{
-    Key, Parts, Target, ages, bytes, complete, dedupe, is_stale, label, name_gone, node_name,
-    target_of,
+    Key, Parts, Target, ages, bytes, complete, finish, is_stale, label, node_name, target_of,
 };
 use crate::answer::{Series, shown};
 
@@ -89,16 +88,13 @@ impl Ours {
             label(&mut g, &target);
             out.push(g);
         }
-        name_gone(&ages, &self.gone, OURS, &mut stale);
-        for (node, (age, exact)) in stale.into_values() {
-            fleet.stale.push(Stale {
-                node,
-                age,
-                exact,
-                source: Source::Hypomnesis,
-            });
-        }
-        dedupe(out, &mut fleet.notes)
+        finish(
+            out,
+            stale,
+            (&ages, &self.gone, OURS),
+            Source::Hypomnesis,
+            fleet,
+        )
     }
 
     /// Each GPU's and MIG instance's figures, by target, GPU and instance.

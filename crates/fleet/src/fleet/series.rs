@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::gpu::{Gpu, Mig, Source};
+use super::gpu::{Fleet, Gpu, Mig, Source, Stale};
 use crate::answer::{Series, shown};
 
 /// A target: its own labels, in order.
@@ -97,9 +97,36 @@ pub(super) struct Parts {
 
 pub(super) type Key = (Target, String, Option<String>);
 
+/// Each target's age and whether it is exact (see [`ages`]).
+pub(super) type Ages = BTreeMap<Target, (f64, bool)>;
+
+/// The stale targets: each one's node, age and whether the age is exact.
+pub(super) type Stales = BTreeMap<Target, (String, (Option<f64>, bool))>;
+
+/// One source's GPUs, closed: its targets that stopped answering (`gone`) named in `stale`,
+/// each stale target pushed to `fleet` as `source`'s, and one GPU kept per UUID.
+pub(super) fn finish(
+    out: Vec<Gpu>,
+    mut stale: Stales,
+    (ages, gone, own): (&Ages, &[Series], &[&str]),
+    source: Source,
+    fleet: &mut Fleet,
+) -> Vec<Gpu> {
+    name_gone(ages, gone, own, &mut stale);
+    for (node, (age, exact)) in stale.into_values() {
+        fleet.stale.push(Stale {
+            node,
+            age,
+            exact,
+            source,
+        });
+    }
+    dedupe(out, &mut fleet.notes)
+}
+
 /// Names each target of `gone` (its series left the instant queries: it stopped answering) in
 /// `stale`, with its age where the subquery found one.
-pub(super) fn name_gone(
+fn name_gone(
     ages: &BTreeMap<Target, (f64, bool)>,
     gone: &[Series],
     own: &[&str],

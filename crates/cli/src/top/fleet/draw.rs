@@ -9,35 +9,10 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
-use unicode_width::UnicodeWidthChar;
 
 use super::fetch::Detail;
 use super::view::{Column, View, share};
-use crate::view::{format_size, human};
-
-/// `text` in exactly `width` columns: cut with `…`, or padded (on the left for figures).
-fn fit(text: &str, width: usize, right: bool) -> String {
-    let mut out = String::new();
-    let mut used = 0;
-    let total: usize = text.chars().map(|c| c.width().unwrap_or(0)).sum();
-    if total > width {
-        for c in text.chars() {
-            let w = c.width().unwrap_or(0);
-            if used + w + 1 > width {
-                break;
-            }
-            out.push(c);
-            used += w;
-        }
-        out.push('…');
-        used += 1;
-    } else {
-        out.push_str(text);
-        used = total;
-    }
-    let pad = " ".repeat(width.saturating_sub(used));
-    if right { pad + &out } else { out + &pad }
-}
+use crate::view::{fit, format_size, human};
 
 fn size(b: Option<u64>) -> String {
     b.map_or_else(|| "–".to_string(), format_size)

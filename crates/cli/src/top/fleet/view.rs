@@ -172,14 +172,13 @@ impl View {
         if self.open.is_some() {
             return self.on_node_key(key.code);
         }
-        let rows_len = self.rows().len();
         let moved = match key.code {
             KeyCode::Up | KeyCode::Char('k') => Some(Move::By(-1)),
             KeyCode::Down | KeyCode::Char('j') => Some(Move::By(1)),
             KeyCode::PageUp => Some(Move::By(-page(self.page))),
             KeyCode::PageDown => Some(Move::By(page(self.page))),
             KeyCode::Home => Some(Move::To(0)),
-            KeyCode::End => Some(Move::To(rows_len.saturating_sub(1))),
+            KeyCode::End => Some(Move::ToEnd),
             _ => None,
         };
         if let Some(m) = moved {
@@ -188,6 +187,7 @@ impl View {
             let to = match m {
                 Move::By(n) => at.saturating_add_signed(n),
                 Move::To(i) => i,
+                Move::ToEnd => rows.len().saturating_sub(1),
             };
             let name = rows
                 .get(to.min(rows.len().saturating_sub(1)))
@@ -263,9 +263,12 @@ impl View {
     }
 }
 
+/// A move of the selection: the rows are sorted once for it (a key held down over a thousand
+/// nodes sorts them once a press).
 enum Move {
     By(isize),
     To(usize),
+    ToEnd,
 }
 
 fn page(rows: usize) -> isize {
