@@ -11,9 +11,12 @@ one thread, never one per call.
 
 After ``fork()`` the child has none of these threads: new workers start at its first read.
 
-At exit (``atexit``, before the interpreter finalizes) the workers are closed: a worker's
-thread is not one of Python's, and one that entered Python while the interpreter finalizes
-could crash the process. A read still inside Python is given :data:`EXIT_WAIT` seconds in all.
+At exit (``atexit``, before the interpreter finalizes) no read enters Python any more: a
+worker's thread is not one of Python's, and one that entered Python while the interpreter
+finalizes could crash the process. A read still inside Python is given :data:`EXIT_WAIT`
+seconds. A Python thread still in the package's native code then (a daemon thread waiting for
+a read) stays there when it comes back rather than take the GIL from a finalizing interpreter,
+which would crash the process too (``_native._exiting``).
 """
 
 from __future__ import annotations
@@ -56,22 +59,17 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 EXIT_WAIT = 1.0
-"""Seconds, for all the workers together, that exit waits for reads still inside Python."""
+"""Seconds that exit waits for the workers' reads still inside Python."""
 
 
-def close_all(timeout: float = EXIT_WAIT) -> bool:
-    """Closes every worker (no read enters Python after this) and waits, at most ``timeout``
-    seconds in all, for the reads still inside Python: whether none is inside now."""
-    until = time.monotonic() + timeout
-    with _LOCK:
-        workers = list(_WORKERS.values())
-    out = True
-    for w in workers:
-        out = w.close(max(until - time.monotonic(), 0.0)) and out
-    return out
+def _at_exit() -> None:
+    # No worker's read enters Python from now on and those inside are waited for; a thread of
+    # the user's (a daemon) that comes back from this package's native code stays there rather
+    # than take the GIL from a finalizing interpreter (both crash the process before 3.14).
+    _native._exiting(EXIT_WAIT)
 
 
-atexit.register(close_all)
+atexit.register(_at_exit)
 
 
 def wait(w: Worker, number: int, until: float) -> Tuple[bool, Any]:

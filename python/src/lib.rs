@@ -14,12 +14,14 @@ use pyo3::prelude::*;
 use pythonize::pythonize;
 use serde::Serialize;
 
+mod exit;
 mod hub;
 mod sampler;
 mod shapes;
 mod timeline;
 mod worker;
 
+use exit::outside;
 use shapes::{Device, GhostReportView, Mig, MigView, ProcessContext, ProcessRow, SnapshotView};
 
 /// Which part failed (the `HypomnesisError` variant), as `HypomnesisError.source` carries it.
@@ -93,7 +95,7 @@ pub(crate) fn measure<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> hypomnesis::Result<T> + Send,
 ) -> PyResult<T> {
-    py.detach(f).map_err(|e| to_py(py, &e))
+    outside(py, f).map_err(|e| to_py(py, &e))
 }
 
 /// A value as the plain Python value its serde form makes (a dict for a struct, a list, an
@@ -128,7 +130,7 @@ fn process_numa_bytes(py: Python<'_>, pid: u32) -> PyResult<std::collections::BT
 /// `SourceReport` dict (`state` a dict of `state`, and `reason` unless it answered).
 #[pyfunction]
 fn sources(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    let reports = py.detach(hypomnesis::sources);
+    let reports = outside(py, hypomnesis::sources);
     to_python(py, &reports)
 }
 
@@ -167,7 +169,7 @@ fn device_count_within(py: Python<'_>, deadline: f64) -> PyResult<Option<u32>> {
             return Ok(None);
         }
         let slice = left.min(Duration::from_millis(100));
-        let (got, back) = py.detach(move || (rx.recv_timeout(slice), rx));
+        let (got, back) = outside(py, move || (rx.recv_timeout(slice), rx));
         rx = back;
         match got {
             Ok(answer) => return Ok(answer.ok()),
@@ -182,7 +184,7 @@ fn device_count_within(py: Python<'_>, deadline: f64) -> PyResult<Option<u32>> {
 /// a tracked block (`scripts/bench/track_cost.py`).
 #[pyfunction]
 fn _round_trip_seconds(py: Python<'_>, trips: u32) -> f64 {
-    py.detach(|| {
+    outside(py, || {
         let worker = hypomnesis::bounded::Worker::new("round-trip");
         let _ = worker.ask(std::time::Duration::from_secs(5), || ());
         let mut times: Vec<f64> = (0..trips.max(1))
@@ -266,7 +268,7 @@ fn contexts_of(index: u32, rows: &[hypomnesis::GpuProcessEntry]) -> Vec<Option<P
 /// The context (owner, command line, resident set, container, CPU time) of process `pid`.
 #[pyfunction]
 fn process_context(py: Python<'_>, pid: u32) -> PyResult<Bound<'_, PyAny>> {
-    let c = py.detach(|| hypomnesis::process_context(pid));
+    let c = outside(py, || hypomnesis::process_context(pid));
     to_python(py, &c)
 }
 
@@ -364,6 +366,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ghosts, m)?)?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<worker::PyWorker>()?;
+    m.add_function(wrap_pyfunction!(exit::_exiting, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::_before_fork, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::_after_fork_in_parent, m)?)?;
     m.add_function(wrap_pyfunction!(sampler::_after_fork, m)?)?;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
+use crate::exit::outside;
 use crate::hub::{self, Hub};
 use crate::timeline::{self, Finished, FinishedTimeline, RawSample};
 
@@ -79,7 +80,7 @@ impl Sampler {
         let figures = match self.deadline {
             None => {
                 let devices = &self.devices;
-                Some(py.detach(|| hub::read_here(devices)))
+                Some(outside(py, || hub::read_here(devices)))
             }
             Some(deadline) => self.guarded(py, hub, deadline)?,
         };
@@ -117,7 +118,7 @@ impl Sampler {
             }
             let wait = SIGNAL_CHECK.min(left());
             let devices = &self.devices;
-            match py.detach(|| hub.start_edge(devices, wait)) {
+            match outside(py, || hub.start_edge(devices, wait)) {
                 Ok(answer) => break answer,
                 Err(hypomnesis::bounded::Unanswered::Busy { .. }) if !left().is_zero() => {
                     py.check_signals()?;
@@ -128,7 +129,7 @@ impl Sampler {
         // The answer usually comes within tens of microseconds: looked for without sleeping
         // for a while (the GIL released), which saves the waker's and the scheduler's cost of
         // a parked thread; only then waited for in steps.
-        let (mut answer, early) = py.detach(move || {
+        let (mut answer, early) = outside(py, move || {
             let spin_until = Instant::now() + SPIN;
             loop {
                 match answer.try_recv() {
@@ -145,7 +146,7 @@ impl Sampler {
         }
         loop {
             let wait = SIGNAL_CHECK.min(left());
-            let (got, back) = py.detach(move || (answer.recv_timeout(wait), answer));
+            let (got, back) = outside(py, move || (answer.recv_timeout(wait), answer));
             answer = back;
             match got {
                 Ok(figures) => return Ok(Some(figures)),
@@ -297,7 +298,7 @@ impl Drop for Sampler {
 /// at most a second, the GIL released) and holds it until after the fork.
 #[pyfunction]
 pub fn _before_fork(py: Python<'_>) {
-    py.detach(|| hub::before_fork(Duration::from_secs(1)));
+    outside(py, || hub::before_fork(Duration::from_secs(1)));
 }
 
 /// After a fork, in the parent (`os.register_at_fork`): the GPU reader goes on.

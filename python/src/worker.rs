@@ -5,16 +5,18 @@
 //! waiting for it marks it overdue, so the next caller does not wait for it again.
 //!
 //! The worker's thread is not one of Python's: once the interpreter starts finalizing, a thread
-//! of ours that takes the GIL is ended by the interpreter (before Python 3.14, through `pthread_exit`, whose
-//! unwinding through Rust frames can crash the process at exit). So a worker is closed at exit
-//! (`_bounded.py` registers it with `atexit`, which runs before finalization): no read enters
-//! Python after that, and the read already inside is given a bounded time to come out.
+//! of ours that takes the GIL is ended by the interpreter (before Python 3.14, through
+//! `pthread_exit`, whose unwinding through Rust frames can crash the process at exit). So a
+//! read enters Python through [`crate::exit::enter`]: none enters once `atexit` has said the
+//! interpreter is exiting, and the one already inside is given a bounded time to come out.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::exit::{self, outside};
 
 /// How long one wait for an answer lasts before signals are looked at.
 const SIGNAL_CHECK: Duration = Duration::from_millis(100);
@@ -29,10 +31,6 @@ struct Reads {
     answer: Option<PyResult<Py<PyAny>>>,
     /// The number of the latest read a caller stopped waiting for.
     missed: u64,
-    /// No read enters Python any more (the interpreter is exiting).
-    closed: bool,
-    /// A read is in Python now.
-    inside: bool,
 }
 
 type Shared = Arc<(Mutex<Reads>, Condvar)>;
@@ -41,21 +39,14 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Reads> {
     shared.0.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Makes `read` unless the worker is closed; no read starts in Python once it is.
-fn make(shared: &Shared, read: &Py<PyAny>) -> PyResult<Py<PyAny>> {
-    {
-        let mut reads = lock(shared);
-        if reads.closed {
-            return Err(PyRuntimeError::new_err(
-                "not read: the interpreter is exiting",
-            ));
-        }
-        reads.inside = true;
-    }
-    let answer = Python::attach(|py| read.call0(py));
-    lock(shared).inside = false;
-    shared.1.notify_all();
-    answer
+/// Makes `read` unless the interpreter is exiting: no read starts in Python then.
+fn make(read: &Py<PyAny>) -> PyResult<Py<PyAny>> {
+    let Some(_inside) = exit::enter() else {
+        return Err(PyRuntimeError::new_err(
+            "not read: the interpreter is exiting",
+        ));
+    };
+    Python::attach(|py| read.call0(py))
 }
 
 /// Makes one kind of read, one at a time, when asked, on a thread kept for the process's life
@@ -86,10 +77,9 @@ impl PyWorker {
         }
         let number = reads.done + 1;
         let shared = Arc::clone(&self.reads);
-        let gate = Arc::clone(&self.reads);
         self.worker
             .start(
-                move || make(&gate, &read),
+                move || make(&read),
                 move |out| {
                     let answer = match out {
                         Ok(answer) => answer,
@@ -133,7 +123,7 @@ impl PyWorker {
                 }
             }
             let shared = &self.reads;
-            py.detach(|| {
+            outside(py, || {
                 let reads = lock(shared);
                 if reads.done < number {
                     let wait = SIGNAL_CHECK.min(give_up.saturating_duration_since(Instant::now()));
@@ -148,31 +138,6 @@ impl PyWorker {
     /// (a blocked read costs one deadline, not one per caller).
     fn overdue(&self, number: u64) -> bool {
         lock(&self.reads).missed >= number
-    }
-
-    /// Lets no read enter Python from now on, and waits at most `timeout` seconds for the one
-    /// inside to come out (the GIL released meanwhile): whether none is inside now. For exit.
-    fn close(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
-        if timeout.is_nan() {
-            return Err(PyValueError::new_err("timeout must be a number of seconds"));
-        }
-        let give_up = Instant::now() + Duration::from_secs_f64(timeout.clamp(0.0, 86_400.0));
-        let shared = &self.reads;
-        Ok(py.detach(|| {
-            let mut reads = lock(shared);
-            reads.closed = true;
-            while reads.inside {
-                let left = give_up.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return false;
-                }
-                reads = match shared.1.wait_timeout(reads, left) {
-                    Ok((reads, _)) => reads,
-                    Err(poisoned) => poisoned.into_inner().0,
-                };
-            }
-            true
-        }))
     }
 
     /// Seconds the read now running has taken so far; `None` when none runs.

@@ -68,40 +68,54 @@ def test_a_bad_timeout_is_refused() -> None:
         w.wait(w.ask(lambda: 1), float("nan"))
 
 
-def test_a_closed_worker_lets_no_read_into_python() -> None:
-    w = _native.Worker("test-closed")
-    assert w.close(1.0) is True
-    calls = []
-    number = w.ask(lambda: calls.append(1))
-    with pytest.raises(RuntimeError, match="interpreter is exiting"):
-        w.wait(number, 5.0)
-    assert calls == []
+def run_python(code: str) -> "subprocess.CompletedProcess[str]":
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tempfile.gettempdir(),
+    )
 
 
-def test_close_waits_for_the_read_inside_and_no_longer_than_its_timeout() -> None:
-    w = _native.Worker("test-close-wait")
-    inside, release = threading.Event(), threading.Event()
+# Once the interpreter is exiting (``atexit``), no read enters Python; the one inside is
+# waited for, no longer than the timeout; the exiting thread itself goes on.
+EXITING_SAYS = """
+import threading, time
+from hypomnesis import _native
+w = _native.Worker("exiting")
+inside, release = threading.Event(), threading.Event()
+def slow():
+    inside.set()
+    release.wait(10)
+    return "out"
+number = w.ask(slow)
+inside.wait(5)
+t0 = time.monotonic()
+print("short", _native._exiting(0.2), round(time.monotonic() - t0, 1))
+threading.Timer(0.2, release.set).start()
+t0 = time.monotonic()
+print("long", _native._exiting(5.0), time.monotonic() - t0 < 4)
+print("answer", w.wait(number, 5.0))
+calls = []
+try:
+    w.wait(w.ask(lambda: calls.append(1)), 5.0)
+except RuntimeError as e:
+    print("refused", "interpreter is exiting" in str(e), calls)
+print("goes on", _native._round_trip_seconds(3) >= 0, _native._exiting(float("nan")))
+"""
 
-    def slow() -> str:
-        inside.set()
-        release.wait(10)
-        return "out"
 
-    number = w.ask(slow)
-    assert inside.wait(5)
-    t0 = time.monotonic()
-    assert w.close(0.2) is False
-    assert 0.15 < time.monotonic() - t0 < 2
-    threading.Timer(0.2, release.set).start()
-    t0 = time.monotonic()
-    assert w.close(5.0) is True
-    assert time.monotonic() - t0 < 4
-    # The read that was inside answers; none enters after it.
-    assert w.wait(number, 5.0) == (True, "out")
-    with pytest.raises(RuntimeError, match="interpreter is exiting"):
-        w.wait(w.ask(lambda: "late"), 5.0)
-    with pytest.raises(ValueError, match="timeout"):
-        w.close(float("nan"))
+def test_exiting_lets_no_read_into_python_and_waits_for_the_one_inside() -> None:
+    out = run_python(EXITING_SAYS)
+    assert out.returncode == 0, (out.returncode, out.stderr)
+    assert out.stdout.splitlines() == [
+        "short False 0.2",
+        "long True True",
+        "answer (True, 'out')",
+        "refused True []",
+        "goes on True True",
+    ], out.stdout
 
 
 # A read inside Python when the interpreter exits. Without the workers closed at exit, the
@@ -124,12 +138,39 @@ print("leaving", flush=True)
 
 def test_exit_with_a_read_inside_python_waits_for_it_and_does_not_crash() -> None:
     for _ in range(3):
-        out = subprocess.run(
-            [sys.executable, "-c", EXITING_CHILD],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tempfile.gettempdir(),
-        )
+        out = run_python(EXITING_CHILD)
         assert out.returncode == 0, (out.returncode, out.stderr)
         assert out.stdout.split() == ["leaving", "read", "made"], out.stdout
+
+
+# Daemon threads waiting (the GIL released) in the package's native code when the main thread
+# ends: one that took the GIL back during finalization was ended by pthread_exit, whose
+# unwinding through Rust frames crashed the process (SIGSEGV, in CI once from
+# track(ledger=True)'s reading thread). They stay parked instead.
+DAEMONS_AT_EXIT = """
+import threading, time
+from hypomnesis import _bounded
+def spin(i):
+    w = _bounded.worker(("daemon", i))
+    while True:
+        try:
+            w.wait(w.ask(lambda: time.sleep(0.002)), 5.0)
+        except RuntimeError:
+            pass
+class SlowToGo:
+    # Finalization takes its time (the GIL released), as a big program's may.
+    def __del__(self):
+        time.sleep(0.3)
+slow_to_go = SlowToGo()
+for i in range(6):
+    threading.Thread(target=spin, args=(i,), daemon=True).start()
+time.sleep(0.05)
+print("leaving", flush=True)
+"""
+
+
+def test_daemon_threads_in_native_code_at_exit_do_not_crash_it() -> None:
+    for _ in range(5):
+        out = run_python(DAEMONS_AT_EXIT)
+        assert out.returncode == 0, (out.returncode, out.stderr)
+        assert out.stdout == "leaving\n", out.stdout
