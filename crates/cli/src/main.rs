@@ -4,6 +4,7 @@
 //! - `collect`: around the library's sampler (`hypomnesis::sampling`): the loops' stop
 //!   requests, the command a run starts, the contexts of the processes a frame lists;
 //! - `cmd`: one module per subcommand, folding what was collected into a result;
+//! - `engine`: what a serving engine prints about its memory, recognised, and its ledger;
 //! - `view`: pure renderers of those results (text, JSON, CSV, SVG, roff);
 //! - `top`: the full-screen view (its model, state and drawing), behind the `top` feature;
 //! - `kube`: which pod the kubelet allocated each GPU to, behind the `kubernetes` feature.
@@ -14,6 +15,7 @@ mod args;
 mod cli;
 mod cmd;
 mod collect;
+mod engine;
 #[cfg(any(feature = "serve", feature = "top"))]
 mod heap;
 mod help;

@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -18,6 +19,8 @@ use crate::args::{self, JsonArg, RootArgs};
 use crate::collect::child::{self, Child};
 use crate::collect::neighbours::Neighbours;
 use crate::collect::stop::Stop;
+use crate::engine::Heard;
+use crate::engine::ledger::{EngineReport, Follow, GhostHeld, Who};
 use crate::outcome::Outcome;
 use crate::view::run::{
     self as render, DevicePeak, GhostSeen, Holder, Measure, Point, RamPeak, RunSummary,
@@ -38,6 +41,10 @@ pub struct RunArgs {
     /// Draw the timeline (the tree's RAM and GPU memory per device) as SVG to this file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Leave the command's output alone (no pseudo-terminal or pipe between it and hmn's
+    /// own): no serving engine's lines are read, so no ledger.
+    #[arg(long)]
+    pub output_as_is: bool,
     #[command(flatten)]
     pub gate: gate::GateArgs,
     #[command(flatten)]
@@ -48,6 +55,9 @@ pub struct RunArgs {
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
+
+/// How long, once the command ended, what it left in its output is waited for.
+const DRAIN: Duration = Duration::from_secs(2);
 
 /// The peaks of a run, folded one point at a time (what the summary needs, whatever the length
 /// of the run).
@@ -155,6 +165,34 @@ impl Peaks {
             .collect()
     }
 
+    /// The engine's report, with the ghosts on its GPU (at the start or the end) beside a
+    /// failure, and its processes named as the neighbours' report knows them.
+    fn engine_report(&self, follow: &Follow) -> Option<EngineReport> {
+        let who = |pid: u32| {
+            self.neighbours.who(pid).unwrap_or_else(|| {
+                let ctx = hypomnesis::process_context(pid);
+                Who {
+                    command: ctx.command,
+                    pod: ctx.container.and_then(|c| c.pod),
+                }
+            })
+        };
+        let mut report = follow.report(&who)?;
+        if let (Some(f), Some(gpu)) = (report.failure.as_mut(), report.gpu) {
+            let mut seen = HashSet::new();
+            for g in self.ghosts.iter().flatten().flat_map(|r| &r.ghosts) {
+                if g.device_index == gpu && seen.insert((g.pid, g.class)) {
+                    f.ghosts.push(GhostHeld {
+                        pid: g.pid,
+                        class: g.class.as_str(),
+                        bytes: g.bytes,
+                    });
+                }
+            }
+        }
+        Some(report)
+    }
+
     /// The holders, largest GPU peak first.
     fn holders(&self) -> Vec<Holder> {
         let mut v: Vec<Holder> = self.holders.values().cloned().collect();
@@ -219,11 +257,20 @@ pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Re
     }
     let stop = Stop::on_signals();
     let started = Instant::now();
-    let mut child = match Child::spawn(&args.command, "hmn run", err)? {
+    let heard = (!args.output_as_is).then(|| Arc::new(Heard::new(started)));
+    let mut child = match Child::spawn_reading(&args.command, "hmn run", heard.as_ref(), err)? {
         Ok(c) => c,
         Err(code) => return Ok(Outcome::Code(code)),
     };
-    let (status, peaks, devices) = follow(&mut child, args.interval, &stop, &mut timeline, err)?;
+    let mut engine = heard.map(Follow::new);
+    let (status, peaks, devices) = follow(
+        &mut child,
+        args.interval,
+        &stop,
+        &mut timeline,
+        engine.as_mut(),
+        err,
+    )?;
     let (code, signal) = child::status_parts(status);
     let command: Vec<String> = args
         .command
@@ -250,6 +297,7 @@ pub fn run(args: &RunArgs, out: &mut impl Write, err: &mut impl Write) -> io::Re
         ram_peak: peaks.ram,
         neighbours: peaks.neighbours.report(),
         ghosts_appeared: peaks.ghosts_appeared(),
+        engine: engine.and_then(|e| peaks.engine_report(&e)),
     };
     finish(args, &mut timeline, &devices, &summary, out, err)?;
     // Stopped by a signal of its own, hmn ends as that signal says; otherwise as the command.
@@ -267,6 +315,7 @@ fn follow(
     interval: Duration,
     stop: &Stop,
     timeline: &mut Timeline,
+    mut engine: Option<&mut Follow>,
     err: &mut impl Write,
 ) -> io::Result<(ExitStatus, Peaks, Vec<Option<GpuDeviceInfo>>)> {
     let mut walker = hypomnesis::TreeWalker::new(child.id());
@@ -305,9 +354,25 @@ fn follow(
         peaks.add_holders(&frame, &tree);
         peaks.members.add(&frame, &tree, ram.as_ref());
         timeline.add(&p, devices.len(), err)?;
-        let _ =
-            ticker.wait(|| matches!(child.try_wait(), Ok(Some(_))) || stop.signal() != passed_on);
+        if let Some(e) = engine.as_deref_mut() {
+            e.sample(&frame, &set);
+        }
+        // An engine's line heard is sampled at once: the driver's figures of that moment.
+        let heard = |e: &Option<&mut Follow>| e.as_deref().is_some_and(Follow::pending);
+        let _ = ticker.wait(|| {
+            matches!(child.try_wait(), Ok(Some(_))) || stop.signal() != passed_on || heard(&engine)
+        });
     };
+    // What it left in its output, passed on; lines heard since the last sample get one more
+    // (its processes are gone by then; the others' figures still say who held what).
+    child.drain(DRAIN);
+    if let Some(e) = engine
+        && e.pending()
+    {
+        let tree = walker.pids();
+        let set: HashSet<u32> = tree.iter().copied().collect();
+        e.sample(&sampler.frame_tree(&tree, &mut pacer), &set);
+    }
     // The ghosts once it ended, asked of the driver afresh (the last frame is a sample old).
     if peaks.ghosts[0].is_some() {
         peaks.ghosts[1] = look.look().ok();

@@ -4,6 +4,11 @@
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::{Command, ExitStatus};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::output::{Passing, Plan};
+use crate::engine::Heard;
 
 /// The exit status a shell gives a command that cannot be started.
 pub const CANNOT_START: u8 = 127;
@@ -12,6 +17,8 @@ pub const CANNOT_START: u8 = 127;
 #[derive(Debug)]
 pub struct Child {
     inner: std::process::Child,
+    /// Its output, passed through and read (`hmn run`).
+    output: Option<Passing>,
 }
 
 impl Child {
@@ -22,12 +29,42 @@ impl Child {
         who: &str,
         err: &mut impl Write,
     ) -> io::Result<Result<Self, u8>> {
+        Self::spawn_reading(command, who, None, err)
+    }
+
+    /// [`Self::spawn`], its output passed through to hmn's and read into `heard`
+    /// ([`super::output`]) when given.
+    pub fn spawn_reading(
+        command: &[OsString],
+        who: &str,
+        heard: Option<&Arc<Heard>>,
+        err: &mut impl Write,
+    ) -> io::Result<Result<Self, u8>> {
         let Some((program, rest)) = command.split_first() else {
             writeln!(err, "{who}: no command given ({who} -- CMD ARGS…)")?;
             return Ok(Err(2));
         };
-        match Command::new(program).args(rest).spawn() {
-            Ok(inner) => Ok(Ok(Self { inner })),
+        let mut cmd = Command::new(program);
+        cmd.args(rest);
+        let mut plan = match heard {
+            Some(_) => Some(Plan::new(err)?),
+            None => None,
+        };
+        if let Some(plan) = plan.as_mut() {
+            plan.apply(&mut cmd)?;
+        }
+        let spawned = cmd.spawn();
+        // Its copies of the command's ends of the output are closed with it.
+        drop(cmd);
+        match spawned {
+            Ok(mut inner) => {
+                let output = plan.zip(heard).map(|(plan, heard)| {
+                    let mut passing = plan.start(inner.stdout.take(), inner.stderr.take(), heard);
+                    passing.started();
+                    passing
+                });
+                Ok(Ok(Self { inner, output }))
+            }
             Err(e) => {
                 writeln!(
                     err,
@@ -41,6 +78,12 @@ impl Child {
 
     pub fn id(&self) -> u32 {
         self.inner.id()
+    }
+
+    /// Once it ended: what it left in its output passed on, waited for at most `bound`;
+    /// whether all of it was.
+    pub fn drain(&mut self, bound: Duration) -> bool {
+        self.output.take().is_none_or(|o| o.drain(bound))
     }
 
     /// The status, once it has exited.

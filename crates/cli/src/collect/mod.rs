@@ -8,5 +8,6 @@ pub mod contexts;
 #[cfg(feature = "serve")]
 pub mod known;
 pub mod neighbours;
+pub mod output;
 pub mod settle;
 pub mod stop;

@@ -150,6 +150,18 @@ impl Neighbours {
         self.gpus(true)
     }
 
+    /// Who `pid` is, if it was read (when its memory first moved).
+    pub fn who(&self, pid: u32) -> Option<crate::engine::ledger::Who> {
+        let w = self
+            .devices
+            .values()
+            .find_map(|d| d.procs.get(&pid)?.who.as_ref())?;
+        Some(crate::engine::ledger::Who {
+            command: w.command.clone(),
+            pod: w.pod.clone(),
+        })
+    }
+
     /// The GPUs the command's processes held memory on.
     pub fn used(&self) -> Vec<usize> {
         self.devices

@@ -3,6 +3,7 @@
 
 pub mod devices;
 pub mod doctor;
+pub mod engine;
 pub mod fits;
 #[cfg(feature = "fleet")]
 pub mod fleet;

@@ -129,6 +129,9 @@ pub struct RunSummary {
     /// Ghosts on those GPUs at the end that were not there at the start (`hmn ghosts` says
     /// more of each).
     pub ghosts_appeared: Vec<GhostSeen>,
+    /// What a serving engine printed about its memory as it started, beside the driver's
+    /// figures (`null` when no engine line was recognised, or with `--output-as-is`).
+    pub engine: Option<crate::engine::ledger::EngineReport>,
 }
 
 /// A ghost found on a GPU the command used at its end, not at its start.
@@ -344,6 +347,9 @@ pub fn summary(s: &RunSummary) -> String {
     }
     neighbour_lines(&mut out, &s.neighbours, "while it ran");
     ghost_lines(&mut out, &s.ghosts_appeared);
+    if let Some(e) = &s.engine {
+        super::engine::lines(&mut out, e);
+    }
     for h in s.gpu_processes.iter().take(HOLDERS_SHOWN) {
         let _ = writeln!(
             out,
@@ -491,6 +497,7 @@ mod tests {
             }),
             neighbours: Vec::new(),
             ghosts_appeared: Vec::new(),
+            engine: None,
         }
     }
 
