@@ -83,6 +83,9 @@ pub struct Follow {
     start: Option<Moment>,
     /// The moment of each event (by its index), shared by a batch.
     at_events: Vec<(usize, Arc<Moment>)>,
+    /// The sample before each event's: what the command held just before it said it failed
+    /// (it may let go at once).
+    before_events: Vec<(usize, Arc<Moment>)>,
     last: Option<Moment>,
 }
 
@@ -93,6 +96,7 @@ impl Follow {
             seen: 0,
             start: None,
             at_events: Vec::new(),
+            before_events: Vec::new(),
             last: None,
         }
     }
@@ -112,6 +116,11 @@ impl Follow {
             let shared = Arc::new(moment.clone());
             self.at_events
                 .extend((self.seen..count).map(|i| (i, Arc::clone(&shared))));
+            if let Some(before) = &self.last {
+                let before = Arc::new(before.clone());
+                self.before_events
+                    .extend((self.seen..count).map(|i| (i, Arc::clone(&before))));
+            }
             self.seen = count;
         }
         if self.start.is_none() {
@@ -136,6 +145,21 @@ impl Follow {
         build(&events, &moments, self.start.as_ref(), who).map(|mut r| {
             r.events_dropped = dropped;
             r.lines_too_long = overlong;
+            // Who held what at its failure: the sample before its line (it may let go at once
+            // after), what the command held the larger of the two around it.
+            if let (Some(f), Some(gpu)) = (r.failure.as_mut(), r.gpu) {
+                let i = events.iter().position(|e| e.kind == Kind::OutOfMemory);
+                let before = self
+                    .before_events
+                    .iter()
+                    .find(|(e, _)| Some(*e) == i)
+                    .and_then(|(_, m)| m.gpus.get(&usize::try_from(gpu).ok()?));
+                if let (Some(b), Some(e)) = (before, i.and_then(|i| events.get(i))) {
+                    let after = f.own_bytes;
+                    *f = failure(e, Some(b), who);
+                    f.own_bytes = Some(b.own.max(after.unwrap_or(0)));
+                }
+            }
             r
         })
     }
@@ -215,6 +239,9 @@ pub struct Sizing {
     pub to_s: f64,
     pub others_change_bytes: i64,
     pub largest: Vec<Change>,
+    /// How much of the engine's own "non-torch" figure is the others' growth in that window
+    /// (the engine measured it from the device's free memory).
+    pub in_its_non_torch_bytes: Option<u64>,
 }
 
 /// Who held the memory when the engine failed for want of it.
@@ -349,7 +376,21 @@ pub fn build(
     who: &dyn Fn(u32) -> Who,
 ) -> Option<EngineReport> {
     let engine = main_engine(events)?;
-    let gpu = engine_gpu(moments.iter().flatten().copied().chain(start));
+    // Where it held memory; else (it failed before holding any that a sample saw) the GPU
+    // its failure names, or the only GPU there is.
+    let gpu = engine_gpu(moments.iter().flatten().copied().chain(start)).or_else(|| {
+        let listed: HashSet<usize> = moments
+            .iter()
+            .flatten()
+            .chain(start.iter())
+            .flat_map(|m| m.gpus.keys().copied())
+            .collect();
+        let named = events
+            .iter()
+            .filter_map(|e| e.number_of("device"))
+            .find(|d| listed.contains(d));
+        named.or_else(|| (listed.len() == 1).then(|| listed.iter().copied().next()).flatten())
+    });
     let at_gpu = |m: Option<&Moment>| -> Option<GpuAt> { m?.gpus.get(&gpu?).cloned() };
     let mut books = Books::default();
     let mut ledger = Vec::new();
@@ -375,7 +416,14 @@ pub fn build(
         });
     }
     let phases = phases(events, moments, start, gpu, who);
-    let sizing = sizing(events, moments, start, gpu, who);
+    let mut sizing = sizing(events, moments, start, gpu, who);
+    if let Some(s) = sizing.as_mut()
+        && s.others_change_bytes > 0
+    {
+        s.in_its_non_torch_bytes = books
+            .non_torch
+            .map(|n| n.min(s.others_change_bytes.unsigned_abs()));
+    }
     let failure = events
         .iter()
         .zip(moments)
@@ -480,6 +528,7 @@ fn sizing(
         to_s: secs(e.at),
         others_change_bytes: total,
         largest,
+        in_its_non_torch_bytes: None,
     })
 }
 

@@ -74,6 +74,17 @@ impl Event {
         self.figures.get(name).and_then(|f| f.bytes())
     }
 
+    /// A plain number that is a small whole one (a device's ordinal).
+    pub fn number_of(&self, name: &str) -> Option<usize> {
+        match self.figures.get(name)? {
+            Figure::Number(n) if n.fract() == 0.0 && (0.0..1024.0).contains(n) => {
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                Some(*n as usize)
+            }
+            _ => None,
+        }
+    }
+
     #[cfg(test)]
     pub fn number(&self, name: &str) -> Option<f64> {
         self.figures.get(name).and_then(|f| f.number())

@@ -77,7 +77,7 @@ impl Kind {
             Self::CapturingGraphs => "preparing CUDA graphs",
             Self::GraphsCaptured => "capturing CUDA graphs",
             Self::Ready => "finishing its start",
-            Self::OutOfMemory => "running out of memory",
+            Self::OutOfMemory => "starting, until it ran out of memory",
         }
     }
 }

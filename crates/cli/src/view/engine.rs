@@ -34,13 +34,9 @@ fn said(r: &LedgerRow) -> String {
     match r.kind {
         Kind::LoadingWeights => "loading weights".to_string(),
         Kind::WeightsLoaded => format!("weights {}", or_unknown(r.weights_bytes)),
-        Kind::Profiled => match (r.activations_bytes, r.non_torch_bytes) {
-            (Some(a), Some(n)) => {
-                format!("profiled: activations {}, non-torch {}", size(a), size(n))
-            }
-            (Some(a), None) => format!("profiled: activations {}", size(a)),
-            (None, Some(n)) => format!("profiled: non-torch {}", size(n)),
-            (None, None) => "profiled".to_string(),
+        Kind::Profiled => match r.non_torch_bytes {
+            Some(n) => format!("profiled: non-torch {}", size(n)),
+            None => "profiled".to_string(),
         },
         Kind::KvCacheSized => format!("KV cache sized {}", or_unknown(r.kv_cache_bytes)),
         Kind::KvCacheAllocated => format!("KV cache allocated {}", or_unknown(r.kv_cache_bytes)),
@@ -58,7 +54,7 @@ pub fn lines(out: &mut String, r: &EngineReport) {
         || "no GPU of its own seen".to_string(),
         |g| format!("GPU {g}"),
     );
-    if r.engine != Engine::Torch && !r.ledger.is_empty() {
+    if r.engine != Engine::Torch && r.ledger.iter().any(|row| row.kind != Kind::OutOfMemory) {
         table(out, r, &on);
     }
     for p in &r.phases {
@@ -83,10 +79,15 @@ pub fn lines(out: &mut String, r: &EngineReport) {
             .collect::<Vec<_>>()
             .join("; ");
         let effect = if s.others_change_bytes > 0 {
-            format!(
-                "it counted their {} as its own, and its KV cache is that much smaller",
-                size(s.others_change_bytes.unsigned_abs())
-            )
+            let grown = size(s.others_change_bytes.unsigned_abs());
+            if s.in_its_non_torch_bytes.is_some() {
+                format!(
+                    "it counted their {grown} as its own non-torch memory, and its KV cache is \
+                     that much smaller"
+                )
+            } else {
+                format!("its KV cache is {grown} smaller than it would have been")
+            }
         } else {
             format!(
                 "it may count the {} they freed as its own (vLLM's 'Error in memory profiling')",
@@ -127,21 +128,26 @@ fn table(out: &mut String, r: &EngineReport, on: &str) {
     );
     let _ = writeln!(
         out,
-        "    {:>8}  {:<34} {:>10} {:>10} {:>10}",
+        "    {:>8}  {:<36} {:>10} {:>10} {:>10}",
         "at", "its line", "it counts", "driver", "gap"
     );
     // A run of lines of one kind is one row: the last of them.
-    let rows = r
+    // The failure has its own paragraph.
+    let rows: Vec<&LedgerRow> = r
         .ledger
         .iter()
+        .filter(|row| row.kind != Kind::OutOfMemory)
+        .collect();
+    let last_of_kind = rows
+        .iter()
         .enumerate()
-        .filter(|(i, row)| r.ledger.get(i + 1).is_none_or(|next| next.kind != row.kind));
-    for (_, row) in rows {
+        .filter(|(i, row)| rows.get(i + 1).is_none_or(|next| next.kind != row.kind));
+    for (_, row) in last_of_kind {
         let driver = row.driver_bytes.map_or_else(|| "?".to_string(), size);
         let gap = row.gap_bytes.map_or_else(|| "?".to_string(), signed);
         let _ = writeln!(
             out,
-            "    {:>7.1}s  {:<34} {:>10} {:>10} {:>10}",
+            "    {:>7.1}s  {:<36} {:>10} {:>10} {:>10}",
             row.at,
             said(row),
             size(row.engine_accounts_bytes),
@@ -160,43 +166,65 @@ fn moved(c: &Change) -> String {
     }
 }
 
-/// The gap at the last row that has the driver's figure, named.
+/// The gap at the last row that has the driver's figure, named: the others' growth the engine
+/// counted as its own non-torch memory, then what is left.
 fn gap_line(out: &mut String, r: &EngineReport) {
-    let Some(row) = r.ledger.iter().rev().find(|row| row.gap_bytes.is_some()) else {
-        let _ = writeln!(
-            out,
-            "  (the driver charged its processes nothing that could be read)"
-        );
+    let Some(row) = r
+        .ledger
+        .iter()
+        .rev()
+        .find(|row| row.gap_bytes.is_some() && row.kind != Kind::OutOfMemory)
+    else {
+        let _ = writeln!(out, "  (the driver charged its processes nothing that could be read)");
         return;
     };
-    let gap = row.gap_bytes.unwrap_or(0);
     let engine = r.engine.name();
-    let _ = if gap >= 0 {
+    let mut gap = row.gap_bytes.unwrap_or(0);
+    let mut said = format!("  at {:.1} s", row.at);
+    if let Some((s, counted)) = r
+        .sizing
+        .as_ref()
+        .and_then(|s| Some((s, s.in_its_non_torch_bytes.filter(|&c| c > 0)?)))
+    {
+        let _ = write!(
+            said,
+            " {engine}'s non-torch figure holds {} that other processes took in the same window \
+             ({:.1}–{:.1} s): memory it counts and the driver charges to them;",
+            size(counted),
+            s.from_s,
+            s.to_s
+        );
+        gap = gap.saturating_add(i64::try_from(counted).unwrap_or(i64::MAX));
+    }
+    if gap >= 0 {
         let what = if row.non_torch_bytes.is_some() {
             "CUDA context and allocator slack"
         } else {
             "CUDA context, allocator slack and memory outside torch it did not print"
         };
-        writeln!(
-            out,
-            "  at {:.1} s the driver charges {} more than {engine} accounts for: {what}",
-            row.at,
-            size(gap.unsigned_abs())
-        )
+        let _ = write!(
+            said,
+            " the driver charges {} more than {engine} accounts for{}: {what}",
+            size(gap.unsigned_abs()),
+            if said.ends_with(';') { " otherwise" } else { "" }
+        );
     } else {
-        writeln!(
-            out,
-            "  at {:.1} s {engine} accounts for {} more than the driver charges its processes \
-             (not allocated yet, or charged to another process)",
-            row.at,
+        let _ = write!(
+            said,
+            " {engine} accounts for {} more than the driver charges its processes (not \
+             allocated yet, or charged to another process)",
             size(gap.unsigned_abs())
-        )
-    };
+        );
+    }
+    let _ = writeln!(out, "{said}");
 }
 
 /// The failure, in one paragraph.
 fn failure(out: &mut String, engine: &str, gpu: Option<u32>, f: &Failure) {
-    let line: String = printable(&f.line).chars().take(160).collect();
+    let mut line: String = printable(&f.line).chars().take(200).collect();
+    if line.len() < f.line.len() {
+        line.push('…');
+    }
     let mut p = format!("{engine} ran out of memory at {:.1} s (\"{line}\").", f.at);
     let gpu = gpu.map_or_else(|| "its GPU".to_string(), |g| format!("GPU {g}"));
     match (f.free_bytes, f.total_bytes) {
