@@ -54,6 +54,7 @@ mod cli {
     mod basics;
     mod compat;
     pub(crate) mod dra;
+    mod engines;
     mod fallback_probe;
     mod fits_fleet;
     mod fleet;

@@ -389,7 +389,11 @@ pub fn build(
             .iter()
             .filter_map(|e| e.number_of("device"))
             .find(|d| listed.contains(d));
-        named.or_else(|| (listed.len() == 1).then(|| listed.iter().copied().next()).flatten())
+        named.or_else(|| {
+            (listed.len() == 1)
+                .then(|| listed.iter().copied().next())
+                .flatten()
+        })
     });
     let at_gpu = |m: Option<&Moment>| -> Option<GpuAt> { m?.gpus.get(&gpu?).cloned() };
     let mut books = Books::default();

@@ -77,7 +77,8 @@ impl Event {
     /// A plain number that is a small whole one (a device's ordinal).
     pub fn number_of(&self, name: &str) -> Option<usize> {
         match self.figures.get(name)? {
-            Figure::Number(n) if n.fract() == 0.0 && (0.0..1024.0).contains(n) => {
+            Figure::Number(n) if n.fract() == 0.0 && (0.0..1024.0).contains(n) =>
+            {
                 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                 Some(*n as usize)
             }

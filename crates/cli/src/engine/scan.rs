@@ -91,16 +91,25 @@ impl Scanner {
 /// The lines of `whole` (complete lines, separated by line ends) that hold an anchor.
 fn lines(table: &'static Compiled, whole: &[u8], heard: &Heard) {
     let mut from = 0;
-    while let Some(m) = table
-        .anchors
-        .find(Input::new(whole).span(from..whole.len()))
-    {
-        let (start, end) = line_around(whole, m.start(), m.end());
+    loop {
+        let hit = match &table.fast {
+            Some(fast) => fast
+                .find_in(whole, aho_corasick::Span::from(from..whole.len()))
+                .map(|m| (m.start(), m.end())),
+            None => table
+                .anchors
+                .find(Input::new(whole).span(from..whole.len()))
+                .map(|m| (m.start(), m.end())),
+        };
+        let Some((hit_start, hit_end)) = hit else {
+            break;
+        };
+        let (start, end) = line_around(whole, hit_start, hit_end);
         if let Some(line) = whole.get(start..end) {
             if line.len() > LINE_MAX {
                 heard.overlong();
             } else {
-                look(table, line, heard);
+                look_at(table, line, heard);
             }
         }
         from = end.min(whole.len());
@@ -124,7 +133,20 @@ fn look(table: &'static Compiled, line: &[u8], heard: &Heard) {
     if table.anchors.find(line).is_none() {
         return;
     }
-    let text = plain(line);
+    look_at(table, line, heard);
+}
+
+/// [`look`], for a line known to hold an anchor.
+fn look_at(table: &'static Compiled, line: &[u8], heard: &Heard) {
+    // Most lines are plain text already: no copy for them.
+    let owned;
+    let text: &str = match std::str::from_utf8(line) {
+        Ok(t) if !t.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f) => t,
+        _ => {
+            owned = plain(line);
+            &owned
+        }
+    };
     let mut tried = [false; TABLE.len()];
     for m in table.anchors.find_overlapping_iter(text.as_bytes()) {
         let i = m.pattern().as_usize();
@@ -134,8 +156,10 @@ fn look(table: &'static Compiled, line: &[u8], heard: &Heard) {
         if let Some(t) = tried.get_mut(i) {
             *t = true;
         }
+        // A near miss fails the fast test; only a match pays for its groups.
         if let (Some(p), Some(re)) = (TABLE.get(i), table.patterns.get(i))
-            && let Some(caps) = re.captures(&text)
+            && re.is_match(text)
+            && let Some(caps) = re.captures(text)
         {
             let mut figures = BTreeMap::new();
             for name in re.capture_names().flatten() {

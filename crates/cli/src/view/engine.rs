@@ -175,7 +175,10 @@ fn gap_line(out: &mut String, r: &EngineReport) {
         .rev()
         .find(|row| row.gap_bytes.is_some() && row.kind != Kind::OutOfMemory)
     else {
-        let _ = writeln!(out, "  (the driver charged its processes nothing that could be read)");
+        let _ = writeln!(
+            out,
+            "  (the driver charged its processes nothing that could be read)"
+        );
         return;
     };
     let engine = r.engine.name();
@@ -206,7 +209,11 @@ fn gap_line(out: &mut String, r: &EngineReport) {
             said,
             " the driver charges {} more than {engine} accounts for{}: {what}",
             size(gap.unsigned_abs()),
-            if said.ends_with(';') { " otherwise" } else { "" }
+            if said.ends_with(';') {
+                " otherwise"
+            } else {
+                ""
+            }
         );
     } else {
         let _ = write!(
