@@ -70,6 +70,7 @@ mod cli {
     mod ps;
     mod quiet_fallback;
     mod readme;
+    mod run_output;
     mod run_signals;
     mod run_tree_ram;
     mod run_watch;

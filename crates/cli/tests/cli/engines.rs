@@ -302,7 +302,15 @@ fn a_neighbour_that_loads_while_the_engine_profiles_is_named_with_its_bytes() {
 #[allow(clippy::too_many_lines)] // one table of failures
 fn each_failure_names_who_held_the_memory_and_what_would_have_fitted() {
     // (engine, neighbour's start, hook, vLLM utilization, pattern, a phrase of the text)
-    let cases: &[(&str, u64, Option<(&str, u64)>, &str, &str, &str)] = &[
+    type Case<'a> = (
+        &'a str,
+        u64,
+        Option<(&'a str, u64)>,
+        &'a str,
+        &'a str,
+        &'a str,
+    );
+    let cases: &[Case] = &[
         (
             "vllm",
             20,
