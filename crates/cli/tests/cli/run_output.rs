@@ -24,7 +24,7 @@ fn mixed(n: usize) -> Vec<u8> {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        if x % 64 == 0 {
+        if x.is_multiple_of(64) {
             out.extend_from_slice(lines[(x >> 8) as usize % lines.len()]);
         } else {
             out.extend_from_slice(&x.to_le_bytes());
