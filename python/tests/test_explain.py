@@ -20,6 +20,7 @@ SHOW = """
 ledger = hypomnesis.explain()
 out({"ledger": ledger, "repr": repr(ledger), "html": ledger._repr_html_(),
      "first": next((repr(f) for g in ledger.gpus for f in g.frameworks), None),
+     "slack": [g.allocator_slack_bytes for g in ledger.gpus],
      "modules": sorted(m for m in ("torch", "jax", "cupy") if m in sys.modules),
      "asked": watch.asked})
 """
@@ -57,12 +58,14 @@ def test_cuda_visible_devices_remaps_torch_device_0_to_gpu_1_by_uuid() -> None:
     free = 110_796 * MIB
     assert g["free_bytes"] == free and g["headroom_bytes"] == free + (2560 - 1946) * MIB
     assert g["notes"] == [] and r["ledger"]["unmatched"] == [] and r["ledger"]["notes"] == []
+    # The terms of hmn run's engine ledger: reserved that no tensor holds is allocator slack.
+    assert r["slack"] == [(2560 - 1946) * MIB]
     assert r["first"] == (
         "FrameworkMemory(torch cuda:0, reserved=2.5 GiB, allocated=1.9 GiB, "
         f"peak_reserved=2.5 GiB, peak_allocated=2.0 GiB, uuid='{GPU1[4:]}')"
     )
     assert r["repr"] == (
-        "GPU 1 NVIDIA H200: driver 3.2 GiB = torch reserved 2.5 GiB (allocated 1.9 GiB) + "
+        "GPU 1 NVIDIA H200: driver 3.2 GiB = torch reserved 2.5 GiB (allocated 1.9 GiB, allocator slack 614.0 MiB) + "
         "outside frameworks 768.0 MiB; free 108.2 GiB, headroom 108.8 GiB"
     )
     # Never read: the other frameworks, which nothing imported, nor imported by explain().
@@ -89,7 +92,7 @@ def test_a_framework_counting_more_than_the_driver_gives_no_negative_outside() -
     assert "count 2.0 GiB more than the driver" in note
     assert "-" not in r["repr"].split("(")[0]
     assert r["repr"].startswith(
-        "GPU 0 NVIDIA H200: driver 1.0 GiB, torch reserved 3.0 GiB (allocated 2.0 GiB); free "
+        "GPU 0 NVIDIA H200: driver 1.0 GiB, torch reserved 3.0 GiB (allocated 2.0 GiB, allocator slack 1.0 GiB); free "
     )
     assert "2.0 GiB more than the driver" in r["repr"] and "2.0 GiB more" in r["html"]
 
@@ -271,7 +274,8 @@ def test_a_driver_figure_not_this_process_s_is_unknown_with_its_reason() -> None
     assert g.driver_bytes is None and g.outside_bytes is None and g.notes == (why,)
     assert g.framework_reserved_bytes == 2 * GIB and g.headroom_bytes == 101 * GIB
     assert repr(g) == (
-        "GPU 0 NVIDIA H200: driver unknown, torch reserved 2.0 GiB (allocated 1.0 GiB); "
+        "GPU 0 NVIDIA H200: driver unknown, torch reserved 2.0 GiB (allocated 1.0 GiB, allocator "
+        "slack 1.0 GiB); "
         f"free 100.0 GiB, headroom 101.0 GiB ({why})"
     )
     assert torch.cached_bytes == GIB

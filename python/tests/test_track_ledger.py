@@ -118,7 +118,7 @@ def test_each_sample_has_the_ledger_of_its_time_and_the_peak_has_the_peaks() -> 
     assert p["driver_bytes"] == 6 * GIB and p["framework_reserved_bytes"] == 5 * GIB
     assert p["outside_bytes"] == GIB and p["frameworks"][0]["allocated_bytes"] == 4 * GIB
     assert r["peak"].startswith(
-        "GPU 0 NVIDIA H200: driver 6.0 GiB = torch reserved 5.0 GiB (allocated 4.0 GiB) + "
+        "GPU 0 NVIDIA H200: driver 6.0 GiB = torch reserved 5.0 GiB (allocated 4.0 GiB, allocator slack 1.0 GiB) + "
         "outside frameworks 1.0 GiB"
     ), r["peak"]
     # Nothing was imported to read them.

@@ -38,6 +38,15 @@ def uuid_key(uuid: Optional[str]) -> Optional[str]:
     return u or None
 
 
+def _inside(f: FrameworkMemory) -> str:
+    """``allocated 512.0 MiB, allocator slack 256.0 MiB``: how a framework's reserved bytes
+    split."""
+    said = f"allocated {format_bytes(f.allocated_bytes)}"
+    if f.reserved_bytes is not None and f.allocated_bytes is not None:
+        said += f", allocator slack {format_bytes(max(f.reserved_bytes - f.allocated_bytes, 0))}"
+    return said
+
+
 @dataclass(frozen=True)
 class GpuLedger:
     """One GPU, or one MIG device, in :func:`explain`'s ledger.
@@ -45,6 +54,12 @@ class GpuLedger:
     ``driver_bytes = framework_reserved_bytes + outside_bytes`` where all three are known; a
     figure that cannot be known, or that would be negative, is ``None`` with ``notes`` saying
     why.
+
+    The terms are those of ``hmn run``'s ledger of a serving engine, seen from outside: what
+    the driver charges beyond the engine's own figures is *allocator slack* (a framework's
+    reserved bytes no tensor holds, :attr:`allocator_slack_bytes`) and memory *outside the
+    frameworks* (the CUDA context, NCCL, cuBLAS workspaces: what the engines print as
+    "non-torch" or "outside torch", :attr:`outside_bytes`).
     """
 
     index: int
@@ -75,6 +90,18 @@ class GpuLedger:
     """Why a figure is ``None``, in words."""
 
     @property
+    def allocator_slack_bytes(self) -> Optional[int]:
+        """What the frameworks hold from the driver that no tensor or array holds (reserved less
+        allocated, added up): the caching allocators' slack. ``None`` when no framework gives
+        both figures."""
+        known = [
+            f.reserved_bytes - f.allocated_bytes
+            for f in self.frameworks
+            if f.reserved_bytes is not None and f.allocated_bytes is not None
+        ]
+        return sum(max(k, 0) for k in known) if known else None
+
+    @property
     def label(self) -> str:
         """``GPU 1 NVIDIA H200``, or ``GPU 0 MIG 2 NVIDIA H200 MIG 1g.18gb``."""
         mig = "" if self.mig_slot is None else f" MIG {self.mig_slot}"
@@ -83,7 +110,7 @@ class GpuLedger:
     def __repr__(self) -> str:
         fb = format_bytes
         parts = [
-            f"{f.framework} reserved {fb(f.reserved_bytes)} (allocated {fb(f.allocated_bytes)})"
+            f"{f.framework} reserved {fb(f.reserved_bytes)} ({_inside(f)})"
             for f in self.frameworks
         ]
         if self.outside_bytes is not None:

@@ -390,6 +390,16 @@ fn rows_of(frame: &Frame) -> Vec<(GpuDeviceInfo, Vec<hypomnesis::GpuProcessEntry
         .collect()
 }
 
+/// A serving engine's phases, for the plot.
+fn bands(summary: &RunSummary) -> Vec<crate::view::plot::Band> {
+    summary.engine.as_ref().map_or_else(Vec::new, |e| {
+        e.phases
+            .iter()
+            .map(|p| (p.from_s, p.to_s, p.doing.to_string()))
+            .collect()
+    })
+}
+
 /// The CSV flushed, the plot drawn, the summary on stderr, the JSON on stdout.
 fn finish(
     args: &RunArgs,
@@ -406,6 +416,7 @@ fn finish(
             &points,
             devices,
             &render::shell_words(&summary.command),
+            &bands(summary),
         )
     {
         writeln!(err, "hmn run: cannot draw {}: {e}", path.display())?;

@@ -200,10 +200,12 @@ fn gap_line(out: &mut String, r: &EngineReport) {
         gap = gap.saturating_add(i64::try_from(counted).unwrap_or(i64::MAX));
     }
     if gap >= 0 {
+        // The words of `hypomnesis.explain()`, which splits this gap from inside the engine.
         let what = if row.non_torch_bytes.is_some() {
-            "CUDA context and allocator slack"
+            "allocator slack and the CUDA context (memory outside the frameworks)"
         } else {
-            "CUDA context, allocator slack and memory outside torch it did not print"
+            "allocator slack and memory outside the frameworks (the CUDA context, libraries) \
+             it did not print"
         };
         let _ = write!(
             said,

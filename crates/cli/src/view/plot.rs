@@ -87,6 +87,7 @@ pub fn draw(
     points: &[Point],
     devices: &[Option<GpuDeviceInfo>],
     command: &str,
+    phases: &[Band],
 ) -> Result<(), String> {
     let e = |x: &dyn std::fmt::Display| x.to_string();
     // The GPUs the tree held memory on: their other processes are drawn too.
@@ -144,6 +145,7 @@ pub fn draw(
         .y_desc(format!("memory ({unit_name})"))
         .draw()
         .map_err(|x| e(&x))?;
+    draw_bands(&mut chart, phases, y_max)?;
     let lines = lines_of(points, devices, &used, scale);
     let axes = Axes {
         unit_name,
@@ -161,6 +163,38 @@ pub fn draw(
         .draw()
         .map_err(|x| e(&x))?;
     root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// A stretch of the run drawn as a band: a serving engine's phase (from, to in seconds, what
+/// it was doing).
+pub type Band = (f64, f64, String);
+
+/// The phases as light bands behind the lines, each labelled at its start (two heights in
+/// turn, so neighbouring labels do not overlap).
+fn draw_bands(chart: &mut Chart<'_, '_>, phases: &[Band], y_max: f64) -> Result<(), String> {
+    let e = |x: &dyn std::fmt::Display| x.to_string();
+    let shades = [RGBColor(226, 234, 250), RGBColor(246, 238, 222)];
+    let drawn = phases.iter().filter(|(from, to, _)| to > from);
+    for (k, (from, to, label)) in drawn.enumerate() {
+        let shade = shades.get(k % 2).copied().unwrap_or(WHITE);
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(*from, 0.0), (*to, y_max)],
+                shade.filled(),
+            )))
+            .map_err(|x| e(&x))?;
+        let height = if k % 2 == 0 { 0.985 } else { 0.94 };
+        let style = ("sans-serif", 12).into_font().color(&RGBColor(80, 80, 80));
+        let text: String = label.chars().filter(|c| !c.is_control()).take(40).collect();
+        chart
+            .draw_series(std::iter::once(Text::new(
+                text,
+                (*from, y_max * height),
+                style,
+            )))
+            .map_err(|x| e(&x))?;
+    }
     Ok(())
 }
 

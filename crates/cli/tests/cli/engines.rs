@@ -251,7 +251,17 @@ fn the_output_reaches_hmns_byte_for_byte() {
 fn a_neighbour_that_loads_while_the_engine_profiles_is_named_with_its_bytes() {
     for (engine, counted) in [("vllm", true), ("sglang", false), ("trtllm", true)] {
         let stage = Stage::new(&format!("loads-{engine}"), 10);
-        let o = stage.run(engine, &["--json"], &[stage.hook("PROFILE", 31)]);
+        let svg = stage.dir.join("plot.svg");
+        let o = stage.run(
+            engine,
+            &["--json", "--plot", svg.to_str().unwrap()],
+            &[stage.hook("PROFILE", 31)],
+        );
+        // The plot: the engine's phases as bands, the neighbour as a line.
+        let drawn = std::fs::read_to_string(&svg).unwrap();
+        for label in ["loading its weights", "other processes on GPU 0"] {
+            assert!(drawn.contains(label), "{engine}: {label} not drawn");
+        }
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let e = &json(&o)["engine"];
         let s = &e["sizing"];
