@@ -483,7 +483,10 @@ fn phases(
 ) -> Vec<Phase> {
     let Some(gpu) = gpu else { return Vec::new() };
     let mut out = Vec::new();
+    // A phase runs from one of its lines to the next; the others' change over it is read
+    // between the samples taken after each.
     let mut from: Option<&Moment> = start;
+    let mut from_at = Duration::ZERO;
     let mut last_kind: Option<Kind> = None;
     for (e, m) in events.iter().zip(moments) {
         if last_kind == Some(e.kind) {
@@ -493,17 +496,20 @@ fn phases(
         let (Some(a), Some(b)) = (from, *m) else {
             continue;
         };
-        if let (Some(ga), Some(gb)) = (a.gpus.get(&gpu), b.gpus.get(&gpu)) {
+        if let (Some(ga), Some(gb)) = (a.gpus.get(&gpu), b.gpus.get(&gpu))
+            && e.at > from_at
+        {
             let (total, largest) = changes(ga, gb, who);
             out.push(Phase {
                 doing: e.kind.doing(),
-                from_s: secs(a.at),
+                from_s: secs(from_at),
                 to_s: secs(e.at),
                 others_change_bytes: total,
                 largest,
             });
         }
         from = Some(b);
+        from_at = e.at;
     }
     out
 }

@@ -161,4 +161,6 @@ impl Heard {
 }
 
 #[cfg(test)]
+mod ledger_tests;
+#[cfg(test)]
 mod tests;
