@@ -167,3 +167,28 @@ fn hmn_exe_exits_with_the_documented_codes() {
     let (code, _, _) = hmn(&["--bogus"]);
     assert_eq!(code, 2);
 }
+
+/// `hmn run` on Windows: the command writes to pipes, which hmn passes on (its bytes whole,
+/// stdout and stderr apart) and reads for a serving engine's lines.
+#[test]
+fn hmn_run_passes_the_commands_output_on_and_hears_an_engine() {
+    let (code, out, err) = hmn(&[
+        "run",
+        "--json",
+        "--",
+        "cmd",
+        "/c",
+        "echo Available KV cache memory: 3.00 GiB& echo to-stderr 1>&2",
+    ]);
+    println!("hmn run: {code}\n{out}{err}");
+    assert_eq!(code, 0);
+    assert!(out.starts_with("Available KV cache memory: 3.00 GiB"), "{out}");
+    assert!(err.starts_with("to-stderr"), "{err}");
+    let json = &out[out.find('{').unwrap()..];
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(v["engine"]["engine"], "vllm", "{v}");
+    assert_eq!(
+        v["engine"]["events"][0]["figures"]["kv_cache_bytes"],
+        3_u64 << 30
+    );
+}
