@@ -63,9 +63,12 @@ pub enum Command {
     Ghosts(ghosts::GhostsArgs),
     /// Run a command and report the peak RAM and GPU memory of its whole process tree.
     ///
-    /// The command keeps this terminal (stdin, stdout, stderr); the summary goes to stderr (or one
-    /// JSON object to stdout with --json). Its exit status is passed through (a signal n as
-    /// 128+n); Ctrl-C reaches the command and the summary still prints.
+    /// The command keeps this terminal's stdin and its Ctrl-C; its output passes through hmn
+    /// unchanged (a terminal of hmn's where hmn's output is one, so colours stay) and is read
+    /// for a serving engine's memory lines (vLLM, SGLang, TensorRT-LLM), set beside what the
+    /// driver charged its processes. The summary goes to stderr (or one JSON object to stdout
+    /// with --json). Its exit status is passed through (a signal n as 128+n); Ctrl-C reaches
+    /// the command and the summary still prints.
     Run(run::RunArgs),
     /// Follow running processes (or the top GPU holders): one row per process per interval,
     /// with changes, and a summary of baseline and peak at the end.
