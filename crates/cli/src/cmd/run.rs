@@ -354,6 +354,7 @@ fn follow(
         peaks.add_holders(&frame, &tree);
         peaks.members.add(&frame, &tree, ram.as_ref());
         timeline.add(&p, devices.len(), err)?;
+        child.follow_size();
         if let Some(e) = engine.as_deref_mut() {
             e.sample(&frame, &set);
         }

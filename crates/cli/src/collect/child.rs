@@ -80,6 +80,14 @@ impl Child {
         self.inner.id()
     }
 
+    /// Its terminal follows the size of hmn's (a resize reaches it, as a `SIGWINCH` from the
+    /// kernel).
+    pub fn follow_size(&self) {
+        if let Some(o) = &self.output {
+            o.follow_size();
+        }
+    }
+
     /// Once it ended: what it left in its output passed on, waited for at most `bound`;
     /// whether all of it was.
     pub fn drain(&mut self, bound: Duration) -> bool {

@@ -72,6 +72,9 @@ pub struct Passing {
     /// Pseudo-terminals' command ends, kept until the command started.
     #[cfg(unix)]
     slaves: Vec<Slave>,
+    /// Pseudo-terminals' masters (a copy) with the stream whose size they follow.
+    #[cfg(unix)]
+    masters: Vec<(std::os::fd::OwnedFd, Target)>,
 }
 
 /// How the command's stdout and stderr are set up before it starts.
@@ -131,6 +134,8 @@ impl Plan {
         let mut pumps = Vec::new();
         #[cfg(unix)]
         let mut slaves = Vec::new();
+        #[cfg(unix)]
+        let mut masters = Vec::new();
         #[cfg(target_os = "linux")]
         for fd in [
             stdout.as_ref().map(std::os::fd::AsFd::as_fd),
@@ -151,6 +156,9 @@ impl Plan {
                 #[cfg(unix)]
                 Route::Terminal(master, slave) => {
                     slaves.push(slave);
+                    if let Ok(copy) = master.try_clone() {
+                        masters.push((copy.into(), target));
+                    }
                     Some(Box::new(master))
                 }
                 #[cfg(unix)]
@@ -171,6 +179,8 @@ impl Plan {
             pumps,
             #[cfg(unix)]
             slaves,
+            #[cfg(unix)]
+            masters,
         }
     }
 }
@@ -200,6 +210,24 @@ impl Passing {
     pub fn started(&mut self) {
         #[cfg(unix)]
         self.slaves.clear();
+    }
+
+    /// Gives the command's pseudo-terminals the size of hmn's terminal now (it may have been
+    /// resized since): cheap, called at every sample.
+    #[cfg_attr(not(unix), allow(clippy::unused_self))]
+    pub fn follow_size(&self) {
+        #[cfg(unix)]
+        for (master, like) in &self.masters {
+            let now = match like {
+                Target::Stdout => rustix::termios::tcgetwinsize(io::stdout()),
+                Target::Stderr => rustix::termios::tcgetwinsize(io::stderr()),
+            };
+            if let (Ok(now), Ok(was)) = (now, rustix::termios::tcgetwinsize(master))
+                && (now.ws_row, now.ws_col) != (was.ws_row, was.ws_col)
+            {
+                let _ = rustix::termios::tcsetwinsize(master, now);
+            }
+        }
     }
 
     /// After the command ended: waits for the pumps to pass on what it left, at most `bound`;

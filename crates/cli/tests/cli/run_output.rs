@@ -160,3 +160,22 @@ fn a_closed_output_ends_the_command_as_without_hmn() {
     assert_eq!(&first, b"y\n");
     assert_eq!(status.code(), Some(128 + 13));
 }
+
+/// A terminal resized while the command runs: its pseudo-terminal follows (the command reads
+/// the new size, as it would on hmn's own terminal).
+#[cfg(feature = "top")]
+#[test]
+fn the_commands_terminal_follows_a_resize() {
+    use super::top::{Tmux, tmux_here};
+    if !tmux_here() {
+        return;
+    }
+    let hmn_path = env!("CARGO_BIN_EXE_hmn");
+    let script = format!(
+        "'{hmn_path}' run -- sh -c 'stty size <&1; sleep 2; stty size <&1' 2>/dev/null; sleep 30"
+    );
+    let tmux = Tmux::start("resize", 100, &["sh", "-c", &script]);
+    tmux.wait_for("the first size", |s| s.contains("30 100"));
+    tmux.cmd(&["resize-window", "-t", "top", "-x", "80", "-y", "20"]);
+    tmux.wait_for("the new size", |s| s.contains("20 80"));
+}

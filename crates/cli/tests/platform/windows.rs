@@ -182,7 +182,10 @@ fn hmn_run_passes_the_commands_output_on_and_hears_an_engine() {
     ]);
     println!("hmn run: {code}\n{out}{err}");
     assert_eq!(code, 0);
-    assert!(out.starts_with("Available KV cache memory: 3.00 GiB"), "{out}");
+    assert!(
+        out.starts_with("Available KV cache memory: 3.00 GiB"),
+        "{out}"
+    );
     assert!(err.starts_with("to-stderr"), "{err}");
     let json = &out[out.find('{').unwrap()..];
     let v: serde_json::Value = serde_json::from_str(json).unwrap();
