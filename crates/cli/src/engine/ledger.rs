@@ -284,6 +284,9 @@ pub struct Fits {
     pub short_bytes: Option<u64>,
     /// How much free memory rose while it profiled (another process released memory).
     pub freed_while_profiling_bytes: Option<u64>,
+    /// The smallest `--mem-fraction-static` (SGLang) that would have left room for a KV cache
+    /// in what was free: SGLang's cache is free memory less (1 − fraction) of the total.
+    pub mem_fraction_static_above: Option<f64>,
 }
 
 /// One other holder at the failure.
@@ -598,6 +601,13 @@ fn would_fit(e: &Event, free: Option<u64>, total: Option<u64>) -> Fits {
                 .bytes("tried_bytes")
                 .zip(free)
                 .map(|(t, f)| t.saturating_sub(f));
+        }
+        "sglang.not_enough_memory" => {
+            if let (Some(free), Some(total)) = (free, total) {
+                #[allow(clippy::cast_precision_loss)]
+                let above = ((1.0 - free as f64 / total.max(1) as f64) * 100.0).ceil() / 100.0;
+                fits.mem_fraction_static_above = Some(above.clamp(0.0, 1.0));
+            }
         }
         "vllm.profiling_error" => {
             fits.freed_while_profiling_bytes = e

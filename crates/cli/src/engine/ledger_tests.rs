@@ -262,3 +262,20 @@ fn pytorchs_error_alone_is_pytorchs_and_an_engines_lines_win_over_it() {
     assert_eq!(r.failure.unwrap().pattern, "pytorch.out_of_memory");
     assert!(build(&[], &[], None, &who).is_none());
 }
+
+#[test]
+fn sglangs_failure_says_the_fraction_that_would_have_left_room() {
+    let e = event(
+        10,
+        Engine::Sglang,
+        Kind::OutOfMemory,
+        "sglang.not_enough_memory",
+        &[],
+    );
+    // 30 of 140 GiB free: a fraction above 1 - 30/140 = 0.7857… leaves room.
+    let at = moment(20, 16 * GIB, &[(7, 94 * GIB)]);
+    let r = build(&[e], &[Some(&at)], None, &who).unwrap();
+    let f = r.failure.unwrap();
+    assert_eq!(f.free_bytes, Some(30 * GIB));
+    assert_eq!(f.fits.mem_fraction_static_above, Some(0.79));
+}

@@ -288,6 +288,27 @@ fn failure(out: &mut String, engine: &str, gpu: Option<u32>, f: &Failure) {
     } else if let Some(short) = f.fits.short_bytes {
         let _ = write!(p, " It needed {} more than was free.", size(short));
     }
+    if let Some(above) = f.fits.mem_fraction_static_above {
+        let _ = write!(
+            p,
+            " --mem-fraction-static above {above:.2} would have left room for a KV cache in what \
+             was free (SGLang's KV cache is what is free less (1 - fraction) x total)."
+        );
+    }
+    let said_a_size = f.fits.utilization.is_some()
+        || f.fits.short_bytes.is_some()
+        || f.fits.mem_fraction_static_above.is_some();
+    if !said_a_size
+        && let Some(o) = f
+            .others_bytes
+            .filter(|&o| o >= crate::engine::ledger::NOTICED)
+    {
+        let _ = write!(
+            p,
+            " Without the other processes it would have had {} more.",
+            size(o)
+        );
+    }
     if let Some(freed) = f.fits.freed_while_profiling_bytes {
         let _ = write!(
             p,

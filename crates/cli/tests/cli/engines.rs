@@ -335,7 +335,7 @@ fn each_failure_names_who_held_the_memory_and_what_would_have_fitted() {
             Some(("PROFILE", 120)),
             "0.9",
             "vllm.no_cache_blocks",
-            "other processes held 120.0 GiB",
+            "Without the other processes it would have had 120.0 GiB more",
         ),
         (
             "vllm",
@@ -351,7 +351,7 @@ fn each_failure_names_who_held_the_memory_and_what_would_have_fitted() {
             Some(("PROFILE", 110)),
             "0.9",
             "sglang.not_enough_memory",
-            "other processes held 110.0 GiB",
+            "--mem-fraction-static above 0.90 would have left room",
         ),
         (
             "trtllm",
