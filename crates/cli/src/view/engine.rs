@@ -278,6 +278,13 @@ fn failure(out: &mut String, engine: &str, gpu: Option<u32>, f: &Failure) {
         let _ = write!(p, "; the driver reserves {}", size(r));
     }
     p.push('.');
+    p.push_str(&fits(f));
+    let _ = writeln!(out, "  {p}");
+}
+
+/// What would have fitted, as far as the engine's figures and the driver's say.
+fn fits(f: &Failure) -> String {
+    let mut p = String::new();
     if let (Some(u), Some(short)) = (f.fits.utilization, f.fits.short_bytes) {
         let _ = write!(
             p,
@@ -321,7 +328,7 @@ fn failure(out: &mut String, engine: &str, gpu: Option<u32>, f: &Failure) {
     if !f.ghosts.is_empty() {
         p.push_str(" `hmn ghosts` says whether the ghosts' memory can be freed.");
     }
-    let _ = writeln!(out, "  {p}");
+    p
 }
 
 fn holders(list: &[Holder]) -> String {
