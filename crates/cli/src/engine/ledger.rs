@@ -108,10 +108,15 @@ impl Follow {
 
     /// One sample of the run.
     pub fn sample(&mut self, frame: &Frame, tree: &HashSet<u32>) {
-        let count = self.heard.count();
         let mut moment = Moment::of(frame, tree);
         // On the clock the lines were timed with.
         moment.at = self.heard.now();
+        self.add(moment);
+    }
+
+    /// One sample's figures: the moment of the lines heard since the last.
+    pub fn add(&mut self, moment: Moment) {
+        let count = self.heard.count();
         if count > self.seen {
             let shared = Arc::new(moment.clone());
             self.at_events

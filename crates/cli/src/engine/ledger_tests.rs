@@ -5,8 +5,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::ledger::{GpuAt, Moment, Who, build};
-use super::{Engine, Event, Figure, Kind};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::ledger::{Follow, GpuAt, Moment, Who, build};
+use super::{Engine, Event, Figure, Heard, Kind};
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
@@ -278,4 +281,39 @@ fn sglangs_failure_says_the_fraction_that_would_have_left_room() {
     let f = r.failure.unwrap();
     assert_eq!(f.free_bytes, Some(30 * GIB));
     assert_eq!(f.fits.mem_fraction_static_above, Some(0.79));
+}
+
+#[test]
+fn lines_heard_between_samples_get_the_next_sample_and_a_failure_the_one_before() {
+    let heard = Arc::new(Heard::new(Instant::now()));
+    let mut follow = Follow::new(Arc::clone(&heard));
+    follow.add(moment(0, 512 * MIB, &[(7, 10 * GIB)]));
+    assert!(!follow.pending());
+    heard.push(event(
+        50,
+        Engine::Vllm,
+        Kind::WeightsLoaded,
+        "vllm.weights",
+        &[("weights_bytes", 15 * GIB)],
+    ));
+    assert!(follow.pending(), "a line heard: sample at once");
+    follow.add(moment(60, 16 * GIB, &[(7, 10 * GIB)]));
+    assert!(!follow.pending());
+    // It held 16 GiB as it failed, and let go before the sample after its line.
+    follow.add(moment(100, 16 * GIB, &[(7, 40 * GIB)]));
+    heard.push(event(
+        110,
+        Engine::Vllm,
+        Kind::OutOfMemory,
+        "vllm.no_cache_blocks",
+        &[],
+    ));
+    follow.add(moment(120, 0, &[(7, 40 * GIB)]));
+    let r = follow.report(&who).unwrap();
+    assert_eq!(r.ledger[0].driver_bytes, Some(16 * GIB));
+    let f = r.failure.unwrap();
+    assert_eq!(f.own_bytes, Some(16 * GIB));
+    assert_eq!(f.others_bytes, Some(40 * GIB));
+    // The phase up to the failure saw pid 7 grow by 30 GiB.
+    assert_eq!(r.phases.last().unwrap().largest[0].bytes, i(30 * GIB));
 }
