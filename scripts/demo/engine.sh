@@ -7,15 +7,19 @@
 #     --holds GIB       what the other process holds when the engine starts (default 10)
 #     --loads GIB       what it loads meanwhile, while the engine profiles (default 0)
 #     --at STEP         when it loads: LOAD, PROFILE (the default), KV or GRAPHS
+#     --then-holds GIB  what it holds once --after SECONDS have passed (it finishes its own
+#                       start, say), whatever the engine does: for `hmn run --wait-for`
 # The other process is a `sleep` this script starts (the driver lists it as `sleep`); its
 # memory is a number in a file the fake reads. Works from any directory.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 engine="${1:?usage: engine.sh vllm|sglang|trtllm [--holds GIB] [--loads GIB] [--at STEP] [-- hmn run options]}"
 shift
-holds=10 loads=0 at=PROFILE
+holds=10 loads=0 at=PROFILE then_holds="" after=1
 while [ $# -gt 0 ]; do
   case "$1" in
+    --then-holds) then_holds="$2"; shift 2 ;;
+    --after) after="$2"; shift 2 ;;
     --holds) holds="$2"; shift 2 ;;
     --loads) loads="$2"; shift 2 ;;
     --at) at="$2"; shift 2 ;;
@@ -42,6 +46,11 @@ cat > "$dir/scenario.json" <<EOF
      {"pid_file": "$dir/engine.pid", "used": 0, "used_file": "$dir/engine.used"},
      {"pid": $neighbour, "used": 0, "used_file": "$dir/neighbour.used"}]}]}
 EOF
+if [ -n "$then_holds" ]; then
+  # Before the engine starts: the free figure is the total less what the other holds.
+  ( sleep "$after"; echo $((then_holds * gib)) > "$dir/neighbour.used"
+    echo $((total - then_holds * gib)) > "$dir/free" ) &
+fi
 export HMN_STANDIN_DIR="$dir" HMN_STANDIN_TOTAL="$total" HMN_STANDIN_OTHERS="$dir/neighbour.used"
 if [ "$loads" != 0 ]; then
   export "HMN_STANDIN_HOOK_$at=echo $(((holds + loads) * gib)) > '$dir/neighbour.used'"
