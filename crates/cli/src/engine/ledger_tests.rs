@@ -5,8 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
+
+use hypomnesis::sampling::{DeviceFrame, Frame};
+use hypomnesis::{GpuDeviceInfo, GpuProcessEntry};
 
 use super::ledger::{Follow, GpuAt, Moment, Who, build};
 use super::{Engine, Event, Figure, Heard, Kind};
@@ -316,4 +320,63 @@ fn lines_heard_between_samples_get_the_next_sample_and_a_failure_the_one_before(
     assert_eq!(f.others_bytes, Some(40 * GIB));
     // The phase up to the failure saw pid 7 grow by 30 GiB.
     assert_eq!(r.phases.last().unwrap().largest[0].bytes, i(30 * GIB));
+}
+
+/// A frame of one GPU: its figures and the driver's process list.
+fn frame(free: u64, rows: &[(u32, u64)]) -> Frame {
+    let info = GpuDeviceInfo::builder()
+        .index(0)
+        .total_bytes(140 * GIB)
+        .free_bytes(free)
+        .used_bytes(140 * GIB - free)
+        .reserved_bytes(Some(600 * MIB))
+        .build();
+    let rows = rows
+        .iter()
+        .map(|&(pid, used)| {
+            GpuProcessEntry::builder()
+                .pid(pid)
+                .device_index(0)
+                .used_bytes(used)
+                .build()
+        })
+        .collect();
+    let mut d = DeviceFrame::default();
+    (d.info, d.processes) = (Some(Ok(info)), Some(Ok(rows)));
+    Frame::new(Duration::from_secs(1), Ok(1), vec![d], BTreeMap::new())
+}
+
+#[test]
+fn a_frame_is_the_commands_processes_against_the_others() {
+    // The command is pids 1 and 2 (an engine and its worker); 7 is another job.
+    let tree: HashSet<u32> = [1, 2].into_iter().collect();
+    let m = Moment::of(
+        &frame(90 * GIB, &[(1, 512 * MIB), (2, 20 * GIB), (7, 29 * GIB)]),
+        &tree,
+    );
+    let g = &m.gpus[&0];
+    assert_eq!(g.own, 20 * GIB + 512 * MIB);
+    assert_eq!(g.others, BTreeMap::from([(7, 29 * GIB)]));
+    assert_eq!(
+        (g.total, g.free, g.reserved),
+        (Some(140 * GIB), Some(90 * GIB), Some(600 * MIB))
+    );
+    // A GPU whose processes could not be listed is not in the moment.
+    let mut unlisted = frame(90 * GIB, &[]);
+    unlisted.devices[0].processes = None;
+    assert!(Moment::of(&unlisted, &tree).gpus.is_empty());
+    // Follow::sample takes the frame's moment, on the lines' clock.
+    let heard = Arc::new(Heard::new(Instant::now()));
+    let mut follow = Follow::new(Arc::clone(&heard));
+    heard.push(event(
+        0,
+        Engine::Vllm,
+        Kind::WeightsLoaded,
+        "vllm.weights",
+        &[("weights_bytes", 20 * GIB)],
+    ));
+    follow.sample(&frame(90 * GIB, &[(1, 20 * GIB + 512 * MIB)]), &tree);
+    let r = follow.report(&who).unwrap();
+    assert_eq!(r.ledger[0].driver_bytes, Some(20 * GIB + 512 * MIB));
+    assert_eq!(r.ledger[0].gap_bytes, Some(i(512 * MIB)));
 }
