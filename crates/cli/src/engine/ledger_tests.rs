@@ -380,3 +380,49 @@ fn a_frame_is_the_commands_processes_against_the_others() {
     assert_eq!(r.ledger[0].driver_bytes, Some(20 * GIB + 512 * MIB));
     assert_eq!(r.ledger[0].gap_bytes, Some(i(512 * MIB)));
 }
+
+#[test]
+fn the_engine_is_the_one_that_said_most_and_its_gpu_where_it_held_most() {
+    let vllm = event(
+        10,
+        Engine::Vllm,
+        Kind::WeightsLoaded,
+        "vllm.weights",
+        &[("weights_bytes", GIB)],
+    );
+    let sglang = event(
+        20,
+        Engine::Sglang,
+        Kind::WeightsLoaded,
+        "sglang.load_end",
+        &[("weights_bytes", GIB)],
+    );
+    // Two GPUs: the command holds 1 GiB on GPU 0, then 30 GiB on GPU 1 (and 2 GiB on GPU 0).
+    let two = |at: u64, own0: u64, own1: u64| {
+        let mut m = moment(at, own0, &[]);
+        let mut g1 = m.gpus[&0].clone();
+        g1.own = own1;
+        m.gpus.insert(1, g1);
+        m
+    };
+    let (first, second, third) = (
+        two(15, GIB, 0),
+        two(25, 2 * GIB, 30 * GIB),
+        two(35, 2 * GIB, 30 * GIB),
+    );
+    let r = build(
+        &[vllm.clone(), vllm.clone(), sglang],
+        &[Some(&first), Some(&second), Some(&third)],
+        None,
+        &who,
+    )
+    .unwrap();
+    assert_eq!(
+        r.engine,
+        Engine::Vllm,
+        "two lines of vLLM's against one of SGLang's"
+    );
+    assert_eq!(r.gpu, Some(1));
+    let r = build(&[vllm], &[Some(&first)], None, &who).unwrap();
+    assert_eq!(r.gpu, Some(0));
+}

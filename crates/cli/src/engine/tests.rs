@@ -387,3 +387,27 @@ fn figures_are_bytes_only_with_a_unit() {
     let e = one("CUDA graph pool memory: -0.19 GiB (actual), 2.43 GiB (estimated)");
     assert!(matches!(e.figures.get("cuda_graphs"), Some(Figure::Number(n)) if *n < 0.0));
 }
+
+#[test]
+fn a_line_as_long_as_the_bound_is_read_and_a_longer_one_counted_once() {
+    // Exactly LINE_MAX bytes, arriving in pieces with no end until the next chunk: heard.
+    let words = "Available KV cache memory: 2.00 GiB ";
+    let line = format!("{words}{}", "x".repeat(super::scan::LINE_MAX - words.len()));
+    assert_eq!(line.len(), super::scan::LINE_MAX);
+    let (front, back) = line.as_bytes().split_at(100);
+    let events = heard_in(&[b"start\n", front, back, b"\n"]);
+    assert_eq!(events.len(), 1);
+    // A 10 KiB line is well within it.
+    let line = format!("{words}{}\n", "y".repeat(10 * 1024));
+    assert_eq!(heard_in(&[b"start\n", line.as_bytes()]).len(), 1);
+    // 40 KiB without an end, in 8 KiB pieces: one line too long, counted once.
+    let heard = Heard::new(Instant::now());
+    let mut s = Scanner::new();
+    s.feed(b"start\n", &heard);
+    for _ in 0..5 {
+        s.feed(&[b'z'; 8 * 1024], &heard);
+    }
+    s.feed(b"\nGPU KV cache size: 7 tokens\n", &heard);
+    let (events, _, overlong) = heard.all();
+    assert_eq!((events.len(), overlong), (1, 1));
+}
