@@ -240,6 +240,16 @@ fn a_failure_names_its_holders_largest_first_and_what_would_have_fitted() {
     assert_eq!(f.fits.short_bytes, Some(26 * GIB));
     // No line the table knows before it: no rows but the failure's.
     assert_eq!(r.ledger.len(), 1);
+    // Many holders: the five largest are named, the others counted in their sum.
+    let many: Vec<(u32, u64)> = (10..18).map(|p| (p, u64::from(p) * GIB)).collect();
+    let at = moment(150, 0, &many);
+    let f = build(&events, &[Some(&at)], None, &who)
+        .unwrap()
+        .failure
+        .unwrap();
+    let named: Vec<u32> = f.holders.iter().map(|h| h.pid).collect();
+    assert_eq!(named, [17, 16, 15, 14, 13]);
+    assert_eq!(f.others_bytes, Some((10..18).sum::<u64>() * GIB));
 }
 
 #[test]

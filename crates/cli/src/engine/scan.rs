@@ -120,7 +120,7 @@ fn lines(table: &'static Compiled, whole: &[u8], heard: &Heard) {
 }
 
 /// The bounds of the line of `bytes` that holds `start..end`.
-fn line_around(bytes: &[u8], start: usize, end: usize) -> (usize, usize) {
+pub(super) fn line_around(bytes: &[u8], start: usize, end: usize) -> (usize, usize) {
     let head = bytes.get(..start).unwrap_or_default();
     let tail = bytes.get(end..).unwrap_or_default();
     let from = memchr::memrchr2(b'\n', b'\r', head).map_or(0, |i| i + 1);

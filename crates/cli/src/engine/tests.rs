@@ -411,3 +411,24 @@ fn a_line_as_long_as_the_bound_is_read_and_a_longer_one_counted_once() {
     let (events, _, overlong) = heard.all();
     assert_eq!((events.len(), overlong), (1, 1));
 }
+
+#[test]
+fn lines_in_the_middle_of_a_chunk_are_cut_at_their_ends() {
+    use super::scan::line_around;
+    let text = b"one\nINFO GPU KV cache size: 5 tokens\rtwo";
+    let at = 9; // "GPU KV cache size:" starts at 9
+    assert_eq!(line_around(text, at, at + 14), (4, 36));
+    assert_eq!(line_around(b"GPU KV cache size: 5 tokens", 0, 14), (0, 27));
+    // Several lines in one chunk, two of them the table's: each heard whole, in order.
+    let events = heard_in(&[
+        b"first\nnoise\nINFO GPU KV cache size: 5 tokens\nmiddle\r\x1b[32mAvailable KV cache memory: 3.00 GiB\x1b[0m\rlast\n",
+    ]);
+    let lines: Vec<&str> = events.iter().map(|e| e.line.as_str()).collect();
+    assert_eq!(
+        lines,
+        [
+            "INFO GPU KV cache size: 5 tokens",
+            "Available KV cache memory: 3.00 GiB"
+        ]
+    );
+}
