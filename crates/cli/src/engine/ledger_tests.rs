@@ -436,3 +436,27 @@ fn the_engine_is_the_one_that_said_most_and_its_gpu_where_it_held_most() {
     let r = build(&[vllm], &[Some(&first)], None, &who).unwrap();
     assert_eq!(r.gpu, Some(0));
 }
+
+#[test]
+fn a_profiling_error_says_how_much_free_memory_rose() {
+    let e = event(
+        10,
+        Engine::Vllm,
+        Kind::OutOfMemory,
+        "vllm.profiling_error",
+        &[
+            ("free_before_bytes", 100 * GIB),
+            ("free_after_bytes", 112 * GIB + 512 * MIB),
+        ],
+    );
+    let at = moment(20, 16 * GIB, &[(7, 2 * GIB)]);
+    let f = build(&[e], &[Some(&at)], None, &who)
+        .unwrap()
+        .failure
+        .unwrap();
+    assert_eq!(
+        f.fits.freed_while_profiling_bytes,
+        Some(12 * GIB + 512 * MIB)
+    );
+    assert_eq!((f.fits.utilization, f.fits.short_bytes), (None, None));
+}
