@@ -433,8 +433,38 @@ fn the_engine_is_the_one_that_said_most_and_its_gpu_where_it_held_most() {
         "two lines of vLLM's against one of SGLang's"
     );
     assert_eq!(r.gpu, Some(1));
-    let r = build(&[vllm], &[Some(&first)], None, &who).unwrap();
+    let r = build(std::slice::from_ref(&vllm), &[Some(&first)], None, &who).unwrap();
     assert_eq!(r.gpu, Some(0));
+    // The largest, not the last listed; a tie goes to the first.
+    let r = build(
+        std::slice::from_ref(&vllm),
+        &[Some(&two(15, 30 * GIB, 2 * GIB))],
+        None,
+        &who,
+    )
+    .unwrap();
+    assert_eq!(r.gpu, Some(0));
+    let r = build(
+        std::slice::from_ref(&vllm),
+        &[Some(&two(15, 3 * GIB, 3 * GIB))],
+        None,
+        &who,
+    )
+    .unwrap();
+    assert_eq!(r.gpu, Some(0));
+    // Nothing held anywhere: the GPU its failure names.
+    let failed = Event {
+        figures: BTreeMap::from([("device", Figure::Number(1.0))]),
+        ..event(
+            15,
+            Engine::Vllm,
+            Kind::OutOfMemory,
+            "vllm.free_below_utilization",
+            &[],
+        )
+    };
+    let r = build(&[failed], &[Some(&two(20, 0, 0))], None, &who).unwrap();
+    assert_eq!(r.gpu, Some(1));
 }
 
 #[test]
