@@ -39,7 +39,9 @@ fn dir() -> PathBuf {
 }
 
 /// Runs `hmn ARGS` (each a shell word) inside a new PID namespace with its own procfs, after a
-/// `sleep 777` whose local pid the fake lists; returns (exit code, stdout, stderr, the pid).
+/// `sleep 777` whose local pid the fake lists (once it is `sleep`: `setsid` runs first under
+/// that pid, and a loaded machine once let hmn read it then); returns (exit code, stdout,
+/// stderr, the pid).
 fn in_namespace(driver: &str, args: &str) -> Option<(i32, String, String, u32)> {
     let d = dir();
     let (pid_file, out, err) = (d.join("pid"), d.join("out"), d.join("err"));
@@ -53,7 +55,9 @@ fn in_namespace(driver: &str, args: &str) -> Option<(i32, String, String, u32)> 
     );
     let scenario = write_scenario(&scenario);
     let script = format!(
-        "setsid sleep 777 & s=$!; echo $s > {pid}; \
+        "setsid sleep 777 & s=$!; \
+         i=0; while [ \"$(cat /proc/$s/comm 2>/dev/null)\" != sleep ] && [ $i -lt 500 ]; do \
+         sleep 0.01; i=$((i+1)); done; echo $s > {pid}; \
          HYPOMNESIS_NVML_LIBRARY={lib} FAKE_NVML_SCENARIO={sc} HYPOMNESIS_SYSFS={empty} \
          PATH={empty} {hmn} {args} > {out} 2> {err}; rc=$?; kill $s; exit $rc",
         pid = pid_file.display(),
